@@ -1,0 +1,99 @@
+"""The catalog: each table's current segments, folded from events and commits.
+
+Truth lives in Delta: the executor records every load and merge in the commit's
+metadata, and `SegmentCatalog.from_commits` rebuilds this view from the table's
+history. This module is pure; reading the history is the executor's job.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from compactor.domain import MergePlan, Segment
+from compactor.errors import InvalidSegmentError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class CommitRecord:
+    """What one Delta commit did to the segment set (from its user metadata)."""
+
+    version: int
+    added: tuple[Segment, ...]
+    removed: tuple[str, ...]
+    plan_id: str | None = None
+
+
+@dataclass
+class SegmentCatalog:
+    """Current segments per table; applying the same change twice is a no-op."""
+
+    tables: dict[str, dict[str, Segment]] = field(default_factory=dict)
+    executed_plans: dict[str, set[str]] = field(default_factory=dict)
+
+    def segments(self, table: str) -> list[Segment]:
+        return list(self.tables.get(table, {}).values())
+
+    def get(self, table: str, segment_id: str) -> Segment | None:
+        return self.tables.get(table, {}).get(segment_id)
+
+    def was_executed(self, table: str, plan_id: str) -> bool:
+        return plan_id in self.executed_plans.get(table, set())
+
+    def add(self, segment: Segment) -> bool:
+        """Record a completed segment; False if it was already known identically.
+
+        A different segment under a known id is refused: ids are immutable.
+        """
+        known = self.tables.setdefault(segment.table, {}).get(segment.id)
+        if known is not None:
+            if known.same_content(segment):
+                return False
+            raise InvalidSegmentError(
+                f"segment {segment.id} of table {segment.table} is already known with other content"
+            )
+        self.tables[segment.table][segment.id] = segment
+        return True
+
+    def apply_plan(self, plan: MergePlan) -> None:
+        """Replace a plan's inputs with its output (idempotent)."""
+        table = self.tables.setdefault(plan.table, {})
+        for sid in plan.input_ids:
+            table.pop(sid, None)
+        table[plan.output.id] = plan.output
+        self.executed_plans.setdefault(plan.table, set()).add(plan.plan_id)
+
+    def apply_commit(self, table: str, record: CommitRecord) -> None:
+        segments = self.tables.setdefault(table, {})
+        for sid in record.removed:
+            segments.pop(sid, None)
+        for segment in record.added:
+            segments[segment.id] = segment
+        if record.plan_id:
+            self.executed_plans.setdefault(table, set()).add(record.plan_id)
+
+    def reconcile(self, table: str, present_ids: Iterable[str]) -> tuple[set[str], set[str]]:
+        """Align with the ids Delta actually holds; return (unknown, gone).
+
+        Known-but-gone segments are dropped. Segments present in Delta but absent
+        from the commit metadata are reported for the caller to describe.
+        """
+        present = set(present_ids)
+        known = self.tables.setdefault(table, {})
+        gone = set(known) - present
+        for sid in gone:
+            log.warning("table %s: segment %s is in the catalog but not in Delta; dropped", table, sid)
+            del known[sid]
+        return present - set(known), gone
+
+    @classmethod
+    def from_commits(cls, commits: Mapping[str, Iterable[CommitRecord]]) -> SegmentCatalog:
+        catalog = cls()
+        for table, records in commits.items():
+            catalog.tables.setdefault(table, {})
+            for record in sorted(records, key=lambda r: r.version):
+                catalog.apply_commit(table, record)
+        return catalog
+

@@ -1,0 +1,247 @@
+"""The domain model: segments, time ranges, plans and the reasons behind decisions.
+
+Pure values (stdlib only). Time ranges are half-open [start, end) and always
+timezone-aware UTC, so comparisons never mix naive and aware datetimes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+
+from compactor.errors import InvalidSegmentError
+
+TABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+SEGMENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$")
+
+
+def validate_table_name(name: str) -> str:
+    """Return `name` if it is a safe table name (also a directory name), else raise."""
+    if not isinstance(name, str) or not TABLE_NAME.match(name):
+        raise InvalidSegmentError(
+            f"table name {name!r} is invalid: use 1-128 letters, digits or '_', not starting with a digit"
+        )
+    return name
+
+
+def validate_segment_id(segment_id: str) -> str:
+    """Return `segment_id` if it is safe to embed in a predicate and a path, else raise."""
+    if not isinstance(segment_id, str) or not SEGMENT_ID.match(segment_id):
+        raise InvalidSegmentError(
+            f"segment id {segment_id!r} is invalid: use 1-200 of letters, digits, '_', '.', ':', '-'"
+        )
+    return segment_id
+
+
+def utc(value: datetime) -> datetime:
+    """Normalise to aware UTC; naive datetimes are taken to be UTC already."""
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class TimeRange:
+    """A half-open interval [start, end) of event time."""
+
+    start: datetime
+    end: datetime
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "start", utc(self.start))
+        object.__setattr__(self, "end", utc(self.end))
+        if self.end <= self.start:
+            raise InvalidSegmentError(
+                f"time range end {self.end.isoformat()} is not after start {self.start.isoformat()}"
+            )
+
+    @property
+    def duration(self) -> timedelta:
+        return self.end - self.start
+
+    def overlaps(self, other: TimeRange) -> bool:
+        return self.start < other.end and other.start < self.end
+
+    def covers(self, other: TimeRange) -> bool:
+        return self.start <= other.start and other.end <= self.end
+
+    def __str__(self) -> str:
+        return f"[{self.start.isoformat()}, {self.end.isoformat()})"
+
+
+class SegmentState(StrEnum):
+    """Lifecycle of a segment; only ONLINE segments are merged."""
+
+    LOADING = "LOADING"
+    ONLINE = "ONLINE"
+    REFRESHING = "REFRESHING"
+
+
+class Origin(StrEnum):
+    """What produced a segment."""
+
+    LOAD = "load"
+    MERGE = "merge"
+    REFRESH = "refresh"
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """One load's worth of rows in a table, or the output of a merge.
+
+    `level` counts level-threshold compactions (0 = loaded, 1 and 2 = minor
+    compaction levels); `loaded_at` is when the data became available, which
+    `preserve_latest` and `allowed_compaction_days` look at.
+    """
+
+    id: str
+    table: str
+    range: TimeRange
+    loaded_at: datetime
+    records: int = 0
+    bytes: int = 0
+    sub_partitions: frozenset[str] = frozenset()
+    state: SegmentState = SegmentState.ONLINE
+    schema_version: int = 1
+    level: int = 0
+    origin: Origin = Origin.LOAD
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "loaded_at", utc(self.loaded_at))
+        if self.records < 0:
+            raise InvalidSegmentError(f"segment {self.id}: records {self.records} is negative")
+        if self.bytes < 0:
+            raise InvalidSegmentError(f"segment {self.id}: bytes {self.bytes} is negative")
+
+    @property
+    def start(self) -> datetime:
+        return self.range.start
+
+    @property
+    def end(self) -> datetime:
+        return self.range.end
+
+    def same_content(self, other: Segment) -> bool:
+        """True when `other` describes this segment identically (a duplicate event)."""
+        return self == other
+
+
+class SkipReason(StrEnum):
+    """Why a rule left a segment alone; every skip names one."""
+
+    NOT_COMPLETED = "not_completed"
+    MERGE_DISABLED = "merge_disabled"
+    PRESERVED = "preserved"
+    TOO_OLD = "too_old"
+    OUTSIDE_LOOKBACK = "outside_lookback"
+    CLAIMED = "claimed_by_earlier_plan"
+    AT_OR_ABOVE_THRESHOLD = "at_or_above_threshold"
+    INCOMPLETE_BUCKET = "incomplete_bucket"
+    GAP = "gap"
+    NOTHING_TO_MERGE_WITH = "nothing_to_merge_with"
+    VERSION_MISMATCH = "version_mismatch"
+    SUB_PARTITIONS_DIFFER = "sub_partitions_differ"
+    ONE_MERGE_PER_ATTEMPT = "one_merge_per_attempt"
+    BELOW_LEVEL_COUNT = "below_level_count"
+    FINAL_LEVEL = "final_level"
+    ABOVE_SIZE_THRESHOLD = "above_size_threshold"
+    NO_POOL = "no_pool"
+    POOL_LIMIT = "pool_limit"
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What one rule decided for one segment, and why."""
+
+    segment_id: str
+    rule: str
+    chosen: bool
+    reason: SkipReason | None = None
+    detail: str = ""
+    plan_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MergePlan:
+    """Replace `inputs` with `output` in one transaction.
+
+    `plan_id` is deterministic (table + rule + sorted input ids), so a replayed
+    plan is recognised rather than executed twice. `table_version` is the Delta
+    version the plan was made against, when known.
+    """
+
+    plan_id: str
+    table: str
+    rule: str
+    inputs: tuple[Segment, ...]
+    output: Segment
+    level: str | None = None
+    pool: str | None = None
+    table_version: int | None = None
+
+    @property
+    def input_ids(self) -> tuple[str, ...]:
+        return tuple(s.id for s in self.inputs)
+
+
+@dataclass(frozen=True, slots=True)
+class RuleOutcome:
+    """A rule's answer: the plans it makes and a decision for each segment it saw."""
+
+    plans: tuple[MergePlan, ...] = ()
+    decisions: tuple[Decision, ...] = field(default=())
+
+
+def plan_id_for(table: str, rule: str, input_ids: Iterable[str]) -> str:
+    """Deterministic plan id: the same table, rule and inputs give the same id."""
+    digest = hashlib.sha256("\x1f".join([table, rule, *sorted(input_ids)]).encode())
+    return digest.hexdigest()[:24]
+
+
+def merged_output(
+    plan_id: str, table: str, inputs: Sequence[Segment], level: int | None = None
+) -> Segment:
+    """The segment that replaces `inputs`: their span, totals and latest load time.
+
+    Every field is derived from the inputs, so planning is a pure function and a
+    dry run predicts exactly what the stream will write.
+    """
+    if len(inputs) < 2:
+        raise InvalidSegmentError(f"plan {plan_id}: a merge needs at least two inputs")
+    first = inputs[0]
+    return Segment(
+        id=f"m-{plan_id}",
+        table=table,
+        range=TimeRange(min(s.start for s in inputs), max(s.end for s in inputs)),
+        loaded_at=max(s.loaded_at for s in inputs),
+        records=sum(s.records for s in inputs),
+        bytes=sum(s.bytes for s in inputs),
+        sub_partitions=first.sub_partitions,
+        state=SegmentState.ONLINE,
+        schema_version=max(s.schema_version for s in inputs),
+        level=max(s.level for s in inputs) if level is None else level,
+        origin=Origin.MERGE,
+    )
+
+
+def make_plan(
+    table: str,
+    rule: str,
+    inputs: Sequence[Segment],
+    level: str | None = None,
+    pool: str | None = None,
+    output_level: int | None = None,
+) -> MergePlan:
+    """Build a plan with its deterministic id and derived output."""
+    ordered = tuple(sorted(inputs, key=lambda s: (s.start, s.end, s.id)))
+    plan_id = plan_id_for(table, rule, (s.id for s in ordered))
+    output = merged_output(plan_id, table, ordered, output_level)
+    return MergePlan(plan_id, table, rule, ordered, output, level=level, pool=pool)
+
+
+def with_state(segment: Segment, state: SegmentState) -> Segment:
+    return replace(segment, state=state)

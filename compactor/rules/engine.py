@@ -1,0 +1,73 @@
+"""Evaluate a table's rules in their listed order; a segment is claimed once.
+
+This is the single entry point the streaming handler and the dry-run CLI share,
+so a merge planned in the stream is the one `compactor plan` prints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from compactor.config import RuleConfig, TableSettings
+from compactor.domain import Decision, MergePlan, Segment, SkipReason
+from compactor.rules import auto_merge
+from compactor.rules.filters import shared_filter
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluation:
+    """The plans of one attempt and every rule's decision for every segment."""
+
+    table: str
+    plans: tuple[MergePlan, ...]
+    decisions: tuple[Decision, ...]
+
+
+def _run_rule(
+    rule: RuleConfig, eligible: Sequence[Segment], table: str, all_segments: Sequence[Segment]
+) -> tuple[tuple[MergePlan, ...], tuple[Decision, ...]]:
+    table_start = min((s.start for s in all_segments), default=None)
+    outcome = auto_merge.plan(eligible, rule, table, table_start)
+    return outcome.plans, outcome.decisions
+
+
+def evaluate(
+    table: str,
+    segments: Sequence[Segment],
+    settings: TableSettings,
+    now: datetime,
+    trigger: str = "on_load",
+    only_rule: str | None = None,
+) -> Evaluation:
+    """One attempt for `table`.
+
+    With `only_rule`, that rule alone runs whatever its trigger; otherwise the
+    rules whose trigger is `trigger` run in the listed order.
+    """
+    rules = [
+        r
+        for r in settings.rules
+        if (r.rule == only_rule if only_rule else r.trigger == trigger)
+    ]
+    plans: list[MergePlan] = []
+    decisions: list[Decision] = []
+    claimed: dict[str, str] = {}
+    for rule in rules:
+        eligible, skipped = shared_filter(segments, settings, now, rule.rule)
+        decisions.extend(skipped)
+        free = []
+        for s in eligible:
+            if s.id in claimed:
+                decisions.append(
+                    Decision(s.id, rule.rule, False, SkipReason.CLAIMED, f"in plan {claimed[s.id]}")
+                )
+            else:
+                free.append(s)
+        rule_plans, rule_decisions = _run_rule(rule, free, table, segments)
+        decisions.extend(rule_decisions)
+        for p in rule_plans:
+            claimed.update({sid: p.plan_id for sid in p.input_ids})
+            plans.append(p)
+    return Evaluation(table, tuple(plans), tuple(decisions))

@@ -1,0 +1,60 @@
+"""Filters every rule shares: completed only, merge enabled, preserve_latest,
+allowed_compaction_days and lookback."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from compactor.config import TableSettings
+from compactor.domain import Decision, Segment, SegmentState, SkipReason
+
+
+def shared_filter(
+    segments: Sequence[Segment], settings: TableSettings, now: datetime, rule: str
+) -> tuple[list[Segment], list[Decision]]:
+    """Split `segments` into those `rule` may consider and decisions for the rest."""
+    skipped: list[Decision] = []
+
+    def skip(segment: Segment, reason: SkipReason, detail: str) -> None:
+        skipped.append(Decision(segment.id, rule, False, reason, detail))
+
+    preserved: set[str] = set()
+    if settings.preserve_latest:
+        newest = sorted(segments, key=lambda s: (s.loaded_at, s.id), reverse=True)
+        preserved = {s.id for s in newest[: settings.preserve_latest]}
+    oldest_load = (
+        now - timedelta(days=settings.allowed_compaction_days)
+        if settings.allowed_compaction_days
+        else None
+    )
+    oldest_data = now - settings.lookback if settings.lookback else None
+
+    eligible: list[Segment] = []
+    for segment in segments:
+        if not settings.merge_enabled:
+            skip(segment, SkipReason.MERGE_DISABLED, "merging is disabled for this table")
+        elif segment.state is not SegmentState.ONLINE:
+            skip(segment, SkipReason.NOT_COMPLETED, f"state is {segment.state}")
+        elif segment.id in preserved:
+            skip(
+                segment,
+                SkipReason.PRESERVED,
+                f"one of the {settings.preserve_latest} most recently loaded segments",
+            )
+        elif oldest_load is not None and segment.loaded_at < oldest_load:
+            skip(
+                segment,
+                SkipReason.TOO_OLD,
+                f"loaded {segment.loaded_at.isoformat()}, more than "
+                f"{settings.allowed_compaction_days} days before {now.isoformat()}",
+            )
+        elif oldest_data is not None and segment.end < oldest_data:
+            skip(
+                segment,
+                SkipReason.OUTSIDE_LOOKBACK,
+                f"data ends {segment.end.isoformat()}, before the lookback of {settings.lookback}",
+            )
+        else:
+            eligible.append(segment)
+    return eligible, skipped
