@@ -32,6 +32,8 @@ class SegmentCatalog:
 
     tables: dict[str, dict[str, Segment]] = field(default_factory=dict)
     executed_plans: dict[str, set[str]] = field(default_factory=dict)
+    # ids merged away: a re-delivered event for one of them is a duplicate, not a new segment
+    retired: dict[str, set[str]] = field(default_factory=dict)
 
     def segments(self, table: str) -> list[Segment]:
         return list(self.tables.get(table, {}).values())
@@ -39,14 +41,20 @@ class SegmentCatalog:
     def get(self, table: str, segment_id: str) -> Segment | None:
         return self.tables.get(table, {}).get(segment_id)
 
+    def knows(self, table: str, segment_id: str) -> bool:
+        """True for a current segment and for one already merged away."""
+        return segment_id in self.tables.get(table, {}) or segment_id in self.retired.get(table, set())
+
     def was_executed(self, table: str, plan_id: str) -> bool:
         return plan_id in self.executed_plans.get(table, set())
 
     def add(self, segment: Segment) -> bool:
-        """Record a completed segment; False if it was already known identically.
+        """Record a completed segment; False if it was already known (or merged away).
 
         A different segment under a known id is refused: ids are immutable.
         """
+        if segment.id in self.retired.get(segment.table, set()):
+            return False
         known = self.tables.setdefault(segment.table, {}).get(segment.id)
         if known is not None:
             if known.same_content(segment):
@@ -57,18 +65,24 @@ class SegmentCatalog:
         self.tables[segment.table][segment.id] = segment
         return True
 
-    def apply_plan(self, plan: MergePlan) -> None:
-        """Replace a plan's inputs with its output (idempotent)."""
+    def apply_plan(self, plan: MergePlan, output: Segment | None = None) -> None:
+        """Replace a plan's inputs with its output (idempotent).
+
+        `output` is the committed segment when its true size is known (from the
+        Delta commit); otherwise the plan's predicted output is recorded.
+        """
         table = self.tables.setdefault(plan.table, {})
         for sid in plan.input_ids:
             table.pop(sid, None)
-        table[plan.output.id] = plan.output
+        self.retired.setdefault(plan.table, set()).update(plan.input_ids)
+        table[plan.output.id] = output or plan.output
         self.executed_plans.setdefault(plan.table, set()).add(plan.plan_id)
 
     def apply_commit(self, table: str, record: CommitRecord) -> None:
         segments = self.tables.setdefault(table, {})
         for sid in record.removed:
             segments.pop(sid, None)
+        self.retired.setdefault(table, set()).update(record.removed)
         for segment in record.added:
             segments[segment.id] = segment
         if record.plan_id:

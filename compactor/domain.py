@@ -111,6 +111,8 @@ class Segment:
     origin: Origin = Origin.LOAD
 
     def __post_init__(self) -> None:
+        validate_table_name(self.table)
+        validate_segment_id(self.id)
         object.__setattr__(self, "loaded_at", utc(self.loaded_at))
         if self.records < 0:
             raise InvalidSegmentError(f"segment {self.id}: records {self.records} is negative")

@@ -45,3 +45,7 @@ class DeliveryError(CompactorError):
 
 class TableNotFoundError(CompactorError):
     """No Delta table exists for the named table under the warehouse."""
+
+
+class EventEncodeError(CompactorError):
+    """A record does not fit its Avro schema: fix the field the message names."""

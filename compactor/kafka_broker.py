@@ -10,6 +10,7 @@ so a restart finds the same topics, offsets and messages.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import logging
 import os
@@ -36,6 +37,7 @@ LOG_FILE = "broker.log"
 _CLUSTER_ID_FILE = "cluster.id"
 _JAVA_HEAP = "-Xmx512m"
 _LOG_TAIL_LINES = 20
+_RUN_MARKER = "=== compactor: starting broker"
 
 _LOG4J = """\
 log4j.rootLogger=INFO, file
@@ -79,12 +81,25 @@ def _new_cluster_id() -> str:
             return text
 
 
-def _tail(path: Path, lines: int = _LOG_TAIL_LINES) -> str:
+def _failure_report(path: Path, lines: int = _LOG_TAIL_LINES) -> str:
+    """The first ERROR lines of the latest start plus the last `lines` lines of broker.log.
+
+    The tail alone is mostly shutdown noise; the cause (a port in use, a bad
+    property) is logged first, so both are shown.
+    """
     try:
-        with path.open(errors="replace") as f:
-            return "".join(deque(f, maxlen=lines))
+        text = path.read_text(errors="replace")
     except OSError:
         return f"(no log at {path})"
+    run = text.rsplit(_RUN_MARKER, 1)[-1].splitlines()
+    errors = [
+        "\n".join(run[i : i + 2])
+        for i, line in enumerate(run)
+        if " ERROR " in line or " FATAL " in line or line.startswith("Error")
+    ][:3]
+    tail = "\n".join(deque(run, maxlen=lines))
+    first = "first errors:\n" + "\n".join(errors) + "\n" if errors else ""
+    return f"{first}end of {path}:\n{tail}"
 
 
 def _java() -> str:
@@ -110,7 +125,7 @@ def _cluster_answers(bootstrap: str, timeout: float) -> bool:
         return False
 
 
-def _probe_config(bootstrap: str) -> dict[str, str | int]:
+def _probe_config(bootstrap: str) -> dict[str, str | int | float | bool]:
     # Refused connections are expected while the JVM starts: silence librdkafka's
     # stderr and keep its reconnect backoff short so readiness is seen promptly.
     return {
@@ -153,10 +168,8 @@ def _read_state(data_dir: Path) -> dict[str, object] | None:
 
 def _reap(pid: int) -> None:
     """Collect `pid` if it is our child, so it does not linger as a zombie."""
-    try:
+    with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
 
 
 class LocalKafkaBroker:
@@ -203,9 +216,7 @@ class LocalKafkaBroker:
             "process.roles": "broker,controller",
             "node.id": "1",
             "controller.quorum.voters": f"1@127.0.0.1:{self.controller_port}",
-            "listeners": (
-                f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}"
-            ),
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
             "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
             "controller.listener.names": "CONTROLLER",
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
@@ -216,6 +227,11 @@ class LocalKafkaBroker:
             "transaction.state.log.min.isr": "1",
             # Nobody else will join a group: do not wait 3 s before the first assignment.
             "group.initial.rebalance.delay.ms": "0",
+            # After a SIGKILL the dead incarnation stays registered until its session
+            # expires, and the restarted broker cannot register before that: 9 s by
+            # default (plus retry backoff). A short session makes crash tests quick.
+            "broker.session.timeout.ms": "3000",
+            "broker.heartbeat.interval.ms": "1000",
             "num.partitions": "1",
             "auto.create.topics.enable": "true",
             "log.dirs": str(self.data_dir / "logs"),
@@ -281,9 +297,11 @@ class LocalKafkaBroker:
     def start(self, timeout: float = 60) -> str:
         """Format storage if needed, launch the JVM and wait until it serves metadata.
 
-        Returns the bootstrap string. Raises BrokerStartError (with the end of
-        broker.log) if the JVM exits or does not answer within `timeout` seconds;
-        the JVM is then killed so no half-started broker is left behind.
+        Returns the bootstrap string. Raises BrokerStartError (with the first
+        errors and the end of broker.log) if the JVM exits or does not answer
+        within `timeout` seconds (which includes formatting). The JVM runs in its
+        own session, so Ctrl-C does not reach it: on any failure here, including
+        KeyboardInterrupt, it is killed so no half-started broker is left behind.
         """
         if self.is_running:
             return self.bootstrap
@@ -298,7 +316,7 @@ class LocalKafkaBroker:
         self._format_storage()
         cmd = self._java_command("kafka.Kafka", str(self.properties_path))
         with self.log_path.open("ab") as out:
-            out.write(f"\n=== compactor: starting broker {time.ctime()} ===\n".encode())
+            out.write(f"\n{_RUN_MARKER} {time.ctime()} ===\n".encode())
             out.flush()
             self._proc = subprocess.Popen(
                 cmd, cwd=self.data_dir, stdin=subprocess.DEVNULL, stdout=out,
@@ -306,7 +324,11 @@ class LocalKafkaBroker:
             )  # fmt: skip
         self._write_state()
         log.info("Kafka broker pid %d starting on %s", self._proc.pid, self.bootstrap)
-        self._wait_ready(began + timeout)
+        try:
+            self._wait_ready(began + timeout)
+        except BaseException:
+            self.kill()
+            raise
         log.info("Kafka broker ready on %s after %.1fs", self.bootstrap, time.monotonic() - began)
         return self.bootstrap
 
@@ -319,15 +341,14 @@ class LocalKafkaBroker:
                 self._proc = None
                 self._clear_state()
                 raise BrokerStartError(
-                    f"Kafka broker exited with code {code} during start-up; "
-                    f"end of {self.log_path}:\n{_tail(self.log_path)}"
+                    f"Kafka broker exited with code {code} during start-up; {_failure_report(self.log_path)}"
                 )
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 self.kill()
                 raise BrokerStartError(
                     f"Kafka broker did not answer on {self.bootstrap} in time; "
-                    f"end of {self.log_path}:\n{_tail(self.log_path)}"
+                    f"{_failure_report(self.log_path)}"
                 )
             try:
                 if admin.list_topics(timeout=min(2.0, max(remaining, 0.1))).brokers:
@@ -403,14 +424,20 @@ def stop_from_dir(data_dir: Path, timeout: float = 30) -> bool:
     stopped = False
     if isinstance(pid, int) and _is_broker_process(pid, properties):
         log.info("Stopping Kafka broker pid %d from %s", pid, data_dir)
-        os.kill(pid, signal.SIGTERM)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout
         while _is_broker_process(pid, properties) and time.monotonic() < deadline:
             _reap(pid)
             time.sleep(0.1)
         if _is_broker_process(pid, properties):
             log.warning("Kafka broker pid %d ignored SIGTERM for %ss; killing", pid, timeout)
-            os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            deadline = time.monotonic() + 5
+            while _is_broker_process(pid, properties) and time.monotonic() < deadline:
+                _reap(pid)
+                time.sleep(0.05)
         _reap(pid)
         stopped = True
     (data_dir / STATE_FILE).unlink(missing_ok=True)

@@ -1,0 +1,180 @@
+"""Avro encoding of events with fastavro, in Avro single-object encoding.
+
+Every message is `C3 01` + the writer schema's 8-byte CRC-64-AVRO fingerprint +
+the Avro binary body, so a reader knows which schema wrote it and can resolve
+older schema versions to the current one. Schemas are loaded from the `.avsc`
+files in `schemas/` (older versions under `schemas/history/`): they are the
+single source. Any decoding problem raises `EventDecodeError` with a reason.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from datetime import UTC, datetime
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import fastavro
+from fastavro.schema import fingerprint, to_parsing_canonical_form
+
+from compactor.domain import Origin, Segment, TimeRange
+from compactor.errors import CompactorError, EventDecodeError, EventEncodeError
+from compactor.events import MergeResult, MergeStatus, SegmentCompleted
+
+MAGIC = b"\xc3\x01"
+HEADER_LEN = len(MAGIC) + 8
+SEGMENT_COMPLETED = "io.compactor.events.SegmentCompleted"
+MERGE_RESULT = "io.compactor.events.MergeResult"
+
+# Reasons carried in EventDecodeError (and the dead-letter header).
+UNDECODABLE = "undecodable"
+UNKNOWN_SCHEMA = "unknown_schema"
+WRONG_EVENT_TYPE = "wrong_event_type"
+INVALID_VALUE = "invalid_value"
+
+
+def schemas_dir() -> Path:
+    """$COMPACTOR_SCHEMAS_DIR, the copy inside an installed package, or the repo's `schemas/`."""
+    configured = os.environ.get("COMPACTOR_SCHEMAS_DIR")
+    if configured:
+        return Path(configured)
+    packaged = Path(__file__).parent / "schemas"
+    return packaged if packaged.is_dir() else Path(__file__).parent.parent / "schemas"
+
+
+class Codec:
+    """Encode with the current schema of each event; decode any known version."""
+
+    def __init__(self, directory: Path | None = None) -> None:
+        directory = directory or schemas_dir()
+        self.current: dict[str, dict[str, Any]] = {}
+        self.writers: dict[bytes, dict[str, Any]] = {}
+        files = sorted(directory.glob("*.avsc")) + sorted(directory.glob("history/*.avsc"))
+        if not files:
+            raise CompactorError(f"no Avro schemas (*.avsc) found in {directory}")
+        for path in files:
+            parsed = fastavro.parse_schema(json.loads(path.read_text()))
+            key = bytes.fromhex(fingerprint(to_parsing_canonical_form(parsed), "CRC-64-AVRO"))
+            self.writers[key] = parsed
+            if path.parent == directory:
+                self.current[parsed["name"]] = parsed
+
+    def encode(self, name: str, record: dict[str, Any]) -> bytes:
+        schema = self.current[name]
+        key = bytes.fromhex(fingerprint(to_parsing_canonical_form(schema), "CRC-64-AVRO"))
+        buffer = io.BytesIO()
+        buffer.write(MAGIC + key)
+        try:
+            fastavro.schemaless_writer(buffer, schema, record, strict=True)
+        except (ValueError, TypeError, KeyError) as exc:
+            raise EventEncodeError(f"{name.rsplit('.', 1)[-1]}: {exc}") from None
+        return buffer.getvalue()
+
+    def decode(self, name: str, data: bytes) -> dict[str, Any]:
+        if not isinstance(data, bytes | bytearray) or len(data) < HEADER_LEN or data[:2] != MAGIC:
+            raise EventDecodeError(UNDECODABLE, "not an Avro single-object message (missing C3 01 marker)")
+        writer = self.writers.get(bytes(data[2:HEADER_LEN]))
+        if writer is None:
+            raise EventDecodeError(UNKNOWN_SCHEMA, f"writer schema fingerprint {data[2:HEADER_LEN].hex()} is not known")
+        if writer["name"] != name:
+            raise EventDecodeError(WRONG_EVENT_TYPE, f"expected {name}, got {writer['name']}")
+        body = io.BytesIO(data[HEADER_LEN:])
+        try:
+            record = fastavro.schemaless_reader(body, writer, self.current[name])
+        except Exception as exc:  # fastavro raises many types on corrupt input
+            raise EventDecodeError(UNDECODABLE, f"Avro body does not match {name}: {exc!r}") from None
+        if body.read(1):
+            raise EventDecodeError(UNDECODABLE, "trailing bytes after the Avro record")
+        if not isinstance(record, dict):
+            raise EventDecodeError(UNDECODABLE, f"expected a record, got {type(record).__name__}")
+        return record
+
+    # -- domain events -------------------------------------------------------
+
+    def encode_segment_completed(self, event: SegmentCompleted) -> bytes:
+        s = event.segment
+        return self.encode(
+            SEGMENT_COMPLETED,
+            {
+                "table": s.table,
+                "segment_id": s.id,
+                "start": s.start,
+                "end": s.end,
+                "sub_partitions": sorted(s.sub_partitions),
+                "records": s.records,
+                "bytes": s.bytes,
+                "schema_version": s.schema_version,
+                "config_version": event.config_version,
+                "level": s.level,
+                "origin": s.origin.name,
+                "plan_id": event.plan_id,
+                "loaded_at": s.loaded_at,
+                "produced_at": event.produced_at,
+            },
+        )
+
+    def decode_segment_completed(self, data: bytes) -> SegmentCompleted:
+        r = self.decode(SEGMENT_COMPLETED, data)
+        try:
+            segment = Segment(
+                id=r["segment_id"],
+                table=r["table"],
+                range=TimeRange(r["start"], r["end"]),
+                loaded_at=r["loaded_at"],
+                records=r["records"],
+                bytes=r["bytes"],
+                sub_partitions=frozenset(r["sub_partitions"]),
+                schema_version=r["schema_version"],
+                level=r["level"],
+                origin=Origin[r["origin"]],
+            )
+        except CompactorError as exc:
+            raise EventDecodeError(INVALID_VALUE, str(exc)) from None
+        return SegmentCompleted(segment, r["produced_at"], r["config_version"], r["plan_id"])
+
+    def encode_merge_result(self, result: MergeResult) -> bytes:
+        plan = result.plan
+        return self.encode(
+            MERGE_RESULT,
+            {
+                "plan_id": plan.plan_id,
+                "table": plan.table,
+                "rule": plan.rule,
+                "level": plan.level,
+                "pool": plan.pool,
+                "inputs": list(plan.input_ids),
+                "output": {
+                    "segment_id": plan.output.id,
+                    "start": plan.output.start,
+                    "end": plan.output.end,
+                    "sub_partitions": sorted(plan.output.sub_partitions),
+                },
+                "records_in": result.records_in,
+                "records_out": result.records_out,
+                "bytes_in": result.bytes_in,
+                "bytes_out": result.bytes_out,
+                "duration_ms": result.duration_ms,
+                "status": result.status.value,
+                "error": result.error,
+                "table_version": result.table_version,
+                "produced_at": result.produced_at,
+            },
+        )
+
+    def decode_merge_result(self, data: bytes) -> dict[str, Any]:
+        """Merge results stay dicts for consumers: they need no domain objects."""
+        record = self.decode(MERGE_RESULT, data)
+        record["status"] = MergeStatus(record["status"])
+        return record
+
+
+@cache
+def default_codec() -> Codec:
+    return Codec()
+
+
+def now_utc() -> datetime:
+    return datetime.now(UTC)

@@ -1,0 +1,201 @@
+"""Spark + Delta execution: write segments, run merge plans, read back the truth.
+
+Every table lives at `<warehouse>/<table>`, partitioned by `segment_id`, so a
+merge touches only its inputs' partitions and concurrent appends of new
+segments never conflict with it. Each load and merge records what it did in the
+commit's `userMetadata`; the catalog is rebuilt from that history.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from delta.tables import DeltaTable
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from compactor.catalog import CommitRecord
+from compactor.domain import MergePlan, Segment, validate_table_name
+from compactor.errors import CompactorError, TableNotFoundError
+from compactor.segments_json import segment_from_dict, segment_to_dict
+
+log = logging.getLogger(__name__)
+
+SEGMENT_COLUMN = "segment_id"
+METADATA_KEY = "compactor"
+TARGET_FILE_BYTES = 256 * 1024 * 1024
+
+
+def table_path(warehouse: Path | str, table: str) -> Path:
+    """The table's directory; refuses any name that would leave the warehouse."""
+    root = Path(warehouse).resolve()
+    path = (root / validate_table_name(table)).resolve()
+    if path.parent != root:
+        raise CompactorError(f"table {table!r} resolves to {path}, outside the warehouse {root}")
+    return path
+
+
+def table_exists(spark: SparkSession, warehouse: Path | str, table: str) -> bool:
+    return DeltaTable.isDeltaTable(spark, str(table_path(warehouse, table)))
+
+
+def list_tables(warehouse: Path | str) -> list[str]:
+    root = Path(warehouse)
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if (p / "_delta_log").is_dir())
+
+
+def _metadata(op: str, added: list[Segment], removed: tuple[str, ...] = (), plan_id: str | None = None) -> str:
+    return json.dumps(
+        {
+            METADATA_KEY: 1,
+            "op": op,
+            "added": [segment_to_dict(s) for s in added],
+            "removed": list(removed),
+            "plan_id": plan_id,
+        },
+        separators=(",", ":"),
+    )
+
+
+def _find_commit(spark: SparkSession, path: Path, marker: str) -> tuple[int, int, int] | None:
+    """(version, rows, bytes) of the newest recent commit whose metadata mentions `marker`."""
+    history = DeltaTable.forPath(spark, str(path)).history(50).select("version", "userMetadata", "operationMetrics")
+    for row in history.collect():
+        if row.userMetadata and marker in row.userMetadata:
+            metrics = row.operationMetrics or {}
+            return row.version, int(metrics.get("numOutputRows", 0)), int(metrics.get("numOutputBytes", 0))
+    return None
+
+
+def _commit_metrics(spark: SparkSession, path: Path, marker: str) -> tuple[int, int, int]:
+    found = _find_commit(spark, path, marker)
+    if found is None:
+        raise CompactorError(f"commit for {marker} not found in the last 50 versions of {path}")
+    return found
+
+
+def write_segment(spark: SparkSession, warehouse: Path | str, segment: Segment, rows: DataFrame) -> Segment:
+    """Append `rows` as `segment` (one Delta commit) and return it with exact counts.
+
+    The segment id column is set here; records and bytes are read back from the
+    commit's metrics so the event carries what Delta actually holds.
+    """
+    path = table_path(warehouse, segment.table)
+    data = rows.withColumn(SEGMENT_COLUMN, F.lit(segment.id))
+    writer = data.write.format("delta").mode("append").option("userMetadata", _metadata("load", [segment]))
+    if not DeltaTable.isDeltaTable(spark, str(path)):
+        writer = writer.partitionBy(SEGMENT_COLUMN)
+    writer.save(str(path))
+    _, records, size = _commit_metrics(spark, path, f'"id":"{segment.id}"')
+    return replace(segment, records=records, bytes=size)
+
+
+@dataclass(frozen=True, slots=True)
+class Execution:
+    """What a plan's execution did; `already_done` when a replay found it committed."""
+
+    version: int
+    records_out: int
+    bytes_out: int
+    duration_ms: int
+    already_done: bool = False
+
+
+def _in_list(ids: list[str]) -> str:
+    # ids are validated against a strict pattern (no quotes), so literal quoting is safe
+    return ", ".join(f"'{i}'" for i in ids)
+
+
+def execute_merge(spark: SparkSession, warehouse: Path | str, plan: MergePlan) -> Execution:
+    """Replace the plan's input segments with its output in ONE Delta commit.
+
+    Idempotent: the write carries `txnAppId = plan id`, so Delta itself skips a
+    plan it has already committed (a replayed batch, a duplicate event). The
+    replace predicate names only the inputs (and the output id, which the
+    written rows carry), so rows appended concurrently are never touched.
+    """
+    started = time.monotonic()
+    path = table_path(warehouse, plan.table)
+    marker = f'"plan_id":"{plan.plan_id}"'
+    app_id = f"compactor-plan-{plan.plan_id}"
+    table = DeltaTable.forPath(spark, str(path))
+    done = _find_commit(spark, path, marker)
+    if done is not None:  # fast path; the txnAppId below guards older history too
+        return Execution(*done, duration_ms=0, already_done=True)
+    inputs = list(plan.input_ids)
+    source = table.toDF().where(F.col(SEGMENT_COLUMN).isin(inputs))
+    files = max(1, math.ceil(sum(s.bytes for s in plan.inputs) / TARGET_FILE_BYTES))
+    output = source.withColumn(SEGMENT_COLUMN, F.lit(plan.output.id)).coalesce(files)
+    (
+        output.write.format("delta")
+        .mode("overwrite")
+        .option("replaceWhere", f"{SEGMENT_COLUMN} IN ({_in_list([*inputs, plan.output.id])})")
+        .option("txnAppId", app_id)
+        .option("txnVersion", 1)
+        .option("userMetadata", _metadata("merge", [plan.output], plan.input_ids, plan.plan_id))
+        .save(str(path))
+    )
+    version, records, size = _commit_metrics(spark, path, marker)
+    return Execution(version, records, size, int((time.monotonic() - started) * 1000))
+
+
+def read_commits(spark: SparkSession, warehouse: Path | str, table: str) -> list[CommitRecord]:
+    """Every compactor commit of `table`, oldest first, from the Delta history."""
+    path = table_path(warehouse, table)
+    if not DeltaTable.isDeltaTable(spark, str(path)):
+        raise TableNotFoundError(f"no Delta table for {table!r} at {path}")
+    history = DeltaTable.forPath(spark, str(path)).history()
+    rows = history.select("version", "userMetadata", "operationMetrics").collect()
+    records = []
+    for row in sorted(rows, key=lambda r: r.version):
+        meta = _parse_metadata(row.userMetadata)
+        if meta is None:
+            continue
+        added = [segment_from_dict(s) for s in meta.get("added", [])]
+        if len(added) == 1:  # the commit's metrics are the segment's true size
+            metrics = row.operationMetrics or {}
+            added = [
+                replace(
+                    added[0],
+                    records=int(metrics.get("numOutputRows", added[0].records)),
+                    bytes=int(metrics.get("numOutputBytes", added[0].bytes)),
+                )
+            ]
+        records.append(
+            CommitRecord(
+                version=row.version,
+                added=tuple(added),
+                removed=tuple(meta.get("removed", [])),
+                plan_id=meta.get("plan_id"),
+            )
+        )
+    return records
+
+
+def _parse_metadata(text: str | None) -> dict[str, Any] | None:
+    if not text:
+        return None
+    try:
+        meta = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    return meta if isinstance(meta, dict) and meta.get(METADATA_KEY) == 1 else None
+
+
+def segment_ids_present(spark: SparkSession, warehouse: Path | str, table: str) -> dict[str, int]:
+    """Row count per segment id, as the current Delta snapshot holds them."""
+    df = DeltaTable.forPath(spark, str(table_path(warehouse, table))).toDF()
+    return {r[SEGMENT_COLUMN]: r["count"] for r in df.groupBy(SEGMENT_COLUMN).count().collect()}
+
+
+def latest_version(spark: SparkSession, warehouse: Path | str, table: str) -> int:
+    row = DeltaTable.forPath(spark, str(table_path(warehouse, table))).history(1).select("version").first()
+    return int(row.version) if row else -1

@@ -1,0 +1,41 @@
+"""The events the compactor consumes and produces, as plain values."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+from compactor.domain import MergePlan, Segment
+
+
+class MergeStatus(StrEnum):
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    SKIPPED = "SKIPPED"
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentCompleted:
+    """A segment is complete in Delta (a load, or the output of a merge/refresh)."""
+
+    segment: Segment
+    produced_at: datetime
+    config_version: int = 1
+    plan_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MergeResult:
+    """What happened to one plan. `records_out`/`bytes_out` come from the Delta commit."""
+
+    plan: MergePlan
+    status: MergeStatus
+    records_in: int
+    records_out: int
+    bytes_in: int
+    bytes_out: int
+    duration_ms: int
+    produced_at: datetime
+    error: str | None = None
+    table_version: int | None = None

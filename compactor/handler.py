@@ -1,0 +1,259 @@
+"""The foreachBatch handler: wiring of codec -> catalog -> planners -> executor -> emit.
+
+Commit order, per plan: (1) the Delta commit that replaces the inputs, (2) the
+catalog update, (3) `MergeResult` and the output's `SegmentCompleted` produced
+and acknowledged by Kafka. Only when the handler returns does Spark checkpoint
+the batch's offsets, so a crash anywhere replays the batch; deterministic plan
+ids and Delta's txnAppId make the replay a no-op where work was already done.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
+
+from compactor import delta_executor as delta
+from compactor.catalog import SegmentCatalog
+from compactor.codec import Codec, now_utc
+from compactor.config import ProjectConfig
+from compactor.domain import MergePlan, Origin, Segment
+from compactor.errors import CompactorError, EventDecodeError, InvalidSegmentError
+from compactor.events import MergeResult, MergeStatus, SegmentCompleted
+from compactor.kafka_io import (
+    DEAD_LETTER_DETAIL_HEADER,
+    DEAD_LETTER_REASON_HEADER,
+    EventProducer,
+    KafkaSettings,
+)
+from compactor.rules.engine import evaluate
+
+log = logging.getLogger(__name__)
+
+UNKNOWN_TABLE = "unknown_table"
+DUPLICATE_SEGMENT = "duplicate_segment_id"
+OVERLAPPING_RANGE = "overlapping_range"
+
+Message = tuple[str, str, bytes, list[tuple[str, bytes]] | None]
+
+_CONFLICTS = (
+    "ConcurrentAppendException",
+    "ConcurrentDeleteReadException",
+    "ConcurrentDeleteDeleteException",
+    "MetadataChangedException",
+    "ConcurrentTransactionException",
+    "ProtocolChangedException",
+)
+
+
+def is_conflict(exc: BaseException) -> bool:
+    """Delta's optimistic-concurrency conflicts, which a retry can resolve."""
+    return any(name in f"{type(exc).__name__} {exc}" for name in _CONFLICTS)
+
+
+@dataclass
+class HandlerStats:
+    """Counters for operators and tests (also exported as metrics by the job)."""
+
+    events: int = 0
+    attempts: int = 0
+    empty_attempts: int = 0
+    merges: int = 0
+    replayed_merges: int = 0
+    failed_merges: int = 0
+    dead_letters: int = 0
+    conflicts: int = 0
+    attempts_by_origin: dict[str, int] = field(default_factory=dict)
+
+
+class SegmentEventHandler:
+    """Callable passed to `foreachBatch`; owns the catalog for the job's lifetime."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        config: ProjectConfig,
+        warehouse: Path,
+        kafka: KafkaSettings,
+        producer: EventProducer,
+        codec: Codec,
+        clock: Callable[[], datetime] = now_utc,
+    ) -> None:
+        self.spark = spark
+        self.config = config
+        self.warehouse = Path(warehouse)
+        self.kafka = kafka
+        self.producer = producer
+        self.codec = codec
+        self.clock = clock
+        self.stats = HandlerStats()
+        self.catalog = SegmentCatalog()
+        self._known_tables: set[str] = set()
+        self.rebuild_catalog()
+
+    # -- start-up -------------------------------------------------------------
+
+    def rebuild_catalog(self) -> None:
+        """Fold every table's Delta history into the catalog and check it against the data."""
+        commits = {t: delta.read_commits(self.spark, self.warehouse, t) for t in delta.list_tables(self.warehouse)}
+        self.catalog = SegmentCatalog.from_commits(commits)
+        for table in commits:
+            present = delta.segment_ids_present(self.spark, self.warehouse, table)
+            unknown, gone = self.catalog.reconcile(table, present)
+            for sid in sorted(unknown):
+                log.warning("table %s: segment %s is in Delta without compactor metadata; left alone", table, sid)
+            if gone:
+                log.warning("table %s: dropped %d catalog segment(s) that Delta no longer holds", table, len(gone))
+        self._known_tables = set(commits)
+
+    # -- the batch --------------------------------------------------------------
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        rows = batch.select("key", "value", "topic", "partition", "offset").collect()
+        log.info("batch %d: %d event(s)", batch_id, len(rows))
+        dead: list[Message] = []
+        for row in rows:
+            self.stats.events += 1
+            value = bytes(row.value) if row.value is not None else b""
+            key = bytes(row.key).decode(errors="replace") if row.key is not None else ""
+            try:
+                event = self.codec.decode_segment_completed(value)
+                self._accept(event)
+            except EventDecodeError as exc:
+                dead.append(self._dead_letter(key, value, exc.reason, exc.detail, row))
+                continue
+            except _Rejected as exc:
+                dead.append(self._dead_letter(key, value, exc.reason, exc.detail, row))
+                continue
+            self.attempt(event.segment.table, origin=str(event.segment.origin))
+        if dead:
+            self.producer.send_all(dead)
+            self.stats.dead_letters += len(dead)
+
+    def _accept(self, event: SegmentCompleted) -> None:
+        segment = event.segment
+        table = segment.table
+        if not self._table_exists(table):
+            raise _Rejected(UNKNOWN_TABLE, f"no Delta table {table!r} under {self.warehouse}")
+        if self.catalog.knows(table, segment.id) and (
+            segment.origin is not Origin.LOAD or self.catalog.get(table, segment.id) is None
+        ):
+            return  # our own merge output, or a re-delivered event for a merged-away segment
+        settings = self.config.for_table(table)
+        known = self.catalog.get(table, segment.id)
+        if known is None and settings.needs_disjoint_ranges:
+            clash = [s.id for s in self.catalog.segments(table) if s.range.overlaps(segment.range)]
+            if clash:
+                raise _Rejected(
+                    OVERLAPPING_RANGE,
+                    f"segment {segment.id} {segment.range} overlaps {', '.join(sorted(clash))}; "
+                    "this table's rules need disjoint time ranges",
+                )
+        try:
+            if self.catalog.add(segment):
+                log.info("table %s: segment %s %s recorded", table, segment.id, segment.range)
+        except InvalidSegmentError as exc:
+            raise _Rejected(DUPLICATE_SEGMENT, str(exc)) from None
+
+    def _table_exists(self, table: str) -> bool:
+        if table not in self._known_tables and delta.table_exists(self.spark, self.warehouse, table):
+            self._known_tables.add(table)
+        return table in self._known_tables
+
+    # -- one attempt --------------------------------------------------------------
+
+    def attempt(self, table: str, origin: str = "load") -> list[MergeResult]:
+        """Evaluate the table's on-load rules once and execute what they plan."""
+        self.stats.attempts += 1
+        self.stats.attempts_by_origin[origin] = self.stats.attempts_by_origin.get(origin, 0) + 1
+        evaluation = evaluate(table, self.catalog.segments(table), self.config.for_table(table), self.clock())
+        if not evaluation.plans:
+            self.stats.empty_attempts += 1
+            return []
+        return [self._execute(plan) for plan in evaluation.plans]
+
+    def _execute(self, plan: MergePlan) -> MergeResult:
+        records_in = sum(s.records for s in plan.inputs)
+        bytes_in = sum(s.bytes for s in plan.inputs)
+        try:
+            done = self._commit(plan)
+        except Exception as exc:  # report, never crash the stream on one plan
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            log.exception("plan %s failed", plan.plan_id)
+            self.stats.failed_merges += 1
+            result = MergeResult(
+                plan, MergeStatus.FAILED, records_in, 0, bytes_in, 0, 0, self.clock(), error=_short(exc)
+            )
+            self.producer.send_all([self._result_message(result)])
+            return result
+        output = replace(plan.output, records=done.records_out, bytes=done.bytes_out)
+        self.catalog.apply_plan(plan, output)
+        if done.already_done:
+            self.stats.replayed_merges += 1
+        else:
+            self.stats.merges += 1
+        log.info(
+            "table %s: %s merged %s -> %s (%s) at version %d",
+            plan.table, plan.rule, ",".join(plan.input_ids), output.id, plan.level or plan.pool or "-", done.version,
+        )  # fmt: skip
+        result = MergeResult(
+            plan, MergeStatus.SUCCEEDED, records_in, done.records_out, bytes_in, done.bytes_out,
+            done.duration_ms, self.clock(), table_version=done.version,
+        )  # fmt: skip
+        completed = SegmentCompleted(output, self.clock(), plan_id=plan.plan_id)
+        self.producer.send_all(
+            [
+                self._result_message(result),
+                (self.kafka.segments_topic, plan.table, self.codec.encode_segment_completed(completed), None),
+            ]
+        )
+        return result
+
+    def _commit(self, plan: MergePlan) -> delta.Execution:
+        def count_conflict(state: Any) -> None:
+            self.stats.conflicts += 1
+            log.warning("plan %s: Delta conflict, retry %d", plan.plan_id, state.attempt_number)
+
+        run = retry(
+            retry=retry_if_exception(is_conflict),
+            stop=stop_after_attempt(5),
+            wait=wait_exponential(multiplier=0.2, max=5),
+            before_sleep=count_conflict,
+            reraise=True,
+        )(delta.execute_merge)
+        return run(self.spark, self.warehouse, plan)
+
+    def _result_message(self, result: MergeResult) -> Message:
+        return (self.kafka.results_topic, result.plan.table, self.codec.encode_merge_result(result), None)
+
+    def _dead_letter(self, key: str, value: bytes, reason: str, detail: str, row: Any) -> Message:
+        log.warning("dead letter (%s) from %s[%s]@%s: %s", reason, row.topic, row.partition, row.offset, detail)
+        headers = [
+            (DEAD_LETTER_REASON_HEADER, reason.encode()),
+            (DEAD_LETTER_DETAIL_HEADER, detail[:1000].encode()),
+            ("compactor.source", f"{row.topic}/{row.partition}/{row.offset}".encode()),
+        ]
+        return (self.kafka.dead_letter_topic, key, value, headers)
+
+
+class _Rejected(CompactorError):
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+def _short(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}"
+    return text if len(text) <= 2000 else text[:2000] + "..."
+
+
+def segment_summary(segments: list[Segment]) -> str:
+    return ", ".join(f"{s.id}{s.range}" for s in sorted(segments, key=lambda s: s.start))

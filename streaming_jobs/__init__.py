@@ -1,0 +1,1 @@
+"""Spark entry points: build the session and start the compaction query."""

@@ -1,0 +1,70 @@
+"""The compaction job: Kafka `SegmentCompleted` events -> foreachBatch(handler).
+
+Run it with `compactor run ...` or `spark-submit streaming_jobs/compact_segments.py ...`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+from compactor.codec import default_codec
+from compactor.config import ProjectConfig, load_config_file
+from compactor.handler import SegmentEventHandler
+from compactor.kafka_io import EventProducer, KafkaSettings, ensure_topics
+
+log = logging.getLogger(__name__)
+
+
+def build_handler(
+    spark: SparkSession, config: ProjectConfig, warehouse: Path, kafka: KafkaSettings
+) -> SegmentEventHandler:
+    ensure_topics(kafka, [kafka.segments_topic, kafka.results_topic, kafka.dead_letter_topic])
+    return SegmentEventHandler(spark, config, warehouse, kafka, EventProducer(kafka), default_codec())
+
+
+def start_query(
+    spark: SparkSession,
+    handler: SegmentEventHandler,
+    kafka: KafkaSettings,
+    checkpoint: Path,
+    available_now: bool = False,
+    trigger_interval: str = "1 second",
+) -> StreamingQuery:
+    """Start the streaming query; `available_now` drains the backlog and stops."""
+    reader = spark.readStream.format("kafka")
+    for key, value in kafka.spark_options().items():
+        reader = reader.option(key, value)
+    stream = (
+        reader.option("subscribe", kafka.segments_topic)
+        .option("startingOffsets", "earliest")
+        .option("failOnDataLoss", "true")
+        .load()
+    )
+    writer = stream.writeStream.foreachBatch(handler).option("checkpointLocation", str(checkpoint))
+    writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime=trigger_interval)
+    return writer.queryName("segment-compactor").start()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--config", type=Path, required=True)
+    parser.add_argument("--warehouse", type=Path, required=True)
+    parser.add_argument("--checkpoint", type=Path, required=True)
+    parser.add_argument("--bootstrap-servers", required=True)
+    args = parser.parse_args(argv)
+    from compactor.spark_session import build_spark
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    spark = build_spark()
+    kafka = KafkaSettings(args.bootstrap_servers)
+    handler = build_handler(spark, load_config_file(args.config), args.warehouse, kafka)
+    start_query(spark, handler, kafka, args.checkpoint).awaitTermination()
+
+
+if __name__ == "__main__":
+    main()

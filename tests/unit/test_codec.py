@@ -1,0 +1,124 @@
+"""Codec: round trips, schema evolution, and one domain error for every bad input."""
+
+from __future__ import annotations
+
+import io
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import fastavro
+import pytest
+
+from compactor.codec import MAGIC, SEGMENT_COMPLETED, Codec, schemas_dir
+from compactor.domain import Origin, Segment, TimeRange, make_plan
+from compactor.errors import EventDecodeError, EventEncodeError
+from compactor.events import MergeResult, MergeStatus, SegmentCompleted
+
+T0 = datetime(2024, 1, 1, tzinfo=UTC)
+T1 = datetime(2024, 1, 2, tzinfo=UTC)
+
+
+def segment(sid: str = "s1", **kw: object) -> Segment:
+    return Segment(sid, "sales", TimeRange(T0, T1), loaded_at=T1, records=5, bytes=99, **kw)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def codec() -> Codec:
+    return Codec()
+
+
+def valid_record() -> dict[str, object]:
+    return {
+        "table": "sales", "segment_id": "s1", "start": T0, "end": T1, "sub_partitions": ["eu"],
+        "records": 5, "bytes": 99, "schema_version": 1, "config_version": 1, "level": 0,
+        "origin": "LOAD", "plan_id": None, "loaded_at": T1, "produced_at": T1,
+    }  # fmt: skip
+
+
+def test_segment_completed_round_trip(codec: Codec) -> None:
+    event = SegmentCompleted(segment(sub_partitions=frozenset({"eu", "us"}), origin=Origin.MERGE), T1, 3, "p1")
+    assert codec.decode_segment_completed(codec.encode_segment_completed(event)) == event
+
+
+def test_merge_result_round_trip(codec: Codec) -> None:
+    plan = make_plan("sales", "auto_merge", [segment("a"), Segment("b", "sales", TimeRange(T1, datetime(2024, 1, 3, tzinfo=UTC)), loaded_at=T1)], level="week")
+    result = MergeResult(plan, MergeStatus.SUCCEEDED, 5, 5, 99, 80, 1200, T1, table_version=7)
+    decoded = codec.decode_merge_result(codec.encode_merge_result(result))
+    assert decoded["plan_id"] == plan.plan_id
+    assert decoded["inputs"] == ["a", "b"]
+    assert decoded["output"]["segment_id"] == plan.output.id
+    assert (decoded["status"], decoded["table_version"], decoded["level"], decoded["pool"]) == (MergeStatus.SUCCEEDED, 7, "week", None)
+
+
+def test_messages_use_single_object_encoding(codec: Codec) -> None:
+    data = codec.encode(SEGMENT_COMPLETED, valid_record())
+    assert data[:2] == MAGIC and len(data) > 10
+
+
+def test_old_writer_schema_is_resolved_to_the_current_one(tmp_path: Path) -> None:
+    current = json.loads((schemas_dir() / "segment_completed.avsc").read_text())
+    old = dict(current, fields=[f for f in current["fields"] if f["name"] not in {"sub_partitions", "level"}])
+    (tmp_path / "history").mkdir()
+    (tmp_path / "history" / "segment_completed.v0.avsc").write_text(json.dumps(old))
+    (tmp_path / "segment_completed.avsc").write_text(json.dumps(current))
+    codec = Codec(tmp_path)
+    record = {k: v for k, v in valid_record().items() if k not in {"sub_partitions", "level"}}
+    body = io.BytesIO()
+    fastavro.schemaless_writer(body, fastavro.parse_schema(old), record)
+    key = next(k for k, s in codec.writers.items() if len(s["fields"]) == len(old["fields"]))
+    event = codec.decode_segment_completed(MAGIC + key + body.getvalue())
+    assert event.segment.sub_partitions == frozenset() and event.segment.level == 0
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        (b"", "undecodable"),
+        (b"not avro at all", "undecodable"),
+        (MAGIC + b"\x00" * 8 + b"\x02", "unknown_schema"),
+    ],
+)
+def test_bad_bytes_raise_one_domain_error(codec: Codec, data: bytes, reason: str) -> None:
+    with pytest.raises(EventDecodeError) as err:
+        codec.decode_segment_completed(data)
+    assert err.value.reason == reason
+
+
+def test_truncated_body_is_undecodable(codec: Codec) -> None:
+    data = codec.encode(SEGMENT_COMPLETED, valid_record())
+    with pytest.raises(EventDecodeError) as err:
+        codec.decode_segment_completed(data[:-5])
+    assert err.value.reason == "undecodable"
+
+
+def test_merge_result_bytes_are_not_a_segment_event(codec: Codec) -> None:
+    plan = make_plan("sales", "auto_merge", [segment("a"), segment("b")])
+    data = codec.encode_merge_result(MergeResult(plan, MergeStatus.FAILED, 1, 0, 1, 0, 5, T1, "boom"))
+    with pytest.raises(EventDecodeError) as err:
+        codec.decode_segment_completed(data)
+    assert err.value.reason == "wrong_event_type"
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "reason_text"),
+    [
+        ("end", T0, "not after start"),
+        ("table", "../etc", "table name"),
+        ("segment_id", "a/b", "segment id"),
+        ("records", -1, "negative"),
+    ],
+)
+def test_semantically_invalid_events_name_the_problem(codec: Codec, field: str, value: object, reason_text: str) -> None:
+    record = valid_record() | {field: value}
+    with pytest.raises(EventDecodeError) as err:
+        codec.decode_segment_completed(codec.encode(SEGMENT_COMPLETED, record))
+    assert err.value.reason == "invalid_value"
+    assert reason_text in str(err.value)
+
+
+def test_encoding_a_record_missing_a_required_field_names_it(codec: Codec) -> None:
+    record = valid_record()
+    del record["records"]
+    with pytest.raises(EventEncodeError, match="records"):
+        codec.encode(SEGMENT_COMPLETED, record)
