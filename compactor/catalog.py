@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+
 from compactor.domain import MergePlan, Segment
 from compactor.errors import InvalidSegmentError
 
@@ -110,4 +111,3 @@ class SegmentCatalog:
             for record in sorted(records, key=lambda r: r.version):
                 catalog.apply_commit(table, record)
         return catalog
-

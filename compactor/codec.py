@@ -57,6 +57,8 @@ class Codec:
             raise CompactorError(f"no Avro schemas (*.avsc) found in {directory}")
         for path in files:
             parsed = fastavro.parse_schema(json.loads(path.read_text()))
+            if not isinstance(parsed, dict):
+                raise CompactorError(f"{path}: an event schema must be an Avro record")
             key = bytes.fromhex(fingerprint(to_parsing_canonical_form(parsed), "CRC-64-AVRO"))
             self.writers[key] = parsed
             if path.parent == directory:
@@ -78,7 +80,9 @@ class Codec:
             raise EventDecodeError(UNDECODABLE, "not an Avro single-object message (missing C3 01 marker)")
         writer = self.writers.get(bytes(data[2:HEADER_LEN]))
         if writer is None:
-            raise EventDecodeError(UNKNOWN_SCHEMA, f"writer schema fingerprint {data[2:HEADER_LEN].hex()} is not known")
+            raise EventDecodeError(
+                UNKNOWN_SCHEMA, f"writer schema fingerprint {data[2:HEADER_LEN].hex()} is not known"
+            )
         if writer["name"] != name:
             raise EventDecodeError(WRONG_EVENT_TYPE, f"expected {name}, got {writer['name']}")
         body = io.BytesIO(data[HEADER_LEN:])

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from compactor.calendar import Level
 from compactor.domain import TABLE_NAME
@@ -36,7 +36,35 @@ def parse_duration(value: Any) -> timedelta:
     return timedelta(**{_DURATION_UNITS[unit]: int(amount)})
 
 
-Duration = Annotated[timedelta, Field(json_schema_extra={"format": "duration"})]
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)?\s*$", re.IGNORECASE)
+# As in the seeds, MB means 1024 * 1024 bytes; KiB/MiB/GiB are accepted as the same units.
+_SIZE_UNITS = {"b": 1, "kb": 1 << 10, "mb": 1 << 20, "gb": 1 << 30, "tb": 1 << 40}
+
+
+def parse_size(value: Any) -> int:
+    """`1024MB`, `1.5GB`, `512KiB`, `100` (bytes) -> bytes (MB = 1024 * 1024 bytes)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    match = _SIZE.match(str(value))
+    if not match:
+        raise ValueError(f"{value!r} is not a size; use a number with B, KB, MB, GB, KiB, MiB or GiB")
+    amount, unit = match.groups()
+    return int(float(amount) * _SIZE_UNITS[(unit or "b").lower().replace("i", "")])
+
+
+def _size(value: Any) -> int:
+    size = parse_size(value)
+    if size <= 0:
+        raise ValueError("must be a positive size")
+    return size
+
+
+def _duration(value: Any) -> timedelta:
+    return parse_duration(value)
+
+
+ByteSize = Annotated[int, BeforeValidator(_size)]
+Duration = Annotated[timedelta, BeforeValidator(_duration)]
 Trigger = Literal["on_load", "manual"]
 
 
@@ -65,7 +93,78 @@ class AutoMergeRule(_Frozen):
         return self.rule
 
 
-RuleConfig = Annotated[AutoMergeRule, Field(discriminator="rule")]
+class MinorRule(_Frozen):
+    """Level-threshold compaction (CarbonData minor): x loads -> level 1, y level-1 -> level 2."""
+
+    rule: Literal["minor"]
+    level_thresholds: tuple[int, int] = (4, 3)
+    trigger: Trigger = "on_load"
+
+    @field_validator("level_thresholds")
+    @classmethod
+    def _thresholds(cls, value: tuple[int, int]) -> tuple[int, int]:
+        for n in value:
+            if not 0 <= n <= 100:
+                raise ValueError(f"each threshold must be 0..100 (0 disables the level), got {n}")
+            if n == 1:
+                raise ValueError("a threshold of 1 would 'merge' a single segment; use 0 to disable or 2..100")
+        return value
+
+
+class MajorRule(_Frozen):
+    """Size-threshold compaction (CarbonData major): segments summing below the threshold merge."""
+
+    rule: Literal["major"]
+    size_threshold: ByteSize = 1024 << 20
+    trigger: Trigger = "on_load"
+
+
+class PoolConfig(_Frozen):
+    """A bin-pack pool: segments whose age, size and width fit it are packed together."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    min_age: Duration = timedelta(0)
+    max_age: Duration
+    max_size: ByteSize
+    max_width: Duration
+
+    @model_validator(mode="after")
+    def _ranges(self) -> PoolConfig:
+        if self.max_age <= self.min_age:
+            raise ValueError(f"pool {self.name}: max_age must be greater than min_age")
+        if self.max_width <= timedelta(0):
+            raise ValueError(f"pool {self.name}: max_width must be positive")
+        return self
+
+
+DEFAULT_POOLS: tuple[PoolConfig, ...] = (
+    PoolConfig(name="small", min_age=timedelta(0), max_age=timedelta(minutes=10), max_size=1 << 30, max_width=timedelta(hours=1)),
+    PoolConfig(name="medium", min_age=timedelta(minutes=10), max_age=timedelta(minutes=70), max_size=2 << 30, max_width=timedelta(hours=1)),
+    PoolConfig(name="large", min_age=timedelta(minutes=70), max_age=timedelta(days=90), max_size=4 << 30, max_width=timedelta(hours=1)),
+)  # fmt: skip
+
+
+class BinPackRule(_Frozen):
+    """Hydrolix-style merge: pools by age/size/width, packed first-fit or best-fit."""
+
+    rule: Literal["bin_pack"]
+    strategy: Literal["first_fit", "best_fit"] = "first_fit"
+    pools: tuple[PoolConfig, ...] = DEFAULT_POOLS
+    trigger: Trigger = "on_load"
+
+    @field_validator("pools")
+    @classmethod
+    def _unique_pools(cls, pools: tuple[PoolConfig, ...]) -> tuple[PoolConfig, ...]:
+        if not pools:
+            raise ValueError("give at least one pool")
+        names = [p.name for p in pools]
+        if len(set(names)) != len(names):
+            raise ValueError(f"pool names must be unique, got {names}")
+        return pools
+
+
+RuleConfig = Annotated[AutoMergeRule | MinorRule | MajorRule | BinPackRule, Field(discriminator="rule")]
+RULE_NAMES = ("auto_merge", "minor", "major", "bin_pack")
 
 
 class TableSettings(_Frozen):
@@ -76,6 +175,14 @@ class TableSettings(_Frozen):
     allowed_compaction_days: int = Field(default=0, ge=0)
     lookback: timedelta | None = None
     rules: tuple[RuleConfig, ...] = (AutoMergeRule(rule="auto_merge"),)
+
+    @field_validator("rules")
+    @classmethod
+    def _one_of_each(cls, rules: tuple[RuleConfig, ...]) -> tuple[RuleConfig, ...]:
+        names = [r.rule for r in rules]
+        if len(set(names)) != len(names):
+            raise ValueError(f"each rule may be listed once per table, got {names}")
+        return rules
 
     @field_validator("lookback", mode="before")
     @classmethod
@@ -113,12 +220,21 @@ class ProjectConfig(_Frozen):
                 )
         return tables
 
+    _effective: dict[str, TableSettings] = PrivateAttr(default_factory=dict)
+
     def for_table(self, table: str) -> TableSettings:
-        """Effective settings: the table's keys over the project defaults."""
-        override = self.tables.get(table)
-        if override is None:
-            return self.defaults
-        return self.defaults.model_copy(update=override.model_dump(exclude_unset=True))
+        """Effective settings: the table's keys over the project defaults (cached)."""
+        found = self._effective.get(table)
+        if found is None:
+            override = self.tables.get(table)
+            if override is None:
+                found = self.defaults
+            else:
+                merged = {name: getattr(self.defaults, name) for name in TableSettings.model_fields}
+                merged.update({name: getattr(override, name) for name in override.model_fields_set})
+                found = TableSettings(**merged)
+            self._effective[table] = found
+        return found
 
 
 def _location(loc: tuple[int | str, ...]) -> str:
@@ -126,7 +242,7 @@ def _location(loc: tuple[int | str, ...]) -> str:
     for item in loc:
         if isinstance(item, int):
             parts.append(f"[{item}]")
-        elif item in {"auto_merge"}:
+        elif item in RULE_NAMES or item in {"function-before[_size()]", "function-before[_duration()]"}:
             continue  # discriminator tags add nothing for the reader
         else:
             parts.append(("." if parts else "") + str(item))
@@ -137,7 +253,9 @@ def _describe(error: ValidationError, source: str) -> str:
     lines = [f"invalid config {source}:"]
     for item in error.errors():
         where = _location(item["loc"])
-        table = f"table {item['loc'][1]!r}, " if item["loc"][:1] == ("tables",) and len(item["loc"]) > 1 else ""
+        table = (
+            f"table {item['loc'][1]!r}, " if item["loc"][:1] == ("tables",) and len(item["loc"]) > 1 else ""
+        )
         message = item["msg"].removeprefix("Value error, ")
         if item["type"] == "extra_forbidden":
             message = "unknown key"

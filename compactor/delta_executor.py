@@ -52,7 +52,9 @@ def list_tables(warehouse: Path | str) -> list[str]:
     return sorted(p.name for p in root.iterdir() if (p / "_delta_log").is_dir())
 
 
-def _metadata(op: str, added: list[Segment], removed: tuple[str, ...] = (), plan_id: str | None = None) -> str:
+def _metadata(
+    op: str, added: list[Segment], removed: tuple[str, ...] = (), plan_id: str | None = None
+) -> str:
     return json.dumps(
         {
             METADATA_KEY: 1,
@@ -67,7 +69,9 @@ def _metadata(op: str, added: list[Segment], removed: tuple[str, ...] = (), plan
 
 def _find_commit(spark: SparkSession, path: Path, marker: str) -> tuple[int, int, int] | None:
     """(version, rows, bytes) of the newest recent commit whose metadata mentions `marker`."""
-    history = DeltaTable.forPath(spark, str(path)).history(50).select("version", "userMetadata", "operationMetrics")
+    history = (
+        DeltaTable.forPath(spark, str(path)).history(50).select("version", "userMetadata", "operationMetrics")
+    )
     for row in history.collect():
         if row.userMetadata and marker in row.userMetadata:
             metrics = row.operationMetrics or {}

@@ -204,9 +204,7 @@ def plan_id_for(table: str, rule: str, input_ids: Iterable[str]) -> str:
     return digest.hexdigest()[:24]
 
 
-def merged_output(
-    plan_id: str, table: str, inputs: Sequence[Segment], level: int | None = None
-) -> Segment:
+def merged_output(plan_id: str, table: str, inputs: Sequence[Segment], level: int | None = None) -> Segment:
     """The segment that replaces `inputs`: their span, totals and latest load time.
 
     Every field is derived from the inputs, so planning is a pure function and a

@@ -101,15 +101,21 @@ class SegmentEventHandler:
 
     def rebuild_catalog(self) -> None:
         """Fold every table's Delta history into the catalog and check it against the data."""
-        commits = {t: delta.read_commits(self.spark, self.warehouse, t) for t in delta.list_tables(self.warehouse)}
+        commits = {
+            t: delta.read_commits(self.spark, self.warehouse, t) for t in delta.list_tables(self.warehouse)
+        }
         self.catalog = SegmentCatalog.from_commits(commits)
         for table in commits:
             present = delta.segment_ids_present(self.spark, self.warehouse, table)
             unknown, gone = self.catalog.reconcile(table, present)
             for sid in sorted(unknown):
-                log.warning("table %s: segment %s is in Delta without compactor metadata; left alone", table, sid)
+                log.warning(
+                    "table %s: segment %s is in Delta without compactor metadata; left alone", table, sid
+                )
             if gone:
-                log.warning("table %s: dropped %d catalog segment(s) that Delta no longer holds", table, len(gone))
+                log.warning(
+                    "table %s: dropped %d catalog segment(s) that Delta no longer holds", table, len(gone)
+                )
         self._known_tables = set(commits)
 
     # -- the batch --------------------------------------------------------------
@@ -234,7 +240,9 @@ class SegmentEventHandler:
         return (self.kafka.results_topic, result.plan.table, self.codec.encode_merge_result(result), None)
 
     def _dead_letter(self, key: str, value: bytes, reason: str, detail: str, row: Any) -> Message:
-        log.warning("dead letter (%s) from %s[%s]@%s: %s", reason, row.topic, row.partition, row.offset, detail)
+        log.warning(
+            "dead letter (%s) from %s[%s]@%s: %s", reason, row.topic, row.partition, row.offset, detail
+        )
         headers = [
             (DEAD_LETTER_REASON_HEADER, reason.encode()),
             (DEAD_LETTER_DETAIL_HEADER, detail[:1000].encode()),

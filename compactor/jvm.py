@@ -82,9 +82,7 @@ def _artifact_name(jar: str) -> str:
     return stem
 
 
-def resolve(
-    name: str, artifacts: Sequence[Artifact], skip_present_in: Path | None = None
-) -> list[Path]:
+def resolve(name: str, artifacts: Sequence[Artifact], skip_present_in: Path | None = None) -> list[Path]:
     """Return the jars of `artifacts` and their runtime dependencies.
 
     Idempotent: the first call runs Maven into `<cache>/<name>-<hash>/`; later

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from compactor.errors import DeliveryError
 
@@ -38,11 +38,15 @@ class KafkaSettings:
         return options
 
 
-def ensure_topics(settings: KafkaSettings, topics: Iterable[str], partitions: int = 1, timeout: float = 30) -> None:
+def ensure_topics(
+    settings: KafkaSettings, topics: Iterable[str], partitions: int = 1, timeout: float = 30
+) -> None:
     """Create the topics that do not exist yet (idempotent)."""
     admin = AdminClient(settings.librdkafka())
     existing = set(admin.list_topics(timeout=timeout).topics)
-    missing = [NewTopic(t, num_partitions=partitions, replication_factor=1) for t in topics if t not in existing]
+    missing = [
+        NewTopic(t, num_partitions=partitions, replication_factor=1) for t in topics if t not in existing
+    ]
     if not missing:
         return
     for topic, future in admin.create_topics(missing, operation_timeout=timeout).items():
@@ -90,7 +94,11 @@ class EventProducer:
             while True:
                 try:
                     self._producer.produce(
-                        topic, value=value, key=key.encode(), headers=list(headers or ()), on_delivery=on_delivery
+                        topic,
+                        value=value,
+                        key=key.encode(),
+                        headers=list(headers or ()),
+                        on_delivery=on_delivery,
                     )
                     break
                 except BufferError:  # local queue full: let deliveries drain, then retry

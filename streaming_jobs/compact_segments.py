@@ -10,7 +10,7 @@ import logging
 from pathlib import Path
 
 from pyspark.sql import SparkSession
-from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.streaming.query import StreamingQuery
 
 from compactor.codec import default_codec
 from compactor.config import ProjectConfig, load_config_file
@@ -46,7 +46,11 @@ def start_query(
         .load()
     )
     writer = stream.writeStream.foreachBatch(handler).option("checkpointLocation", str(checkpoint))
-    writer = writer.trigger(availableNow=True) if available_now else writer.trigger(processingTime=trigger_interval)
+    writer = (
+        writer.trigger(availableNow=True)
+        if available_now
+        else writer.trigger(processingTime=trigger_interval)
+    )
     return writer.queryName("segment-compactor").start()
 
 

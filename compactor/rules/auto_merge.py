@@ -72,9 +72,15 @@ def plan(
             start, end = run[0].start, run[-1].end
             anchored = start == home.start or start in skipped_ends or start == table_start
             if end != home.end:
-                reason, detail = SkipReason.INCOMPLETE_BUCKET, f"{level}: run ends {end.isoformat()}, bucket {home}"
+                reason, detail = (
+                    SkipReason.INCOMPLETE_BUCKET,
+                    f"{level}: run ends {end.isoformat()}, bucket {home}",
+                )
             elif not anchored:
-                reason, detail = SkipReason.GAP, f"{level}: nothing covers [{home.start.isoformat()}, {start.isoformat()})"
+                reason, detail = (
+                    SkipReason.GAP,
+                    f"{level}: nothing covers [{home.start.isoformat()}, {start.isoformat()})",
+                )
             elif len(run) < 2:
                 reason, detail = SkipReason.NOTHING_TO_MERGE_WITH, f"{level}: alone in bucket {home}"
             else:

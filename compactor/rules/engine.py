@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from compactor.config import RuleConfig, TableSettings
-from compactor.domain import Decision, MergePlan, Segment, SkipReason
-from compactor.rules import auto_merge
+from compactor.config import AutoMergeRule, MajorRule, MinorRule, RuleConfig, TableSettings
+from compactor.domain import Decision, MergePlan, RuleOutcome, Segment, SkipReason
+from compactor.rules import auto_merge, level_threshold, pools, size_threshold
 from compactor.rules.filters import shared_filter
 
 
@@ -26,11 +26,15 @@ class Evaluation:
 
 
 def _run_rule(
-    rule: RuleConfig, eligible: Sequence[Segment], table: str, all_segments: Sequence[Segment]
-) -> tuple[tuple[MergePlan, ...], tuple[Decision, ...]]:
-    table_start = min((s.start for s in all_segments), default=None)
-    outcome = auto_merge.plan(eligible, rule, table, table_start)
-    return outcome.plans, outcome.decisions
+    rule: RuleConfig, eligible: Sequence[Segment], table: str, all_segments: Sequence[Segment], now: datetime
+) -> RuleOutcome:
+    if isinstance(rule, AutoMergeRule):
+        return auto_merge.plan(eligible, rule, table, min((s.start for s in all_segments), default=None))
+    if isinstance(rule, MinorRule):
+        return level_threshold.plan(eligible, rule, table)
+    if isinstance(rule, MajorRule):
+        return size_threshold.plan(eligible, rule, table)
+    return pools.plan(eligible, rule, table, now)
 
 
 def evaluate(
@@ -46,11 +50,7 @@ def evaluate(
     With `only_rule`, that rule alone runs whatever its trigger; otherwise the
     rules whose trigger is `trigger` run in the listed order.
     """
-    rules = [
-        r
-        for r in settings.rules
-        if (r.rule == only_rule if only_rule else r.trigger == trigger)
-    ]
+    rules = [r for r in settings.rules if (r.rule == only_rule if only_rule else r.trigger == trigger)]
     plans: list[MergePlan] = []
     decisions: list[Decision] = []
     claimed: dict[str, str] = {}
@@ -65,9 +65,9 @@ def evaluate(
                 )
             else:
                 free.append(s)
-        rule_plans, rule_decisions = _run_rule(rule, free, table, segments)
-        decisions.extend(rule_decisions)
-        for p in rule_plans:
+        outcome = _run_rule(rule, free, table, segments, now)
+        decisions.extend(outcome.decisions)
+        for p in outcome.plans:
             claimed.update({sid: p.plan_id for sid in p.input_ids})
             plans.append(p)
     return Evaluation(table, tuple(plans), tuple(decisions))

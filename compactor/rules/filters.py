@@ -24,9 +24,7 @@ def shared_filter(
         newest = sorted(segments, key=lambda s: (s.loaded_at, s.id), reverse=True)
         preserved = {s.id for s in newest[: settings.preserve_latest]}
     oldest_load = (
-        now - timedelta(days=settings.allowed_compaction_days)
-        if settings.allowed_compaction_days
-        else None
+        now - timedelta(days=settings.allowed_compaction_days) if settings.allowed_compaction_days else None
     )
     oldest_data = now - settings.lookback if settings.lookback else None
 

@@ -70,6 +70,10 @@ class JobRunner:
 def checksum(df: DataFrame, exclude: tuple[str, ...] = ("segment_id",)) -> tuple[int, int]:
     """(row count, order-independent checksum of the rows without `exclude`)."""
     cols = [c for c in df.columns if c not in exclude]
-    row = df.select(F.xxhash64(*cols).alias("h")).agg(F.count("*").alias("n"), F.sum(F.col("h").cast("decimal(38,0)")).alias("s")).first()
+    row = (
+        df.select(F.xxhash64(*cols).alias("h"))
+        .agg(F.count("*").alias("n"), F.sum(F.col("h").cast("decimal(38,0)")).alias("s"))
+        .first()
+    )
     assert row is not None
     return int(row["n"]), int(row["s"] or 0)

@@ -36,7 +36,9 @@ def make_kafka(bootstrap: str, unique: Callable[[str], str]) -> KafkaSettings:
     return kafka
 
 
-def load_days(spark: Any, warehouse: Path, kafka: KafkaSettings, first: datetime, days: int, rows: int = 20) -> list[Segment]:
+def load_days(
+    spark: Any, warehouse: Path, kafka: KafkaSettings, first: datetime, days: int, rows: int = 20
+) -> list[Segment]:
     producer = EventProducer(kafka)
     loaded = []
     for i in range(days):
@@ -89,7 +91,10 @@ def test_a_natural_week_merges_once_atomically_and_re_triggers(
     assert {r.segment_id for r in old.select("segment_id").distinct().collect()} == {s.id for s in loaded}
     assert checksum(old) == before
 
-    results = [default_codec().decode_merge_result(m.value()) for m in consume_all(kafka_bootstrap, kafka.results_topic)]
+    results = [
+        default_codec().decode_merge_result(m.value())
+        for m in consume_all(kafka_bootstrap, kafka.results_topic)
+    ]
     assert len(results) == 1
     result = results[0]
     assert result["status"] is MergeStatus.SUCCEEDED
@@ -99,7 +104,10 @@ def test_a_natural_week_merges_once_atomically_and_re_triggers(
     assert result["table_version"] == merges[0]
     assert result["level"] == "week"
 
-    events = [default_codec().decode_segment_completed(m.value()) for m in consume_all(kafka_bootstrap, kafka.segments_topic)]
+    events = [
+        default_codec().decode_segment_completed(m.value())
+        for m in consume_all(kafka_bootstrap, kafka.segments_topic)
+    ]
     re_emitted = [e for e in events if e.segment.origin is Origin.MERGE]
     assert [e.segment.id for e in re_emitted] == [result["output"]["segment_id"]]
     assert re_emitted[0].plan_id == result["plan_id"]
@@ -127,7 +135,10 @@ def test_a_month_of_days_cascades_to_one_month_segment(
     assert checksum(read_table(spark, warehouse)) == before
     ids = {r.segment_id for r in read_table(spark, warehouse).select("segment_id").distinct().collect()}
     assert ids == {month.id}
-    results = [default_codec().decode_merge_result(m.value()) for m in consume_all(kafka_bootstrap, kafka.results_topic)]
+    results = [
+        default_codec().decode_merge_result(m.value())
+        for m in consume_all(kafka_bootstrap, kafka.results_topic)
+    ]
     assert [r["level"] for r in results][-1] == "month"
     assert len(merge_versions(spark, warehouse)) == len(results) == handler.stats.merges
 
@@ -145,9 +156,13 @@ def test_replays_merge_nothing_twice(
     before = checksum(read_table(spark, warehouse))
 
     # 1. a replayed batch: the same events reach a handler that has not seen the merge
-    batch = spark.read.format("kafka").option("kafka.bootstrap.servers", kafka_bootstrap).option(
-        "subscribe", kafka.segments_topic
-    ).option("startingOffsets", "earliest").load()
+    batch = (
+        spark.read.format("kafka")
+        .option("kafka.bootstrap.servers", kafka_bootstrap)
+        .option("subscribe", kafka.segments_topic)
+        .option("startingOffsets", "earliest")
+        .load()
+    )
     stale(batch, 0)
     assert stale.stats.replayed_merges == 1 and stale.stats.merges == 0
 
@@ -157,7 +172,15 @@ def test_replays_merge_nothing_twice(
     from compactor.events import SegmentCompleted
 
     producer.send_all(
-        [(kafka.segments_topic, TABLE, codec.encode_segment_completed(SegmentCompleted(s, s.loaded_at)), None) for s in loaded]
+        [
+            (
+                kafka.segments_topic,
+                TABLE,
+                codec.encode_segment_completed(SegmentCompleted(s, s.loaded_at)),
+                None,
+            )
+            for s in loaded
+        ]
     )
     JobRunner(spark, fresh, kafka, checkpoint).run_until_quiet()
 

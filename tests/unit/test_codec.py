@@ -37,18 +37,30 @@ def valid_record() -> dict[str, object]:
 
 
 def test_segment_completed_round_trip(codec: Codec) -> None:
-    event = SegmentCompleted(segment(sub_partitions=frozenset({"eu", "us"}), origin=Origin.MERGE), T1, 3, "p1")
+    event = SegmentCompleted(
+        segment(sub_partitions=frozenset({"eu", "us"}), origin=Origin.MERGE), T1, 3, "p1"
+    )
     assert codec.decode_segment_completed(codec.encode_segment_completed(event)) == event
 
 
 def test_merge_result_round_trip(codec: Codec) -> None:
-    plan = make_plan("sales", "auto_merge", [segment("a"), Segment("b", "sales", TimeRange(T1, datetime(2024, 1, 3, tzinfo=UTC)), loaded_at=T1)], level="week")
+    plan = make_plan(
+        "sales",
+        "auto_merge",
+        [segment("a"), Segment("b", "sales", TimeRange(T1, datetime(2024, 1, 3, tzinfo=UTC)), loaded_at=T1)],
+        level="week",
+    )
     result = MergeResult(plan, MergeStatus.SUCCEEDED, 5, 5, 99, 80, 1200, T1, table_version=7)
     decoded = codec.decode_merge_result(codec.encode_merge_result(result))
     assert decoded["plan_id"] == plan.plan_id
     assert decoded["inputs"] == ["a", "b"]
     assert decoded["output"]["segment_id"] == plan.output.id
-    assert (decoded["status"], decoded["table_version"], decoded["level"], decoded["pool"]) == (MergeStatus.SUCCEEDED, 7, "week", None)
+    assert (decoded["status"], decoded["table_version"], decoded["level"], decoded["pool"]) == (
+        MergeStatus.SUCCEEDED,
+        7,
+        "week",
+        None,
+    )
 
 
 def test_messages_use_single_object_encoding(codec: Codec) -> None:
@@ -109,7 +121,9 @@ def test_merge_result_bytes_are_not_a_segment_event(codec: Codec) -> None:
         ("records", -1, "negative"),
     ],
 )
-def test_semantically_invalid_events_name_the_problem(codec: Codec, field: str, value: object, reason_text: str) -> None:
+def test_semantically_invalid_events_name_the_problem(
+    codec: Codec, field: str, value: object, reason_text: str
+) -> None:
     record = valid_record() | {field: value}
     with pytest.raises(EventDecodeError) as err:
         codec.decode_segment_completed(codec.encode(SEGMENT_COMPLETED, record))

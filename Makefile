@@ -1,0 +1,28 @@
+# Two entry points for a fresh machine (see README): `make demo` and `make test`.
+# Both create .venv/ when it is missing and resolve the JVM jars into the cache.
+PYTHON ?= python3.11
+VENV := .venv
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test unit lint
+
+$(STAMP): pyproject.toml
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install -q --upgrade pip
+	$(VENV)/bin/python -m pip install -q -e '.[test]'
+	$(VENV)/bin/compactor jars > /dev/null
+	touch $@
+
+demo: $(STAMP)
+	$(VENV)/bin/compactor demo
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+unit: $(STAMP)
+	$(VENV)/bin/python -m pytest -m "not integration" -q
+
+test: lint
+	$(VENV)/bin/python -m pytest -q

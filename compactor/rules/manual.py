@@ -1,0 +1,49 @@
+"""Custom (manual) merge of named segments (seeds 000 and 002), fully validated."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from compactor.config import TableSettings
+from compactor.domain import MergePlan, Segment, SegmentState, make_plan
+from compactor.errors import ManualMergeError
+
+RULE = "manual"
+
+
+def plan(table: str, segment_ids: Sequence[str], segments: Sequence[Segment], settings: TableSettings) -> MergePlan:
+    """The plan merging exactly `segment_ids`, or ManualMergeError naming the ids and the reason."""
+    if len(segment_ids) < 2:
+        raise ManualMergeError(f"table {table}: a merge needs at least two segment ids, got {list(segment_ids)}")
+    duplicates = sorted({i for i in segment_ids if list(segment_ids).count(i) > 1})
+    if duplicates:
+        raise ManualMergeError(f"table {table}: segment ids listed twice: {', '.join(duplicates)}")
+    by_id = {s.id: s for s in segments}
+    missing = [i for i in segment_ids if i not in by_id]
+    if missing:
+        raise ManualMergeError(f"table {table}: no such segment(s): {', '.join(missing)}")
+    chosen = [by_id[i] for i in segment_ids]
+    if not settings.merge_enabled:
+        raise ManualMergeError(f"table {table}: merging is disabled for this table")
+    busy = [f"{s.id} ({s.state})" for s in chosen if s.state is not SegmentState.ONLINE]
+    if busy:
+        raise ManualMergeError(f"table {table}: segment(s) not in a mergeable state: {', '.join(busy)}")
+    versions = {s.schema_version for s in chosen}
+    if len(versions) > 1:
+        detail = ", ".join(f"{s.id}=v{s.schema_version}" for s in chosen)
+        raise ManualMergeError(f"table {table}: inconsistent schema versions: {detail}")
+    sub_sets = {s.sub_partitions for s in chosen}
+    if len(sub_sets) > 1:
+        detail = "; ".join(f"{s.id}={sorted(s.sub_partitions)}" for s in chosen)
+        raise ManualMergeError(f"table {table}: sub-partition values differ: {detail}")
+    if settings.needs_disjoint_ranges:
+        ordered = sorted(chosen, key=lambda s: s.start)
+        for prev, nxt in zip(ordered, ordered[1:], strict=False):
+            if nxt.start > prev.end:
+                raise ManualMergeError(
+                    f"table {table}: gap between {prev.id} (ends {prev.end.isoformat()}) "
+                    f"and {nxt.id} (starts {nxt.start.isoformat()}); time ranges must be continuous"
+                )
+            if nxt.start < prev.end:
+                raise ManualMergeError(f"table {table}: {prev.id} and {nxt.id} overlap; time ranges must be continuous")
+    return make_plan(table, RULE, chosen)
