@@ -78,7 +78,7 @@ def run(
 
     config = load_config_file(config_path)
     kafka = KafkaSettings(bootstrap_servers, segments_topic, results_topic, dead_letter_topic)
-    spark = build_spark()
+    spark = build_spark(fair_pools=config.pool_names(), scratch_dir=checkpoint.parent)
     handler = build_handler(spark, config, warehouse, kafka)
     query = start_query(spark, handler, kafka, checkpoint)
     click.echo(f"compactor running: {segments_topic} -> {warehouse} (checkpoint {checkpoint}); Ctrl-C stops")
@@ -122,6 +122,29 @@ def load(
         spark, warehouse, kafka, EventProducer(kafka), table, data, start, finish, segment_id
     )
     click.echo(f"loaded {segment.id} {segment.range}: {segment.records} rows, {segment.bytes} bytes")
+
+
+@main.command()
+@click.option("--table", required=True)
+@click.option("--rule", type=click.Choice(["auto_merge", "minor", "major", "bin_pack"]), help="Run this rule once now.")
+@click.option("--merge", "merge_ids", help="Merge exactly these comma-separated segment ids.")
+@bootstrap_option
+@segments_topic_option
+def request(table: str, rule: str | None, merge_ids: str | None, bootstrap_servers: str, segments_topic: str) -> None:
+    """Ask the running job to run a rule now (e.g. a manual major) or merge named segments."""
+    import uuid
+
+    from compactor.codec import default_codec, now_utc
+    from compactor.events import CompactionRequested
+    from compactor.kafka_io import EventProducer, KafkaSettings
+
+    ids = tuple(i.strip() for i in (merge_ids or "").split(",") if i.strip())
+    if (rule is None) == (not ids):
+        raise click.UsageError("give exactly one of --rule or --merge")
+    event = CompactionRequested(uuid.uuid4().hex, table, now_utc(), rule, ids)
+    kafka = KafkaSettings(bootstrap_servers, segments_topic=segments_topic)
+    EventProducer(kafka).send_all([(segments_topic, table, default_codec().encode_compaction_requested(event), None)])
+    click.echo(f"requested {rule or 'merge of ' + ','.join(ids)} on {table} (request {event.request_id})")
 
 
 @main.group()
@@ -182,8 +205,12 @@ def demo(workdir: Path, days: int, rows: int) -> None:
 @click.option("--config", "config_path", type=click.Path(path_type=Path, dir_okay=False), required=True)
 @click.option("--segments", "segments_path", type=click.Path(path_type=Path, dir_okay=False), required=True)
 @click.option("--now", callback=_instant, help="Evaluation time (default: from the file, never the clock).")
-@click.option("--simulate", is_flag=True, help="Feed segments one at a time, cascading merges as the stream does.")
-@click.option("--rule", type=click.Choice(["auto_merge", "minor", "major", "bin_pack"]), help="Evaluate this rule once.")
+@click.option(
+    "--simulate", is_flag=True, help="Feed segments one at a time, cascading merges as the stream does."
+)
+@click.option(
+    "--rule", type=click.Choice(["auto_merge", "minor", "major", "bin_pack"]), help="Evaluate this rule once."
+)
 @click.option("--merge", "merge_ids", help="Validate and apply a manual merge of these comma-separated ids.")
 @click.option("--explain", is_flag=True, help="Add each segment's decisions and reasons.")
 def plan(

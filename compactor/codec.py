@@ -20,14 +20,15 @@ from typing import Any
 import fastavro
 from fastavro.schema import fingerprint, to_parsing_canonical_form
 
-from compactor.domain import Origin, Segment, TimeRange
+from compactor.domain import Origin, Segment, TimeRange, validate_segment_id, validate_table_name
 from compactor.errors import CompactorError, EventDecodeError, EventEncodeError
-from compactor.events import MergeResult, MergeStatus, SegmentCompleted
+from compactor.events import CompactionRequested, MergeResult, MergeStatus, SegmentCompleted
 
 MAGIC = b"\xc3\x01"
 HEADER_LEN = len(MAGIC) + 8
 SEGMENT_COMPLETED = "io.compactor.events.SegmentCompleted"
 MERGE_RESULT = "io.compactor.events.MergeResult"
+COMPACTION_REQUESTED = "io.compactor.events.CompactionRequested"
 
 # Reasons carried in EventDecodeError (and the dead-letter header).
 UNDECODABLE = "undecodable"
@@ -75,7 +76,11 @@ class Codec:
             raise EventEncodeError(f"{name.rsplit('.', 1)[-1]}: {exc}") from None
         return buffer.getvalue()
 
-    def decode(self, name: str, data: bytes) -> dict[str, Any]:
+    def decode(self, name: str | None, data: bytes) -> dict[str, Any]:
+        """Decode `data`; with `name`, refuse any other event type."""
+        return self._decode(name, data)[1]
+
+    def _decode(self, name: str | None, data: bytes) -> tuple[str, dict[str, Any]]:
         if not isinstance(data, bytes | bytearray) or len(data) < HEADER_LEN or data[:2] != MAGIC:
             raise EventDecodeError(UNDECODABLE, "not an Avro single-object message (missing C3 01 marker)")
         writer = self.writers.get(bytes(data[2:HEADER_LEN]))
@@ -83,8 +88,9 @@ class Codec:
             raise EventDecodeError(
                 UNKNOWN_SCHEMA, f"writer schema fingerprint {data[2:HEADER_LEN].hex()} is not known"
             )
-        if writer["name"] != name:
+        if name is not None and writer["name"] != name:
             raise EventDecodeError(WRONG_EVENT_TYPE, f"expected {name}, got {writer['name']}")
+        name = str(writer["name"])
         body = io.BytesIO(data[HEADER_LEN:])
         try:
             record = fastavro.schemaless_reader(body, writer, self.current[name])
@@ -94,7 +100,7 @@ class Codec:
             raise EventDecodeError(UNDECODABLE, "trailing bytes after the Avro record")
         if not isinstance(record, dict):
             raise EventDecodeError(UNDECODABLE, f"expected a record, got {type(record).__name__}")
-        return record
+        return name, record
 
     # -- domain events -------------------------------------------------------
 
@@ -120,8 +126,19 @@ class Codec:
             },
         )
 
+    def decode_input(self, data: bytes) -> SegmentCompleted | CompactionRequested:
+        """An event of the segments topic: a completion or an operator's request."""
+        name, record = self._decode(None, data)
+        if name == SEGMENT_COMPLETED:
+            return self._segment_completed(record)
+        if name == COMPACTION_REQUESTED:
+            return self._compaction_requested(record)
+        raise EventDecodeError(WRONG_EVENT_TYPE, f"{name} does not belong on the segments topic")
+
     def decode_segment_completed(self, data: bytes) -> SegmentCompleted:
-        r = self.decode(SEGMENT_COMPLETED, data)
+        return self._segment_completed(self.decode(SEGMENT_COMPLETED, data))
+
+    def _segment_completed(self, r: dict[str, Any]) -> SegmentCompleted:
         try:
             segment = Segment(
                 id=r["segment_id"],
@@ -138,6 +155,33 @@ class Codec:
         except CompactorError as exc:
             raise EventDecodeError(INVALID_VALUE, str(exc)) from None
         return SegmentCompleted(segment, r["produced_at"], r["config_version"], r["plan_id"])
+
+    def encode_compaction_requested(self, request: CompactionRequested) -> bytes:
+        return self.encode(
+            COMPACTION_REQUESTED,
+            {
+                "request_id": request.request_id,
+                "table": request.table,
+                "rule": request.rule,
+                "segment_ids": list(request.segment_ids),
+                "requested_at": request.requested_at,
+            },
+        )
+
+    def _compaction_requested(self, r: dict[str, Any]) -> CompactionRequested:
+        try:
+            validate_table_name(r["table"])
+            for sid in r["segment_ids"]:
+                validate_segment_id(sid)
+        except CompactorError as exc:
+            raise EventDecodeError(INVALID_VALUE, str(exc)) from None
+        if (r["rule"] is None) == (not r["segment_ids"]):
+            raise EventDecodeError(
+                INVALID_VALUE, "a request names either a rule or segment ids, not both or neither"
+            )
+        return CompactionRequested(
+            r["request_id"], r["table"], r["requested_at"], r["rule"], tuple(r["segment_ids"])
+        )
 
     def encode_merge_result(self, result: MergeResult) -> bytes:
         plan = result.plan

@@ -13,7 +13,16 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from compactor.calendar import Level
 from compactor.domain import TABLE_NAME
@@ -107,7 +116,9 @@ class MinorRule(_Frozen):
             if not 0 <= n <= 100:
                 raise ValueError(f"each threshold must be 0..100 (0 disables the level), got {n}")
             if n == 1:
-                raise ValueError("a threshold of 1 would 'merge' a single segment; use 0 to disable or 2..100")
+                raise ValueError(
+                    "a threshold of 1 would 'merge' a single segment; use 0 to disable or 2..100"
+                )
         return value
 
 
@@ -221,6 +232,12 @@ class ProjectConfig(_Frozen):
         return tables
 
     _effective: dict[str, TableSettings] = PrivateAttr(default_factory=dict)
+
+    def pool_names(self) -> tuple[str, ...]:
+        """Every bin-pack pool named anywhere: each becomes a Spark FAIR scheduler pool."""
+        settings = [self.defaults, *self.tables.values()]
+        names = [p.name for t in settings for r in t.rules if isinstance(r, BinPackRule) for p in r.pools]
+        return tuple(dict.fromkeys(names))
 
     def for_table(self, table: str) -> TableSettings:
         """Effective settings: the table's keys over the project defaults (cached)."""

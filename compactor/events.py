@@ -39,3 +39,14 @@ class MergeResult:
     produced_at: datetime
     error: str | None = None
     table_version: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionRequested:
+    """Run `rule` once now, or merge exactly `segment_ids` (a manual merge)."""
+
+    request_id: str
+    table: str
+    requested_at: datetime
+    rule: str | None = None
+    segment_ids: tuple[str, ...] = ()

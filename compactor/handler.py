@@ -23,15 +23,16 @@ from compactor import delta_executor as delta
 from compactor.catalog import SegmentCatalog
 from compactor.codec import Codec, now_utc
 from compactor.config import ProjectConfig
-from compactor.domain import MergePlan, Origin, Segment
-from compactor.errors import CompactorError, EventDecodeError, InvalidSegmentError
-from compactor.events import MergeResult, MergeStatus, SegmentCompleted
+from compactor.domain import MergePlan, Origin
+from compactor.errors import CompactorError, EventDecodeError, InvalidSegmentError, ManualMergeError
+from compactor.events import CompactionRequested, MergeResult, MergeStatus, SegmentCompleted
 from compactor.kafka_io import (
     DEAD_LETTER_DETAIL_HEADER,
     DEAD_LETTER_REASON_HEADER,
     EventProducer,
     KafkaSettings,
 )
+from compactor.rules import manual
 from compactor.rules.engine import evaluate
 
 log = logging.getLogger(__name__)
@@ -39,6 +40,9 @@ log = logging.getLogger(__name__)
 UNKNOWN_TABLE = "unknown_table"
 DUPLICATE_SEGMENT = "duplicate_segment_id"
 OVERLAPPING_RANGE = "overlapping_range"
+UNKNOWN_RULE = "unknown_rule"
+MANUAL_MERGE_REJECTED = "manual_merge_rejected"
+POOL_PROPERTY = "spark.scheduler.pool"
 
 Message = tuple[str, str, bytes, list[tuple[str, bytes]] | None]
 
@@ -129,12 +133,12 @@ class SegmentEventHandler:
             value = bytes(row.value) if row.value is not None else b""
             key = bytes(row.key).decode(errors="replace") if row.key is not None else ""
             try:
-                event = self.codec.decode_segment_completed(value)
+                event = self.codec.decode_input(value)
+                if isinstance(event, CompactionRequested):
+                    self._requested(event)
+                    continue
                 self._accept(event)
-            except EventDecodeError as exc:
-                dead.append(self._dead_letter(key, value, exc.reason, exc.detail, row))
-                continue
-            except _Rejected as exc:
+            except (EventDecodeError, _Rejected) as exc:
                 dead.append(self._dead_letter(key, value, exc.reason, exc.detail, row))
                 continue
             self.attempt(event.segment.table, origin=str(event.segment.origin))
@@ -167,6 +171,26 @@ class SegmentEventHandler:
         except InvalidSegmentError as exc:
             raise _Rejected(DUPLICATE_SEGMENT, str(exc)) from None
 
+    def _requested(self, request: CompactionRequested) -> None:
+        """An operator's request: run one rule now, or a validated manual merge."""
+        if not self._table_exists(request.table):
+            raise _Rejected(UNKNOWN_TABLE, f"no Delta table {request.table!r} under {self.warehouse}")
+        settings = self.config.for_table(request.table)
+        if request.rule is not None:
+            if request.rule not in {r.rule for r in settings.rules}:
+                raise _Rejected(
+                    UNKNOWN_RULE, f"table {request.table} has no rule {request.rule!r} configured"
+                )
+            self.attempt(request.table, origin="request", only_rule=request.rule)
+            return
+        try:
+            plan = manual.plan(
+                request.table, request.segment_ids, self.catalog.segments(request.table), settings
+            )
+        except ManualMergeError as exc:
+            raise _Rejected(MANUAL_MERGE_REJECTED, str(exc)) from None
+        self._execute(plan)
+
     def _table_exists(self, table: str) -> bool:
         if table not in self._known_tables and delta.table_exists(self.spark, self.warehouse, table):
             self._known_tables.add(table)
@@ -174,11 +198,17 @@ class SegmentEventHandler:
 
     # -- one attempt --------------------------------------------------------------
 
-    def attempt(self, table: str, origin: str = "load") -> list[MergeResult]:
-        """Evaluate the table's on-load rules once and execute what they plan."""
+    def attempt(self, table: str, origin: str = "load", only_rule: str | None = None) -> list[MergeResult]:
+        """Evaluate the table's on-load rules (or `only_rule`) once and execute the plans."""
         self.stats.attempts += 1
         self.stats.attempts_by_origin[origin] = self.stats.attempts_by_origin.get(origin, 0) + 1
-        evaluation = evaluate(table, self.catalog.segments(table), self.config.for_table(table), self.clock())
+        evaluation = evaluate(
+            table,
+            self.catalog.segments(table),
+            self.config.for_table(table),
+            self.clock(),
+            only_rule=only_rule,
+        )
         if not evaluation.plans:
             self.stats.empty_attempts += 1
             return []
@@ -223,6 +253,18 @@ class SegmentEventHandler:
         return result
 
     def _commit(self, plan: MergePlan) -> delta.Execution:
+        """Execute with conflict retries, in the plan's FAIR scheduler pool if it has one."""
+        context = self.spark.sparkContext
+        previous = context.getLocalProperty(POOL_PROPERTY)
+        if plan.pool:
+            context.setLocalProperty(POOL_PROPERTY, plan.pool)
+        try:
+            return self._commit_with_retries(plan)
+        finally:
+            if plan.pool:
+                context.setLocalProperty(POOL_PROPERTY, previous)  # type: ignore[arg-type]
+
+    def _commit_with_retries(self, plan: MergePlan) -> delta.Execution:
         def count_conflict(state: Any) -> None:
             self.stats.conflicts += 1
             log.warning("plan %s: Delta conflict, retry %d", plan.plan_id, state.attempt_number)
@@ -261,7 +303,3 @@ class _Rejected(CompactorError):
 def _short(exc: BaseException) -> str:
     text = f"{type(exc).__name__}: {exc}"
     return text if len(text) <= 2000 else text[:2000] + "..."
-
-
-def segment_summary(segments: list[Segment]) -> str:
-    return ", ".join(f"{s.id}{s.range}" for s in sorted(segments, key=lambda s: s.start))

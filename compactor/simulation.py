@@ -7,6 +7,7 @@ Pure: used by `compactor plan`, the property tests and the benchmarks.
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -34,7 +35,9 @@ class Simulation:
 
     def attempt(self, table: str, now: datetime, only_rule: str | None = None) -> Evaluation:
         """One evaluation; its plans are applied."""
-        evaluation = evaluate(table, self.catalog.segments(table), self.config.for_table(table), now, only_rule=only_rule)
+        evaluation = evaluate(
+            table, self.catalog.segments(table), self.config.for_table(table), now, only_rule=only_rule
+        )
         for plan in evaluation.plans:
             self.catalog.apply_plan(plan)
             self.merges.append(plan)
@@ -78,7 +81,7 @@ def check_segments(segments: Iterable[Segment], config: ProjectConfig) -> None:
         if not config.for_table(table).needs_disjoint_ranges:
             continue
         ordered = sorted(members, key=lambda s: (s.start, s.end))
-        for prev, nxt in zip(ordered, ordered[1:], strict=False):
+        for prev, nxt in itertools.pairwise(ordered):
             if nxt.start < prev.end:
                 raise InvalidSegmentError(
                     f"segment {nxt.id} {nxt.range} overlaps {prev.id} {prev.range} in table {table}, "

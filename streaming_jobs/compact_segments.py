@@ -64,9 +64,10 @@ def main(argv: list[str] | None = None) -> None:
     from compactor.spark_session import build_spark
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    spark = build_spark()
+    config = load_config_file(args.config)
+    spark = build_spark(fair_pools=config.pool_names(), scratch_dir=args.checkpoint.parent)
     kafka = KafkaSettings(args.bootstrap_servers)
-    handler = build_handler(spark, load_config_file(args.config), args.warehouse, kafka)
+    handler = build_handler(spark, config, args.warehouse, kafka)
     start_query(spark, handler, kafka, args.checkpoint).awaitTermination()
 
 

@@ -37,14 +37,24 @@ def plan(segments: Sequence[Segment], rule: MinorRule, table: str) -> RuleOutcom
             merge = make_plan(table, RULE, group, level=f"level-{level + 1}", output_level=level + 1)
             plans.append(merge)
             decisions += [
-                Decision(s.id, RULE, True, None, f"{threshold} level-{level} segments -> level {level + 1}", merge.plan_id)
+                Decision(
+                    s.id,
+                    RULE,
+                    True,
+                    None,
+                    f"{threshold} level-{level} segments -> level {level + 1}",
+                    merge.plan_id,
+                )
                 for s in group
             ]
         decisions += [
             Decision(
-                s.id, RULE, False, SkipReason.BELOW_LEVEL_COUNT,
+                s.id,
+                RULE,
+                False,
+                SkipReason.BELOW_LEVEL_COUNT,
                 f"{len(candidates) - full} of {threshold} level-{level} segments so far",
-            )  # fmt: skip
+            )
             for s in candidates[full:]
         ]
     decisions += [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 from compactor.config import TableSettings
@@ -11,10 +12,14 @@ from compactor.errors import ManualMergeError
 RULE = "manual"
 
 
-def plan(table: str, segment_ids: Sequence[str], segments: Sequence[Segment], settings: TableSettings) -> MergePlan:
+def plan(
+    table: str, segment_ids: Sequence[str], segments: Sequence[Segment], settings: TableSettings
+) -> MergePlan:
     """The plan merging exactly `segment_ids`, or ManualMergeError naming the ids and the reason."""
     if len(segment_ids) < 2:
-        raise ManualMergeError(f"table {table}: a merge needs at least two segment ids, got {list(segment_ids)}")
+        raise ManualMergeError(
+            f"table {table}: a merge needs at least two segment ids, got {list(segment_ids)}"
+        )
     duplicates = sorted({i for i in segment_ids if list(segment_ids).count(i) > 1})
     if duplicates:
         raise ManualMergeError(f"table {table}: segment ids listed twice: {', '.join(duplicates)}")
@@ -38,12 +43,14 @@ def plan(table: str, segment_ids: Sequence[str], segments: Sequence[Segment], se
         raise ManualMergeError(f"table {table}: sub-partition values differ: {detail}")
     if settings.needs_disjoint_ranges:
         ordered = sorted(chosen, key=lambda s: s.start)
-        for prev, nxt in zip(ordered, ordered[1:], strict=False):
+        for prev, nxt in itertools.pairwise(ordered):
             if nxt.start > prev.end:
                 raise ManualMergeError(
                     f"table {table}: gap between {prev.id} (ends {prev.end.isoformat()}) "
                     f"and {nxt.id} (starts {nxt.start.isoformat()}); time ranges must be continuous"
                 )
             if nxt.start < prev.end:
-                raise ManualMergeError(f"table {table}: {prev.id} and {nxt.id} overlap; time ranges must be continuous")
+                raise ManualMergeError(
+                    f"table {table}: {prev.id} and {nxt.id} overlap; time ranges must be continuous"
+                )
     return make_plan(table, RULE, chosen)

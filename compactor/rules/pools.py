@@ -41,9 +41,12 @@ def plan(segments: Sequence[Segment], rule: BinPackRule, table: str, now: dateti
         if pool is None:
             decisions.append(
                 Decision(
-                    s.id, RULE, False, SkipReason.NO_POOL,
+                    s.id,
+                    RULE,
+                    False,
+                    SkipReason.NO_POOL,
                     f"age {now - s.end}, {s.bytes} bytes, width {s.range.duration} fit no pool",
-                )  # fmt: skip
+                )
             )
             continue
         groups[(pool.name, s.schema_version, s.sub_partitions)].append(s)
@@ -58,9 +61,12 @@ def plan(segments: Sequence[Segment], rule: BinPackRule, table: str, now: dateti
             if len(bin_) < 2:
                 decisions.append(
                     Decision(
-                        bin_[0].id, RULE, False, SkipReason.POOL_LIMIT,
+                        bin_[0].id,
+                        RULE,
+                        False,
+                        SkipReason.POOL_LIMIT,
                         f"pool {pool_name}: no partner fits within {pool.max_size} bytes and {pool.max_width}",
-                    )  # fmt: skip
+                    )
                 )
                 continue
             merge = make_plan(table, RULE, bin_, pool=pool_name)

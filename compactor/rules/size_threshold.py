@@ -24,16 +24,25 @@ def plan(segments: Sequence[Segment], rule: MajorRule, table: str) -> RuleOutcom
         if total + s.bytes >= rule.size_threshold:
             skipped.append(
                 Decision(
-                    s.id, RULE, False, SkipReason.ABOVE_SIZE_THRESHOLD,
+                    s.id,
+                    RULE,
+                    False,
+                    SkipReason.ABOVE_SIZE_THRESHOLD,
                     f"{total} + {s.bytes} bytes would reach the threshold {rule.size_threshold}",
-                )  # fmt: skip
+                )
             )
             continue
         collected.append(s)
         total += s.bytes
     if len(collected) < 2:
         alone = [
-            Decision(s.id, RULE, False, SkipReason.NOTHING_TO_MERGE_WITH, "no other segment fits under the threshold")
+            Decision(
+                s.id,
+                RULE,
+                False,
+                SkipReason.NOTHING_TO_MERGE_WITH,
+                "no other segment fits under the threshold",
+            )
             for s in collected
         ]
         return RuleOutcome((), tuple(skipped + alone))
