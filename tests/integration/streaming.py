@@ -7,7 +7,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from confluent_kafka import Consumer, Message
+from confluent_kafka import Consumer, Message, TopicPartition
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -16,30 +16,38 @@ from compactor.kafka_io import KafkaSettings
 from streaming_jobs.compact_segments import start_query
 
 
-def consume_all(bootstrap: str, topic: str, idle: float = 3.0, timeout: float = 60.0) -> list[Message]:
-    """Every message on `topic` from the beginning, once no new one came for `idle` seconds."""
+def consume_all(bootstrap: str, topic: str, timeout: float = 60.0) -> list[Message]:
+    """Every message on `topic` up to its current end (read by offsets, no group rebalance)."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
             "group.id": f"test-{uuid.uuid4().hex}",
-            "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
         }
     )
-    consumer.subscribe([topic])
-    messages: list[Message] = []
-    deadline = time.monotonic() + timeout
-    last = time.monotonic()
     try:
-        while time.monotonic() < deadline and time.monotonic() - last < idle:
+        partitions = consumer.list_topics(topic, timeout=timeout).topics[topic].partitions
+        ends: dict[int, int] = {}
+        starts = []
+        for p in partitions:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)
+            if high > low:
+                ends[p] = high
+                starts.append(TopicPartition(topic, p, low))
+        consumer.assign(starts)
+        messages: list[Message] = []
+        deadline = time.monotonic() + timeout
+        while ends and time.monotonic() < deadline:
             msg = consumer.poll(0.5)
             if msg is None or msg.error():
                 continue
             messages.append(msg)
-            last = time.monotonic()
+            if msg.offset() + 1 >= ends.get(msg.partition(), 0):
+                ends.pop(msg.partition(), None)
+        assert not ends, f"timed out reading {topic}"
+        return sorted(messages, key=lambda m: (m.partition(), m.offset()))
     finally:
         consumer.close()
-    return messages
 
 
 @dataclass
