@@ -126,11 +126,15 @@ def load(
 
 @main.command()
 @click.option("--table", required=True)
-@click.option("--rule", type=click.Choice(["auto_merge", "minor", "major", "bin_pack"]), help="Run this rule once now.")
+@click.option(
+    "--rule", type=click.Choice(["auto_merge", "minor", "major", "bin_pack"]), help="Run this rule once now."
+)
 @click.option("--merge", "merge_ids", help="Merge exactly these comma-separated segment ids.")
 @bootstrap_option
 @segments_topic_option
-def request(table: str, rule: str | None, merge_ids: str | None, bootstrap_servers: str, segments_topic: str) -> None:
+def request(
+    table: str, rule: str | None, merge_ids: str | None, bootstrap_servers: str, segments_topic: str
+) -> None:
     """Ask the running job to run a rule now (e.g. a manual major) or merge named segments."""
     import uuid
 
@@ -143,7 +147,9 @@ def request(table: str, rule: str | None, merge_ids: str | None, bootstrap_serve
         raise click.UsageError("give exactly one of --rule or --merge")
     event = CompactionRequested(uuid.uuid4().hex, table, now_utc(), rule, ids)
     kafka = KafkaSettings(bootstrap_servers, segments_topic=segments_topic)
-    EventProducer(kafka).send_all([(segments_topic, table, default_codec().encode_compaction_requested(event), None)])
+    EventProducer(kafka).send_all(
+        [(segments_topic, table, default_codec().encode_compaction_requested(event), None)]
+    )
     click.echo(f"requested {rule or 'merge of ' + ','.join(ids)} on {table} (request {event.request_id})")
 
 

@@ -8,8 +8,10 @@ refused with an error naming the table, the key, the value and why.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
+from types import MappingProxyType
 from typing import Annotated, Any, Literal
 
 import yaml
@@ -193,12 +195,19 @@ class TableSettings(_Frozen):
         names = [r.rule for r in rules]
         if len(set(names)) != len(names):
             raise ValueError(f"each rule may be listed once per table, got {names}")
+        if "auto_merge" in names and len(names) > 1:
+            # minor, major and bin_pack merge segments that are not adjacent in time; the
+            # output spans the gap, and a segment filling it later would overlap it
+            raise ValueError(
+                f"auto_merge needs disjoint, contiguous segments and cannot share a table with {names}: "
+                "the other rules merge across gaps and would create overlapping ranges"
+            )
         return rules
 
     @field_validator("lookback", mode="before")
     @classmethod
     def _lookback(cls, value: Any) -> timedelta | None:
-        if value is None or value in ("off", False):
+        if value is None or value == "off" or value is False:
             return None
         duration = parse_duration(value)
         if duration <= timedelta(0):
@@ -219,17 +228,17 @@ class ProjectConfig(_Frozen):
     """The whole file: project defaults plus per-table overrides."""
 
     defaults: TableSettings = TableSettings()
-    tables: dict[str, TableOverrides] = Field(default_factory=dict)
+    tables: Mapping[str, TableOverrides] = Field(default_factory=dict)
 
     @field_validator("tables")
     @classmethod
-    def _table_names(cls, tables: dict[str, TableOverrides]) -> dict[str, TableOverrides]:
+    def _table_names(cls, tables: Mapping[str, TableOverrides]) -> Mapping[str, TableOverrides]:
         for name in tables:
             if not TABLE_NAME.match(name):
                 raise ValueError(
                     f"table name {name!r} is invalid: use letters, digits or '_', not starting with a digit"
                 )
-        return tables
+        return MappingProxyType(dict(tables))  # frozen all the way down
 
     _effective: dict[str, TableSettings] = PrivateAttr(default_factory=dict)
 

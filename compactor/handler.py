@@ -208,6 +208,7 @@ class SegmentEventHandler:
             self.config.for_table(table),
             self.clock(),
             only_rule=only_rule,
+            explain=False,  # `compactor plan --explain` answers why; the hot path needs only plans
         )
         if not evaluation.plans:
             self.stats.empty_attempts += 1

@@ -26,15 +26,21 @@ class Evaluation:
 
 
 def _run_rule(
-    rule: RuleConfig, eligible: Sequence[Segment], table: str, all_segments: Sequence[Segment], now: datetime
+    rule: RuleConfig,
+    eligible: Sequence[Segment],
+    table: str,
+    all_segments: Sequence[Segment],
+    now: datetime,
+    explain: bool,
 ) -> RuleOutcome:
     if isinstance(rule, AutoMergeRule):
-        return auto_merge.plan(eligible, rule, table, min((s.start for s in all_segments), default=None))
+        first = min((s.start for s in all_segments), default=None)
+        return auto_merge.plan(eligible, rule, table, first, explain)
     if isinstance(rule, MinorRule):
-        return level_threshold.plan(eligible, rule, table)
+        return level_threshold.plan(eligible, rule, table, explain)
     if isinstance(rule, MajorRule):
-        return size_threshold.plan(eligible, rule, table)
-    return pools.plan(eligible, rule, table, now)
+        return size_threshold.plan(eligible, rule, table, explain)
+    return pools.plan(eligible, rule, table, now, explain)
 
 
 def evaluate(
@@ -44,28 +50,32 @@ def evaluate(
     now: datetime,
     trigger: str = "on_load",
     only_rule: str | None = None,
+    explain: bool = True,
 ) -> Evaluation:
     """One attempt for `table`.
 
     With `only_rule`, that rule alone runs whatever its trigger; otherwise the
-    rules whose trigger is `trigger` run in the listed order.
+    rules whose trigger is `trigger` run in the listed order. With `explain`
+    off (the streaming hot path) the plans are the same but no per-segment
+    decisions are built.
     """
     rules = [r for r in settings.rules if (r.rule == only_rule if only_rule else r.trigger == trigger)]
     plans: list[MergePlan] = []
     decisions: list[Decision] = []
     claimed: dict[str, str] = {}
     for rule in rules:
-        eligible, skipped = shared_filter(segments, settings, now, rule.rule)
+        eligible, skipped = shared_filter(segments, settings, now, rule.rule, explain)
         decisions.extend(skipped)
-        free = []
-        for s in eligible:
-            if s.id in claimed:
-                decisions.append(
+        free = eligible
+        if claimed:
+            free = [s for s in eligible if s.id not in claimed]
+            if explain:
+                decisions += [
                     Decision(s.id, rule.rule, False, SkipReason.CLAIMED, f"in plan {claimed[s.id]}")
-                )
-            else:
-                free.append(s)
-        outcome = _run_rule(rule, free, table, segments, now)
+                    for s in eligible
+                    if s.id in claimed
+                ]
+        outcome = _run_rule(rule, free, table, segments, now, explain)
         decisions.extend(outcome.decisions)
         for p in outcome.plans:
             claimed.update({sid: p.plan_id for sid in p.input_ids})

@@ -11,13 +11,22 @@ from compactor.domain import Decision, Segment, SegmentState, SkipReason
 
 
 def shared_filter(
-    segments: Sequence[Segment], settings: TableSettings, now: datetime, rule: str
+    segments: Sequence[Segment], settings: TableSettings, now: datetime, rule: str, explain: bool = True
 ) -> tuple[list[Segment], list[Decision]]:
-    """Split `segments` into those `rule` may consider and decisions for the rest."""
+    """Split `segments` into those `rule` may consider and (if `explain`) decisions for the rest."""
     skipped: list[Decision] = []
+    if (
+        settings.merge_enabled
+        and not settings.preserve_latest
+        and not settings.allowed_compaction_days
+        and settings.lookback is None
+        and all(s.state is SegmentState.ONLINE for s in segments)
+    ):
+        return list(segments), skipped  # the common case: nothing to filter
 
     def skip(segment: Segment, reason: SkipReason, detail: str) -> None:
-        skipped.append(Decision(segment.id, rule, False, reason, detail))
+        if explain:
+            skipped.append(Decision(segment.id, rule, False, reason, detail))
 
     preserved: set[str] = set()
     if settings.preserve_latest:

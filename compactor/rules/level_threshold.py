@@ -20,11 +20,13 @@ def _load_order(segments: Sequence[Segment]) -> list[Segment]:
     return sorted(segments, key=lambda s: (s.loaded_at, s.id))
 
 
-def plan(segments: Sequence[Segment], rule: MinorRule, table: str) -> RuleOutcome:
+def plan(segments: Sequence[Segment], rule: MinorRule, table: str, explain: bool = True) -> RuleOutcome:
     plans: list[MergePlan] = []
     decisions: list[Decision] = []
     for level, threshold in enumerate(rule.level_thresholds):
         candidates = _load_order([s for s in segments if s.level == level])
+        if threshold == 0 and not explain:
+            continue
         if threshold == 0:
             decisions += [
                 Decision(s.id, RULE, False, SkipReason.BELOW_LEVEL_COUNT, f"level {level + 1} is disabled")
@@ -36,6 +38,8 @@ def plan(segments: Sequence[Segment], rule: MinorRule, table: str) -> RuleOutcom
             group = candidates[i : i + threshold]
             merge = make_plan(table, RULE, group, level=f"level-{level + 1}", output_level=level + 1)
             plans.append(merge)
+            if not explain:
+                continue
             decisions += [
                 Decision(
                     s.id,
@@ -47,6 +51,8 @@ def plan(segments: Sequence[Segment], rule: MinorRule, table: str) -> RuleOutcom
                 )
                 for s in group
             ]
+        if not explain:
+            continue
         decisions += [
             Decision(
                 s.id,
@@ -57,6 +63,8 @@ def plan(segments: Sequence[Segment], rule: MinorRule, table: str) -> RuleOutcom
             )
             for s in candidates[full:]
         ]
+    if not explain:
+        return RuleOutcome(tuple(plans))
     decisions += [
         Decision(s.id, RULE, False, SkipReason.FINAL_LEVEL, f"level {s.level} segments are not merged again")
         for s in segments

@@ -32,13 +32,17 @@ def pool_for(segment: Segment, pools: Sequence[PoolConfig], now: datetime) -> Po
     return None
 
 
-def plan(segments: Sequence[Segment], rule: BinPackRule, table: str, now: datetime) -> RuleOutcome:
+def plan(
+    segments: Sequence[Segment], rule: BinPackRule, table: str, now: datetime, explain: bool = True
+) -> RuleOutcome:
     decisions: list[Decision] = []
     groups: dict[tuple[str, int, frozenset[str]], list[Segment]] = defaultdict(list)
     pools = {p.name: p for p in rule.pools}
     for s in sorted(segments, key=lambda s: (s.start, s.id)):
         pool = pool_for(s, rule.pools, now)
         if pool is None:
+            if not explain:
+                continue
             decisions.append(
                 Decision(
                     s.id,
@@ -54,11 +58,18 @@ def plan(segments: Sequence[Segment], rule: BinPackRule, table: str, now: dateti
     for (pool_name, _, _), members in groups.items():
         pool = pools[pool_name]
 
-        def within_width(bin_: list[Segment], item: Segment, width: object = pool.max_width) -> bool:
-            return max(item.end, *(s.end for s in bin_)) - min(item.start, *(s.start for s in bin_)) <= width  # type: ignore[operator]
-
-        for bin_ in pack(members, lambda s: s.bytes, pool.max_size, rule.strategy, within_width):
+        bins = pack(
+            members,
+            lambda s: s.bytes,
+            pool.max_size,
+            rule.strategy,
+            span=lambda s: (s.start.timestamp(), s.end.timestamp()),
+            max_span=pool.max_width.total_seconds(),
+        )
+        for bin_ in bins:
             if len(bin_) < 2:
+                if not explain:
+                    continue
                 decisions.append(
                     Decision(
                         bin_[0].id,
@@ -71,6 +82,8 @@ def plan(segments: Sequence[Segment], rule: BinPackRule, table: str, now: dateti
                 continue
             merge = make_plan(table, RULE, bin_, pool=pool_name)
             plans.append(merge)
+            if not explain:
+                continue
             size = sum(s.bytes for s in bin_)
             decisions += [
                 Decision(s.id, RULE, True, None, f"pool {pool_name}: bin of {size} bytes", merge.plan_id)

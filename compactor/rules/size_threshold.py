@@ -16,12 +16,14 @@ from compactor.domain import Decision, RuleOutcome, Segment, SkipReason, make_pl
 RULE = "major"
 
 
-def plan(segments: Sequence[Segment], rule: MajorRule, table: str) -> RuleOutcome:
+def plan(segments: Sequence[Segment], rule: MajorRule, table: str, explain: bool = True) -> RuleOutcome:
     collected: list[Segment] = []
     skipped: list[Decision] = []
     total = 0
     for s in sorted(segments, key=lambda s: (s.loaded_at, s.id)):
         if total + s.bytes >= rule.size_threshold:
+            if not explain:
+                continue
             skipped.append(
                 Decision(
                     s.id,
@@ -35,6 +37,8 @@ def plan(segments: Sequence[Segment], rule: MajorRule, table: str) -> RuleOutcom
         collected.append(s)
         total += s.bytes
     if len(collected) < 2:
+        if not explain:
+            return RuleOutcome()
         alone = [
             Decision(
                 s.id,
@@ -47,5 +51,7 @@ def plan(segments: Sequence[Segment], rule: MajorRule, table: str) -> RuleOutcom
         ]
         return RuleOutcome((), tuple(skipped + alone))
     merge = make_plan(table, RULE, collected)
+    if not explain:
+        return RuleOutcome((merge,))
     chosen = [Decision(s.id, RULE, True, None, f"{total} bytes in total", merge.plan_id) for s in collected]
     return RuleOutcome((merge,), tuple(chosen + skipped))

@@ -6,6 +6,7 @@ import copy
 from datetime import timedelta
 
 import pytest
+from pydantic import ValidationError
 
 from compactor.config import AutoMergeRule, BinPackRule, MajorRule, MinorRule, TableSettings, load_config
 from compactor.domain import Segment, SegmentState, TimeRange
@@ -144,9 +145,9 @@ def test_contained_segment_is_an_overlap() -> None:
     assert "D3" in message
 
 
-def test_auto_merge_among_other_rules_still_needs_continuity() -> None:
-    settings = TableSettings(rules=(BinPackRule(rule="bin_pack"), AutoMergeRule(rule="auto_merge")))
-    assert "gap" in error_of(["D1", "D3"], week(), settings)
+def test_auto_merge_cannot_be_mixed_with_rules_that_merge_across_gaps() -> None:
+    with pytest.raises(ValidationError, match="cannot share a table"):
+        TableSettings(rules=(BinPackRule(rule="bin_pack"), AutoMergeRule(rule="auto_merge")))
 
 
 @pytest.mark.parametrize("settings", [BIN_PACK_ONLY, CARBON], ids=["bin_pack", "minor+major"])

@@ -82,8 +82,14 @@ def test_simulate_reproduces_seed_example_1(tmp_path: Path) -> None:
 
 def test_one_evaluation_without_simulate_plans_one_merge_per_attempt(tmp_path: Path) -> None:
     days = [(n, f"2021-12-{d}", f"2021-12-{d + 1}") for n, d in zip("ABCD", range(27, 31), strict=True)]
-    days += [("E", "2021-12-31", "2022-01-01"), ("F", "2022-01-01", "2022-01-02"), ("G", "2022-01-02", "2022-01-03")]
-    cfg, seg = write(tmp_path, "defaults:\n  rules:\n    - rule: auto_merge\n      levels: [week]\n", records(days))
+    days += [
+        ("E", "2021-12-31", "2022-01-01"),
+        ("F", "2022-01-01", "2022-01-02"),
+        ("G", "2022-01-02", "2022-01-03"),
+    ]
+    cfg, seg = write(
+        tmp_path, "defaults:\n  rules:\n    - rule: auto_merge\n      levels: [week]\n", records(days)
+    )
     code, out, _ = plan(cfg, seg)
     assert code == 0
     assert [m["inputs"] for m in out["merges"]] == [["A", "B", "C", "D", "E"]]
@@ -96,7 +102,13 @@ def test_one_evaluation_without_simulate_plans_one_merge_per_attempt(tmp_path: P
 
 def test_minor_cascade_and_manual_major(tmp_path: Path) -> None:
     loads = [
-        {"id": f"L{i:02d}", "table": "sales", "start": f"2024-01-{i:02d}", "end": f"2024-01-{i + 1:02d}", "bytes": 100 << 20}
+        {
+            "id": f"L{i:02d}",
+            "table": "sales",
+            "start": f"2024-01-{i:02d}",
+            "end": f"2024-01-{i + 1:02d}",
+            "bytes": 100 << 20,
+        }
         for i in range(1, 13)
     ]
     cfg, seg = write(tmp_path, SALES, loads, jsonl=True)
@@ -110,11 +122,15 @@ def test_minor_cascade_and_manual_major(tmp_path: Path) -> None:
 
 
 def test_manual_merge_valid_and_invalid(tmp_path: Path) -> None:
-    cfg, seg = write(tmp_path, "defaults:\n  rules:\n    - rule: auto_merge\n      levels: [month]\n", records(EXAMPLE_1[:3]))
+    cfg, seg = write(
+        tmp_path,
+        "defaults:\n  rules:\n    - rule: auto_merge\n      levels: [month]\n",
+        records(EXAMPLE_1[:3]),
+    )
     code, out, _ = plan(cfg, seg, "--merge", "B,C")
     assert code == 0
     assert [m["rule"] for m in out["merges"]] == ["manual"]
-    assert [s["id"] for s in out["segments"]][0] == "A"
+    assert out["segments"][0]["id"] == "A"
     code, _, err = plan(cfg, seg, "--merge", "A,C")
     assert code == 2 and "gap between A" in err and "C" in err
     code, _, err = plan(cfg, seg, "--merge", "B,Z")
@@ -141,7 +157,10 @@ def test_now_defaults_to_the_latest_loaded_at_not_the_clock(tmp_path: Path) -> N
     ("content", "message"),
     [
         ("[{", "malformed JSON"),
-        ([{"id": "a", "table": "t", "start": "2024-01-01"}], "record 1 (id 'a'): missing required field(s) end"),
+        (
+            [{"id": "a", "table": "t", "start": "2024-01-01"}],
+            "record 1 (id 'a'): missing required field(s) end",
+        ),
         ([{"id": "a", "table": "t", "start": "2024-01-02", "end": "2024-01-01"}], "is not after start"),
         ([{"id": "a", "table": "t", "start": "yesterday", "end": "2024-01-01"}], "not an ISO 8601 time"),
         (records([("a", "2024-01-01", "2024-01-02"), ("a", "2024-01-02", "2024-01-03")]), "appears twice"),

@@ -223,10 +223,45 @@ def test_pack_oversized_item_gets_its_own_bin_and_ties_keep_input_order() -> Non
     assert pack(items, lambda x: x[1], 6, "best_fit") == [[("a", 3), ("b", 3)], [("c", 3)]]
 
 
-def test_pack_respects_the_extra_constraint() -> None:
-    never_together = pack([4, 3, 2], lambda x: x, 100, "first_fit", fits=lambda bin_, item: False)
-    assert never_together == [[4], [3], [2]]
+def test_pack_respects_the_span_limit() -> None:
+    # (start, end, size): 0-10 and 50-60 are too far apart for one bin of span 30
+    items = [(0, 10, 4), (50, 60, 3), (15, 25, 2), (40, 45, 1)]
+    got = pack(items, lambda x: x[2], 100, "first_fit", span=lambda x: (x[0], x[1]), max_span=30)
+    assert got == [[(0, 10, 4), (15, 25, 2)], [(50, 60, 3), (40, 45, 1)]]
+    # a bin's hull may equal the limit exactly
+    exact = pack(items[:3], lambda x: x[2], 100, "best_fit", span=lambda x: (x[0], x[1]), max_span=60)
+    assert exact == [[(0, 10, 4), (50, 60, 3), (15, 25, 2)]]
     assert pack([], lambda x: x, 10, "best_fit") == []
+
+
+def test_pack_with_a_span_matches_a_brute_force_packer() -> None:
+    """Many items far apart in time: the result equals a plain first-fit/best-fit search over all bins."""
+
+    def reference(
+        items: list[tuple[int, int, int]], capacity: int, strategy: str, limit: int
+    ) -> list[list[int]]:
+        bins: list[list[tuple[int, int, int]]] = []
+        for item in sorted(items, key=lambda x: -x[2]):  # stable: ties keep input order
+            best = None
+            for b, members in enumerate(bins):
+                hull = max(item[1], *(m[1] for m in members)) - min(item[0], *(m[0] for m in members))
+                if sum(m[2] for m in members) + item[2] > capacity or hull > limit:
+                    continue
+                if strategy == "first_fit":
+                    best = b
+                    break
+                if best is None or sum(m[2] for m in members) > sum(m[2] for m in bins[best]):
+                    best = b
+            if best is None:
+                bins.append([item])
+            else:
+                bins[best].append(item)
+        return [[m[2] for m in members] for members in bins]
+
+    items = [((i * 37) % 500, (i * 37) % 500 + 1 + i % 7, 1 + (i * 13) % 17) for i in range(120)]
+    for strategy in ("first_fit", "best_fit"):
+        got = pack(items, lambda x: x[2], 40, strategy, span=lambda x: (x[0], x[1]), max_span=25)
+        assert [[m[2] for m in b] for b in got] == reference(items, 40, strategy, 25)
 
 
 POOL_20MB = [{"name": "p", "max_age": "1d", "max_size": "20MB", "max_width": "1d"}]

@@ -109,7 +109,10 @@ def test_minor_level_2_is_never_merged_again() -> None:
 
     evaluation = evaluate("t", sim.catalog.segments("t"), sim.config.for_table("t"), NOW)
     assert evaluation.plans == ()
-    assert reasons(evaluation) == {first_level2.id: SkipReason.FINAL_LEVEL, second_level2.id: SkipReason.FINAL_LEVEL}
+    assert reasons(evaluation) == {
+        first_level2.id: SkipReason.FINAL_LEVEL,
+        second_level2.id: SkipReason.FINAL_LEVEL,
+    }
 
 
 def test_minor_groups_by_load_order_not_time_order() -> None:

@@ -1,0 +1,150 @@
+"""Planner scale: time of one evaluation for 10k, 100k and 1M segments per rule family.
+
+Prints a table and saves bench/results/plan_scale.json. Run:
+    .venv/bin/python bench/plan_scale.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import platform
+import random
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from compactor.config import TableSettings, load_config
+from compactor.domain import Segment, TimeRange
+from compactor.rules.engine import evaluate
+
+RESULTS = Path(__file__).parent / "results"
+START = datetime(2020, 1, 1, tzinfo=UTC)
+NOW = datetime(2030, 1, 1, tzinfo=UTC)
+
+
+def hourly_with_daily_gap(n: int) -> list[Segment]:
+    """Hourly segments, one hour missing per day: nothing can merge, so every level is scanned."""
+    out, hour = [], 0
+    while len(out) < n:
+        if hour % 24 != 23:
+            start = START + timedelta(hours=hour)
+            out.append(
+                Segment(f"h{hour}", "t", TimeRange(start, start + timedelta(hours=1)), loaded_at=start)
+            )
+        hour += 1
+    return out
+
+
+def loads(
+    n: int,
+    sizes: Callable[[int], int],
+    width: timedelta = timedelta(hours=1),
+    end: datetime = START,
+    spacing: timedelta = timedelta(0),
+) -> list[Segment]:
+    """n segments ending before `end`, `spacing` apart (plus jitter of up to an hour)."""
+    rng = random.Random(7)
+    out = []
+    for i in range(n):
+        start = end - width - spacing * i - timedelta(seconds=rng.randrange(0, 3600))
+        out.append(
+            Segment(
+                f"s{i}",
+                "t",
+                TimeRange(start, start + width),
+                loaded_at=START + timedelta(seconds=i),
+                bytes=sizes(i),
+            )
+        )
+    return out
+
+
+def settings(rule: dict[str, Any]) -> TableSettings:
+    return load_config({"defaults": {"rules": [rule]}}).for_table("t")
+
+
+FAMILIES: dict[str, tuple[dict[str, Any], Callable[[int], list[Segment]], datetime]] = {
+    "time_layers": ({"rule": "auto_merge", "levels": ["day", "week", "month"]}, hourly_with_daily_gap, NOW),
+    "level_thresholds": (
+        {"rule": "minor", "level_thresholds": [4, 3]},
+        lambda n: loads(n, lambda i: 1 << 20),
+        NOW,
+    ),
+    "size_threshold": (
+        {"rule": "major", "size_threshold": "1GB"},
+        lambda n: loads(n, lambda i: (i % 97 + 1) << 20),
+        NOW,
+    ),
+    "bin_packing": (
+        {"rule": "bin_pack", "strategy": "first_fit"},
+        # a steady stream: 5-minute segments, one every 4 s, all older than 70 minutes
+        lambda n: loads(
+            n,
+            lambda i: (i % 50 + 1) << 20,
+            width=timedelta(minutes=5),
+            end=NOW - timedelta(hours=2),
+            spacing=timedelta(seconds=4),
+        ),
+        NOW,
+    ),
+}
+
+
+def measure(rule: dict[str, Any], segments: list[Segment], now: datetime, repeat: int) -> tuple[float, int]:
+    cfg = settings(rule)
+    best, plans = float("inf"), 0
+    for _ in range(repeat):
+        gc.collect()
+        began = time.perf_counter()
+        evaluation = evaluate("t", segments, cfg, now, explain=False)  # the streaming hot path
+        best = min(best, time.perf_counter() - began)
+        plans = len(evaluation.plans)
+    return best, plans
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="1k and 10k only (CI smoke run)")
+    args = parser.parse_args()
+    sizes = [1_000, 10_000] if args.quick else [10_000, 100_000, 1_000_000]
+    rows = []
+    print(f"{'rule family':<18} {'segments':>10} {'plan time s':>12} {'plans':>8} {'growth/10x':>11}")
+    for family, (rule, make, now) in FAMILIES.items():
+        previous = None
+        for n in sizes:
+            segments = make(n)
+            seconds, plans = measure(rule, segments, now, repeat=1 if n >= 1_000_000 else 3)
+            growth = seconds / previous if previous else None
+            previous = seconds
+            rows.append(
+                {
+                    "family": family,
+                    "segments": n,
+                    "seconds": seconds,
+                    "plans": plans,
+                    "growth_per_10x": growth,
+                }
+            )
+            print(
+                f"{family:<18} {n:>10,} {seconds:>12.3f} {plans:>8} {(f'{growth:.1f}x' if growth else '-'):>11}"
+            )
+            del segments
+    RESULTS.mkdir(exist_ok=True)
+    out = RESULTS / ("plan_scale_quick.json" if args.quick else "plan_scale.json")
+    machine = {
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "cpus": __import__("os").cpu_count(),
+    }
+    out.write_text(
+        json.dumps({"machine": machine, "when": datetime.now(UTC).isoformat(), "rows": rows}, indent=2)
+    )
+    print(f"saved {out}")
+
+
+if __name__ == "__main__":
+    main()
