@@ -50,10 +50,15 @@ class TimeRange:
 
     start: datetime
     end: datetime
+    # epoch seconds of start and end, computed once: planners compare millions of them
+    start_ts: float = field(init=False, repr=False, compare=False)
+    end_ts: float = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "start", utc(self.start))
         object.__setattr__(self, "end", utc(self.end))
+        object.__setattr__(self, "start_ts", self.start.timestamp())
+        object.__setattr__(self, "end_ts", self.end.timestamp())
         if self.end <= self.start:
             raise InvalidSegmentError(
                 f"time range end {self.end.isoformat()} is not after start {self.start.isoformat()}"

@@ -7,18 +7,31 @@ above the threshold and are skipped. A run of the remaining contiguous segments
 reaches the bucket's end and starts at the bucket's start, at the end of an
 adjacent skipped segment, or where the table's first segment begins. At most one
 merge per attempt: the merge's own completion event triggers the next attempt.
+
+The scan is vectorised with numpy over epoch seconds, so one attempt over a
+million segments stays within a second; decisions are built only when asked.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from dataclasses import dataclass
+from operator import attrgetter
+
+import numpy as np
+import numpy.typing as npt
 
 from compactor.calendar import Level, bucket, largest_first
 from compactor.config import AutoMergeRule
 from compactor.domain import Decision, RuleOutcome, Segment, SkipReason, make_plan
 
 RULE = "auto_merge"
+_DAY = 86400
+_RANGE = attrgetter("range")
+_START_TS = attrgetter("start_ts")
+_END_TS = attrgetter("end_ts")
+_SCHEMA_VERSION = attrgetter("schema_version")
+Floats = npt.NDArray[np.float64]
 
 
 def at_or_above(segment: Segment, level: Level) -> bool:
@@ -27,148 +40,148 @@ def at_or_above(segment: Segment, level: Level) -> bool:
     return segment.end > home.end or (segment.start == home.start and segment.end == home.end)
 
 
-_DAY = 86400.0
+def _month_index(ts: Floats) -> npt.NDArray[np.int64]:
+    return ts.astype("datetime64[s]").astype("datetime64[M]").astype(np.int64)
 
 
-class _Bounds:
-    """Bucket bounds in epoch seconds, memoised per calendar day (the planner's hot path)."""
+def _month_start(months: npt.NDArray[np.int64]) -> Floats:
+    return months.astype("datetime64[M]").astype("datetime64[s]").astype(np.float64)
 
-    def __init__(self, level: Level) -> None:
-        self.level = level
-        self.by_day: dict[int, tuple[float, float]] = {}
 
-    def __call__(self, ts: float, instant: datetime) -> tuple[float, float]:
-        if self.level is Level.HOUR:
-            start = ts - ts % 3600.0
-            return start, start + 3600.0
-        day = int(ts // _DAY)
-        found = self.by_day.get(day)
-        if found is None:
-            home = bucket(self.level, instant)
-            found = self.by_day[day] = (home.start.timestamp(), home.end.timestamp())
-        return found
+def bucket_bounds(level: Level, ts: Floats) -> tuple[Floats, Floats]:
+    """Vectorised `calendar.bucket`: (start, end) epoch seconds of each instant's bucket."""
+    if level is Level.HOUR:
+        start = np.floor(ts / 3600) * 3600
+        return start, start + 3600
+    day = np.floor(ts / _DAY)
+    if level is Level.DAY:
+        return day * _DAY, (day + 1) * _DAY
+    months = _month_index(ts)
+    if level is Level.WEEK:  # Monday-based weeks, cut by month (1970-01-01 was a Thursday)
+        monday = (day - (day + 3) % 7) * _DAY
+        return np.maximum(monday, _month_start(months)), np.minimum(
+            monday + 7 * _DAY, _month_start(months + 1)
+        )
+    span = {Level.MONTH: 1, Level.QUARTER: 3, Level.YEAR: 12}[level]
+    first = months - months % span
+    return _month_start(first), _month_start(first + span)
+
+
+@dataclass(frozen=True, slots=True)
+class _Level:
+    """One level's scan: which segments are skipped and how the rest form runs."""
+
+    level: Level
+    above: npt.NDArray[np.bool_]
+    below: npt.NDArray[np.int64]  # indices (in time order) of segments below the threshold
+    run_first: npt.NDArray[np.int64]  # per run: position in `below` of its first and last segment
+    run_last: npt.NDArray[np.int64]
+    complete: npt.NDArray[np.bool_]  # the run reaches its bucket's end
+    anchored: npt.NDArray[np.bool_]
+    mergeable: npt.NDArray[np.bool_]
+
+
+def _scan(level: Level, st: Floats, en: Floats, kind: npt.NDArray[np.int64], first: float | None) -> _Level:
+    hs, he = bucket_bounds(level, st)
+    above = (en > he) | ((st == hs) & (en == he))
+    below = np.flatnonzero(~above)
+    b_st, b_en, b_hs, b_he, b_kind = st[below], en[below], hs[below], he[below], kind[below]
+    joins = (b_st[1:] == b_en[:-1]) & (b_hs[1:] == b_hs[:-1]) & (b_kind[1:] == b_kind[:-1])
+    starts = np.flatnonzero(np.concatenate(([True], ~joins))) if len(below) else np.array([], np.int64)
+    lasts = np.concatenate((starts[1:] - 1, [len(below) - 1])) if len(below) else starts
+    run_start, run_end, home_start, home_end = b_st[starts], b_en[lasts], b_hs[starts], b_he[starts]
+    anchored = (run_start == home_start) | np.isin(run_start, en[above])
+    if first is not None:
+        anchored |= run_start == first
+    complete = run_end == home_end
+    return _Level(
+        level, above, below, starts, lasts, complete, anchored, complete & anchored & (lasts > starts)
+    )
 
 
 def plan(
     segments: Sequence[Segment],
     rule: AutoMergeRule,
     table: str,
-    table_start: datetime | None,
+    table_start: float | None,
     explain: bool = True,
 ) -> RuleOutcome:
     """One attempt over the eligible `segments` of `table`.
 
-    `table_start` is where the table's first segment begins (over all segments,
-    eligible or not): a run may start there without reaching back to its bucket's
-    start. Times are compared as epoch seconds; decisions are built only when
-    `explain` is set, so the streaming hot path stays linear and cheap.
+    `table_start` (epoch seconds) is where the table's first segment begins, over
+    all segments, eligible or not: a run may start there without reaching back to
+    its bucket's start.
     """
-    ordered = sorted(segments, key=lambda s: (s.start, s.end, s.id))
-    starts = [s.start.timestamp() for s in ordered]
-    ends = [s.end.timestamp() for s in ordered]
-    first = table_start.timestamp() if table_start is not None else None
+    n = len(segments)
+    ranges = list(map(_RANGE, segments))
+    st = np.fromiter(map(_START_TS, ranges), np.float64, n)
+    en = np.fromiter(map(_END_TS, ranges), np.float64, n)
+    # runs need one schema version and one sub-partition set: encode both as one integer
+    sub_codes: dict[frozenset[str], int] = {}
+    sub = np.fromiter((sub_codes.setdefault(s.sub_partitions, len(sub_codes)) for s in segments), np.int64, n)
+    kind = np.fromiter(map(_SCHEMA_VERSION, segments), np.int64, n) * (len(sub_codes) + 1) + sub
+    order = np.lexsort((en, st))  # time order; ranges of an auto_merge table are disjoint
+    st, en, kind = st[order], en[order], kind[order]
+    ordered = [segments[i] for i in order] if explain else None
+    first = table_start
     decisions: dict[str, Decision] = {}
     for level in largest_first(rule.levels):
-        bounds = _Bounds(level)
-        homes = [bounds(starts[i], s.start) for i, s in enumerate(ordered)]
-        skipped_ends: set[float] = set()
-        run: list[int] = []
-        for i in range(len(ordered) + 1):
-            if i < len(ordered):
-                hs, he = homes[i]
-                if ends[i] > he or (starts[i] == hs and ends[i] == he):
-                    skipped_ends.add(ends[i])
-                    if explain:
-                        s = ordered[i]
-                        decisions[s.id] = Decision(
-                            s.id, RULE, False, SkipReason.AT_OR_ABOVE_THRESHOLD,
-                            f"{level}: already spans {bucket(level, s.start)} or more",
-                        )  # fmt: skip
-                    continue
-                if run and _joins(ordered, starts, ends, homes, run[-1], i):
-                    run.append(i)
-                    continue
-            if run:
-                outcome = _judge(
-                    ordered, starts, ends, homes, run, skipped_ends, first, level, table, decisions, explain
-                )
-                if outcome is not None:
-                    return outcome
-            run = [i]
+        scan = _scan(level, st, en, kind, first)
+        if ordered is not None:
+            _explain_level(scan, ordered, decisions)
+        hits = np.flatnonzero(scan.mergeable)
+        if len(hits):
+            run = scan.below[scan.run_first[hits[0]] : scan.run_last[hits[0]] + 1]
+            members = [segments[order[i]] for i in run]
+            merge = make_plan(table, RULE, members, level=str(level))
+            if ordered is None:
+                return RuleOutcome((merge,))
+            return RuleOutcome((merge,), _decisions_with_merge(merge, members, ordered, decisions))
     return RuleOutcome((), tuple(decisions.values()))
 
 
-def _joins(
-    ordered: Sequence[Segment],
-    starts: list[float],
-    ends: list[float],
-    homes: list[tuple[float, float]],
-    prev: int,
-    i: int,
-) -> bool:
-    """Does segment i continue the run ending with `prev` (contiguous, same bucket, same kind)?"""
-    a, b = ordered[prev], ordered[i]
-    return (
-        starts[i] == ends[prev]
-        and homes[i] == homes[prev]
-        and a.schema_version == b.schema_version
-        and a.sub_partitions == b.sub_partitions
-    )
-
-
-def _judge(
-    ordered: Sequence[Segment],
-    starts: list[float],
-    ends: list[float],
-    homes: list[tuple[float, float]],
-    run: list[int],
-    skipped_ends: set[float],
-    first: float | None,
-    level: Level,
-    table: str,
-    decisions: dict[str, Decision],
-    explain: bool,
-) -> RuleOutcome | None:
-    """A merge if the run qualifies; otherwise record why not (when explaining)."""
-    hs, he = homes[run[0]]
-    start, end = starts[run[0]], ends[run[-1]]
-    members = [ordered[i] for i in run]
-    anchored = start in (hs, first) or start in skipped_ends
-    if end == he and len(run) >= 2 and anchored:
-        merge = make_plan(table, RULE, members, level=str(level))
-        if not explain:
-            return RuleOutcome((merge,))
+def _explain_level(scan: _Level, ordered: list[Segment], decisions: dict[str, Decision]) -> None:
+    level = scan.level
+    for i in np.flatnonzero(scan.above):
+        s = ordered[i]
+        decisions[s.id] = Decision(
+            s.id,
+            RULE,
+            False,
+            SkipReason.AT_OR_ABOVE_THRESHOLD,
+            f"{level}: already spans {bucket(level, s.start)} or more",
+        )
+    for r in np.flatnonzero(~scan.mergeable):
+        members = [ordered[i] for i in scan.below[scan.run_first[r] : scan.run_last[r] + 1]]
         home = bucket(level, members[0].start)
-        chosen = [
-            Decision(s.id, RULE, True, None, f"{level}: merges into bucket {home}", merge.plan_id)
-            for s in members
-        ]
-        ids = {s.id for s in members}
-        rest = [d for sid, d in decisions.items() if sid not in ids]
-        rest += [
-            Decision(
-                s.id,
-                RULE,
-                False,
-                SkipReason.ONE_MERGE_PER_ATTEMPT,
-                f"{merge.plan_id} is this attempt's merge",
-            )
-            for s in ordered
-            if s.id not in ids and s.id not in decisions
-        ]
-        return RuleOutcome((merge,), tuple(chosen + rest))
-    if explain:
-        home = bucket(level, members[0].start)
-        if end != he:
+        if not scan.complete[r]:
             reason, detail = (
                 SkipReason.INCOMPLETE_BUCKET,
                 f"{level}: run ends {members[-1].end.isoformat()}, bucket {home}",
             )
-        elif anchored:
+        elif scan.anchored[r]:
             reason, detail = SkipReason.NOTHING_TO_MERGE_WITH, f"{level}: alone in bucket {home}"
         else:
             reason = SkipReason.GAP
             detail = f"{level}: nothing covers [{home.start.isoformat()}, {members[0].start.isoformat()})"
         for s in members:
             decisions[s.id] = Decision(s.id, RULE, False, reason, detail)
-    return None
+
+
+def _decisions_with_merge(
+    merge: object, members: list[Segment], ordered: list[Segment], decisions: dict[str, Decision]
+) -> tuple[Decision, ...]:
+    plan_id = merge.plan_id  # type: ignore[attr-defined]
+    level = merge.level  # type: ignore[attr-defined]
+    home = bucket(Level(level), members[0].start)
+    ids = {s.id for s in members}
+    chosen = [
+        Decision(s.id, RULE, True, None, f"{level}: merges into bucket {home}", plan_id) for s in members
+    ]
+    rest = [d for sid, d in decisions.items() if sid not in ids]
+    rest += [
+        Decision(s.id, RULE, False, SkipReason.ONE_MERGE_PER_ATTEMPT, f"{plan_id} is this attempt's merge")
+        for s in ordered
+        if s.id not in ids and s.id not in decisions
+    ]
+    return tuple(chosen + rest)

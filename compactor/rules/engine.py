@@ -9,11 +9,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from operator import attrgetter
 
 from compactor.config import AutoMergeRule, MajorRule, MinorRule, RuleConfig, TableSettings
 from compactor.domain import Decision, MergePlan, RuleOutcome, Segment, SkipReason
 from compactor.rules import auto_merge, level_threshold, pools, size_threshold
 from compactor.rules.filters import shared_filter
+
+_RANGE = attrgetter("range")
+_START_TS = attrgetter("start_ts")
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +38,7 @@ def _run_rule(
     explain: bool,
 ) -> RuleOutcome:
     if isinstance(rule, AutoMergeRule):
-        first = min((s.start for s in all_segments), default=None)
+        first = min(map(_START_TS, map(_RANGE, all_segments)), default=None)
         return auto_merge.plan(eligible, rule, table, first, explain)
     if isinstance(rule, MinorRule):
         return level_threshold.plan(eligible, rule, table, explain)

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from operator import attrgetter
 
 from compactor.config import TableSettings
 from compactor.domain import Decision, Segment, SegmentState, SkipReason
+
+_STATE = attrgetter("state")
 
 
 def shared_filter(
@@ -20,7 +23,7 @@ def shared_filter(
         and not settings.preserve_latest
         and not settings.allowed_compaction_days
         and settings.lookback is None
-        and all(s.state is SegmentState.ONLINE for s in segments)
+        and set(map(_STATE, segments)) <= {SegmentState.ONLINE}
     ):
         return list(segments), skipped  # the common case: nothing to filter
 

@@ -13,6 +13,9 @@ from collections import defaultdict
 from collections.abc import Sequence
 from datetime import datetime
 
+import numpy as np
+import numpy.typing as npt
+
 from compactor.config import BinPackRule, PoolConfig
 from compactor.domain import Decision, MergePlan, RuleOutcome, Segment, SkipReason, make_plan
 from compactor.rules.bin_packing import pack
@@ -32,28 +35,54 @@ def pool_for(segment: Segment, pools: Sequence[PoolConfig], now: datetime) -> Po
     return None
 
 
+def _starts(segments: Sequence[Segment]) -> npt.NDArray[np.float64]:
+    return np.fromiter((s.range.start_ts for s in segments), np.float64, len(segments))
+
+
+def _classify(
+    segments: Sequence[Segment], pools: Sequence[PoolConfig], now: datetime
+) -> npt.NDArray[np.int64]:
+    """Index of each segment's pool (-1: none), as `pool_for` decides, vectorised."""
+    n = len(segments)
+    start = _starts(segments)
+    end = np.fromiter((s.range.end_ts for s in segments), np.float64, n)
+    size = np.fromiter((s.bytes for s in segments), np.int64, n)
+    age, width = now.timestamp() - end, end - start
+    assigned = np.full(n, -1, dtype=np.int64)
+    for k, pool in enumerate(pools):
+        fits = (
+            (assigned < 0)
+            & (age >= pool.min_age.total_seconds())
+            & (age < pool.max_age.total_seconds())
+            & (size <= pool.max_size)
+            & (width <= pool.max_width.total_seconds())
+        )
+        assigned[fits] = k
+    return assigned
+
+
 def plan(
     segments: Sequence[Segment], rule: BinPackRule, table: str, now: datetime, explain: bool = True
 ) -> RuleOutcome:
     decisions: list[Decision] = []
     groups: dict[tuple[str, int, frozenset[str]], list[Segment]] = defaultdict(list)
     pools = {p.name: p for p in rule.pools}
-    for s in sorted(segments, key=lambda s: (s.start, s.id)):
-        pool = pool_for(s, rule.pools, now)
-        if pool is None:
-            if not explain:
-                continue
-            decisions.append(
-                Decision(
-                    s.id,
-                    RULE,
-                    False,
-                    SkipReason.NO_POOL,
-                    f"age {now - s.end}, {s.bytes} bytes, width {s.range.duration} fit no pool",
+    assigned = _classify(segments, rule.pools, now)
+    for i in np.lexsort((np.array([s.id for s in segments], dtype=str), _starts(segments))):
+        s = segments[i]
+        if assigned[i] < 0:
+            if explain:
+                decisions.append(
+                    Decision(
+                        s.id,
+                        RULE,
+                        False,
+                        SkipReason.NO_POOL,
+                        f"age {now - s.end}, {s.bytes} bytes, width {s.range.duration} fit no pool",
+                    )
                 )
-            )
             continue
-        groups[(pool.name, s.schema_version, s.sub_partitions)].append(s)
+        groups[(rule.pools[assigned[i]].name, s.schema_version, s.sub_partitions)].append(s)
     plans: list[MergePlan] = []
     for (pool_name, _, _), members in groups.items():
         pool = pools[pool_name]

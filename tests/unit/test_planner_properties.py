@@ -390,9 +390,21 @@ def test_auto_merge_explains_segments_after_its_one_merge() -> None:
     assert plan.level == "month"
     assert len(plan.inputs) == 31
     explained = {d.segment_id: d.reason for d in evaluation.decisions}
-    assert explained["F01"] is SkipReason.ONE_MERGE_PER_ATTEMPT
-    assert explained["F02"] is SkipReason.ONE_MERGE_PER_ATTEMPT
+    assert explained["F01"] is SkipReason.INCOMPLETE_BUCKET  # February is not complete yet
+    assert explained["F02"] is SkipReason.INCOMPLETE_BUCKET
     assert all(explained[s.id] is None for s in january)
+
+
+def test_a_second_ready_run_waits_for_the_next_attempt() -> None:
+    """Seed 000 Example 2: both halves of the year-end week are ready; one merges now."""
+    days = [seg(n, f"2021-12-{d}") for n, d in zip("ABCDE", range(27, 32), strict=True)]
+    days += [seg("F", "2022-01-01"), seg("G", "2022-01-02")]
+    table = TableSettings(rules=(AutoMergeRule(rule="auto_merge", levels=(Level.WEEK,)),))
+    evaluation = evaluate("t", days, table, datetime(2030, 1, 1, tzinfo=UTC))
+    assert [p.input_ids for p in evaluation.plans] == [("A", "B", "C", "D", "E")]
+    explained = {d.segment_id: d.reason for d in evaluation.decisions}
+    assert explained["F"] is SkipReason.ONE_MERGE_PER_ATTEMPT
+    assert explained["G"] is SkipReason.ONE_MERGE_PER_ATTEMPT
 
 
 @FAST
