@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from compactor.domain import MergePlan, Segment
 from compactor.errors import InvalidSegmentError
@@ -19,12 +19,39 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class CommitRecord:
-    """What one Delta commit did to the segment set (from its user metadata)."""
+    """What one Delta commit did to the segment set (from its user metadata).
+
+    `op` is load, merge or sub_partition; `metrics` are the commit's operation
+    metrics, which give the segments' true sizes.
+    """
 
     version: int
     added: tuple[Segment, ...]
     removed: tuple[str, ...]
     plan_id: str | None = None
+    op: str = "load"
+    metrics: Mapping[str, int] = field(default_factory=dict)
+
+    def sized(self, segment: Segment, before: Segment | None) -> Segment:
+        """`segment` with the records and bytes this commit leaves it with."""
+        m = self.metrics
+        if not m or len(self.added) != 1:
+            return segment
+        if self.op == "sub_partition":  # a slice of an existing segment was replaced
+            base_records, base_bytes = (before.records, before.bytes) if before else (0, 0)
+            records = (
+                base_records
+                - m.get("numDeletedRows", 0)
+                + m.get("numOutputRows", 0)
+                - m.get("numCopiedRows", 0)
+            )
+            size = base_bytes - m.get("numRemovedBytes", 0) + m.get("numOutputBytes", 0)
+            return replace(segment, records=records, bytes=size)
+        return replace(
+            segment,
+            records=m.get("numOutputRows", segment.records),
+            bytes=m.get("numOutputBytes", segment.bytes),
+        )
 
 
 @dataclass
@@ -66,6 +93,23 @@ class SegmentCatalog:
         self.tables[segment.table][segment.id] = segment
         return True
 
+    def update(self, segment: Segment) -> bool:
+        """Replace a known segment's description (a sub-partition added, refreshing, refreshed).
+
+        The id and time range must match; returns False if nothing changed.
+        """
+        known = self.get(segment.table, segment.id)
+        if known is None:
+            raise InvalidSegmentError(f"segment {segment.id} of table {segment.table} is not known")
+        if known.range != segment.range:
+            raise InvalidSegmentError(
+                f"segment {segment.id}: time range {segment.range} differs from the known {known.range}"
+            )
+        if known == segment:
+            return False
+        self.tables[segment.table][segment.id] = segment
+        return True
+
     def apply_plan(self, plan: MergePlan, output: Segment | None = None) -> None:
         """Replace a plan's inputs with its output (idempotent).
 
@@ -85,7 +129,7 @@ class SegmentCatalog:
             segments.pop(sid, None)
         self.retired.setdefault(table, set()).update(record.removed)
         for segment in record.added:
-            segments[segment.id] = segment
+            segments[segment.id] = record.sized(segment, segments.get(segment.id))
         if record.plan_id:
             self.executed_plans.setdefault(table, set()).add(record.plan_id)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from compactor.domain import utc
+from compactor.domain import Segment, utc
 
 DEFAULT_HOME = Path(".compactor")
 
@@ -101,26 +101,42 @@ def run(
     "--parquet", type=click.Path(path_type=Path, exists=True), help="Load these Parquet files instead."
 )
 @click.option("--segment-id", help="Default: <table>-<start>-<random>.")
+@click.option("--sub-partition", "value", help="Build this sub-partition value (needs --config).")
+@click.option("--config", "config_path", type=click.Path(path_type=Path, dir_okay=False, exists=True))
 @warehouse_option
 @bootstrap_option
 @segments_topic_option
 def load(
     table: str, start: datetime, end: datetime | None, rows: int, parquet: Path | None,
-    segment_id: str | None, warehouse: Path, bootstrap_servers: str, segments_topic: str,
+    segment_id: str | None, value: str | None, config_path: Path | None, warehouse: Path,
+    bootstrap_servers: str, segments_topic: str,
 ) -> None:  # fmt: skip
-    """Write one segment (a Delta append) and publish its SegmentCompleted event."""
+    """Write one segment (or one sub-partition of it) and publish its SegmentCompleted event."""
+    from pyspark.sql import functions as F
+
+    from compactor.config import load_config_file
     from compactor.kafka_io import EventProducer, KafkaSettings, ensure_topics
-    from compactor.loader import load_segment, sample_rows
+    from compactor.loader import load_segment, load_sub_partition, sample_rows
     from compactor.spark_session import build_spark
 
+    if value is not None and config_path is None:
+        raise click.UsageError("--sub-partition needs --config (the table's declared sub-partition column)")
     kafka = KafkaSettings(bootstrap_servers, segments_topic=segments_topic)
     ensure_topics(kafka, [segments_topic])
     spark = build_spark("compactor-load")
     finish = end or start + timedelta(days=1)
     data = spark.read.parquet(str(parquet)) if parquet else sample_rows(spark, start, finish, rows)
-    segment = load_segment(
-        spark, warehouse, kafka, EventProducer(kafka), table, data, start, finish, segment_id
-    )
+    producer = EventProducer(kafka)
+    if value is not None and config_path is not None:
+        settings = load_config_file(config_path).for_table(table)
+        sub = settings.sub_partition
+        if sub is not None and not parquet:  # sample rows get the value as their column
+            data = data.withColumn(sub.column, F.expr(sub.sql_literal(value)))
+        segment = load_sub_partition(
+            spark, warehouse, kafka, producer, settings, table, data, start, finish, value, segment_id
+        )
+    else:
+        segment = load_segment(spark, warehouse, kafka, producer, table, data, start, finish, segment_id)
     click.echo(f"loaded {segment.id} {segment.range}: {segment.records} rows, {segment.bytes} bytes")
 
 
@@ -239,3 +255,51 @@ def plan(
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
     click.echo(json.dumps(result, indent=2))
+
+
+@main.command()
+@click.option("--table", required=True)
+@click.option("--from", "start", callback=_instant, help="Inclusive start (default: the first segment's).")
+@click.option("--to", "end", callback=_instant, help="Exclusive end (default: the last segment's).")
+@click.option(
+    "--sub-partition", "values", multiple=True, help="Asked value (repeatable; default: all declared)."
+)
+@click.option(
+    "--config", "config_path", type=click.Path(path_type=Path, dir_okay=False, exists=True), required=True
+)
+@warehouse_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def coverage(
+    table: str, start: datetime | None, end: datetime | None, values: tuple[str, ...],
+    config_path: Path, warehouse: Path, as_json: bool,
+) -> None:  # fmt: skip
+    """Which segments and sub-partitions can answer a time range and values."""
+    import json
+
+    from compactor.config import load_config_file
+    from compactor.coverage import coverage as answer
+    from compactor.coverage import render
+    from compactor.errors import CompactorError
+
+    try:
+        settings = load_config_file(config_path).for_table(table)
+        result = answer(
+            _table_segments(table, warehouse),
+            settings.sub_partition.values if settings.sub_partition else (),
+            start,
+            end,
+            values,
+        )
+    except CompactorError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    click.echo(json.dumps(result.to_json(), indent=2) if as_json else render(result))
+
+
+def _table_segments(table: str, warehouse: Path) -> list[Segment]:
+    from compactor.delta_executor import read_catalog
+    from compactor.spark_session import build_spark
+
+    spark = build_spark("compactor-coverage")
+    spark.sparkContext.setLogLevel("ERROR")
+    return read_catalog(spark, warehouse, table).segments(table)

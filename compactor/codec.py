@@ -20,9 +20,16 @@ from typing import Any
 import fastavro
 from fastavro.schema import fingerprint, to_parsing_canonical_form
 
-from compactor.domain import Origin, Segment, TimeRange, validate_segment_id, validate_table_name
+from compactor.domain import (
+    Origin,
+    Segment,
+    SegmentState,
+    TimeRange,
+    validate_segment_id,
+    validate_table_name,
+)
 from compactor.errors import CompactorError, EventDecodeError, EventEncodeError
-from compactor.events import CompactionRequested, MergeResult, MergeStatus, SegmentCompleted
+from compactor.events import CompactionRequested, MergeResult, MergeStatus, SegmentAction, SegmentCompleted
 
 MAGIC = b"\xc3\x01"
 HEADER_LEN = len(MAGIC) + 8
@@ -71,7 +78,7 @@ class Codec:
         buffer = io.BytesIO()
         buffer.write(MAGIC + key)
         try:
-            fastavro.schemaless_writer(buffer, schema, record, strict=True)
+            fastavro.schemaless_writer(buffer, schema, record, strict_allow_default=True)
         except (ValueError, TypeError, KeyError) as exc:
             raise EventEncodeError(f"{name.rsplit('.', 1)[-1]}: {exc}") from None
         return buffer.getvalue()
@@ -114,6 +121,8 @@ class Codec:
                 "start": s.start,
                 "end": s.end,
                 "sub_partitions": sorted(s.sub_partitions),
+                "sub_partition_states": {v: str(st) for v, st in s.sub_partition_states},
+                "action": event.action.value,
                 "records": s.records,
                 "bytes": s.bytes,
                 "schema_version": s.schema_version,
@@ -151,10 +160,14 @@ class Codec:
                 schema_version=r["schema_version"],
                 level=r["level"],
                 origin=Origin[r["origin"]],
+                sub_partition_states=tuple(
+                    (v, SegmentState(st)) for v, st in r["sub_partition_states"].items()
+                ),
             )
         except CompactorError as exc:
             raise EventDecodeError(INVALID_VALUE, str(exc)) from None
-        return SegmentCompleted(segment, r["produced_at"], r["config_version"], r["plan_id"])
+        action = SegmentAction(r["action"])
+        return SegmentCompleted(segment, r["produced_at"], r["config_version"], r["plan_id"], action)
 
     def encode_compaction_requested(self, request: CompactionRequested) -> bytes:
         return self.encode(

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from datetime import timedelta
+from datetime import date, datetime, timedelta
+from decimal import Decimal
 from pathlib import Path
 from types import MappingProxyType
 from typing import Annotated, Any, Literal
@@ -180,6 +181,72 @@ RuleConfig = Annotated[AutoMergeRule | MinorRule | MajorRule | BinPackRule, Fiel
 RULE_NAMES = ("auto_merge", "minor", "major", "bin_pack")
 
 
+MAX_SUB_PARTITION_VALUES = 2000
+SubPartitionType = Literal[
+    "tinyint", "smallint", "int", "integer", "bigint", "double", "decimal",
+    "timestamp", "date", "varchar", "string", "char", "boolean",
+]  # fmt: skip
+_INT_RANGES = {"tinyint": 7, "smallint": 15, "int": 31, "integer": 31, "bigint": 63}
+
+
+def parse_sub_partition_value(kind: str, text: str) -> object:
+    """The typed value of a sub-partition given as text; ValueError when it is not one."""
+    if kind in _INT_RANGES:
+        number, bits = int(text), _INT_RANGES[kind]
+        if not -(2**bits) <= number < 2**bits:
+            raise ValueError(f"{text!r} is out of range for {kind}")
+        return number
+    if kind == "double":
+        return float(text)
+    if kind == "decimal":
+        return Decimal(text)
+    if kind == "boolean":
+        if text not in ("true", "false"):
+            raise ValueError(f"{text!r} is not a boolean; use true or false")
+        return text == "true"
+    if kind == "date":
+        return date.fromisoformat(text)
+    if kind == "timestamp":
+        return datetime.fromisoformat(text)
+    return text
+
+
+class SubPartitionConfig(_Frozen):
+    """A second partition level under time (Kylin multi-level partitioning).
+
+    Values match exactly and case-sensitively; declaring a value no data has yet
+    is allowed. Values are written as text and must parse as `type`.
+    """
+
+    column: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+    type: SubPartitionType = "string"
+    values: tuple[str, ...] = ()
+
+    @model_validator(mode="after")
+    def _values(self) -> SubPartitionConfig:
+        if len(self.values) > MAX_SUB_PARTITION_VALUES:
+            raise ValueError(
+                f"{len(self.values)} sub-partition values declared; at most {MAX_SUB_PARTITION_VALUES} are supported"
+            )
+        seen: set[str] = set()
+        for value in self.values:
+            if value in seen:
+                raise ValueError(f"sub-partition value {value!r} is declared twice")
+            seen.add(value)
+            try:
+                parse_sub_partition_value(self.type, value)
+            except (ValueError, ArithmeticError) as exc:
+                raise ValueError(f"sub-partition value {value!r} is not a valid {self.type}: {exc}") from None
+        return self
+
+    def sql_literal(self, value: str) -> str:
+        """A SQL literal of `value` in the column's type (for Delta predicates)."""
+        parse_sub_partition_value(self.type, value)  # refuses anything that is not a value
+        quoted = "'" + value.replace("'", "''") + "'"
+        kind = {"integer": "int", "varchar": "string", "char": "string"}.get(self.type, self.type)
+        return f"CAST({quoted} AS {kind})"
+
+
 class TableSettings(_Frozen):
     """The effective settings of one table after defaults are applied."""
 
@@ -188,6 +255,7 @@ class TableSettings(_Frozen):
     allowed_compaction_days: int = Field(default=0, ge=0)
     lookback: timedelta | None = None
     rules: tuple[RuleConfig, ...] = (AutoMergeRule(rule="auto_merge"),)
+    sub_partition: SubPartitionConfig | None = None
 
     @field_validator("rules")
     @classmethod
@@ -285,7 +353,9 @@ def _describe(error: ValidationError, source: str) -> str:
         message = item["msg"].removeprefix("Value error, ")
         if item["type"] == "extra_forbidden":
             message = "unknown key"
-        lines.append(f"  {table}key {where}: value {item['input']!r}: {message}")
+        value = repr(item["input"])
+        value = value if len(value) <= 200 else value[:200] + f"... ({len(value)} characters)"
+        lines.append(f"  {table}key {where}: value {value}: {message}")
     return "\n".join(lines)
 
 

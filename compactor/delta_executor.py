@@ -20,7 +20,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from compactor.catalog import CommitRecord
+from compactor.catalog import CommitRecord, SegmentCatalog
 from compactor.domain import MergePlan, Segment, validate_table_name
 from compactor.errors import CompactorError, TableNotFoundError
 from compactor.segments_json import segment_from_dict, segment_to_dict
@@ -164,24 +164,51 @@ def read_commits(spark: SparkSession, warehouse: Path | str, table: str) -> list
         if meta is None:
             continue
         added = [segment_from_dict(s) for s in meta.get("added", [])]
-        if len(added) == 1:  # the commit's metrics are the segment's true size
-            metrics = row.operationMetrics or {}
-            added = [
-                replace(
-                    added[0],
-                    records=int(metrics.get("numOutputRows", added[0].records)),
-                    bytes=int(metrics.get("numOutputBytes", added[0].bytes)),
-                )
-            ]
+        metrics = {k: int(v) for k, v in (row.operationMetrics or {}).items() if str(v).lstrip("-").isdigit()}
         records.append(
             CommitRecord(
                 version=row.version,
                 added=tuple(added),
                 removed=tuple(meta.get("removed", [])),
                 plan_id=meta.get("plan_id"),
+                op=str(meta.get("op", "load")),
+                metrics=metrics,
             )
         )
     return records
+
+
+def read_catalog(spark: SparkSession, warehouse: Path | str, table: str) -> SegmentCatalog:
+    """The table's segments as its Delta history records them."""
+    return SegmentCatalog.from_commits({table: read_commits(spark, warehouse, table)})
+
+
+def write_sub_partition(
+    spark: SparkSession,
+    warehouse: Path | str,
+    segment: Segment,
+    rows: DataFrame,
+    column: str,
+    literal: str,
+) -> None:
+    """Replace one sub-partition slice of `segment` with `rows` in ONE Delta commit.
+
+    Adds the slice when it is empty, refreshes it otherwise: readers see the old
+    rows until the commit, then the new ones. Delta checks that every written row
+    belongs to the slice, and a merge of the segment committing meanwhile makes
+    this write fail with a conflict instead of writing into a merged-away segment.
+    """
+    path = table_path(warehouse, segment.table)
+    data = rows.withColumn(SEGMENT_COLUMN, F.lit(segment.id))
+    predicate = f"{SEGMENT_COLUMN} = '{segment.id}' AND `{column}` = {literal}"
+    writer = data.write.format("delta").option("userMetadata", _metadata("sub_partition", [segment]))
+    if DeltaTable.isDeltaTable(spark, str(path)):
+        writer.mode("overwrite").option("replaceWhere", predicate).save(str(path))
+        return
+    mismatched = data.where(~F.expr(predicate)).limit(1).count()
+    if mismatched:
+        raise CompactorError(f"rows for segment {segment.id} hold other values than {column} = {literal}")
+    writer.mode("append").partitionBy(SEGMENT_COLUMN).save(str(path))
 
 
 def _parse_metadata(text: str | None) -> dict[str, Any] | None:

@@ -114,15 +114,35 @@ class Segment:
     schema_version: int = 1
     level: int = 0
     origin: Origin = Origin.LOAD
+    # sub-partition values that are not ONLINE (LOADING or REFRESHING), sorted by value
+    sub_partition_states: tuple[tuple[str, SegmentState], ...] = ()
 
     def __post_init__(self) -> None:
         validate_table_name(self.table)
         validate_segment_id(self.id)
         object.__setattr__(self, "loaded_at", utc(self.loaded_at))
+        states = tuple(sorted((v, s) for v, s in self.sub_partition_states if s is not SegmentState.ONLINE))
+        object.__setattr__(self, "sub_partition_states", states)
+        unknown = sorted({v for v, _ in states} - self.sub_partitions)
+        if unknown:
+            raise InvalidSegmentError(
+                f"segment {self.id}: states given for sub-partitions it lacks: {unknown}"
+            )
         if self.records < 0:
             raise InvalidSegmentError(f"segment {self.id}: records {self.records} is negative")
         if self.bytes < 0:
             raise InvalidSegmentError(f"segment {self.id}: bytes {self.bytes} is negative")
+
+    @property
+    def settled(self) -> bool:
+        """ONLINE with every sub-partition ONLINE: only settled segments may merge."""
+        return self.state is SegmentState.ONLINE and not self.sub_partition_states
+
+    def sub_partition_state(self, value: str) -> SegmentState | None:
+        """The state of one sub-partition value, None when the segment has not built it."""
+        if value not in self.sub_partitions:
+            return None
+        return dict(self.sub_partition_states).get(value, SegmentState.ONLINE)
 
     @property
     def start(self) -> datetime:

@@ -9,6 +9,14 @@ from enum import StrEnum
 from compactor.domain import MergePlan, Segment
 
 
+class SegmentAction(StrEnum):
+    """What a SegmentCompleted event reports."""
+
+    CREATE = "CREATE"
+    ADD_SUB_PARTITION = "ADD_SUB_PARTITION"
+    REFRESH_SUB_PARTITION = "REFRESH_SUB_PARTITION"
+
+
 class MergeStatus(StrEnum):
     SUCCEEDED = "SUCCEEDED"
     FAILED = "FAILED"
@@ -23,6 +31,7 @@ class SegmentCompleted:
     produced_at: datetime
     config_version: int = 1
     plan_id: str | None = None
+    action: SegmentAction = SegmentAction.CREATE
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,9 +23,9 @@ from compactor import delta_executor as delta
 from compactor.catalog import SegmentCatalog
 from compactor.codec import Codec, now_utc
 from compactor.config import ProjectConfig
-from compactor.domain import MergePlan, Origin
+from compactor.domain import MergePlan, Origin, Segment
 from compactor.errors import CompactorError, EventDecodeError, InvalidSegmentError, ManualMergeError
-from compactor.events import CompactionRequested, MergeResult, MergeStatus, SegmentCompleted
+from compactor.events import CompactionRequested, MergeResult, MergeStatus, SegmentAction, SegmentCompleted
 from compactor.kafka_io import (
     DEAD_LETTER_DETAIL_HEADER,
     DEAD_LETTER_REASON_HEADER,
@@ -41,6 +41,8 @@ UNKNOWN_TABLE = "unknown_table"
 DUPLICATE_SEGMENT = "duplicate_segment_id"
 OVERLAPPING_RANGE = "overlapping_range"
 UNKNOWN_RULE = "unknown_rule"
+UNKNOWN_SEGMENT = "unknown_segment"
+RANGE_MISMATCH = "range_mismatch"
 MANUAL_MERGE_REJECTED = "manual_merge_rejected"
 POOL_PROPERTY = "spark.scheduler.pool"
 
@@ -151,6 +153,9 @@ class SegmentEventHandler:
         table = segment.table
         if not self._table_exists(table):
             raise _Rejected(UNKNOWN_TABLE, f"no Delta table {table!r} under {self.warehouse}")
+        if event.action is not SegmentAction.CREATE:
+            self._sub_partition_changed(segment)
+            return
         if self.catalog.knows(table, segment.id) and (
             segment.origin is not Origin.LOAD or self.catalog.get(table, segment.id) is None
         ):
@@ -170,6 +175,23 @@ class SegmentEventHandler:
                 log.info("table %s: segment %s %s recorded", table, segment.id, segment.range)
         except InvalidSegmentError as exc:
             raise _Rejected(DUPLICATE_SEGMENT, str(exc)) from None
+
+    def _sub_partition_changed(self, segment: Segment) -> None:
+        """A sub-partition was added to, or is being refreshed in, an existing segment."""
+        if (
+            self.catalog.knows(segment.table, segment.id)
+            and self.catalog.get(segment.table, segment.id) is None
+        ):
+            return  # a re-delivered event of a segment merged away since
+        try:
+            if self.catalog.update(segment):
+                log.info(
+                    "table %s: segment %s sub-partitions %s%s", segment.table, segment.id,
+                    sorted(segment.sub_partitions), f" (unsettled {segment.sub_partition_states})" if segment.sub_partition_states else "",
+                )  # fmt: skip
+        except InvalidSegmentError as exc:
+            reason = UNKNOWN_SEGMENT if "is not known" in str(exc) else RANGE_MISMATCH
+            raise _Rejected(reason, str(exc)) from None
 
     def _requested(self, request: CompactionRequested) -> None:
         """An operator's request: run one rule now, or a validated manual merge."""

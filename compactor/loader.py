@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
@@ -16,9 +17,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from compactor.codec import Codec, default_codec, now_utc
-from compactor.delta_executor import write_segment
-from compactor.domain import Segment, TimeRange, validate_segment_id
-from compactor.events import SegmentCompleted
+from compactor.config import SubPartitionConfig, TableSettings
+from compactor.delta_executor import read_catalog, table_exists, write_segment, write_sub_partition
+from compactor.domain import Segment, SegmentState, TimeRange, validate_segment_id
+from compactor.errors import CompactorError
+from compactor.events import SegmentAction, SegmentCompleted
 from compactor.kafka_io import EventProducer, KafkaSettings
 
 
@@ -69,3 +72,104 @@ def sample_rows(spark: SparkSession, start: datetime, end: datetime, count: int,
         ((F.col("id") * 7919 + seed) % 1000).cast("int").alias("customer_id"),
         (((F.col("id") * 104729 + seed) % 100000) / 100).cast("decimal(10,2)").alias("amount"),
     )
+
+
+def _publish(
+    producer: EventProducer, kafka: KafkaSettings, event: SegmentCompleted, codec: Codec | None
+) -> None:
+    data = (codec or default_codec()).encode_segment_completed(event)
+    producer.send_all([(kafka.segments_topic, event.segment.table, data, None)])
+
+
+def _sub_partition(settings: TableSettings, table: str, value: str) -> SubPartitionConfig:
+    config = settings.sub_partition
+    if config is None:
+        raise CompactorError(f"table {table} declares no sub-partition column")
+    if value not in config.values:
+        raise CompactorError(
+            f"table {table}: sub-partition value {value!r} is not declared for column {config.column} "
+            f"(declared: {', '.join(config.values) or 'none'}); add it to the table config first"
+        )
+    return config
+
+
+def load_sub_partition(
+    spark: SparkSession,
+    warehouse: Path | str,
+    kafka: KafkaSettings,
+    producer: EventProducer,
+    settings: TableSettings,
+    table: str,
+    rows: DataFrame,
+    start: datetime,
+    end: datetime,
+    value: str,
+    segment_id: str | None = None,
+    codec: Codec | None = None,
+) -> Segment:
+    """Build one sub-partition of [start, end): a new segment, or added to the segment of that range.
+
+    Adding to an existing segment is announced first (the value LOADING, so the
+    compactor leaves the segment alone), written in one Delta commit, then
+    announced ONLINE with the segment's new totals. Every row must hold `value`.
+    """
+    config = _sub_partition(settings, table, value)
+    time_range = TimeRange(start, end)
+    known = (
+        read_catalog(spark, warehouse, table).segments(table) if table_exists(spark, warehouse, table) else []
+    )
+    existing = next((s for s in known if s.range == time_range), None)
+    if existing is None:
+        segment = Segment(
+            id=validate_segment_id(segment_id or new_segment_id(table, time_range.start)),
+            table=table,
+            range=time_range,
+            loaded_at=now_utc(),
+            sub_partitions=frozenset({value}),
+        )
+        action = SegmentAction.CREATE
+    else:
+        if value in existing.sub_partitions:
+            raise CompactorError(
+                f"segment {existing.id} already holds {config.column} = {value!r}; refresh it instead"
+            )
+        segment = replace(existing, sub_partitions=existing.sub_partitions | {value}, sub_partition_states=())
+        action = SegmentAction.ADD_SUB_PARTITION
+        loading = replace(segment, sub_partition_states=((value, SegmentState.LOADING),))
+        _publish(producer, kafka, SegmentCompleted(loading, now_utc(), action=action), codec)
+    write_sub_partition(spark, warehouse, segment, rows, config.column, config.sql_literal(value))
+    committed = read_catalog(spark, warehouse, table).get(table, segment.id)
+    assert committed is not None
+    _publish(producer, kafka, SegmentCompleted(committed, now_utc(), action=action), codec)
+    return committed
+
+
+def refresh_sub_partition(
+    spark: SparkSession,
+    warehouse: Path | str,
+    kafka: KafkaSettings,
+    producer: EventProducer,
+    settings: TableSettings,
+    table: str,
+    segment_id: str,
+    value: str,
+    rows: DataFrame,
+    codec: Codec | None = None,
+) -> Segment:
+    """Replace one sub-partition's rows of a segment atomically (REFRESHING, then ONLINE)."""
+    config = _sub_partition(settings, table, value)
+    segment = read_catalog(spark, warehouse, table).get(table, segment_id)
+    if segment is None:
+        raise CompactorError(f"table {table} has no segment {segment_id}")
+    if value not in segment.sub_partitions:
+        raise CompactorError(
+            f"segment {segment_id} has not built {config.column} = {value!r}; load it instead"
+        )
+    action = SegmentAction.REFRESH_SUB_PARTITION
+    refreshing = replace(segment, sub_partition_states=((value, SegmentState.REFRESHING),))
+    _publish(producer, kafka, SegmentCompleted(refreshing, now_utc(), action=action), codec)
+    write_sub_partition(spark, warehouse, segment, rows, config.column, config.sql_literal(value))
+    committed = read_catalog(spark, warehouse, table).get(table, segment_id)
+    assert committed is not None
+    _publish(producer, kafka, SegmentCompleted(committed, now_utc(), action=action), codec)
+    return committed

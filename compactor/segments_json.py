@@ -41,6 +41,9 @@ def segment_from_dict(record: Mapping[str, Any]) -> Segment:
             schema_version=int(record.get("schema_version", 1)),
             level=int(record.get("level", 0)),
             origin=Origin(record.get("origin", "load")),
+            sub_partition_states=tuple(
+                (str(v), SegmentState(st)) for v, st in dict(record.get("sub_partition_states", {})).items()
+            ),
         )
     except (TypeError, ValueError) as exc:
         raise InvalidSegmentError(f"invalid value: {exc}") from None
@@ -61,4 +64,5 @@ def segment_to_dict(segment: Segment) -> dict[str, Any]:
         "schema_version": segment.schema_version,
         "level": segment.level,
         "origin": str(segment.origin),
+        "sub_partition_states": {v: str(st) for v, st in segment.sub_partition_states},
     }

@@ -79,6 +79,7 @@ class _Level:
     complete: npt.NDArray[np.bool_]  # the run reaches its bucket's end
     anchored: npt.NDArray[np.bool_]
     mergeable: npt.NDArray[np.bool_]
+    kind_cut: npt.NDArray[np.bool_]  # per boundary in `below`: contiguous, same bucket, other kind
 
 
 def _scan(level: Level, st: Floats, en: Floats, kind: npt.NDArray[np.int64], first: float | None) -> _Level:
@@ -86,7 +87,8 @@ def _scan(level: Level, st: Floats, en: Floats, kind: npt.NDArray[np.int64], fir
     above = (en > he) | ((st == hs) & (en == he))
     below = np.flatnonzero(~above)
     b_st, b_en, b_hs, b_he, b_kind = st[below], en[below], hs[below], he[below], kind[below]
-    joins = (b_st[1:] == b_en[:-1]) & (b_hs[1:] == b_hs[:-1]) & (b_kind[1:] == b_kind[:-1])
+    touching = (b_st[1:] == b_en[:-1]) & (b_hs[1:] == b_hs[:-1])
+    joins = touching & (b_kind[1:] == b_kind[:-1])
     starts = np.flatnonzero(np.concatenate(([True], ~joins))) if len(below) else np.array([], np.int64)
     lasts = np.concatenate((starts[1:] - 1, [len(below) - 1])) if len(below) else starts
     run_start, run_end, home_start, home_end = b_st[starts], b_en[lasts], b_hs[starts], b_he[starts]
@@ -94,9 +96,8 @@ def _scan(level: Level, st: Floats, en: Floats, kind: npt.NDArray[np.int64], fir
     if first is not None:
         anchored |= run_start == first
     complete = run_end == home_end
-    return _Level(
-        level, above, below, starts, lasts, complete, anchored, complete & anchored & (lasts > starts)
-    )
+    mergeable = complete & anchored & (lasts > starts)
+    return _Level(level, above, below, starts, lasts, complete, anchored, mergeable, touching & ~joins)
 
 
 def plan(
@@ -152,9 +153,23 @@ def _explain_level(scan: _Level, ordered: list[Segment], decisions: dict[str, De
             f"{level}: already spans {bucket(level, s.start)} or more",
         )
     for r in np.flatnonzero(~scan.mergeable):
-        members = [ordered[i] for i in scan.below[scan.run_first[r] : scan.run_last[r] + 1]]
+        first, last = scan.run_first[r], scan.run_last[r]
+        members = [ordered[i] for i in scan.below[first : last + 1]]
         home = bucket(level, members[0].start)
-        if not scan.complete[r]:
+        neighbours = [scan.below[first - 1]] if first > 0 and scan.kind_cut[first - 1] else []
+        neighbours += [scan.below[last + 1]] if last < len(scan.kind_cut) and scan.kind_cut[last] else []
+        if neighbours:  # a contiguous segment of the same bucket differs in kind: say how
+            other = ordered[neighbours[0]]
+            if other.schema_version != members[0].schema_version:
+                reason = SkipReason.VERSION_MISMATCH
+                detail = f"{level}: {other.id} has schema v{other.schema_version}, this run v{members[0].schema_version}"
+            else:
+                reason = SkipReason.SUB_PARTITIONS_DIFFER
+                detail = (
+                    f"{level}: {other.id} holds sub-partitions {sorted(other.sub_partitions)}, "
+                    f"this run {sorted(members[0].sub_partitions)}"
+                )
+        elif not scan.complete[r]:
             reason, detail = (
                 SkipReason.INCOMPLETE_BUCKET,
                 f"{level}: run ends {members[-1].end.isoformat()}, bucket {home}",

@@ -11,6 +11,7 @@ from compactor.config import TableSettings
 from compactor.domain import Decision, Segment, SegmentState, SkipReason
 
 _STATE = attrgetter("state")
+_SUB_STATES = attrgetter("sub_partition_states")
 
 
 def shared_filter(
@@ -24,6 +25,7 @@ def shared_filter(
         and not settings.allowed_compaction_days
         and settings.lookback is None
         and set(map(_STATE, segments)) <= {SegmentState.ONLINE}
+        and not any(map(_SUB_STATES, segments))
     ):
         return list(segments), skipped  # the common case: nothing to filter
 
@@ -46,6 +48,9 @@ def shared_filter(
             skip(segment, SkipReason.MERGE_DISABLED, "merging is disabled for this table")
         elif segment.state is not SegmentState.ONLINE:
             skip(segment, SkipReason.NOT_COMPLETED, f"state is {segment.state}")
+        elif segment.sub_partition_states:
+            busy = ", ".join(f"{v} is {st}" for v, st in segment.sub_partition_states)
+            skip(segment, SkipReason.NOT_COMPLETED, f"sub-partitions not settled: {busy}")
         elif segment.id in preserved:
             skip(
                 segment,

@@ -31,6 +31,12 @@ def plan(
     if not settings.merge_enabled:
         raise ManualMergeError(f"table {table}: merging is disabled for this table")
     busy = [f"{s.id} ({s.state})" for s in chosen if s.state is not SegmentState.ONLINE]
+    busy += [
+        f"{s.id} (sub-partition {v} {st})"
+        for s in chosen
+        if s.state is SegmentState.ONLINE
+        for v, st in s.sub_partition_states
+    ]
     if busy:
         raise ManualMergeError(f"table {table}: segment(s) not in a mergeable state: {', '.join(busy)}")
     versions = {s.schema_version for s in chosen}
@@ -39,8 +45,12 @@ def plan(
         raise ManualMergeError(f"table {table}: inconsistent schema versions: {detail}")
     sub_sets = {s.sub_partitions for s in chosen}
     if len(sub_sets) > 1:
+        everywhere = frozenset.intersection(*sub_sets)
+        differing = sorted(frozenset().union(*sub_sets) - everywhere)
         detail = "; ".join(f"{s.id}={sorted(s.sub_partitions)}" for s in chosen)
-        raise ManualMergeError(f"table {table}: sub-partition values differ: {detail}")
+        raise ManualMergeError(
+            f"table {table}: sub-partition values differ ({', '.join(differing)} not in every segment): {detail}"
+        )
     if settings.needs_disjoint_ranges:
         ordered = sorted(chosen, key=lambda s: s.start)
         for prev, nxt in itertools.pairwise(ordered):

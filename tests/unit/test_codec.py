@@ -136,3 +136,30 @@ def test_encoding_a_record_missing_a_required_field_names_it(codec: Codec) -> No
     del record["records"]
     with pytest.raises(EventEncodeError, match="records"):
         codec.encode(SEGMENT_COMPLETED, record)
+
+
+def test_version_1_events_already_on_the_topic_still_decode(codec: Codec) -> None:
+    old = fastavro.parse_schema(
+        json.loads((schemas_dir() / "history" / "segment_completed.v1.avsc").read_text())
+    )
+    record = {k: v for k, v in valid_record().items()}
+    body = io.BytesIO()
+    fastavro.schemaless_writer(body, old, record)
+    key = bytes.fromhex(
+        fastavro.schema.fingerprint(fastavro.schema.to_parsing_canonical_form(old), "CRC-64-AVRO")
+    )
+    event = codec.decode_segment_completed(MAGIC + key + body.getvalue())
+    assert event.action.value == "CREATE"
+    assert event.segment.sub_partitions == frozenset({"eu"}) and event.segment.sub_partition_states == ()
+
+
+def test_sub_partition_events_round_trip(codec: Codec) -> None:
+    from compactor.domain import SegmentState
+    from compactor.events import SegmentAction
+
+    s = segment(sub_partitions=frozenset({"eu", "us"}), sub_partition_states=(("us", SegmentState.LOADING),))
+    event = SegmentCompleted(s, T1, action=SegmentAction.ADD_SUB_PARTITION)
+    decoded = codec.decode_segment_completed(codec.encode_segment_completed(event))
+    assert decoded == event
+    assert decoded.segment.sub_partition_state("us") is SegmentState.LOADING
+    assert decoded.segment.sub_partition_state("eu") is SegmentState.ONLINE
