@@ -218,6 +218,7 @@ class Codec:
                 "bytes_in": result.bytes_in,
                 "bytes_out": result.bytes_out,
                 "duration_ms": result.duration_ms,
+                "invalid_rows_removed": result.invalid_rows_removed,
                 "status": result.status.value,
                 "error": result.error,
                 "table_version": result.table_version,

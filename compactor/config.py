@@ -177,8 +177,40 @@ class BinPackRule(_Frozen):
         return pools
 
 
-RuleConfig = Annotated[AutoMergeRule | MinorRule | MajorRule | BinPackRule, Field(discriminator="rule")]
-RULE_NAMES = ("auto_merge", "minor", "major", "bin_pack")
+class UpsertCompactionRule(_Frozen):
+    """Upsert compaction (Pinot): drop rows a newer version of their key supersedes, merge M:1.
+
+    A segment qualifies when its invalid rows reach both thresholds; qualifying
+    segments merge (or are rewritten alone) so each output's valid rows stay
+    within `max_records_per_segment`. Never splits, repartitions or rolls up.
+    """
+
+    rule: Literal["upsert_compaction"]
+    invalid_records_threshold_percent: float = Field(default=0.0, ge=0, le=100)
+    invalid_records_threshold_count: int = Field(default=1, ge=1)
+    max_records_per_segment: int = Field(default=5_000_000, gt=0)
+    trigger: Trigger = "on_load"
+
+
+RuleConfig = Annotated[
+    AutoMergeRule | MinorRule | MajorRule | BinPackRule | UpsertCompactionRule, Field(discriminator="rule")
+]
+RULE_NAMES = ("auto_merge", "minor", "major", "bin_pack", "upsert_compaction")
+
+
+class UpsertConfig(_Frozen):
+    """An upsert table: the latest row per primary key (by `comparison_column`) is the valid one."""
+
+    primary_key: tuple[str, ...] = Field(min_length=1)
+    comparison_column: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+
+    @field_validator("primary_key")
+    @classmethod
+    def _columns(cls, columns: tuple[str, ...]) -> tuple[str, ...]:
+        for c in columns:
+            if not TABLE_NAME.match(c):
+                raise ValueError(f"primary key column {c!r} is not a plain column name")
+        return columns
 
 
 MAX_SUB_PARTITION_VALUES = 2000
@@ -256,6 +288,22 @@ class TableSettings(_Frozen):
     lookback: timedelta | None = None
     rules: tuple[RuleConfig, ...] = (AutoMergeRule(rule="auto_merge"),)
     sub_partition: SubPartitionConfig | None = None
+    upsert: UpsertConfig | None = None
+
+    @model_validator(mode="after")
+    def _upsert_rule_needs_keys(self) -> TableSettings:
+        if any(r.rule == "upsert_compaction" for r in self.rules) and self.upsert is None:
+            raise ValueError(
+                "upsert_compaction needs the table's `upsert` block (primary_key, comparison_column)"
+            )
+        if self.upsert is not None and any(
+            r.rule in {"minor", "major", "bin_pack", "auto_merge"} for r in self.rules
+        ):
+            raise ValueError(
+                "an upsert table may only use upsert_compaction: other rules would merge without removing "
+                "superseded rows"
+            )
+        return self
 
     @field_validator("rules")
     @classmethod

@@ -21,6 +21,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from compactor.catalog import CommitRecord, SegmentCatalog
+from compactor.config import UpsertConfig
 from compactor.domain import MergePlan, Segment, validate_table_name
 from compactor.errors import CompactorError, TableNotFoundError
 from compactor.segments_json import segment_from_dict, segment_to_dict
@@ -118,13 +119,17 @@ def _in_list(ids: list[str]) -> str:
     return ", ".join(f"'{i}'" for i in ids)
 
 
-def execute_merge(spark: SparkSession, warehouse: Path | str, plan: MergePlan) -> Execution:
+def execute_merge(
+    spark: SparkSession, warehouse: Path | str, plan: MergePlan, upsert: UpsertConfig | None = None
+) -> Execution:
     """Replace the plan's input segments with its output in ONE Delta commit.
 
     Idempotent: the write carries `txnAppId = plan id`, so Delta itself skips a
     plan it has already committed (a replayed batch, a duplicate event). The
     replace predicate names only the inputs (and the output id, which the
-    written rows carry), so rows appended concurrently are never touched.
+    written rows carry), so rows appended concurrently are never touched. With
+    `upsert`, only the inputs' valid rows (latest per key over the whole table)
+    are written: the rest are dropped in the same commit.
     """
     started = time.monotonic()
     path = table_path(warehouse, plan.table)
@@ -135,7 +140,12 @@ def execute_merge(spark: SparkSession, warehouse: Path | str, plan: MergePlan) -
     if done is not None:  # fast path; the txnAppId below guards older history too
         return Execution(*done, duration_ms=0, already_done=True)
     inputs = list(plan.input_ids)
-    source = table.toDF().where(F.col(SEGMENT_COLUMN).isin(inputs))
+    if upsert is not None:
+        from compactor.upsert_view import valid_rows_of  # Spark-side upsert logic lives there
+
+        source = valid_rows_of(table.toDF(), inputs, upsert)
+    else:
+        source = table.toDF().where(F.col(SEGMENT_COLUMN).isin(inputs))
     files = max(1, math.ceil(sum(s.bytes for s in plan.inputs) / TARGET_FILE_BYTES))
     output = source.withColumn(SEGMENT_COLUMN, F.lit(plan.output.id)).coalesce(files)
     (

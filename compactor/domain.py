@@ -178,6 +178,8 @@ class SkipReason(StrEnum):
     ABOVE_SIZE_THRESHOLD = "above_size_threshold"
     NO_POOL = "no_pool"
     POOL_LIMIT = "pool_limit"
+    BELOW_INVALID_THRESHOLD = "below_invalid_threshold"
+    NO_STATISTICS = "no_statistics"
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,8 +237,8 @@ def merged_output(plan_id: str, table: str, inputs: Sequence[Segment], level: in
     Every field is derived from the inputs, so planning is a pure function and a
     dry run predicts exactly what the stream will write.
     """
-    if len(inputs) < 2:
-        raise InvalidSegmentError(f"plan {plan_id}: a merge needs at least two inputs")
+    if not inputs:
+        raise InvalidSegmentError(f"plan {plan_id}: a merge needs inputs")
     first = inputs[0]
     return Segment(
         id=f"m-{plan_id}",
@@ -260,8 +262,15 @@ def make_plan(
     level: str | None = None,
     pool: str | None = None,
     output_level: int | None = None,
+    allow_single: bool = False,
 ) -> MergePlan:
-    """Build a plan with its deterministic id and derived output."""
+    """Build a plan with its deterministic id and derived output.
+
+    A plan of one input is a no-op for a plain merge and is refused, unless the
+    rule rewrites rows (`allow_single`, e.g. upsert compaction dropping invalid rows).
+    """
+    if len(inputs) < (1 if allow_single else 2):
+        raise InvalidSegmentError(f"table {table}: a {rule} merge needs at least two inputs")
     ordered = tuple(sorted(inputs, key=lambda s: (s.start, s.end, s.id)))
     plan_id = plan_id_for(table, rule, (s.id for s in ordered))
     output = merged_output(plan_id, table, ordered, output_level)

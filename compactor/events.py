@@ -48,6 +48,7 @@ class MergeResult:
     produced_at: datetime
     error: str | None = None
     table_version: int | None = None
+    invalid_rows_removed: int = 0
 
 
 @dataclass(frozen=True, slots=True)

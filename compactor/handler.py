@@ -22,7 +22,7 @@ from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponen
 from compactor import delta_executor as delta
 from compactor.catalog import SegmentCatalog
 from compactor.codec import Codec, now_utc
-from compactor.config import ProjectConfig
+from compactor.config import ProjectConfig, TableSettings
 from compactor.domain import MergePlan, Origin, Segment
 from compactor.errors import CompactorError, EventDecodeError, InvalidSegmentError, ManualMergeError
 from compactor.events import CompactionRequested, MergeResult, MergeStatus, SegmentAction, SegmentCompleted
@@ -34,6 +34,7 @@ from compactor.kafka_io import (
 )
 from compactor.rules import manual
 from compactor.rules.engine import evaluate
+from compactor.upsert_view import invalid_counts
 
 log = logging.getLogger(__name__)
 
@@ -224,18 +225,33 @@ class SegmentEventHandler:
         """Evaluate the table's on-load rules (or `only_rule`) once and execute the plans."""
         self.stats.attempts += 1
         self.stats.attempts_by_origin[origin] = self.stats.attempts_by_origin.get(origin, 0) + 1
+        settings = self.config.for_table(table)
         evaluation = evaluate(
             table,
             self.catalog.segments(table),
-            self.config.for_table(table),
+            settings,
             self.clock(),
             only_rule=only_rule,
             explain=False,  # `compactor plan --explain` answers why; the hot path needs only plans
+            invalid_counts=self._invalid_counts(table, settings, only_rule),
         )
         if not evaluation.plans:
             self.stats.empty_attempts += 1
             return []
         return [self._execute(plan) for plan in evaluation.plans]
+
+    def _invalid_counts(
+        self, table: str, settings: TableSettings, only_rule: str | None
+    ) -> dict[str, int] | None:
+        """Invalid rows per segment, scanned only when an upsert rule is about to run."""
+        wanted = [
+            r
+            for r in settings.rules
+            if r.rule == "upsert_compaction" and (only_rule or r.trigger == "on_load")
+        ]
+        if settings.upsert is None or not wanted or (only_rule and only_rule != "upsert_compaction"):
+            return None
+        return invalid_counts(self.spark, self.warehouse, table, settings.upsert)
 
     def _execute(self, plan: MergePlan) -> MergeResult:
         records_in = sum(s.records for s in plan.inputs)
@@ -265,6 +281,7 @@ class SegmentEventHandler:
         result = MergeResult(
             plan, MergeStatus.SUCCEEDED, records_in, done.records_out, bytes_in, done.bytes_out,
             done.duration_ms, self.clock(), table_version=done.version,
+            invalid_rows_removed=records_in - done.records_out if plan.rule == "upsert_compaction" else 0,
         )  # fmt: skip
         completed = SegmentCompleted(output, self.clock(), plan_id=plan.plan_id)
         self.producer.send_all(
@@ -299,7 +316,7 @@ class SegmentEventHandler:
             before_sleep=count_conflict,
             reraise=True,
         )(delta.execute_merge)
-        return run(self.spark, self.warehouse, plan)
+        return run(self.spark, self.warehouse, plan, self.config.for_table(plan.table).upsert)
 
     def _result_message(self, result: MergeResult) -> Message:
         return (self.kafka.results_topic, result.plan.table, self.codec.encode_merge_result(result), None)

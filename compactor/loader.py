@@ -41,11 +41,13 @@ def load_segment(
     segment_id: str | None = None,
     sub_partitions: Iterable[str] = (),
     codec: Codec | None = None,
+    stamp_loaded_at: bool = False,
 ) -> Segment:
     """Append `rows` to `table` as one segment covering [start, end) and publish it.
 
     Returns the segment as committed (exact record count and bytes). The event is
     produced only after the Delta commit, and only returns once Kafka acknowledged it.
+    `stamp_loaded_at` adds the `_loaded_at` column upsert tables need to order versions.
     """
     time_range = TimeRange(start, end)
     segment = Segment(
@@ -55,6 +57,8 @@ def load_segment(
         loaded_at=now_utc(),
         sub_partitions=frozenset(sub_partitions),
     )
+    if stamp_loaded_at:
+        rows = rows.withColumn("_loaded_at", F.lit(segment.loaded_at).cast("timestamp"))
     committed = write_segment(spark, warehouse, segment, rows)
     event = SegmentCompleted(committed, produced_at=now_utc())
     data = (codec or default_codec()).encode_segment_completed(event)

@@ -6,14 +6,21 @@ so a merge planned in the stream is the one `compactor plan` prints.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from operator import attrgetter
 
-from compactor.config import AutoMergeRule, MajorRule, MinorRule, RuleConfig, TableSettings
+from compactor.config import (
+    AutoMergeRule,
+    MajorRule,
+    MinorRule,
+    RuleConfig,
+    TableSettings,
+    UpsertCompactionRule,
+)
 from compactor.domain import Decision, MergePlan, RuleOutcome, Segment, SkipReason
-from compactor.rules import auto_merge, level_threshold, pools, size_threshold
+from compactor.rules import auto_merge, level_threshold, pools, size_threshold, upsert
 from compactor.rules.filters import shared_filter
 
 _RANGE = attrgetter("range")
@@ -36,6 +43,7 @@ def _run_rule(
     all_segments: Sequence[Segment],
     now: datetime,
     explain: bool,
+    invalid_counts: Mapping[str, int] | None,
 ) -> RuleOutcome:
     if isinstance(rule, AutoMergeRule):
         first = min(map(_START_TS, map(_RANGE, all_segments)), default=None)
@@ -44,6 +52,8 @@ def _run_rule(
         return level_threshold.plan(eligible, rule, table, explain)
     if isinstance(rule, MajorRule):
         return size_threshold.plan(eligible, rule, table, explain)
+    if isinstance(rule, UpsertCompactionRule):
+        return upsert.plan(eligible, rule, table, invalid_counts, explain)
     return pools.plan(eligible, rule, table, now, explain)
 
 
@@ -55,13 +65,15 @@ def evaluate(
     trigger: str = "on_load",
     only_rule: str | None = None,
     explain: bool = True,
+    invalid_counts: Mapping[str, int] | None = None,
 ) -> Evaluation:
     """One attempt for `table`.
 
     With `only_rule`, that rule alone runs whatever its trigger; otherwise the
     rules whose trigger is `trigger` run in the listed order. With `explain`
     off (the streaming hot path) the plans are the same but no per-segment
-    decisions are built.
+    decisions are built. `invalid_counts` (invalid rows per segment id) feeds
+    upsert compaction, which cannot plan without them.
     """
     rules = [r for r in settings.rules if (r.rule == only_rule if only_rule else r.trigger == trigger)]
     plans: list[MergePlan] = []
@@ -79,7 +91,7 @@ def evaluate(
                     for s in eligible
                     if s.id in claimed
                 ]
-        outcome = _run_rule(rule, free, table, segments, now, explain)
+        outcome = _run_rule(rule, free, table, segments, now, explain, invalid_counts)
         decisions.extend(outcome.decisions)
         for p in outcome.plans:
             claimed.update({sid: p.plan_id for sid in p.input_ids})
