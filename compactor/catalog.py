@@ -35,7 +35,12 @@ class CommitRecord:
     def sized(self, segment: Segment, before: Segment | None) -> Segment:
         """`segment` with the records and bytes this commit leaves it with."""
         m = self.metrics
-        if not m or len(self.added) != 1:
+        if not m:
+            return segment
+        if self.op == "refresh":  # several outputs: the commit's bytes shared by rows
+            total = sum(s.records for s in self.added) or 1
+            return replace(segment, bytes=m.get("numOutputBytes", 0) * segment.records // total)
+        if len(self.added) != 1:
             return segment
         if self.op == "sub_partition":  # a slice of an existing segment was replaced
             base_records, base_bytes = (before.records, before.bytes) if before else (0, 0)
@@ -109,6 +114,16 @@ class SegmentCatalog:
             return False
         self.tables[segment.table][segment.id] = segment
         return True
+
+    def apply_rewrite(self, plan: MergePlan, outputs: Iterable[Segment]) -> None:
+        """Replace a plan's inputs with several outputs (a refresh that splits)."""
+        table = self.tables.setdefault(plan.table, {})
+        for sid in plan.input_ids:
+            table.pop(sid, None)
+        self.retired.setdefault(plan.table, set()).update(plan.input_ids)
+        for segment in outputs:
+            table[segment.id] = segment
+        self.executed_plans.setdefault(plan.table, set()).add(plan.plan_id)
 
     def apply_plan(self, plan: MergePlan, output: Segment | None = None) -> None:
         """Replace a plan's inputs with its output (idempotent).

@@ -128,6 +128,7 @@ class Codec:
                 "schema_version": s.schema_version,
                 "config_version": event.config_version,
                 "level": s.level,
+                "built_with": s.built_with,
                 "origin": s.origin.name,
                 "plan_id": event.plan_id,
                 "loaded_at": s.loaded_at,
@@ -160,6 +161,7 @@ class Codec:
                 schema_version=r["schema_version"],
                 level=r["level"],
                 origin=Origin[r["origin"]],
+                built_with=r["built_with"],
                 sub_partition_states=tuple(
                     (v, SegmentState(st)) for v, st in r["sub_partition_states"].items()
                 ),
@@ -207,12 +209,8 @@ class Codec:
                 "level": plan.level,
                 "pool": plan.pool,
                 "inputs": list(plan.input_ids),
-                "output": {
-                    "segment_id": plan.output.id,
-                    "start": plan.output.start,
-                    "end": plan.output.end,
-                    "sub_partitions": sorted(plan.output.sub_partitions),
-                },
+                "output": _output(result.outputs[0] if result.outputs else plan.output),
+                "outputs": [_output(s) for s in result.outputs],
                 "records_in": result.records_in,
                 "records_out": result.records_out,
                 "bytes_in": result.bytes_in,
@@ -231,6 +229,15 @@ class Codec:
         record = self.decode(MERGE_RESULT, data)
         record["status"] = MergeStatus(record["status"])
         return record
+
+
+def _output(segment: Segment) -> dict[str, Any]:
+    return {
+        "segment_id": segment.id,
+        "start": segment.start,
+        "end": segment.end,
+        "sub_partitions": sorted(segment.sub_partitions),
+    }
 
 
 @cache

@@ -192,10 +192,81 @@ class UpsertCompactionRule(_Frozen):
     trigger: Trigger = "on_load"
 
 
+class ColumnConfig(_Frozen):
+    """One column of the table's desired schema."""
+
+    type: str = Field(
+        pattern=r"^(tinyint|smallint|int|bigint|float|double|boolean|string|binary|date|timestamp|decimal\(\d+,\s*\d+\))$"
+    )
+    default: Any = None
+    multi_value: bool = False
+
+
+class PartitioningConfig(_Frozen):
+    """Value partitioning: each segment holds rows of one partition (function(column) mod n)."""
+
+    column: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+    function: Literal["modulo", "murmur"] = "modulo"
+    num_partitions: int = Field(gt=0, le=10_000)
+
+
+class LayoutConfig(_Frozen):
+    """How a table's segments must be built (Pinot table config); refresh rewrites the ones that differ."""
+
+    time_column: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+    bucket_time_period: Duration
+    columns: Mapping[str, ColumnConfig] = Field(min_length=1)
+    partitioning: PartitioningConfig | None = None
+    sorted_column: str | None = None
+    encoding: Literal["dictionary", "plain"] = "dictionary"
+    compression: Literal["snappy", "zstd", "gzip", "uncompressed"] = "snappy"
+
+    @model_validator(mode="after")
+    def _columns_exist(self) -> LayoutConfig:
+        for role, column in (
+            ("time_column", self.time_column),
+            ("sorted_column", self.sorted_column),
+            ("partitioning.column", self.partitioning.column if self.partitioning else None),
+        ):
+            if column is not None and column not in self.columns:
+                raise ValueError(f"{role} {column!r} is not one of the columns {sorted(self.columns)}")
+        if self.bucket_time_period <= timedelta(0):
+            raise ValueError("bucket_time_period must be positive")
+        return self
+
+
+class RefreshRule(_Frozen):
+    """Segment refresh (Pinot SegmentRefreshTask): rewrite segments that do not match the layout,
+    resized toward the targets, with optional rollup or dedup."""
+
+    rule: Literal["refresh"]
+    skip_index_check: bool = False
+    max_records_per_segment: int = Field(default=5_000_000, gt=0)
+    desired_segment_size: ByteSize = 500 << 20
+    max_records_per_task: int = Field(default=50_000_000, gt=0)
+    max_data_size_per_task: ByteSize = 5 << 30
+    table_max_num_tasks: int = Field(default=10, gt=0)
+    merge_type: Literal["concat", "rollup", "dedup"] = "concat"
+    round_bucket_time_period: Duration | None = None
+    aggregations: Mapping[str, Literal["sum", "min", "max"]] = Field(default_factory=dict)
+    trigger: Trigger = "on_load"
+
+    @model_validator(mode="after")
+    def _rollup(self) -> RefreshRule:
+        if self.merge_type == "rollup" and not self.aggregations:
+            raise ValueError("merge_type rollup needs `aggregations` (metric column: sum, min or max)")
+        if self.max_records_per_task < self.max_records_per_segment:
+            raise ValueError(
+                "max_records_per_task must be at least max_records_per_segment, or no task could build one full segment"
+            )
+        return self
+
+
 RuleConfig = Annotated[
-    AutoMergeRule | MinorRule | MajorRule | BinPackRule | UpsertCompactionRule, Field(discriminator="rule")
+    AutoMergeRule | MinorRule | MajorRule | BinPackRule | UpsertCompactionRule | RefreshRule,
+    Field(discriminator="rule"),
 ]
-RULE_NAMES = ("auto_merge", "minor", "major", "bin_pack", "upsert_compaction")
+RULE_NAMES = ("auto_merge", "minor", "major", "bin_pack", "upsert_compaction", "refresh")
 
 
 class UpsertConfig(_Frozen):
@@ -289,9 +360,20 @@ class TableSettings(_Frozen):
     rules: tuple[RuleConfig, ...] = (AutoMergeRule(rule="auto_merge"),)
     sub_partition: SubPartitionConfig | None = None
     upsert: UpsertConfig | None = None
+    config_version: int = Field(default=1, ge=1)
+    layout: LayoutConfig | None = None
 
     @model_validator(mode="after")
     def _upsert_rule_needs_keys(self) -> TableSettings:
+        refresh = [r for r in self.rules if isinstance(r, RefreshRule)]
+        if refresh and self.layout is None:
+            raise ValueError(
+                "the refresh rule needs the table's `layout` (time_column, bucket_time_period, columns)"
+            )
+        for rule in refresh:
+            for metric in rule.aggregations:
+                if self.layout is not None and metric not in self.layout.columns:
+                    raise ValueError(f"aggregation column {metric!r} is not a layout column")
         if any(r.rule == "upsert_compaction" for r in self.rules) and self.upsert is None:
             raise ValueError(
                 "upsert_compaction needs the table's `upsert` block (primary_key, comparison_column)"

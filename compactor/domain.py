@@ -116,6 +116,8 @@ class Segment:
     origin: Origin = Origin.LOAD
     # sub-partition values that are not ONLINE (LOADING or REFRESHING), sorted by value
     sub_partition_states: tuple[tuple[str, SegmentState], ...] = ()
+    # the table layout (config version and build settings, canonical JSON) the segment was built with
+    built_with: str = ""
 
     def __post_init__(self) -> None:
         validate_table_name(self.table)
@@ -180,6 +182,8 @@ class SkipReason(StrEnum):
     POOL_LIMIT = "pool_limit"
     BELOW_INVALID_THRESHOLD = "below_invalid_threshold"
     NO_STATISTICS = "no_statistics"
+    TASK_LIMIT = "task_limit"
+    CONFORMS = "conforms"
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,6 +49,7 @@ class MergeResult:
     error: str | None = None
     table_version: int | None = None
     invalid_rows_removed: int = 0
+    outputs: tuple[Segment, ...] = ()  # when a plan writes several segments (refresh)
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,11 +10,11 @@ ids and Delta's txnAppId make the replay a no-op where work was already done.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pyspark.sql import DataFrame, SparkSession
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
@@ -22,9 +22,15 @@ from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponen
 from compactor import delta_executor as delta
 from compactor.catalog import SegmentCatalog
 from compactor.codec import Codec, now_utc
-from compactor.config import ProjectConfig, TableSettings
+from compactor.config import ProjectConfig, RefreshRule, TableSettings
 from compactor.domain import MergePlan, Origin, Segment
-from compactor.errors import CompactorError, EventDecodeError, InvalidSegmentError, ManualMergeError
+from compactor.errors import (
+    CompactorError,
+    DeliveryError,
+    EventDecodeError,
+    InvalidSegmentError,
+    ManualMergeError,
+)
 from compactor.events import CompactionRequested, MergeResult, MergeStatus, SegmentAction, SegmentCompleted
 from compactor.kafka_io import (
     DEAD_LETTER_DETAIL_HEADER,
@@ -32,11 +38,13 @@ from compactor.kafka_io import (
     EventProducer,
     KafkaSettings,
 )
-from compactor.rules import manual
+from compactor.refresh_executor import execute_refresh, index_facts
+from compactor.rules import manual, refresh
 from compactor.rules.engine import evaluate
 from compactor.upsert_view import invalid_counts
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 UNKNOWN_TABLE = "unknown_table"
 DUPLICATE_SEGMENT = "duplicate_segment_id"
@@ -56,6 +64,7 @@ _CONFLICTS = (
     "MetadataChangedException",
     "ConcurrentTransactionException",
     "ProtocolChangedException",
+    "ConcurrentTableChange",
 )
 
 
@@ -76,6 +85,7 @@ class HandlerStats:
     failed_merges: int = 0
     dead_letters: int = 0
     conflicts: int = 0
+    attempt_errors: int = 0
     attempts_by_origin: dict[str, int] = field(default_factory=dict)
 
 
@@ -102,6 +112,8 @@ class SegmentEventHandler:
         self.stats = HandlerStats()
         self.catalog = SegmentCatalog()
         self._known_tables: set[str] = set()
+        self._facts: dict[tuple[str, str], refresh.IndexFacts] = {}
+        self._applied: dict[str, TableSettings] = {}  # configs published since start (ConfigApplied)
         self.rebuild_catalog()
 
     # -- start-up -------------------------------------------------------------
@@ -138,16 +150,31 @@ class SegmentEventHandler:
             try:
                 event = self.codec.decode_input(value)
                 if isinstance(event, CompactionRequested):
-                    self._requested(event)
+                    self._guarded(self._requested, event)
                     continue
                 self._accept(event)
             except (EventDecodeError, _Rejected) as exc:
                 dead.append(self._dead_letter(key, value, exc.reason, exc.detail, row))
                 continue
-            self.attempt(event.segment.table, origin=str(event.segment.origin))
+            self._guarded(self.attempt, event.segment.table, str(event.segment.origin))
         if dead:
             self.producer.send_all(dead)
             self.stats.dead_letters += len(dead)
+
+    def _guarded(self, work: Callable[..., object], *args: Any) -> None:
+        """Run one event's work; an internal failure is logged and counted, not fatal.
+
+        Kafka delivery failures still propagate: the batch must fail and be
+        replayed, or an event would be lost. Rejections (bad requests) go on to
+        the dead-letter path.
+        """
+        try:
+            work(*args)
+        except (DeliveryError, _Rejected):
+            raise
+        except Exception:
+            self.stats.attempt_errors += 1
+            log.exception("table work failed for %s; the next event for the table tries again", args[:1])
 
     def _accept(self, event: SegmentCompleted) -> None:
         segment = event.segment
@@ -161,7 +188,7 @@ class SegmentEventHandler:
             segment.origin is not Origin.LOAD or self.catalog.get(table, segment.id) is None
         ):
             return  # our own merge output, or a re-delivered event for a merged-away segment
-        settings = self.config.for_table(table)
+        settings = self.config_for(table)
         known = self.catalog.get(table, segment.id)
         if known is None and settings.needs_disjoint_ranges:
             clash = [s.id for s in self.catalog.segments(table) if s.range.overlaps(segment.range)]
@@ -198,7 +225,7 @@ class SegmentEventHandler:
         """An operator's request: run one rule now, or a validated manual merge."""
         if not self._table_exists(request.table):
             raise _Rejected(UNKNOWN_TABLE, f"no Delta table {request.table!r} under {self.warehouse}")
-        settings = self.config.for_table(request.table)
+        settings = self.config_for(request.table)
         if request.rule is not None:
             if request.rule not in {r.rule for r in settings.rules}:
                 raise _Rejected(
@@ -214,6 +241,10 @@ class SegmentEventHandler:
             raise _Rejected(MANUAL_MERGE_REJECTED, str(exc)) from None
         self._execute(plan)
 
+    def config_for(self, table: str) -> TableSettings:
+        """The table's settings: a config published on the topic wins over the file's."""
+        return self._applied.get(table) or self.config.for_table(table)
+
     def _table_exists(self, table: str) -> bool:
         if table not in self._known_tables and delta.table_exists(self.spark, self.warehouse, table):
             self._known_tables.add(table)
@@ -225,7 +256,7 @@ class SegmentEventHandler:
         """Evaluate the table's on-load rules (or `only_rule`) once and execute the plans."""
         self.stats.attempts += 1
         self.stats.attempts_by_origin[origin] = self.stats.attempts_by_origin.get(origin, 0) + 1
-        settings = self.config.for_table(table)
+        settings = self.config_for(table)
         evaluation = evaluate(
             table,
             self.catalog.segments(table),
@@ -234,6 +265,7 @@ class SegmentEventHandler:
             only_rule=only_rule,
             explain=False,  # `compactor plan --explain` answers why; the hot path needs only plans
             invalid_counts=self._invalid_counts(table, settings, only_rule),
+            index_facts=self._refresh_facts(table, settings, only_rule),
         )
         if not evaluation.plans:
             self.stats.empty_attempts += 1
@@ -253,11 +285,26 @@ class SegmentEventHandler:
             return None
         return invalid_counts(self.spark, self.warehouse, table, settings.upsert)
 
+    def _refresh_facts(
+        self, table: str, settings: TableSettings, only_rule: str | None
+    ) -> dict[str, refresh.IndexFacts] | None:
+        """The index check of every segment, when a refresh rule that wants it is about to run."""
+        wanted = [
+            r
+            for r in settings.rules
+            if isinstance(r, RefreshRule)
+            and not r.skip_index_check
+            and (r.rule == only_rule or (not only_rule and r.trigger == "on_load"))
+        ]
+        if not wanted or settings.layout is None:
+            return None
+        return self._index_facts(table, settings, self.catalog.segments(table))
+
     def _execute(self, plan: MergePlan) -> MergeResult:
         records_in = sum(s.records for s in plan.inputs)
         bytes_in = sum(s.bytes for s in plan.inputs)
         try:
-            done = self._commit(plan)
+            outputs, done = self._refresh(plan) if plan.rule == refresh.RULE else self._merge(plan)
         except Exception as exc:  # report, never crash the stream on one plan
             if isinstance(exc, KeyboardInterrupt):
                 raise
@@ -268,43 +315,91 @@ class SegmentEventHandler:
             )
             self.producer.send_all([self._result_message(result)])
             return result
-        output = replace(plan.output, records=done.records_out, bytes=done.bytes_out)
-        self.catalog.apply_plan(plan, output)
         if done.already_done:
             self.stats.replayed_merges += 1
         else:
             self.stats.merges += 1
         log.info(
             "table %s: %s merged %s -> %s (%s) at version %d",
-            plan.table, plan.rule, ",".join(plan.input_ids), output.id, plan.level or plan.pool or "-", done.version,
+            plan.table, plan.rule, ",".join(plan.input_ids), ",".join(o.id for o in outputs),
+            plan.level or plan.pool or "-", done.version,
         )  # fmt: skip
         result = MergeResult(
             plan, MergeStatus.SUCCEEDED, records_in, done.records_out, bytes_in, done.bytes_out,
             done.duration_ms, self.clock(), table_version=done.version,
             invalid_rows_removed=records_in - done.records_out if plan.rule == "upsert_compaction" else 0,
+            outputs=outputs if plan.rule == refresh.RULE else (),
         )  # fmt: skip
-        completed = SegmentCompleted(output, self.clock(), plan_id=plan.plan_id)
+        completed = [SegmentCompleted(o, self.clock(), plan_id=plan.plan_id) for o in outputs]
         self.producer.send_all(
-            [
-                self._result_message(result),
-                (self.kafka.segments_topic, plan.table, self.codec.encode_segment_completed(completed), None),
+            [self._result_message(result)]
+            + [
+                (self.kafka.segments_topic, plan.table, self.codec.encode_segment_completed(c), None)
+                for c in completed
             ]
         )
         return result
 
-    def _commit(self, plan: MergePlan) -> delta.Execution:
-        """Execute with conflict retries, in the plan's FAIR scheduler pool if it has one."""
+    def _merge(self, plan: MergePlan) -> tuple[tuple[Segment, ...], delta.Execution]:
+        upsert = self.config_for(plan.table).upsert
+        done = self._in_pool(
+            plan, lambda: self._retrying(plan, delta.execute_merge, self.spark, self.warehouse, plan, upsert)
+        )
+        output = replace(plan.output, records=done.records_out, bytes=done.bytes_out)
+        self.catalog.apply_plan(plan, output)
+        return (output,), done
+
+    def _refresh(self, plan: MergePlan) -> tuple[tuple[Segment, ...], delta.Execution]:
+        settings = self.config_for(plan.table)
+        rule = next(r for r in settings.rules if isinstance(r, RefreshRule))
+        assert settings.layout is not None
+        facts = None if rule.skip_index_check else self._index_facts(plan.table, settings, plan.inputs)
+        table_wide = any(
+            set(refresh.drift(s, settings.layout, (facts or {}).get(s.id))) & refresh.TABLE_WIDE
+            for s in plan.inputs
+        )
+        done = self._retrying(
+            plan, execute_refresh, self.spark, self.warehouse, plan, settings.layout, rule,
+            settings.config_version, table_wide,
+        )  # fmt: skip
+        outputs = done.outputs
+        if done.already_done:  # a replay: what the earlier run wrote is in the Delta history
+            rebuilt = delta.read_catalog(self.spark, self.warehouse, plan.table)
+            outputs = tuple(
+                s for s in rebuilt.segments(plan.table) if s.id.startswith(f"r-{plan.plan_id[:16]}")
+            )
+        self.catalog.apply_rewrite(plan, outputs)
+        execution = delta.Execution(
+            done.version, done.records_out, done.bytes_out, done.duration_ms, done.already_done
+        )
+        return outputs, execution
+
+    def _index_facts(
+        self, table: str, settings: TableSettings, segments: Iterable[Segment]
+    ) -> dict[str, refresh.IndexFacts]:
+        """The index check per segment, cached: a segment's files never change."""
+        assert settings.layout is not None
+        key = settings.layout.model_dump_json()
+        for s in segments:
+            if (s.id, key) not in self._facts:
+                self._facts[(s.id, key)] = index_facts(self.spark, self.warehouse, table, s, settings.layout)
+        return {s.id: self._facts[(s.id, key)] for s in segments}
+
+    def _in_pool(self, plan: MergePlan, work: Callable[[], T]) -> T:
+        """Run `work` in the plan's FAIR scheduler pool, if it has one."""
         context = self.spark.sparkContext
         previous = context.getLocalProperty(POOL_PROPERTY)
         if plan.pool:
             context.setLocalProperty(POOL_PROPERTY, plan.pool)
         try:
-            return self._commit_with_retries(plan)
+            return work()
         finally:
             if plan.pool:
                 context.setLocalProperty(POOL_PROPERTY, previous)  # type: ignore[arg-type]
 
-    def _commit_with_retries(self, plan: MergePlan) -> delta.Execution:
+    def _retrying(self, plan: MergePlan, fn: Callable[..., T], *args: Any) -> T:
+        """Call `fn` retrying Delta conflicts with bounded exponential backoff."""
+
         def count_conflict(state: Any) -> None:
             self.stats.conflicts += 1
             log.warning("plan %s: Delta conflict, retry %d", plan.plan_id, state.attempt_number)
@@ -315,8 +410,8 @@ class SegmentEventHandler:
             wait=wait_exponential(multiplier=0.2, max=5),
             before_sleep=count_conflict,
             reraise=True,
-        )(delta.execute_merge)
-        return run(self.spark, self.warehouse, plan, self.config.for_table(plan.table).upsert)
+        )(fn)
+        return run(*args)
 
     def _result_message(self, result: MergeResult) -> Message:
         return (self.kafka.results_topic, result.plan.table, self.codec.encode_merge_result(result), None)

@@ -42,12 +42,14 @@ def load_segment(
     sub_partitions: Iterable[str] = (),
     codec: Codec | None = None,
     stamp_loaded_at: bool = False,
+    built_with: str = "",
 ) -> Segment:
     """Append `rows` to `table` as one segment covering [start, end) and publish it.
 
     Returns the segment as committed (exact record count and bytes). The event is
     produced only after the Delta commit, and only returns once Kafka acknowledged it.
-    `stamp_loaded_at` adds the `_loaded_at` column upsert tables need to order versions.
+    `stamp_loaded_at` adds the `_loaded_at` column upsert tables need to order versions;
+    `built_with` records the layout the rows were built to (see `rules.refresh.layout_record`).
     """
     time_range = TimeRange(start, end)
     segment = Segment(
@@ -56,6 +58,7 @@ def load_segment(
         range=time_range,
         loaded_at=now_utc(),
         sub_partitions=frozenset(sub_partitions),
+        built_with=built_with,
     )
     if stamp_loaded_at:
         rows = rows.withColumn("_loaded_at", F.lit(segment.loaded_at).cast("timestamp"))

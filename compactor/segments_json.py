@@ -41,6 +41,7 @@ def segment_from_dict(record: Mapping[str, Any]) -> Segment:
             schema_version=int(record.get("schema_version", 1)),
             level=int(record.get("level", 0)),
             origin=Origin(record.get("origin", "load")),
+            built_with=str(record.get("built_with", "")),
             sub_partition_states=tuple(
                 (str(v), SegmentState(st)) for v, st in dict(record.get("sub_partition_states", {})).items()
             ),
@@ -65,4 +66,5 @@ def segment_to_dict(segment: Segment) -> dict[str, Any]:
         "level": segment.level,
         "origin": str(segment.origin),
         "sub_partition_states": {v: str(st) for v, st in segment.sub_partition_states},
+        "built_with": segment.built_with,
     }

@@ -15,12 +15,13 @@ from compactor.config import (
     AutoMergeRule,
     MajorRule,
     MinorRule,
+    RefreshRule,
     RuleConfig,
     TableSettings,
     UpsertCompactionRule,
 )
 from compactor.domain import Decision, MergePlan, RuleOutcome, Segment, SkipReason
-from compactor.rules import auto_merge, level_threshold, pools, size_threshold, upsert
+from compactor.rules import auto_merge, level_threshold, pools, refresh, size_threshold, upsert
 from compactor.rules.filters import shared_filter
 
 _RANGE = attrgetter("range")
@@ -44,6 +45,8 @@ def _run_rule(
     now: datetime,
     explain: bool,
     invalid_counts: Mapping[str, int] | None,
+    settings: TableSettings,
+    index_facts: Mapping[str, refresh.IndexFacts] | None,
 ) -> RuleOutcome:
     if isinstance(rule, AutoMergeRule):
         first = min(map(_START_TS, map(_RANGE, all_segments)), default=None)
@@ -54,6 +57,8 @@ def _run_rule(
         return size_threshold.plan(eligible, rule, table, explain)
     if isinstance(rule, UpsertCompactionRule):
         return upsert.plan(eligible, rule, table, invalid_counts, explain)
+    if isinstance(rule, RefreshRule):
+        return refresh.plan(eligible, rule, table, settings.layout, index_facts, explain)
     return pools.plan(eligible, rule, table, now, explain)
 
 
@@ -66,6 +71,7 @@ def evaluate(
     only_rule: str | None = None,
     explain: bool = True,
     invalid_counts: Mapping[str, int] | None = None,
+    index_facts: Mapping[str, refresh.IndexFacts] | None = None,
 ) -> Evaluation:
     """One attempt for `table`.
 
@@ -73,7 +79,8 @@ def evaluate(
     rules whose trigger is `trigger` run in the listed order. With `explain`
     off (the streaming hot path) the plans are the same but no per-segment
     decisions are built. `invalid_counts` (invalid rows per segment id) feeds
-    upsert compaction, which cannot plan without them.
+    upsert compaction, which cannot plan without them; `index_facts` (what the
+    index check found per segment) feeds the refresh rule.
     """
     rules = [r for r in settings.rules if (r.rule == only_rule if only_rule else r.trigger == trigger)]
     plans: list[MergePlan] = []
@@ -91,7 +98,7 @@ def evaluate(
                     for s in eligible
                     if s.id in claimed
                 ]
-        outcome = _run_rule(rule, free, table, segments, now, explain, invalid_counts)
+        outcome = _run_rule(rule, free, table, segments, now, explain, invalid_counts, settings, index_facts)
         decisions.extend(outcome.decisions)
         for p in outcome.plans:
             claimed.update({sid: p.plan_id for sid in p.input_ids})

@@ -1,0 +1,240 @@
+"""Segment refresh (seed 004, Apache Pinot SegmentRefreshTask).
+
+A segment drifts from the table's layout when it was built with another time
+column, partitioning, sorted column, columns, types, single/multi-value kind,
+encoding or compression, or when its rows span several time buckets or value
+partitions, or are not sorted. Drifted segments, and segments far from the size
+targets, are rewritten so they conform; the rewrite is one Delta commit per task.
+
+Facts about a segment come from what it recorded when it was built (`built_with`)
+and, unless `skip_index_check`, from an inspection of its files and rows (the
+costly index check), which the executor performs and passes in here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from compactor.config import LayoutConfig, RefreshRule
+from compactor.domain import Decision, RuleOutcome, Segment, SkipReason, make_plan
+
+RULE = "refresh"
+HIDDEN_COLUMNS = frozenset({"segment_id", "_loaded_at"})
+
+
+class Drift(StrEnum):
+    """Why a segment no longer matches its table's layout."""
+
+    NO_LAYOUT_RECORDED = "no_layout_recorded"
+    TIME_COLUMN = "time_column_changed"
+    TIME_BUCKETS = "spans_several_time_buckets"
+    PARTITIONING = "partitioning_changed"
+    MULTIPLE_PARTITIONS = "holds_several_partitions"
+    SORTED_COLUMN = "sorted_column_changed"
+    UNSORTED = "not_sorted"
+    COLUMN_ADDED = "column_added"
+    COLUMN_REMOVED = "column_removed"
+    DATA_TYPE = "data_type_changed"
+    SINGLE_MULTI_VALUE = "single_multi_value_changed"
+    ENCODING = "encoding_changed"
+    COMPRESSION = "compression_changed"
+    OVERSIZED = "oversized"
+    UNDERSIZED = "undersized"
+
+
+# a Delta table has one schema: these changes are applied to every segment in one commit
+TABLE_WIDE = frozenset({Drift.COLUMN_REMOVED, Drift.DATA_TYPE, Drift.SINGLE_MULTI_VALUE})
+
+
+def layout_record(layout: LayoutConfig, config_version: int) -> str:
+    """Canonical JSON of what a segment built now is built with (stored in `built_with`)."""
+    return json.dumps(
+        {
+            "config_version": config_version,
+            "time_column": layout.time_column,
+            "bucket_seconds": layout.bucket_time_period.total_seconds(),
+            "partitioning": layout.partitioning.model_dump() if layout.partitioning else None,
+            "sorted_column": layout.sorted_column,
+            "columns": {n: (c.type, c.multi_value) for n, c in sorted(layout.columns.items())},
+            "encoding": layout.encoding,
+            "compression": layout.compression,
+        },
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class IndexFacts:
+    """What the index check found in a segment's files and rows."""
+
+    columns: Mapping[str, tuple[str, bool]]  # column -> (type, multi_value) in the files
+    bucket_count: int  # distinct time buckets of bucket_time_period among the rows
+    partition_count: int  # distinct value partitions among the rows (0 without partitioning)
+    sorted: bool  # rows sorted by the layout's sorted column (True without one)
+    encoding: str
+    compression: str
+
+
+def drift(segment: Segment, layout: LayoutConfig, facts: IndexFacts | None) -> list[Drift]:
+    """Every way `segment` differs from `layout` (recorded facts, plus the index check's)."""
+    found: list[Drift] = []
+    recorded: dict[str, Any] = json.loads(segment.built_with) if segment.built_with else {}
+    if not recorded and facts is None:
+        return [Drift.NO_LAYOUT_RECORDED]
+    want = json.loads(layout_record(layout, 0))
+    if recorded:
+        for key, kind in (
+            ("time_column", Drift.TIME_COLUMN),
+            ("bucket_seconds", Drift.TIME_BUCKETS),
+            ("partitioning", Drift.PARTITIONING),
+            ("sorted_column", Drift.SORTED_COLUMN),
+            ("encoding", Drift.ENCODING),
+            ("compression", Drift.COMPRESSION),
+        ):
+            if recorded.get(key) != want[key]:
+                found.append(kind)
+    columns: Mapping[str, Any] = (
+        facts.columns if facts else {k: tuple(v) for k, v in recorded.get("columns", {}).items()}
+    )
+    columns = {k: tuple(v) for k, v in columns.items() if k not in HIDDEN_COLUMNS}
+    wanted = {n: (c.type, c.multi_value) for n, c in layout.columns.items()}
+    if set(wanted) - set(columns):
+        found.append(Drift.COLUMN_ADDED)
+    if set(columns) - set(wanted):
+        found.append(Drift.COLUMN_REMOVED)
+    common = set(wanted) & set(columns)
+    if any(columns[c][1] != wanted[c][1] for c in common):
+        found.append(Drift.SINGLE_MULTI_VALUE)
+    if any(columns[c][0] != wanted[c][0] and columns[c][1] == wanted[c][1] for c in common):
+        found.append(Drift.DATA_TYPE)
+    if facts is not None:
+        if facts.bucket_count > 1:
+            found.append(Drift.TIME_BUCKETS)
+        if layout.partitioning and facts.partition_count > 1:
+            found.append(Drift.MULTIPLE_PARTITIONS)
+        if not facts.sorted:
+            found.append(Drift.UNSORTED)
+        if facts.encoding != layout.encoding:
+            found.append(Drift.ENCODING)
+        if facts.compression != layout.compression:
+            found.append(Drift.COMPRESSION)
+    return list(dict.fromkeys(found))
+
+
+def _sizing(segment: Segment, rule: RefreshRule) -> Drift | None:
+    if segment.records > rule.max_records_per_segment or segment.bytes > 2 * rule.desired_segment_size:
+        return Drift.OVERSIZED
+    return None
+
+
+def plan(
+    segments: Sequence[Segment],
+    rule: RefreshRule,
+    table: str,
+    layout: LayoutConfig | None,
+    facts: Mapping[str, IndexFacts] | None,
+    explain: bool = True,
+) -> RuleOutcome:
+    """Tasks rewriting drifted segments, within the per-evaluation limits.
+
+    Table-wide drifts (a column removed, a type or single/multi-value change)
+    rewrite every segment in one task, as a Delta table has one schema. Otherwise
+    segments are taken in time order and packed into tasks of at most
+    `max_records_per_task` rows and `max_data_size_per_task` bytes, at most
+    `table_max_num_tasks` tasks; the rest waits for the next evaluation, which
+    the tasks' own completion events trigger. Small conforming segments sharing a
+    time bucket are merged as undersized.
+    """
+    if layout is None:
+        return RuleOutcome()
+    decisions: list[Decision] = []
+    kinds: dict[str, list[Drift]] = {}
+    for s in segments:
+        if facts is None and not rule.skip_index_check:
+            continue
+        found = drift(s, layout, None if rule.skip_index_check or facts is None else facts.get(s.id))
+        sized = _sizing(s, rule)
+        if sized:
+            found.append(sized)
+        if found:
+            kinds[s.id] = found
+    if facts is None and not rule.skip_index_check:
+        if explain:
+            decisions = [
+                Decision(s.id, RULE, False, SkipReason.NO_STATISTICS, "index check not run") for s in segments
+            ]
+        return RuleOutcome((), tuple(decisions))
+    ordered = sorted(segments, key=lambda s: (s.start, s.id))
+    if any(set(k) & TABLE_WIDE for k in kinds.values()):
+        tasks = [ordered]
+    else:
+        _mark_undersized(ordered, kinds, rule, layout)
+        tasks = _pack_tasks([s for s in ordered if s.id in kinds], rule)
+    plans = []
+    for task in tasks[: rule.table_max_num_tasks]:
+        merge = make_plan(table, RULE, task, allow_single=True)
+        plans.append(merge)
+        if explain:
+            decisions += [
+                Decision(
+                    s.id, RULE, True, None, ", ".join(kinds.get(s.id, ["table-wide rewrite"])), merge.plan_id
+                )
+                for s in task
+            ]
+    if explain:
+        for task in tasks[rule.table_max_num_tasks :]:
+            decisions += [
+                Decision(
+                    s.id, RULE, False, SkipReason.TASK_LIMIT, f"more than {rule.table_max_num_tasks} tasks"
+                )
+                for s in task
+            ]
+        chosen = {d.segment_id for d in decisions}
+        decisions += [
+            Decision(s.id, RULE, False, SkipReason.CONFORMS, "matches the layout and the size targets")
+            for s in ordered
+            if s.id not in chosen
+        ]
+    return RuleOutcome(tuple(plans), tuple(decisions))
+
+
+def _mark_undersized(
+    ordered: Sequence[Segment], kinds: dict[str, list[Drift]], rule: RefreshRule, layout: LayoutConfig
+) -> None:
+    """Conforming segments of one time bucket that together fit the targets are merged."""
+    period = layout.bucket_time_period.total_seconds()
+    by_bucket: dict[float, list[Segment]] = {}
+    for s in ordered:
+        if s.id not in kinds:
+            by_bucket.setdefault(s.range.start_ts // period, []).append(s)
+    for members in by_bucket.values():
+        if len(members) < 2:
+            continue
+        if (
+            sum(s.records for s in members) <= rule.max_records_per_segment
+            and sum(s.bytes for s in members) <= rule.desired_segment_size
+        ):
+            for s in members:
+                kinds[s.id] = [Drift.UNDERSIZED]
+
+
+def _pack_tasks(drifted: Sequence[Segment], rule: RefreshRule) -> list[list[Segment]]:
+    tasks: list[list[Segment]] = []
+    records = size = 0
+    for s in drifted:
+        if (
+            not tasks
+            or records + s.records > rule.max_records_per_task
+            or size + s.bytes > rule.max_data_size_per_task
+        ):
+            tasks.append([])
+            records = size = 0
+        tasks[-1].append(s)
+        records += s.records
+        size += s.bytes
+    return tasks
