@@ -303,3 +303,40 @@ def _table_segments(table: str, warehouse: Path) -> list[Segment]:
     spark = build_spark("compactor-coverage")
     spark.sparkContext.setLogLevel("ERROR")
     return read_catalog(spark, warehouse, table).segments(table)
+
+
+@main.group("config")
+def config_group() -> None:
+    """Table configs: validate and publish new versions to the running job."""
+
+
+@config_group.command("apply")
+@click.argument("config_path", type=click.Path(path_type=Path, dir_okay=False, exists=True))
+@click.option(
+    "--table", "tables", multiple=True, help="Only these tables (default: every table in the file)."
+)
+@bootstrap_option
+@segments_topic_option
+def config_apply(
+    config_path: Path, tables: tuple[str, ...], bootstrap_servers: str, segments_topic: str
+) -> None:
+    """Publish each table's config (a ConfigApplied event); the job adopts newer versions."""
+    from compactor.codec import default_codec, now_utc
+    from compactor.config import load_config_file
+    from compactor.errors import CompactorError
+    from compactor.kafka_io import EventProducer, KafkaSettings
+    from compactor.publishing import config_events
+
+    try:
+        project = load_config_file(config_path)
+    except CompactorError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    events = config_events(project, tables or tuple(project.tables), now_utc())
+    kafka = KafkaSettings(bootstrap_servers, segments_topic=segments_topic)
+    codec = default_codec()
+    EventProducer(kafka).send_all(
+        [(segments_topic, e.table, codec.encode_config_applied(e), None) for e in events]
+    )
+    for e in events:
+        click.echo(f"published {e.table} config version {e.config_version}")

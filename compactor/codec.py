@@ -29,13 +29,21 @@ from compactor.domain import (
     validate_table_name,
 )
 from compactor.errors import CompactorError, EventDecodeError, EventEncodeError
-from compactor.events import CompactionRequested, MergeResult, MergeStatus, SegmentAction, SegmentCompleted
+from compactor.events import (
+    CompactionRequested,
+    ConfigApplied,
+    MergeResult,
+    MergeStatus,
+    SegmentAction,
+    SegmentCompleted,
+)
 
 MAGIC = b"\xc3\x01"
 HEADER_LEN = len(MAGIC) + 8
 SEGMENT_COMPLETED = "io.compactor.events.SegmentCompleted"
 MERGE_RESULT = "io.compactor.events.MergeResult"
 COMPACTION_REQUESTED = "io.compactor.events.CompactionRequested"
+CONFIG_APPLIED = "io.compactor.events.ConfigApplied"
 
 # Reasons carried in EventDecodeError (and the dead-letter header).
 UNDECODABLE = "undecodable"
@@ -136,13 +144,21 @@ class Codec:
             },
         )
 
-    def decode_input(self, data: bytes) -> SegmentCompleted | CompactionRequested:
-        """An event of the segments topic: a completion or an operator's request."""
+    def decode_input(self, data: bytes) -> SegmentCompleted | CompactionRequested | ConfigApplied:
+        """An event of the segments topic: a completion, an operator's request or a new config."""
         name, record = self._decode(None, data)
         if name == SEGMENT_COMPLETED:
             return self._segment_completed(record)
         if name == COMPACTION_REQUESTED:
             return self._compaction_requested(record)
+        if name == CONFIG_APPLIED:
+            try:
+                validate_table_name(record["table"])
+            except CompactorError as exc:
+                raise EventDecodeError(INVALID_VALUE, str(exc)) from None
+            return ConfigApplied(
+                record["table"], record["config_version"], record["settings_json"], record["applied_at"]
+            )
         raise EventDecodeError(WRONG_EVENT_TYPE, f"{name} does not belong on the segments topic")
 
     def decode_segment_completed(self, data: bytes) -> SegmentCompleted:
@@ -196,6 +212,17 @@ class Codec:
             )
         return CompactionRequested(
             r["request_id"], r["table"], r["requested_at"], r["rule"], tuple(r["segment_ids"])
+        )
+
+    def encode_config_applied(self, event: ConfigApplied) -> bytes:
+        return self.encode(
+            CONFIG_APPLIED,
+            {
+                "table": event.table,
+                "config_version": event.config_version,
+                "settings_json": event.settings_json,
+                "applied_at": event.applied_at,
+            },
         )
 
     def encode_merge_result(self, result: MergeResult) -> bytes:

@@ -22,6 +22,7 @@ from pydantic import (
     ConfigDict,
     Field,
     PrivateAttr,
+    TypeAdapter,
     ValidationError,
     field_validator,
     model_validator,
@@ -43,6 +44,8 @@ def parse_duration(value: Any) -> timedelta:
         return timedelta(seconds=value)
     match = _DURATION.match(str(value))
     if not match:
+        if isinstance(value, str) and value.lstrip("-").startswith("P"):  # ISO 8601, as JSON exports it
+            return TypeAdapter(timedelta).validate_python(value)
         raise ValueError(f"{value!r} is not a duration; use a whole number with s, m, h or d")
     amount, unit = match.groups()
     return timedelta(**{_DURATION_UNITS[unit]: int(amount)})
@@ -509,3 +512,11 @@ def load_config_file(path: Path | str) -> ProjectConfig:
     if data is not None and not isinstance(data, dict):
         raise ConfigError(f"config {path}: the top level must be a mapping, got {type(data).__name__}")
     return load_config(data, str(path))
+
+
+def settings_from_json(text: str, table: str) -> TableSettings:
+    """A table's settings as `compactor config apply` publishes them; ConfigError if invalid."""
+    try:
+        return TableSettings.model_validate_json(text)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, f"published for table {table!r}")) from None

@@ -240,3 +240,21 @@ def segment_ids_present(spark: SparkSession, warehouse: Path | str, table: str) 
 def latest_version(spark: SparkSession, warehouse: Path | str, table: str) -> int:
     row = DeltaTable.forPath(spark, str(table_path(warehouse, table))).history(1).select("version").first()
     return int(row.version) if row else -1
+
+
+CONFIG_PROPERTY = "compactor.config"
+
+
+def save_table_config(spark: SparkSession, warehouse: Path | str, table: str, settings_json: str) -> None:
+    """Record the table's config in its Delta properties (truth lives in Delta)."""
+    path = str(table_path(warehouse, table)).replace("`", "``")
+    value = settings_json.replace("\\", "\\\\").replace("'", "\\'")
+    spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('{CONFIG_PROPERTY}' = '{value}')")
+
+
+def load_table_config(spark: SparkSession, warehouse: Path | str, table: str) -> str | None:
+    """The config recorded by `save_table_config`, if any."""
+    properties = (
+        DeltaTable.forPath(spark, str(table_path(warehouse, table))).detail().select("properties").first()
+    )
+    return properties["properties"].get(CONFIG_PROPERTY) if properties else None

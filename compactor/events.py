@@ -61,3 +61,13 @@ class CompactionRequested:
     requested_at: datetime
     rule: str | None = None
     segment_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigApplied:
+    """A table's new config, published for the running job to adopt."""
+
+    table: str
+    config_version: int
+    settings_json: str
+    applied_at: datetime

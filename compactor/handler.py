@@ -22,16 +22,24 @@ from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponen
 from compactor import delta_executor as delta
 from compactor.catalog import SegmentCatalog
 from compactor.codec import Codec, now_utc
-from compactor.config import ProjectConfig, RefreshRule, TableSettings
+from compactor.config import ProjectConfig, RefreshRule, TableSettings, settings_from_json
 from compactor.domain import MergePlan, Origin, Segment
 from compactor.errors import (
     CompactorError,
+    ConfigError,
     DeliveryError,
     EventDecodeError,
     InvalidSegmentError,
     ManualMergeError,
 )
-from compactor.events import CompactionRequested, MergeResult, MergeStatus, SegmentAction, SegmentCompleted
+from compactor.events import (
+    CompactionRequested,
+    ConfigApplied,
+    MergeResult,
+    MergeStatus,
+    SegmentAction,
+    SegmentCompleted,
+)
 from compactor.kafka_io import (
     DEAD_LETTER_DETAIL_HEADER,
     DEAD_LETTER_REASON_HEADER,
@@ -53,6 +61,7 @@ UNKNOWN_RULE = "unknown_rule"
 UNKNOWN_SEGMENT = "unknown_segment"
 RANGE_MISMATCH = "range_mismatch"
 MANUAL_MERGE_REJECTED = "manual_merge_rejected"
+INVALID_CONFIG = "invalid_config"
 POOL_PROPERTY = "spark.scheduler.pool"
 
 Message = tuple[str, str, bytes, list[tuple[str, bytes]] | None]
@@ -111,9 +120,9 @@ class SegmentEventHandler:
         self.clock = clock
         self.stats = HandlerStats()
         self.catalog = SegmentCatalog()
+        self._applied: dict[str, TableSettings] = {}  # configs published since start (ConfigApplied)
         self._known_tables: set[str] = set()
         self._facts: dict[tuple[str, str], refresh.IndexFacts] = {}
-        self._applied: dict[str, TableSettings] = {}  # configs published since start (ConfigApplied)
         self.rebuild_catalog()
 
     # -- start-up -------------------------------------------------------------
@@ -136,6 +145,12 @@ class SegmentEventHandler:
                     "table %s: dropped %d catalog segment(s) that Delta no longer holds", table, len(gone)
                 )
         self._known_tables = set(commits)
+        for table in commits:  # configs published on the topic earlier, recorded in Delta
+            recorded = delta.load_table_config(self.spark, self.warehouse, table)
+            if recorded:
+                settings = settings_from_json(recorded, table)
+                if settings.config_version > self.config.for_table(table).config_version:
+                    self._applied[table] = settings
 
     # -- the batch --------------------------------------------------------------
 
@@ -151,6 +166,9 @@ class SegmentEventHandler:
                 event = self.codec.decode_input(value)
                 if isinstance(event, CompactionRequested):
                     self._guarded(self._requested, event)
+                    continue
+                if isinstance(event, ConfigApplied):
+                    self._guarded(self._config_applied, event)
                     continue
                 self._accept(event)
             except (EventDecodeError, _Rejected) as exc:
@@ -220,6 +238,30 @@ class SegmentEventHandler:
         except InvalidSegmentError as exc:
             reason = UNKNOWN_SEGMENT if "is not known" in str(exc) else RANGE_MISMATCH
             raise _Rejected(reason, str(exc)) from None
+
+    def _config_applied(self, event: ConfigApplied) -> None:
+        """A newer table config: adopt it, record it in Delta, and evaluate the refresh rule."""
+        if not self._table_exists(event.table):
+            raise _Rejected(UNKNOWN_TABLE, f"no Delta table {event.table!r} under {self.warehouse}")
+        try:
+            settings = settings_from_json(event.settings_json, event.table)
+        except ConfigError as exc:
+            raise _Rejected(INVALID_CONFIG, str(exc)) from None
+        if settings.config_version != event.config_version:
+            raise _Rejected(
+                INVALID_CONFIG,
+                f"event says version {event.config_version}, settings say {settings.config_version}",
+            )
+        if settings.config_version <= self.config_for(event.table).config_version:
+            log.info(
+                "table %s: config version %d is not newer; ignored", event.table, settings.config_version
+            )
+            return
+        delta.save_table_config(self.spark, self.warehouse, event.table, event.settings_json)
+        self._applied[event.table] = settings
+        log.info("table %s: config version %d applied", event.table, settings.config_version)
+        if any(r.rule == refresh.RULE for r in settings.rules):
+            self.attempt(event.table, origin="config", only_rule=refresh.RULE)
 
     def _requested(self, request: CompactionRequested) -> None:
         """An operator's request: run one rule now, or a validated manual merge."""

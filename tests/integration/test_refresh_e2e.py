@@ -272,3 +272,36 @@ def test_sizing_limits_and_the_rest_next_time(scenario: Scenario) -> None:
         "oversized segments are split"
     )
     assert DeltaTable.forPath(scenario.spark, scenario.path).toDF().count() == 12
+
+
+def test_a_published_config_triggers_the_refresh_and_survives_a_restart(scenario: Scenario) -> None:
+    from compactor.codec import now_utc
+    from compactor.delta_executor import load_table_config
+    from compactor.kafka_io import DEAD_LETTER_REASON_HEADER
+    from compactor.publishing import config_events
+
+    v1, v2 = config(1), config(2, compression="zstd")
+    scenario.load("a", rows(scenario.spark, 0), 0, v1)
+    codec = default_codec()
+    handler = SegmentEventHandler(
+        scenario.spark, v1, scenario.warehouse, scenario.kafka, scenario.producer, codec
+    )
+    job = JobRunner(scenario.spark, handler, scenario.kafka, scenario.tmp / "cp")
+    job.run_until_quiet()
+    assert handler.stats.merges == 0
+    (event,) = config_events(v2, [TABLE], now_utc())
+    bad = event.__class__(TABLE, 3, '{"rules": [{"rule": "refresh"}]}', now_utc())  # refresh without a layout
+    scenario.producer.send_all(
+        [(scenario.kafka.segments_topic, TABLE, codec.encode_config_applied(e), None) for e in (event, bad)]
+    )
+    job.run_until_quiet()
+    assert handler.config_for(TABLE).config_version == 2
+    (out,) = handler.catalog.segments(TABLE)
+    assert out.id.startswith("r-") and '"compression":"zstd"' in out.built_with
+    assert load_table_config(scenario.spark, scenario.warehouse, TABLE) == event.settings_json
+    dead = consume_all(scenario.kafka.bootstrap_servers, scenario.kafka.dead_letter_topic)
+    assert [dict(m.headers())[DEAD_LETTER_REASON_HEADER] for m in dead] == [b"invalid_config"]
+    restarted = SegmentEventHandler(
+        scenario.spark, v1, scenario.warehouse, scenario.kafka, scenario.producer, codec
+    )
+    assert restarted.config_for(TABLE).config_version == 2, "the published config is read back from Delta"
