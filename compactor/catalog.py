@@ -31,6 +31,9 @@ class CommitRecord:
     plan_id: str | None = None
     op: str = "load"
     metrics: Mapping[str, int] = field(default_factory=dict)
+    rule: str | None = None
+    level: str | None = None
+    pool: str | None = None
 
     def sized(self, segment: Segment, before: Segment | None) -> Segment:
         """`segment` with the records and bytes this commit leaves it with."""
@@ -59,6 +62,15 @@ class CommitRecord:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class ExecutedPlan:
+    """A plan as its Delta commit recorded it: enough to announce its result again."""
+
+    version: int
+    plan: MergePlan
+    outputs: tuple[Segment, ...]
+
+
 @dataclass
 class SegmentCatalog:
     """Current segments per table; applying the same change twice is a no-op."""
@@ -67,6 +79,7 @@ class SegmentCatalog:
     executed_plans: dict[str, set[str]] = field(default_factory=dict)
     # ids merged away: a re-delivered event for one of them is a duplicate, not a new segment
     retired: dict[str, set[str]] = field(default_factory=dict)
+    history: dict[str, list[ExecutedPlan]] = field(default_factory=dict)  # filled by from_commits
 
     def segments(self, table: str) -> list[Segment]:
         return list(self.tables.get(table, {}).values())
@@ -140,6 +153,7 @@ class SegmentCatalog:
 
     def apply_commit(self, table: str, record: CommitRecord) -> None:
         segments = self.tables.setdefault(table, {})
+        inputs = tuple(segments.get(sid) or _unrecorded(sid, table, record) for sid in record.removed)
         for sid in record.removed:
             segments.pop(sid, None)
         self.retired.setdefault(table, set()).update(record.removed)
@@ -147,6 +161,18 @@ class SegmentCatalog:
             segments[segment.id] = record.sized(segment, segments.get(segment.id))
         if record.plan_id:
             self.executed_plans.setdefault(table, set()).add(record.plan_id)
+            outputs = tuple(segments[s.id] for s in record.added)
+            if inputs and outputs:
+                plan = MergePlan(
+                    record.plan_id,
+                    table,
+                    record.rule or record.op,
+                    inputs,
+                    outputs[0],
+                    record.level,
+                    record.pool,
+                )
+                self.history.setdefault(table, []).append(ExecutedPlan(record.version, plan, outputs))
 
     def reconcile(self, table: str, present_ids: Iterable[str]) -> tuple[set[str], set[str]]:
         """Align with the ids Delta actually holds; return (unknown, gone).
@@ -170,3 +196,10 @@ class SegmentCatalog:
             for record in sorted(records, key=lambda r: r.version):
                 catalog.apply_commit(table, record)
         return catalog
+
+
+def _unrecorded(segment_id: str, table: str, record: CommitRecord) -> Segment:
+    """An input whose load left no compactor metadata (a producer wrote Delta itself):
+    its id is certain; its extent is taken from the plan's output."""
+    output = record.added[0]
+    return Segment(segment_id, table, output.range, loaded_at=output.loaded_at)

@@ -66,20 +66,25 @@ def main(verbose: bool) -> None:
 @segments_topic_option
 @click.option("--results-topic", default="compactor.results", show_default=True)
 @click.option("--dead-letter-topic", default="compactor.dead-letter", show_default=True)
+@click.option("--until-idle", is_flag=True, help="Process what has arrived, cascade, and exit when idle.")
 def run(
     config_path: Path, warehouse: Path, checkpoint: Path, bootstrap_servers: str,
-    segments_topic: str, results_topic: str, dead_letter_topic: str,
+    segments_topic: str, results_topic: str, dead_letter_topic: str, until_idle: bool,
 ) -> None:  # fmt: skip
-    """Run the streaming compaction job until interrupted."""
+    """Run the streaming compaction job until interrupted (or, with --until-idle, until idle)."""
     from compactor.config import load_config_file
     from compactor.kafka_io import KafkaSettings
     from compactor.spark_session import build_spark
-    from streaming_jobs.compact_segments import build_handler, start_query
+    from streaming_jobs.compact_segments import build_handler, run_until_idle, start_query
 
     config = load_config_file(config_path)
     kafka = KafkaSettings(bootstrap_servers, segments_topic, results_topic, dead_letter_topic)
     spark = build_spark(fair_pools=config.pool_names(), scratch_dir=checkpoint.parent)
-    handler = build_handler(spark, config, warehouse, kafka)
+    handler = build_handler(spark, config, warehouse, kafka, checkpoint)
+    if until_idle:
+        runs = run_until_idle(spark, handler, kafka, checkpoint)
+        click.echo(f"idle after {runs} run(s): {handler.stats.events} events, {handler.stats.merges} merges")
+        return
     query = start_query(spark, handler, kafka, checkpoint)
     click.echo(f"compactor running: {segments_topic} -> {warehouse} (checkpoint {checkpoint}); Ctrl-C stops")
     try:

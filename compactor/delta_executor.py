@@ -54,15 +54,22 @@ def list_tables(warehouse: Path | str) -> list[str]:
 
 
 def _metadata(
-    op: str, added: list[Segment], removed: tuple[str, ...] = (), plan_id: str | None = None
+    op: str,
+    added: list[Segment],
+    removed: tuple[str, ...] = (),
+    plan: MergePlan | None = None,
 ) -> str:
+    """The commit's userMetadata: what it did to the segment set, and which plan did it."""
     return json.dumps(
         {
             METADATA_KEY: 1,
             "op": op,
             "added": [segment_to_dict(s) for s in added],
             "removed": list(removed),
-            "plan_id": plan_id,
+            "plan_id": plan.plan_id if plan else None,
+            "rule": plan.rule if plan else None,
+            "level": plan.level if plan else None,
+            "pool": plan.pool if plan else None,
         },
         separators=(",", ":"),
     )
@@ -154,7 +161,7 @@ def execute_merge(
         .option("replaceWhere", f"{SEGMENT_COLUMN} IN ({_in_list([*inputs, plan.output.id])})")
         .option("txnAppId", app_id)
         .option("txnVersion", 1)
-        .option("userMetadata", _metadata("merge", [plan.output], plan.input_ids, plan.plan_id))
+        .option("userMetadata", _metadata("merge", [plan.output], plan.input_ids, plan))
         .save(str(path))
     )
     version, records, size = _commit_metrics(spark, path, marker)
@@ -182,6 +189,9 @@ def read_commits(spark: SparkSession, warehouse: Path | str, table: str) -> list
                 removed=tuple(meta.get("removed", [])),
                 plan_id=meta.get("plan_id"),
                 op=str(meta.get("op", "load")),
+                rule=meta.get("rule"),
+                level=meta.get("level"),
+                pool=meta.get("pool"),
                 metrics=metrics,
             )
         )

@@ -86,7 +86,7 @@ def run_demo(workdir: Path, days: int, rows: int, bootstrap: str | None, echo: C
         spark.sparkContext.setLogLevel("ERROR")
         config = load_config({"defaults": {"rules": [{"rule": "auto_merge", "levels": ["week", "month"]}]}})
         warehouse = workdir / "warehouse"
-        handler = build_handler(spark, config, warehouse, kafka)
+        handler = build_handler(spark, config, warehouse, kafka, workdir / "checkpoint")
         query = start_query(spark, handler, kafka, workdir / "checkpoint")
         stack.callback(query.stop)
         stop = threading.Event()

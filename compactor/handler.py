@@ -10,7 +10,7 @@ ids and Delta's txnAppId make the replay a no-op where work was already done.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -20,6 +20,7 @@ from pyspark.sql import DataFrame, SparkSession
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential
 
 from compactor import delta_executor as delta
+from compactor.announced import AnnouncedVersions
 from compactor.catalog import SegmentCatalog
 from compactor.codec import Codec, now_utc
 from compactor.config import ProjectConfig, RefreshRule, TableSettings, settings_from_json
@@ -40,6 +41,7 @@ from compactor.events import (
     SegmentAction,
     SegmentCompleted,
 )
+from compactor.faults import AFTER_BOOKKEEPING, AFTER_COMMIT, AFTER_PLANNING, BETWEEN_EMITS, fault_point
 from compactor.kafka_io import (
     DEAD_LETTER_DETAIL_HEADER,
     DEAD_LETTER_REASON_HEADER,
@@ -110,6 +112,7 @@ class SegmentEventHandler:
         producer: EventProducer,
         codec: Codec,
         clock: Callable[[], datetime] = now_utc,
+        state_dir: Path | None = None,
     ) -> None:
         self.spark = spark
         self.config = config
@@ -123,7 +126,9 @@ class SegmentEventHandler:
         self._applied: dict[str, TableSettings] = {}  # configs published since start (ConfigApplied)
         self._known_tables: set[str] = set()
         self._facts: dict[tuple[str, str], refresh.IndexFacts] = {}
+        self.announced = AnnouncedVersions(state_dir / "announced.json" if state_dir else None)
         self.rebuild_catalog()
+        self._announce_unannounced()
 
     # -- start-up -------------------------------------------------------------
 
@@ -290,6 +295,8 @@ class SegmentEventHandler:
     def _table_exists(self, table: str) -> bool:
         if table not in self._known_tables and delta.table_exists(self.spark, self.warehouse, table):
             self._known_tables.add(table)
+            if self.announced.get(table) is None:  # a table born while we run: announce all its merges
+                self.announced.advance(table, -1)
         return table in self._known_tables
 
     # -- one attempt --------------------------------------------------------------
@@ -312,6 +319,7 @@ class SegmentEventHandler:
         if not evaluation.plans:
             self.stats.empty_attempts += 1
             return []
+        fault_point(AFTER_PLANNING)
         return [self._execute(plan) for plan in evaluation.plans]
 
     def _invalid_counts(
@@ -372,23 +380,63 @@ class SegmentEventHandler:
             invalid_rows_removed=records_in - done.records_out if plan.rule == "upsert_compaction" else 0,
             outputs=outputs if plan.rule == refresh.RULE else (),
         )  # fmt: skip
+        self._announce(result, outputs)
+        return result
+
+    def _announce(self, result: MergeResult, outputs: Sequence[Segment]) -> None:
+        """Emit the result, then each output's completion event (which triggers the next
+        attempt), then remember the commit as announced. A crash in between repeats
+        the announcement after restart, never skips it: consumers de-duplicate by plan id."""
+        plan = result.plan
+        self.producer.send_all([self._result_message(result)])
+        fault_point(BETWEEN_EMITS)
         completed = [SegmentCompleted(o, self.clock(), plan_id=plan.plan_id) for o in outputs]
         self.producer.send_all(
-            [self._result_message(result)]
-            + [
+            [
                 (self.kafka.segments_topic, plan.table, self.codec.encode_segment_completed(c), None)
                 for c in completed
             ]
         )
-        return result
+        if result.table_version is not None:
+            self.announced.advance(plan.table, result.table_version)
+
+    def _announce_unannounced(self) -> None:
+        """After a crash between a commit and its events, announce what Delta holds but Kafka never heard."""
+        for table, executed in self.catalog.history.items():
+            floor = self.announced.get(table)
+            if floor is None:  # first start with this state: the past is not ours to announce
+                self.announced.advance(table, max((e.version for e in executed), default=-1))
+                continue
+            for e in sorted(executed, key=lambda e: e.version):
+                if e.version <= floor:
+                    continue
+                log.warning(
+                    "table %s: announcing plan %s (version %d) again after a restart",
+                    table,
+                    e.plan.plan_id,
+                    e.version,
+                )
+                records_in = sum(s.records for s in e.plan.inputs)
+                result = MergeResult(
+                    e.plan, MergeStatus.SUCCEEDED, records_in, sum(s.records for s in e.outputs),
+                    sum(s.bytes for s in e.plan.inputs), sum(s.bytes for s in e.outputs), 0, self.clock(),
+                    table_version=e.version, outputs=e.outputs if e.plan.rule == refresh.RULE else (),
+                    invalid_rows_removed=records_in - sum(s.records for s in e.outputs) if e.plan.rule == "upsert_compaction" else 0,
+                )  # fmt: skip
+                self._announce(result, e.outputs)
+        for table in self.catalog.tables:
+            if self.announced.get(table) is None:
+                self.announced.advance(table, -1)
 
     def _merge(self, plan: MergePlan) -> tuple[tuple[Segment, ...], delta.Execution]:
         upsert = self.config_for(plan.table).upsert
         done = self._in_pool(
             plan, lambda: self._retrying(plan, delta.execute_merge, self.spark, self.warehouse, plan, upsert)
         )
+        fault_point(AFTER_COMMIT)
         output = replace(plan.output, records=done.records_out, bytes=done.bytes_out)
         self.catalog.apply_plan(plan, output)
+        fault_point(AFTER_BOOKKEEPING)
         return (output,), done
 
     def _refresh(self, plan: MergePlan) -> tuple[tuple[Segment, ...], delta.Execution]:
@@ -410,7 +458,9 @@ class SegmentEventHandler:
             outputs = tuple(
                 s for s in rebuilt.segments(plan.table) if s.id.startswith(f"r-{plan.plan_id[:16]}")
             )
+        fault_point(AFTER_COMMIT)
         self.catalog.apply_rewrite(plan, outputs)
+        fault_point(AFTER_BOOKKEEPING)
         execution = delta.Execution(
             done.version, done.records_out, done.bytes_out, done.duration_ms, done.already_done
         )

@@ -256,7 +256,7 @@ def execute_refresh(
             .mode("overwrite")
             .option("txnAppId", f"compactor-plan-{plan.plan_id}")
             .option("txnVersion", 1)
-            .option("userMetadata", _metadata("refresh", list(outputs), tuple(removed), plan.plan_id))
+            .option("userMetadata", _metadata("refresh", list(outputs), tuple(removed), plan))
             .option("compression", layout.compression if layout.compression != "uncompressed" else "none")
         )
         if table_wide:

@@ -21,10 +21,35 @@ log = logging.getLogger(__name__)
 
 
 def build_handler(
-    spark: SparkSession, config: ProjectConfig, warehouse: Path, kafka: KafkaSettings
+    spark: SparkSession,
+    config: ProjectConfig,
+    warehouse: Path,
+    kafka: KafkaSettings,
+    checkpoint: Path | None = None,
 ) -> SegmentEventHandler:
+    """The handler, with its small state (announced versions) kept beside the checkpoint."""
     ensure_topics(kafka, [kafka.segments_topic, kafka.results_topic, kafka.dead_letter_topic])
-    return SegmentEventHandler(spark, config, warehouse, kafka, EventProducer(kafka), default_codec())
+    state = checkpoint.with_name(checkpoint.name + ".compactor") if checkpoint else None
+    return SegmentEventHandler(
+        spark, config, warehouse, kafka, EventProducer(kafka), default_codec(), state_dir=state
+    )
+
+
+def run_until_idle(
+    spark: SparkSession, handler: SegmentEventHandler, kafka: KafkaSettings, checkpoint: Path
+) -> int:
+    """Drain the topic, re-run while merges keep emitting events, stop when a run sees none.
+
+    For batch-style schedules (cron) and crash tests. Returns the number of runs.
+    """
+    runs = 0
+    while True:
+        seen = handler.stats.events
+        query = start_query(spark, handler, kafka, checkpoint, available_now=True)
+        query.awaitTermination()
+        runs += 1
+        if handler.stats.events == seen:
+            return runs
 
 
 def start_query(
@@ -67,7 +92,7 @@ def main(argv: list[str] | None = None) -> None:
     config = load_config_file(args.config)
     spark = build_spark(fair_pools=config.pool_names(), scratch_dir=args.checkpoint.parent)
     kafka = KafkaSettings(args.bootstrap_servers)
-    handler = build_handler(spark, config, args.warehouse, kafka)
+    handler = build_handler(spark, config, args.warehouse, kafka, args.checkpoint)
     start_query(spark, handler, kafka, args.checkpoint).awaitTermination()
 
 

@@ -128,9 +128,9 @@ def test_bin_pack_merges_run_in_the_scheduler_pool_of_their_pool(
     seen: list[str | None] = []
     real = delta_executor.execute_merge
 
-    def recording(spark_: Any, warehouse_: Path, plan: MergePlan) -> Any:
+    def recording(spark_: Any, warehouse_: Path, plan: MergePlan, upsert: Any = None) -> Any:
         seen.append(spark_.sparkContext.getLocalProperty("spark.scheduler.pool"))
-        return real(spark_, warehouse_, plan)
+        return real(spark_, warehouse_, plan, upsert)
 
     monkeypatch.setattr(delta_executor, "execute_merge", recording)
     config = {"defaults": {"rules": [{"rule": "bin_pack", "strategy": "best_fit"}]}}
