@@ -21,6 +21,7 @@ import fastavro
 from fastavro.schema import fingerprint, to_parsing_canonical_form
 
 from compactor.domain import (
+    TABLE_NAME,
     Origin,
     Segment,
     SegmentState,
@@ -50,6 +51,9 @@ UNDECODABLE = "undecodable"
 UNKNOWN_SCHEMA = "unknown_schema"
 WRONG_EVENT_TYPE = "wrong_event_type"
 INVALID_VALUE = "invalid_value"
+MISSING_FIELD = "missing_field"
+INVALID_TABLE_NAME = "invalid_table_name"  # includes names that would escape the warehouse
+INVALID_RANGE = "invalid_range"
 
 
 def schemas_dir() -> Path:
@@ -165,6 +169,19 @@ class Codec:
         return self._segment_completed(self.decode(SEGMENT_COMPLETED, data))
 
     def _segment_completed(self, r: dict[str, Any]) -> SegmentCompleted:
+        empty = [k for k in ("table", "segment_id") if not r[k]]
+        if empty:
+            raise EventDecodeError(MISSING_FIELD, f"required field(s) {', '.join(empty)} missing (empty)")
+        if not TABLE_NAME.match(r["table"]):
+            raise EventDecodeError(
+                INVALID_TABLE_NAME,
+                f"table {r['table']!r} is not a plain name (letters, digits, '_'); refused",
+            )
+        if r["end"] <= r["start"]:
+            raise EventDecodeError(
+                INVALID_RANGE,
+                f"segment {r['segment_id']}: end {r['end'].isoformat()} is not after start {r['start'].isoformat()}",
+            )
         try:
             segment = Segment(
                 id=r["segment_id"],

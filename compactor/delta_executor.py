@@ -268,3 +268,12 @@ def load_table_config(spark: SparkSession, warehouse: Path | str, table: str) ->
         DeltaTable.forPath(spark, str(table_path(warehouse, table))).detail().select("properties").first()
     )
     return properties["properties"].get(CONFIG_PROPERTY) if properties else None
+
+
+def segments_with_rows(
+    spark: SparkSession, warehouse: Path | str, table: str, segment_ids: list[str]
+) -> set[str]:
+    """Which of `segment_ids` have rows in the table (partition pruning keeps this cheap)."""
+    df = DeltaTable.forPath(spark, str(table_path(warehouse, table))).toDF()
+    found = df.where(F.col(SEGMENT_COLUMN).isin(segment_ids)).select(SEGMENT_COLUMN).distinct().collect()
+    return {r[SEGMENT_COLUMN] for r in found}

@@ -64,9 +64,11 @@ UNKNOWN_SEGMENT = "unknown_segment"
 RANGE_MISMATCH = "range_mismatch"
 MANUAL_MERGE_REJECTED = "manual_merge_rejected"
 INVALID_CONFIG = "invalid_config"
+ROWS_NOT_IN_DELTA = "rows_not_in_delta"
 POOL_PROPERTY = "spark.scheduler.pool"
 
 Message = tuple[str, str, bytes, list[tuple[str, bytes]] | None]
+InputEvent = SegmentCompleted | CompactionRequested | ConfigApplied
 
 _CONFLICTS = (
     "ConcurrentAppendException",
@@ -163,26 +165,47 @@ class SegmentEventHandler:
         rows = batch.select("key", "value", "topic", "partition", "offset").collect()
         log.info("batch %d: %d event(s)", batch_id, len(rows))
         dead: list[Message] = []
+        decoded: list[tuple[Any, str, bytes, InputEvent]] = []
         for row in rows:
             self.stats.events += 1
             value = bytes(row.value) if row.value is not None else b""
             key = bytes(row.key).decode(errors="replace") if row.key is not None else ""
             try:
-                event = self.codec.decode_input(value)
+                decoded.append((row, key, value, self.codec.decode_input(value)))
+            except EventDecodeError as exc:
+                dead.append(self._dead_letter(key, value, exc.reason, exc.detail, row))
+        present = self._segments_with_rows([e for *_, e in decoded if isinstance(e, SegmentCompleted)])
+        for row, key, value, event in decoded:
+            try:
                 if isinstance(event, CompactionRequested):
                     self._guarded(self._requested, event)
-                    continue
-                if isinstance(event, ConfigApplied):
+                elif isinstance(event, ConfigApplied):
                     self._guarded(self._config_applied, event)
-                    continue
-                self._accept(event)
-            except (EventDecodeError, _Rejected) as exc:
+                else:
+                    self._accept(event, present)
+                    self._guarded(self.attempt, event.segment.table, str(event.segment.origin))
+            except _Rejected as exc:
                 dead.append(self._dead_letter(key, value, exc.reason, exc.detail, row))
-                continue
-            self._guarded(self.attempt, event.segment.table, str(event.segment.origin))
         if dead:
             self.producer.send_all(dead)
             self.stats.dead_letters += len(dead)
+
+    def _segments_with_rows(self, events: list[SegmentCompleted]) -> dict[str, set[str]]:
+        """Which announced new segments have rows in Delta: one query per table per batch."""
+        wanted: dict[str, set[str]] = {}
+        for e in events:
+            s = e.segment
+            if (
+                e.action is SegmentAction.CREATE
+                and s.origin is Origin.LOAD
+                and not self.catalog.knows(s.table, s.id)
+            ):
+                wanted.setdefault(s.table, set()).add(s.id)
+        return {
+            table: delta.segments_with_rows(self.spark, self.warehouse, table, sorted(ids))
+            for table, ids in wanted.items()
+            if self._table_exists(table)
+        }
 
     def _guarded(self, work: Callable[..., object], *args: Any) -> None:
         """Run one event's work; an internal failure is logged and counted, not fatal.
@@ -199,7 +222,7 @@ class SegmentEventHandler:
             self.stats.attempt_errors += 1
             log.exception("table work failed for %s; the next event for the table tries again", args[:1])
 
-    def _accept(self, event: SegmentCompleted) -> None:
+    def _accept(self, event: SegmentCompleted, present: dict[str, set[str]]) -> None:
         segment = event.segment
         table = segment.table
         if not self._table_exists(table):
@@ -221,6 +244,8 @@ class SegmentEventHandler:
                     f"segment {segment.id} {segment.range} overlaps {', '.join(sorted(clash))}; "
                     "this table's rules need disjoint time ranges",
                 )
+        if known is None and segment.origin is Origin.LOAD and segment.id not in present.get(table, set()):
+            raise _Rejected(ROWS_NOT_IN_DELTA, f"table {table} holds no rows with segment_id {segment.id!r}")
         try:
             if self.catalog.add(segment):
                 log.info("table %s: segment %s %s recorded", table, segment.id, segment.range)

@@ -116,7 +116,7 @@ def test_merge_result_bytes_are_not_a_segment_event(codec: Codec) -> None:
     ("field", "value", "reason_text"),
     [
         ("end", T0, "not after start"),
-        ("table", "../etc", "table name"),
+        ("table", "../etc", "not a plain name"),
         ("segment_id", "a/b", "segment id"),
         ("records", -1, "negative"),
     ],
@@ -127,7 +127,9 @@ def test_semantically_invalid_events_name_the_problem(
     record = valid_record() | {field: value}
     with pytest.raises(EventDecodeError) as err:
         codec.decode_segment_completed(codec.encode(SEGMENT_COMPLETED, record))
-    assert err.value.reason == "invalid_value"
+    assert err.value.reason == {"end": "invalid_range", "table": "invalid_table_name"}.get(
+        field, "invalid_value"
+    )
     assert reason_text in str(err.value)
 
 
@@ -163,3 +165,9 @@ def test_sub_partition_events_round_trip(codec: Codec) -> None:
     assert decoded == event
     assert decoded.segment.sub_partition_state("us") is SegmentState.LOADING
     assert decoded.segment.sub_partition_state("eu") is SegmentState.ONLINE
+
+
+def test_an_empty_required_field_is_missing(codec: Codec) -> None:
+    with pytest.raises(EventDecodeError) as err:
+        codec.decode_segment_completed(codec.encode(SEGMENT_COMPLETED, valid_record() | {"segment_id": ""}))
+    assert err.value.reason == "missing_field" and "segment_id" in err.value.detail

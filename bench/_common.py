@@ -1,0 +1,213 @@
+"""Shared helpers for the benchmarks: machine info, peak RSS sampling, results, tables.
+
+Not a benchmark itself. Scripts run as `python bench/<name>.py`, which puts this
+directory on sys.path, so they import it as `_common`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import psutil
+
+RESULTS = Path(__file__).parent / "results"
+MIB = 1024 * 1024
+
+
+def _version(package: str) -> str | None:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _java_version() -> str | None:
+    try:
+        out = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    first = (out.stderr or out.stdout).splitlines()
+    return first[0].strip() if first else None
+
+
+def _cpu_model() -> str | None:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def machine_info() -> dict[str, Any]:
+    """What ran the benchmark: CPUs, memory, OS and the versions that matter."""
+    return {
+        "cpus": os.cpu_count(),
+        "cpu_model": _cpu_model(),
+        "memory_gib": round(psutil.virtual_memory().total / (1 << 30), 1),
+        "os": platform.platform(),
+        "machine": platform.machine(),
+        "python": platform.python_version(),
+        "pyspark": _version("pyspark"),
+        "delta_spark": _version("delta-spark"),
+        "confluent_kafka": _version("confluent-kafka"),
+        "java": _java_version(),
+        "load_avg_at_start": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def save_results(name: str, quick: bool, payload: dict[str, Any]) -> Path:
+    """Write bench/results/<name>[_quick].json with the machine and the time of the run."""
+    RESULTS.mkdir(exist_ok=True)
+    out = RESULTS / (f"{name}_quick.json" if quick else f"{name}.json")
+    body = {"benchmark": name, "quick": quick, "when": datetime.now(UTC).isoformat(), **payload}
+    body.setdefault("machine", machine_info())
+    tmp = out.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(body, indent=2, default=str) + "\n")
+    tmp.replace(out)
+    print(f"saved {out}")
+    return out
+
+
+def percentiles(values: Sequence[float]) -> dict[str, float | int | None]:
+    """n, p50, p95, p99, min, max and mean (nearest-rank percentiles)."""
+    if not values:
+        return {"n": 0, "p50": None, "p95": None, "p99": None, "min": None, "max": None, "mean": None}
+    ordered = sorted(values)
+
+    def rank(p: float) -> float:
+        k = max(0, min(len(ordered) - 1, math.ceil(p / 100 * len(ordered)) - 1))
+        return ordered[k]
+
+    return {
+        "n": len(ordered),
+        "p50": rank(50),
+        "p95": rank(95),
+        "p99": rank(99),
+        "min": ordered[0],
+        "max": ordered[-1],
+        "mean": statistics.fmean(ordered),
+    }
+
+
+def print_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    """A plain aligned text table; floats get 3 significant decimals."""
+
+    def cell(value: Any) -> str:
+        if value is None:
+            return "-"
+        if isinstance(value, float):
+            return f"{value:,.3f}" if abs(value) < 1000 else f"{value:,.0f}"
+        if isinstance(value, int):
+            return f"{value:,}"
+        return str(value)
+
+    text = [[cell(v) for v in row] for row in rows]
+    widths = [max(len(h), *(len(r[i]) for r in text)) if text else len(h) for i, h in enumerate(headers)]
+    print(
+        "  ".join(
+            h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in enumerate(zip(headers, widths, strict=True))
+        )
+    )
+    for r in text:
+        print(
+            "  ".join(
+                v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths, strict=True))
+            )
+        )
+
+
+class PeakRss:
+    """Sample the summed RSS of a process tree (default: this process and its children).
+
+    The driver is the Python process plus the JVM it starts (and any Python
+    workers the JVM forks): `psutil` walks the tree every `interval` seconds.
+    Pids in `exclude` (and their descendants), such as a Kafka broker this process
+    started, are left out. Use as a context manager; `peak` is in bytes.
+    """
+
+    def __init__(self, root: int | None = None, interval: float = 0.1, exclude: Iterable[int] = ()) -> None:
+        self.root = psutil.Process(root or os.getpid())
+        self.interval = interval
+        self.exclude = set(exclude)
+        self.peak = 0
+        self.samples = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="peak-rss", daemon=True)
+
+    def tree_rss(self) -> int:
+        try:
+            procs = [self.root, *self.root.children(recursive=True)]
+        except psutil.Error:
+            return 0
+        skipped = set(self.exclude)
+        for pid in self.exclude:
+            try:
+                skipped.update(p.pid for p in psutil.Process(pid).children(recursive=True))
+            except psutil.Error:
+                continue
+        total = 0
+        for proc in procs:
+            if proc.pid in skipped:
+                continue
+            try:
+                total += proc.memory_info().rss
+            except psutil.Error:
+                continue
+        return total
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self.tree_rss())
+            self.samples += 1
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> PeakRss:
+        self.peak = max(self.peak, self.tree_rss())
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, self.tree_rss())
+
+    @property
+    def peak_mib(self) -> float:
+        return self.peak / MIB
+
+
+def spark_quiet(spark: Any) -> None:
+    """Errors only from the JVM side."""
+    spark.sparkContext.setLogLevel("ERROR")
+
+
+class Stopwatch:
+    """`with Stopwatch() as w: ...`, then `w.seconds`."""
+
+    seconds: float = 0.0
+
+    def __enter__(self) -> Stopwatch:
+        self._began = time.perf_counter()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.seconds = time.perf_counter() - self._began

@@ -1,0 +1,194 @@
+"""Write amplification per policy: a month of hourly loads through the pure simulation (no Spark).
+
+720 hourly segments (April 2024, 30 days) of 64 MB each, loaded when their hour
+ends (`loaded_at = end`), arrive one by one in `compactor.simulation.Simulation`,
+which runs the planners exactly as the stream would (each merge triggers another
+attempt) at `now = loaded_at`. Policies:
+
+- time layers: auto_merge, levels [day, week, month]
+- level thresholds: minor, [4, 3]
+- size threshold: major, 1 GB, trigger on_load
+- bin packing: bin_pack with the default pools. Their max width is 1 h, so two
+  hourly segments (2 h together) never fit one bin: expect no merges at all.
+- bin packing, pools widened to 1 d (not a default, shown for contrast)
+- naive: after every load, all current segments merge into one (implemented here).
+
+Write amplification = bytes rewritten by merges / bytes ingested (0 = never
+rewritten; the total written is (1 + WA) x ingested). Also the segment count after
+each load, plotted for all policies to bench/results/write_amplification[_quick].png.
+
+Run: .venv/bin/python bench/write_amplification.py [--quick]  (quick: 3 days)
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+from _common import MIB, RESULTS, machine_info, print_table, save_results
+
+from compactor.config import load_config
+from compactor.domain import Segment, TimeRange
+from compactor.simulation import Simulation
+
+START = datetime(2024, 4, 1, tzinfo=UTC)  # April has 30 days: the month bucket completes
+TABLE = "wa"
+SEGMENT_BYTES = 64 * MIB
+GIB = 1024 * MIB
+
+WIDE_POOLS = [
+    {"name": "small", "max_age": "10m", "max_size": "1GB", "max_width": "1d"},
+    {"name": "medium", "min_age": "10m", "max_age": "70m", "max_size": "2GB", "max_width": "1d"},
+    {"name": "large", "min_age": "70m", "max_age": "90d", "max_size": "4GB", "max_width": "1d"},
+]
+
+POLICIES: dict[str, dict[str, Any] | None] = {
+    "time layers [day, week, month]": {"rule": "auto_merge", "levels": ["day", "week", "month"]},
+    "level thresholds [4, 3]": {"rule": "minor", "level_thresholds": [4, 3]},
+    "size threshold 1GB": {"rule": "major", "size_threshold": "1GB", "trigger": "on_load"},
+    "bin packing (default pools)": {"rule": "bin_pack"},
+    "bin packing (pools 1d wide)": {"rule": "bin_pack", "pools": WIDE_POOLS},
+    "naive: merge all on every load": None,
+}
+
+
+@dataclass
+class Outcome:
+    policy: str
+    counts: list[int] = field(default_factory=list)  # segments after each load (and its cascade)
+    merges: int = 0
+    rewritten: int = 0
+    largest_merge: int = 0
+    seconds: float = 0.0
+
+
+def hourly_loads(hours: int) -> list[Segment]:
+    out = []
+    for h in range(hours):
+        start = START + timedelta(hours=h)
+        end = start + timedelta(hours=1)
+        out.append(Segment(f"h{h:04d}", TABLE, TimeRange(start, end), loaded_at=end, bytes=SEGMENT_BYTES))
+    return out
+
+
+def simulate(policy: str, rule: dict[str, Any], loads: list[Segment]) -> Outcome:
+    sim = Simulation(load_config({"defaults": {"rules": [rule]}}))
+    out = Outcome(policy)
+    began = time.perf_counter()
+    for segment in loads:
+        before = len(sim.merges)
+        sim.arrive(segment)
+        for plan in sim.merges[before:]:
+            out.merges += 1
+            out.rewritten += plan.output.bytes
+            out.largest_merge = max(out.largest_merge, plan.output.bytes)
+        out.counts.append(len(sim.catalog.segments(TABLE)))
+    out.seconds = time.perf_counter() - began
+    return out
+
+
+def naive(policy: str, loads: list[Segment]) -> Outcome:
+    """After every load, every current segment merges into one."""
+    out = Outcome(policy)
+    began = time.perf_counter()
+    current: list[int] = []
+    for segment in loads:
+        current.append(segment.bytes)
+        if len(current) > 1:
+            total = sum(current)
+            out.merges += 1
+            out.rewritten += total
+            out.largest_merge = max(out.largest_merge, total)
+            current = [total]
+        out.counts.append(len(current))
+    out.seconds = time.perf_counter() - began
+    return out
+
+
+def plot(outcomes: list[Outcome], path: Path, days: int) -> None:
+    fig, ax = plt.subplots(figsize=(11, 6.5), dpi=110)
+    for o, style in zip(outcomes, ["-", "--", "-.", ":", "-", "--"], strict=False):
+        hours = [h / 24 for h in range(1, len(o.counts) + 1)]
+        ax.step(hours, o.counts, where="post", linestyle=style, linewidth=1.8, label=o.policy)
+    ax.set_yscale("log")
+    ax.set_xlim(0, days)
+    ax.set_xlabel("days since 2024-04-01 (one 64 MB segment loaded per hour)")
+    ax.set_ylabel("segments in the table after each load (log scale)")
+    ax.set_title(f"Segment count over time per compaction policy ({days * 24} hourly loads)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(loc="upper left", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="3 days instead of 30 (CI smoke run)")
+    args = parser.parse_args()
+    days = 3 if args.quick else 30
+    loads = hourly_loads(days * 24)
+    ingested = sum(s.bytes for s in loads)
+    outcomes = [
+        naive(name, loads) if rule is None else simulate(name, rule, loads) for name, rule in POLICIES.items()
+    ]
+    print(f"{len(loads)} hourly loads of {SEGMENT_BYTES // MIB} MB = {ingested / GIB:.1f} GiB ingested\n")
+    print_table(
+        ["policy", "merges", "GiB rewritten", "write ampl.", "largest merge GiB", "max segs", "final segs",
+         "mean segs", "sim s"],
+        [
+            [o.policy, o.merges, o.rewritten / GIB, f"{o.rewritten / ingested:.2f}x", o.largest_merge / GIB,
+             max(o.counts), o.counts[-1], sum(o.counts) / len(o.counts), o.seconds]
+            for o in outcomes
+        ],
+    )  # fmt: skip
+    print(
+        "\nwrite ampl. = bytes rewritten by merges / bytes ingested (total written = 1 + that).\n"
+        "bin packing with the default pools never merges hourly segments: every pool's max width is 1 h,\n"
+        "and two adjacent hours span 2 h. The size threshold rule stops once one segment reaches\n"
+        "960 MB: every 64 MB load would bring the walk's total to the 1 GB threshold, so it is skipped."
+    )
+    RESULTS.mkdir(exist_ok=True)
+    png = RESULTS / ("write_amplification_quick.png" if args.quick else "write_amplification.png")
+    plot(outcomes, png, days)
+    print(f"plot {png}")
+    save_results(
+        "write_amplification",
+        args.quick,
+        {
+            "machine": machine_info(),
+            "params": {"hours": len(loads), "segment_bytes": SEGMENT_BYTES, "start": START.isoformat()},
+            "ingested_bytes": ingested,
+            "policies": [
+                {
+                    "policy": o.policy,
+                    "rule": POLICIES[o.policy],
+                    "merges": o.merges,
+                    "bytes_rewritten": o.rewritten,
+                    "write_amplification": o.rewritten / ingested,
+                    "largest_merge_bytes": o.largest_merge,
+                    "max_segments": max(o.counts),
+                    "final_segments": o.counts[-1],
+                    "mean_segments": sum(o.counts) / len(o.counts),
+                    "simulation_seconds": o.seconds,
+                    "segments_after_each_load": o.counts,
+                }
+                for o in outcomes
+            ],
+            "plot": str(png.relative_to(RESULTS.parent.parent)),
+        },
+    )
+
+
+if __name__ == "__main__":
+    main()
