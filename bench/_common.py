@@ -145,6 +145,7 @@ class PeakRss:
         self.interval = interval
         self.exclude = set(exclude)
         self.peak = 0
+        self.at_peak: dict[str, int] = {}  # process name -> RSS bytes when the peak was sampled
         self.samples = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="peak-rss", daemon=True)
@@ -161,13 +162,19 @@ class PeakRss:
             except psutil.Error:
                 continue
         total = 0
+        parts: dict[str, int] = {}
         for proc in procs:
             if proc.pid in skipped:
                 continue
             try:
-                total += proc.memory_info().rss
+                rss = proc.memory_info().rss
+                name = proc.name()
             except psutil.Error:
                 continue
+            total += rss
+            parts[name] = parts.get(name, 0) + rss
+        if total > self.peak:
+            self.at_peak = parts
         return total
 
     def _run(self) -> None:
@@ -191,6 +198,37 @@ class PeakRss:
     @property
     def peak_mib(self) -> float:
         return self.peak / MIB
+
+    def breakdown_mib(self) -> dict[str, float]:
+        """RSS per process name (python, java, ...) at the sampled peak, in MiB."""
+        return {name: round(rss / MIB, 1) for name, rss in sorted(self.at_peak.items())}
+
+
+def segment_rows(
+    spark: Any, segments: int, rows: int, files_per_segment: int, start: datetime, prefix: str = "seg"
+) -> Any:
+    """`segments` hourly segments of `rows` rows each, segment i covering hour i after `start`.
+
+    `spark.range` splits ids evenly over its partitions, so with `rows` divisible by
+    `files_per_segment` no task mixes two segments and every write task leaves one
+    file of one segment (`files_per_segment` small files per segment, as a parallel
+    load leaves them). Values are hashed so the files do not compress to nothing.
+    Columns: segment_id (`<prefix>-%05d`), event_time, customer_id (0..99999),
+    amount (decimal(10,2)), order_ref (bigint).
+    """
+    from pyspark.sql import functions as F
+
+    ids = spark.range(0, segments * rows, 1, numPartitions=segments * files_per_segment)
+    seg = F.floor(F.col("id") / rows)
+    offset = F.col("id") - seg * rows
+    first = int(start.timestamp())
+    return ids.select(
+        F.format_string(f"{prefix}-%05d", seg).alias("segment_id"),
+        F.timestamp_seconds(F.lit(first) + seg * 3600 + F.floor(offset * 3600 / rows)).alias("event_time"),
+        F.pmod(F.xxhash64("id"), F.lit(100_000)).cast("int").alias("customer_id"),
+        (F.pmod(F.xxhash64("id", F.lit(1)), F.lit(10_000_000)) / 100).cast("decimal(10,2)").alias("amount"),
+        F.xxhash64("id", F.lit(2)).alias("order_ref"),
+    )
 
 
 def spark_quiet(spark: Any) -> None:

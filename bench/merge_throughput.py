@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from _common import MIB, PeakRss, machine_info, print_table, save_results, spark_quiet
+from _common import MIB, PeakRss, machine_info, print_table, save_results, segment_rows, spark_quiet
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -49,27 +49,6 @@ from compactor.spark_session import build_spark
 
 START = datetime(2024, 1, 1, tzinfo=UTC)
 RULE = "bench"
-
-
-def rows_frame(spark: SparkSession, segments: int, rows: int, files_per_segment: int) -> DataFrame:
-    """`segments` hourly segments of `rows` rows; Spark partition p holds one slice of one segment.
-
-    `spark.range` splits ids evenly over its partitions, so with `rows` divisible by
-    `files_per_segment` no task mixes two segments and every write task leaves one
-    file of one segment. Values are hashed so the files do not compress to nothing.
-    """
-    ids = spark.range(0, segments * rows, 1, numPartitions=segments * files_per_segment)
-    seg = F.floor(F.col("id") / rows)
-    offset = F.col("id") - seg * rows
-    return ids.select(
-        F.format_string("seg-%05d", seg).alias(SEGMENT_COLUMN),
-        F.timestamp_seconds(F.lit(int(START.timestamp())) + seg * 3600 + F.floor(offset * 3600 / rows)).alias(
-            "event_time"
-        ),
-        F.pmod(F.xxhash64("id"), F.lit(100_000)).cast("int").alias("customer_id"),
-        (F.pmod(F.xxhash64("id", F.lit(1)), F.lit(10_000_000)) / 100).cast("decimal(10,2)").alias("amount"),
-        F.xxhash64("id", F.lit(2)).alias("order_ref"),
-    )
 
 
 def write_table(df: DataFrame, path: Path, partitioned: bool) -> None:
@@ -131,21 +110,26 @@ def segments_of(spark: SparkSession, path: Path, table: str, rows: int) -> list[
     return out
 
 
-def timed(work: Callable[[], Any]) -> tuple[float, float, float, Any]:
-    """(seconds, RSS before in MiB, peak RSS in MiB, result) of `work()`."""
+def timed(work: Callable[[], Any]) -> tuple[float, dict[str, Any], Any]:
+    """(seconds, RSS figures in MiB, result) of `work()`."""
     with PeakRss() as rss:
         before = rss.peak_mib
         began = time.perf_counter()
         result = work()
         seconds = time.perf_counter() - began
-    return seconds, before, rss.peak_mib, result
+    memory = {
+        "rss_before_mib": before,
+        "peak_rss_mib": rss.peak_mib,
+        "peak_by_process_mib": rss.breakdown_mib(),
+    }
+    return seconds, memory, result
 
 
 def run_ours(spark: SparkSession, warehouse: Path, table: str, rows: int) -> dict[str, Any]:
     path = table_path(warehouse, table)
     files_before, bytes_before = files_and_bytes(spark, path)
     plan = make_plan(table, RULE, segments_of(spark, path, table, rows))
-    seconds, rss_before, peak, execution = timed(lambda: execute_merge(spark, warehouse, plan))
+    seconds, memory, execution = timed(lambda: execute_merge(spark, warehouse, plan))
     files_after, bytes_after = files_and_bytes(spark, path)
     return {
         "method": "ours (execute_merge)",
@@ -157,8 +141,7 @@ def run_ours(spark: SparkSession, warehouse: Path, table: str, rows: int) -> dic
         "files_after": files_after,
         "seconds": seconds,
         "mb_per_s": bytes_before / MIB / seconds,
-        "rss_before_mib": rss_before,
-        "peak_rss_mib": peak,
+        **memory,
         "table_version": execution.version,
         "target_output_files": max(1, math.ceil(sum(s.bytes for s in plan.inputs) / TARGET_FILE_BYTES)),
     }
@@ -166,7 +149,7 @@ def run_ours(spark: SparkSession, warehouse: Path, table: str, rows: int) -> dic
 
 def run_optimize(spark: SparkSession, path: Path, partitioned: bool) -> dict[str, Any]:
     files_before, bytes_before = files_and_bytes(spark, path)
-    seconds, rss_before, peak, metrics_df = timed(
+    seconds, memory, metrics_df = timed(
         lambda: DeltaTable.forPath(spark, str(path)).optimize().executeCompaction()
     )
     files_after, bytes_after = files_and_bytes(spark, path)
@@ -180,8 +163,7 @@ def run_optimize(spark: SparkSession, path: Path, partitioned: bool) -> dict[str
         "files_after": files_after,
         "seconds": seconds,
         "mb_per_s": bytes_before / MIB / seconds,
-        "rss_before_mib": rss_before,
-        "peak_rss_mib": peak,
+        **memory,
         "partitions_optimized": (
             metrics["metrics"]["partitionsOptimized"] if metrics and metrics["metrics"] else None
         ),
@@ -191,7 +173,7 @@ def run_optimize(spark: SparkSession, path: Path, partitioned: bool) -> dict[str
 def warm_up(spark: SparkSession, root: Path, per_file: int) -> None:
     """Run both code paths once on a tiny table so neither measured run pays JIT and class loading."""
     root.mkdir()
-    df = rows_frame(spark, 4, 1_000 * per_file, per_file)
+    df = segment_rows(spark, 4, 1_000 * per_file, per_file, START)
     write_table(df, root / "w_ours", partitioned=True)
     write_table(df, root / "w_opt_part", partitioned=True)
     write_table(df, root / "w_opt_plain", partitioned=False)
@@ -226,7 +208,7 @@ def main() -> None:
         wh = scratch / "warehouse"
         wh.mkdir()
         source_part, source_plain = scratch / "source_part", scratch / "source_plain"
-        df = rows_frame(spark, segments, rows, per_file)
+        df = segment_rows(spark, segments, rows, per_file, START)
         t = time.perf_counter()
         write_table(df, source_part, partitioned=True)
         write_table(df, source_plain, partitioned=False)
@@ -306,8 +288,8 @@ def main() -> None:
         f"rewrites all segments as one ({runs['ours_a']['files_before']} -> "
         f"{runs['ours_a']['files_after']}):\n"
         "      pair 1 compares different work; pair 2 (plain table) compares the same end state.\n"
-        "      Peak RSS is the whole driver tree (Python + JVM); JVM RSS rarely shrinks, so later runs\n"
-        "      inherit earlier peaks (rss_before_mib in the JSON)."
+        "      Peak RSS is the whole driver tree (Python + JVM) sampled every 0.1 s during each run;\n"
+        "      the JSON has the RSS before each run and the split per process at the peak."
     )
     ok = all(r["checksum_ok"] for r in runs.values())
     print(

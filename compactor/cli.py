@@ -78,7 +78,7 @@ def run(
     from streaming_jobs.compact_segments import build_handler, run_until_idle, start_query
 
     config = load_config_file(config_path)
-    kafka = KafkaSettings(bootstrap_servers, segments_topic, results_topic, dead_letter_topic)
+    kafka = KafkaSettings(bootstrap_servers, segments_topic, results_topic, dead_letter_topic, config.kafka)
     spark = build_spark(fair_pools=config.pool_names(), scratch_dir=checkpoint.parent)
     handler = build_handler(spark, config, warehouse, kafka, checkpoint)
     if until_idle:

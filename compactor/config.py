@@ -7,6 +7,7 @@ refused with an error naming the table, the key, the value and why.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from datetime import date, datetime, timedelta
@@ -22,6 +23,7 @@ from pydantic import (
     ConfigDict,
     Field,
     PrivateAttr,
+    SecretStr,
     TypeAdapter,
     ValidationError,
     field_validator,
@@ -425,11 +427,80 @@ class TableOverrides(TableSettings):
     """Table-level keys; only the keys given replace the project defaults."""
 
 
+def _secret(value: Any) -> Any:
+    """`env:NAME` reads the secret from the environment, so it never sits in the file."""
+    if isinstance(value, str) and value.startswith("env:"):
+        name = value[4:]
+        if name not in os.environ:
+            raise ValueError(f"environment variable {name} is not set")
+        return os.environ[name]
+    return value
+
+
+Secret = Annotated[SecretStr, BeforeValidator(_secret)]
+
+
+class KafkaSecurity(_Frozen):
+    """SASL and SSL settings for every Kafka client (confluent-kafka and Spark's source).
+
+    Secrets are `SecretStr`: printing or logging this object shows `**********`.
+    """
+
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
+    sasl_username: str | None = None
+    sasl_password: Secret | None = None
+    ssl_ca_location: str | None = None
+
+    @model_validator(mode="after")
+    def _complete(self) -> KafkaSecurity:
+        if self.security_protocol.startswith("SASL") and not (
+            self.sasl_mechanism and self.sasl_username and self.sasl_password
+        ):
+            raise ValueError(
+                f"{self.security_protocol} needs sasl_mechanism, sasl_username and sasl_password"
+            )
+        return self
+
+    def librdkafka(self) -> dict[str, str]:
+        """confluent-kafka (librdkafka) settings."""
+        config: dict[str, str] = {"security.protocol": self.security_protocol}
+        if self.sasl_mechanism and self.sasl_username and self.sasl_password:
+            config |= {
+                "sasl.mechanisms": self.sasl_mechanism,
+                "sasl.username": self.sasl_username,
+                "sasl.password": self.sasl_password.get_secret_value(),
+            }
+        if self.ssl_ca_location:
+            config["ssl.ca.location"] = self.ssl_ca_location
+        return config
+
+    def java_client(self) -> dict[str, str]:
+        """The same settings for the Java client inside Spark's Kafka source (without `kafka.`)."""
+        config: dict[str, str] = {"security.protocol": self.security_protocol}
+        if self.sasl_mechanism and self.sasl_username and self.sasl_password:
+            module = (
+                "org.apache.kafka.common.security.plain.PlainLoginModule"
+                if self.sasl_mechanism == "PLAIN"
+                else "org.apache.kafka.common.security.scram.ScramLoginModule"
+            )
+            user = self.sasl_username.replace('"', '\\"')
+            secret = self.sasl_password.get_secret_value().replace('"', '\\"')
+            config |= {
+                "sasl.mechanism": self.sasl_mechanism,
+                "sasl.jaas.config": f'{module} required username="{user}" password="{secret}";',
+            }
+        if self.ssl_ca_location:
+            config |= {"ssl.truststore.type": "PEM", "ssl.truststore.location": self.ssl_ca_location}
+        return config
+
+
 class ProjectConfig(_Frozen):
     """The whole file: project defaults plus per-table overrides."""
 
     defaults: TableSettings = TableSettings()
     tables: Mapping[str, TableOverrides] = Field(default_factory=dict)
+    kafka: KafkaSecurity | None = None
 
     @field_validator("tables")
     @classmethod

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -66,6 +66,8 @@ MANUAL_MERGE_REJECTED = "manual_merge_rejected"
 INVALID_CONFIG = "invalid_config"
 ROWS_NOT_IN_DELTA = "rows_not_in_delta"
 POOL_PROPERTY = "spark.scheduler.pool"
+# a failed plan is reported once, then left alone for a while instead of failing on every event
+FAILED_PLAN_COOLDOWN = timedelta(minutes=5)
 
 Message = tuple[str, str, bytes, list[tuple[str, bytes]] | None]
 InputEvent = SegmentCompleted | CompactionRequested | ConfigApplied
@@ -99,6 +101,7 @@ class HandlerStats:
     dead_letters: int = 0
     conflicts: int = 0
     attempt_errors: int = 0
+    replans: int = 0
     attempts_by_origin: dict[str, int] = field(default_factory=dict)
 
 
@@ -128,6 +131,7 @@ class SegmentEventHandler:
         self._applied: dict[str, TableSettings] = {}  # configs published since start (ConfigApplied)
         self._known_tables: set[str] = set()
         self._facts: dict[tuple[str, str], refresh.IndexFacts] = {}
+        self._cooling: dict[str, datetime] = {}  # failed plan id -> when it may be tried again
         self.announced = AnnouncedVersions(state_dir / "announced.json" if state_dir else None)
         self.rebuild_catalog()
         self._announce_unannounced()
@@ -206,6 +210,16 @@ class SegmentEventHandler:
             for table, ids in wanted.items()
             if self._table_exists(table)
         }
+
+    def _reload_table(self, table: str) -> None:
+        """Bring one table's catalog in line with Delta now: its records win, and
+        segments Delta no longer holds are dropped (segments known from events stay)."""
+        fresh = delta.read_catalog(self.spark, self.warehouse, table)
+        known = self.catalog.tables.setdefault(table, {})
+        for sid, segment in fresh.tables.get(table, {}).items():
+            known[sid] = segment  # Delta's record wins over what events told us
+        self.catalog.retired.setdefault(table, set()).update(fresh.retired.get(table, set()))
+        self.catalog.reconcile(table, delta.segment_ids_present(self.spark, self.warehouse, table))
 
     def _guarded(self, work: Callable[..., object], *args: Any) -> None:
         """Run one event's work; an internal failure is logged and counted, not fatal.
@@ -341,11 +355,13 @@ class SegmentEventHandler:
             invalid_counts=self._invalid_counts(table, settings, only_rule),
             index_facts=self._refresh_facts(table, settings, only_rule),
         )
-        if not evaluation.plans:
+        now = self.clock()
+        plans = [p for p in evaluation.plans if self._cooling.get(p.plan_id, now) <= now]
+        if not plans:
             self.stats.empty_attempts += 1
             return []
         fault_point(AFTER_PLANNING)
-        return [self._execute(plan) for plan in evaluation.plans]
+        return [self._execute(plan) for plan in plans]
 
     def _invalid_counts(
         self, table: str, settings: TableSettings, only_rule: str | None
@@ -380,11 +396,22 @@ class SegmentEventHandler:
         bytes_in = sum(s.bytes for s in plan.inputs)
         try:
             outputs, done = self._refresh(plan) if plan.rule == refresh.RULE else self._merge(plan)
+        except StalePlan as exc:  # a concurrent writer changed the inputs: re-plan from Delta
+            log.warning("plan %s: %s; re-planning", plan.plan_id, exc)
+            self.stats.replans += 1
+            result = MergeResult(
+                plan, MergeStatus.SKIPPED, records_in, 0, bytes_in, 0, 0, self.clock(), error=str(exc)
+            )
+            self.producer.send_all([self._result_message(result)])
+            self._reload_table(plan.table)
+            self.attempt(plan.table, origin="replan")
+            return result
         except Exception as exc:  # report, never crash the stream on one plan
             if isinstance(exc, KeyboardInterrupt):
                 raise
-            log.exception("plan %s failed", plan.plan_id)
+            log.exception("plan %s failed; not tried again for %s", plan.plan_id, FAILED_PLAN_COOLDOWN)
             self.stats.failed_merges += 1
+            self._cooling[plan.plan_id] = self.clock() + FAILED_PLAN_COOLDOWN
             result = MergeResult(
                 plan, MergeStatus.FAILED, records_in, 0, bytes_in, 0, 0, self.clock(), error=_short(exc)
             )
@@ -521,8 +548,18 @@ class SegmentEventHandler:
             self.stats.conflicts += 1
             log.warning("plan %s: Delta conflict, retry %d", plan.plan_id, state.attempt_number)
 
+        def worth_retrying(exc: BaseException) -> bool:
+            if not is_conflict(exc):
+                return False
+            present = delta.segments_with_rows(self.spark, self.warehouse, plan.table, list(plan.input_ids))
+            if present != set(plan.input_ids):
+                raise StalePlan(
+                    f"inputs {sorted(set(plan.input_ids) - present)} changed under the plan"
+                ) from exc
+            return True
+
         run = retry(
-            retry=retry_if_exception(is_conflict),
+            retry=retry_if_exception(worth_retrying),
             stop=stop_after_attempt(5),
             wait=wait_exponential(multiplier=0.2, max=5),
             before_sleep=count_conflict,
@@ -543,6 +580,10 @@ class SegmentEventHandler:
             ("compactor.source", f"{row.topic}/{row.partition}/{row.offset}".encode()),
         ]
         return (self.kafka.dead_letter_topic, key, value, headers)
+
+
+class StalePlan(CompactorError):
+    """A plan's inputs changed under it (a concurrent writer): it is re-planned."""
 
 
 class _Rejected(CompactorError):

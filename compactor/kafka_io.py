@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
+from compactor.config import KafkaSecurity
 from compactor.errors import DeliveryError
 
 log = logging.getLogger(__name__)
@@ -20,21 +21,28 @@ DEAD_LETTER_DETAIL_HEADER = "compactor.dead_letter.detail"
 
 @dataclass(frozen=True)
 class KafkaSettings:
-    """Where the broker is, the topics, and any extra librdkafka settings (e.g. security)."""
+    """Where the broker is, the topics, and the security settings every client uses.
+
+    The security settings keep secrets as `SecretStr`, so printing or logging
+    these settings never shows a password; the dicts below hold them in clear
+    and are handed straight to the clients, never logged.
+    """
 
     bootstrap_servers: str
     segments_topic: str = "compactor.segments"
     results_topic: str = "compactor.results"
     dead_letter_topic: str = "compactor.dead-letter"
-    client_config: Mapping[str, str] = field(default_factory=dict)
+    security: KafkaSecurity | None = None
 
     def librdkafka(self, **overrides: Any) -> dict[str, Any]:
-        return {"bootstrap.servers": self.bootstrap_servers, **self.client_config, **overrides}
+        secure = self.security.librdkafka() if self.security else {}
+        return {"bootstrap.servers": self.bootstrap_servers, **secure, **overrides}
 
     def spark_options(self) -> dict[str, str]:
         """The same settings for Spark's Kafka source (every `kafka.*` option passes through)."""
         options = {"kafka.bootstrap.servers": self.bootstrap_servers}
-        options.update({f"kafka.{k}": str(v) for k, v in self.client_config.items()})
+        if self.security:
+            options.update({f"kafka.{k}": v for k, v in self.security.java_client().items()})
         return options
 
 

@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = load_config_file(args.config)
     spark = build_spark(fair_pools=config.pool_names(), scratch_dir=args.checkpoint.parent)
-    kafka = KafkaSettings(args.bootstrap_servers)
+    kafka = KafkaSettings(args.bootstrap_servers, security=config.kafka)
     handler = build_handler(spark, config, args.warehouse, kafka, args.checkpoint)
     start_query(spark, handler, kafka, args.checkpoint).awaitTermination()
 

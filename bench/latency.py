@@ -1,0 +1,399 @@
+"""Event-to-commit latency of the real streaming job, beside the micro-batch floor.
+
+A real Kafka broker (a LocalKafkaBroker, unless KAFKA_BOOTSTRAP_SERVERS is set;
+topics get a unique suffix either way), a SparkSession from `build_spark`
+(local[2]) and the streaming query from `start_query` with a 0.5 s
+processingTime trigger, in this process. The table uses the `minor` rule with
+level_thresholds [2, 0]: every two loads make one merge.
+
+The rows of all segments are written to Delta first (one append, partitioned by
+segment_id, no compactor metadata: the job leaves segments alone until their
+event arrives). Then, per merge, after a random delay of 0..trigger (so events
+land at random phases of the trigger), the two `SegmentCompleted` events of a
+pair are produced with `EventProducer` + the codec; t0 is taken just before the
+second one (the event that completes the group) is produced. Measured per merge:
+
+- commit visible: t0 -> the merge's commit file `_delta_log/<version>.json`
+  appears with the plan's id in its userMetadata (a thread polls every 5 ms);
+- result consumed: t0 -> a consumer thread receives the plan's MergeResult
+  (its table_version is checked against the commit seen).
+
+Each pair waits until the previous merge, and the attempt its output's own
+completion event triggers, are done: the figures are latency on an idle job,
+not queueing. The micro-batch floor is then measured on the same topic with the
+same trigger: a no-op foreachBatch function, produce -> batch invocation.
+Peak RSS is that of the driver tree (Python + JVM), excluding the broker.
+
+Run: .venv/bin/python bench/latency.py [--quick]   (quick: 10 merges, 10 floor samples)
+Saves bench/results/latency[_quick].json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import random
+import shutil
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from _common import (
+    MIB,
+    PeakRss,
+    machine_info,
+    percentiles,
+    print_table,
+    save_results,
+    segment_rows,
+    spark_quiet,
+)
+from confluent_kafka import Consumer, TopicPartition
+from pyspark.sql import DataFrame, SparkSession
+
+from compactor.codec import default_codec, now_utc
+from compactor.config import load_config
+from compactor.delta_executor import SEGMENT_COLUMN, table_path
+from compactor.domain import Segment, TimeRange, plan_id_for
+from compactor.events import SegmentCompleted
+from compactor.kafka_broker import LocalKafkaBroker
+from compactor.kafka_io import EventProducer, KafkaSettings, ensure_topics
+from compactor.spark_session import build_spark
+from streaming_jobs.compact_segments import build_handler, start_query
+
+TABLE = "latency"
+RULE = "minor"
+START = datetime(2024, 1, 1, tzinfo=UTC)
+TRIGGER_SECONDS = 0.5
+TRIGGER = "500 milliseconds"
+POLL_SECONDS = 0.005
+WAIT_SECONDS = 120.0
+WARMUP = 2  # merges and no-op batches run first and reported apart (JIT, first-use costs)
+
+
+@dataclass
+class Watch:
+    """What the watcher threads saw, keyed by plan id (monotonic seconds)."""
+
+    visible: dict[str, tuple[float, int]] = field(default_factory=dict)  # plan id -> (time, version)
+    consumed: dict[str, tuple[float, int | None, str]] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    stop: threading.Event = field(default_factory=threading.Event)
+    errors: list[str] = field(default_factory=list)
+
+
+def watch_log(log_dir: Path, first_version: int, watch: Watch) -> None:
+    """Poll `_delta_log` for the next commit file; record the plan id of each merge commit."""
+    version = first_version
+    while not watch.stop.is_set():
+        path = log_dir / f"{version:020d}.json"
+        if not path.exists():
+            time.sleep(POLL_SECONDS)
+            continue
+        seen = time.monotonic()
+        try:
+            actions = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        except (OSError, ValueError):
+            time.sleep(POLL_SECONDS)  # not expected (Delta renames a complete file into place)
+            continue
+        for action in actions:
+            meta = (action.get("commitInfo") or {}).get("userMetadata")
+            if meta:
+                plan_id = json.loads(meta).get("plan_id")
+                if plan_id:
+                    with watch.lock:
+                        watch.visible.setdefault(plan_id, (seen, version))
+        version += 1
+
+
+def watch_results(kafka: KafkaSettings, watch: Watch) -> None:
+    """Consume MergeResults from the start of the topic; record when each plan's arrives."""
+    codec = default_codec()
+    consumer = Consumer(
+        kafka.librdkafka(**{"group.id": f"bench-{uuid.uuid4().hex}", "enable.auto.commit": False})
+    )
+    try:
+        consumer.assign([TopicPartition(kafka.results_topic, 0, 0)])
+        while not watch.stop.is_set():
+            msg = consumer.poll(0.05)
+            if msg is None:
+                continue
+            if msg.error():
+                watch.errors.append(str(msg.error()))
+                continue
+            received = time.monotonic()
+            result = codec.decode_merge_result(msg.value())
+            with watch.lock:
+                watch.consumed.setdefault(
+                    result["plan_id"], (received, result["table_version"], str(result["status"]))
+                )
+    finally:
+        consumer.close()
+
+
+def pre_write(spark: SparkSession, warehouse: Path, count: int, rows: int) -> list[Segment]:
+    """All segments' rows in one Delta append; returns the segments with sizes from their files."""
+    path = table_path(warehouse, TABLE)
+    segment_rows(spark, count, rows, 1, START, prefix="lat").write.format("delta").partitionBy(
+        SEGMENT_COLUMN
+    ).save(str(path))
+    out = []
+    for i in range(count):
+        sid = f"lat-{i:05d}"
+        size = sum(f.stat().st_size for f in (path / f"{SEGMENT_COLUMN}={sid}").glob("*.parquet"))
+        start = START + timedelta(hours=i)
+        out.append(
+            Segment(sid, TABLE, TimeRange(start, start + timedelta(hours=1)), START, records=rows, bytes=size)
+        )
+    return out
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout: float = WAIT_SECONDS) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(POLL_SECONDS)
+
+
+def measure_merges(
+    spark: SparkSession, warehouse: Path, kafka: KafkaSettings, checkpoint: Path, segments: list[Segment]
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    codec = default_codec()
+    config = load_config({"defaults": {"rules": [{"rule": RULE, "level_thresholds": [2, 0]}]}})
+    handler = build_handler(spark, config, warehouse, kafka, checkpoint)
+    producer = EventProducer(kafka)
+    watch = Watch()
+    log_dir = table_path(warehouse, TABLE) / "_delta_log"
+    first = max(int(p.stem) for p in log_dir.glob("*.json")) + 1
+    threads = [
+        threading.Thread(target=watch_log, args=(log_dir, first, watch), daemon=True),
+        threading.Thread(target=watch_results, args=(kafka, watch), daemon=True),
+    ]
+    for t in threads:
+        t.start()
+    query = start_query(spark, handler, kafka, checkpoint, trigger_interval=TRIGGER)
+    rng = random.Random(42)
+    samples: list[dict[str, Any]] = []
+
+    def produce(segment: Segment) -> None:
+        live = Segment(segment.id, TABLE, segment.range, now_utc(), segment.records, segment.bytes)
+        data = codec.encode_segment_completed(SegmentCompleted(live, produced_at=now_utc()))
+        producer.send_all([(kafka.segments_topic, TABLE, data, None)])
+
+    def idle(events: int) -> bool:
+        return handler.stats.events >= events and not query.status["isTriggerActive"]
+
+    try:
+        wait_for(lambda: query.lastProgress is not None or idle(0), "the query to start")
+        for i in range(len(segments) // 2):
+            a, b = segments[2 * i], segments[2 * i + 1]
+            plan_id = plan_id_for(TABLE, RULE, [a.id, b.id])
+            time.sleep(rng.uniform(0, TRIGGER_SECONDS))
+            produce(a)
+            t0 = time.monotonic()
+            produce(b)
+            acked = time.monotonic()
+            wait_for(lambda p=plan_id: p in watch.consumed and p in watch.visible, f"merge {i}")
+            visible_at, version = watch.visible[plan_id]
+            consumed_at, result_version, status = watch.consumed[plan_id]
+            samples.append(
+                {
+                    "merge": i - WARMUP,
+                    "plan_id": plan_id,
+                    "produce_ack_ms": (acked - t0) * 1000,
+                    "commit_visible_ms": (visible_at - t0) * 1000,
+                    "result_consumed_ms": (consumed_at - t0) * 1000,
+                    "version": version,
+                    "result_version_matches": result_version == version,
+                    "status": status,
+                }
+            )
+            # the merge's output event triggers one more (empty) attempt: let it finish
+            wait_for(lambda n=3 * (i + 1): idle(n), f"the job to settle after merge {i}")
+            if query.exception() is not None:
+                raise RuntimeError(f"query failed: {query.exception()}")
+    finally:
+        query.stop()
+        watch.stop.set()
+        for t in threads:
+            t.join(timeout=10)
+        producer.close()
+    stats = handler.stats
+    return samples, {
+        "events": stats.events,
+        "merges": stats.merges,
+        "failed_merges": stats.failed_merges,
+        "attempt_errors": stats.attempt_errors,
+        "dead_letters": stats.dead_letters,
+        "consumer_errors": watch.errors[:5],
+    }
+
+
+def measure_floor(spark: SparkSession, kafka: KafkaSettings, checkpoint: Path, count: int) -> list[float]:
+    """produce -> invocation of a no-op foreachBatch on the same topic, same trigger (ms)."""
+    invoked: list[float] = []
+
+    def noop(batch: DataFrame, batch_id: int) -> None:
+        invoked.append(time.monotonic())
+
+    reader = spark.readStream.format("kafka")
+    for key, value in kafka.spark_options().items():
+        reader = reader.option(key, value)
+    stream = reader.option("subscribe", kafka.segments_topic).option("startingOffsets", "latest").load()
+    query = (
+        stream.writeStream.foreachBatch(noop)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(processingTime=TRIGGER)
+        .queryName("bench-noop")
+        .start()
+    )
+    producer = EventProducer(kafka)
+    rng = random.Random(7)
+    segment = Segment("floor-probe", "floor_probe", TimeRange(START, START + timedelta(hours=1)), START)
+    data = default_codec().encode_segment_completed(SegmentCompleted(segment, produced_at=now_utc()))
+    out: list[float] = []
+    try:
+        wait_for(lambda: query.lastProgress is not None, "the no-op query to start")
+        time.sleep(1.0)
+        for i in range(count + WARMUP):
+            time.sleep(rng.uniform(0, TRIGGER_SECONDS))
+            seen = len(invoked)
+            t0 = time.monotonic()
+            producer.send_all([(kafka.segments_topic, "floor_probe", data, None)])
+            wait_for(lambda s=seen: len(invoked) > s, f"no-op batch {i}")
+            out.append((invoked[seen] - t0) * 1000)
+            wait_for(lambda: not query.status["isTriggerActive"], "the no-op batch to end")
+    finally:
+        query.stop()
+        producer.close()
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="10 merges, 10 floor samples (CI smoke run)")
+    parser.add_argument("--merges", type=int, default=None, help="merges to time (default 200; quick 10)")
+    parser.add_argument(
+        "--floor", type=int, default=None, help="no-op batches to time (default 100; quick 10)"
+    )
+    parser.add_argument("--rows", type=int, default=1_000, help="rows per segment (default 1000)")
+    args = parser.parse_args()
+    merges = args.merges or (10 if args.quick else 200)
+    floor_count = args.floor or (10 if args.quick else 100)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    # rebuild_catalog warns once per pre-written segment (rows in Delta before their event): expected here
+    logging.getLogger("compactor.handler").setLevel(logging.ERROR)
+
+    began = time.perf_counter()
+    machine = machine_info()
+    scratch = Path(tempfile.mkdtemp(prefix="bench-latency-"))
+    broker: LocalKafkaBroker | None = None
+    spark: SparkSession | None = None
+    try:
+        bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+        if not bootstrap:
+            broker = LocalKafkaBroker(scratch / "kafka")
+            bootstrap = broker.start()
+        suffix = uuid.uuid4().hex[:8]
+        kafka = KafkaSettings(
+            bootstrap,
+            segments_topic=f"bench.segments.{suffix}",
+            results_topic=f"bench.results.{suffix}",
+            dead_letter_topic=f"bench.dead-letter.{suffix}",
+        )
+        ensure_topics(kafka, [kafka.segments_topic, kafka.results_topic, kafka.dead_letter_topic])
+        with PeakRss(exclude=[broker.pid] if broker and broker.pid else []) as rss:
+            spark = build_spark("bench-latency", master="local[2]")
+            spark_quiet(spark)
+            warehouse = scratch / "warehouse"
+            segments = pre_write(spark, warehouse, 2 * (merges + WARMUP), args.rows)
+            t = time.perf_counter()
+            all_samples, job = measure_merges(spark, warehouse, kafka, scratch / "checkpoint", segments)
+            merge_seconds = time.perf_counter() - t
+            t = time.perf_counter()
+            all_floor = measure_floor(spark, kafka, scratch / "checkpoint-noop", floor_count)
+            floor_seconds = time.perf_counter() - t
+    finally:
+        if spark is not None:
+            with contextlib.suppress(Exception):
+                for q in spark.streams.active:
+                    q.stop()
+            spark.stop()
+        if broker is not None:
+            broker.stop()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+    samples, floor = all_samples[WARMUP:], all_floor[WARMUP:]
+    visible = percentiles([s["commit_visible_ms"] for s in samples])
+    consumed = percentiles([s["result_consumed_ms"] for s in samples])
+    acked = percentiles([s["produce_ack_ms"] for s in samples])
+    floor_stats = percentiles(floor)
+    rows = [
+        ["event -> merge commit visible in Delta", visible],
+        ["event -> MergeResult consumed", consumed],
+        ["micro-batch floor: produce -> no-op batch", floor_stats],
+        ["(produce -> broker ack of the event)", acked],
+    ]
+    print()
+    print_table(
+        ["latency (ms)", "n", "p50", "p95", "p99", "max", "p50 / floor p50"],
+        [
+            [name, s["n"], s["p50"], s["p95"], s["p99"], s["max"],
+             f"{s['p50'] / floor_stats['p50']:.1f}x" if s["p50"] and floor_stats["p50"] else "-"]
+            for name, s in rows
+        ],
+    )  # fmt: skip
+    mismatched = sum(not s["result_version_matches"] for s in samples)
+    failed = sum(s["status"] != "SUCCEEDED" for s in samples)
+    total = time.perf_counter() - began
+    print(
+        f"\ntrigger {TRIGGER}; {len(samples)} merges in {merge_seconds:.0f}s, {len(floor)} no-op batches in "
+        f"{floor_seconds:.0f}s; job stats {job}\n"
+        f"MergeResult.table_version == commit seen: {len(samples) - mismatched}/{len(samples)}; "
+        f"failed merges: {failed}; peak driver RSS {rss.peak_mib:,.0f} MiB (broker excluded); total {total:.0f}s"
+    )
+    save_results(
+        "latency",
+        args.quick,
+        {
+            "machine": machine,
+            "params": {
+                "merges": merges,
+                "floor_samples": floor_count,
+                "rows_per_segment": args.rows,
+                "trigger": TRIGGER,
+                "rule": {"rule": RULE, "level_thresholds": [2, 0]},
+                "broker": "external" if broker is None else "LocalKafkaBroker",
+            },
+            "commit_visible_ms": visible,
+            "result_consumed_ms": consumed,
+            "floor_ms": floor_stats,
+            "produce_ack_ms": acked,
+            "peak_rss_mib": rss.peak / MIB,
+            "job": job,
+            "version_mismatches": mismatched,
+            "failed": failed,
+            "merge_phase_seconds": merge_seconds,
+            "floor_phase_seconds": floor_seconds,
+            "total_seconds": total,
+            "warmup": {"merges": all_samples[:WARMUP], "floor_ms": all_floor[:WARMUP]},
+            "samples": samples,
+            "floor_samples_ms": floor,
+        },
+    )
+
+
+if __name__ == "__main__":
+    main()
