@@ -85,7 +85,7 @@ class Watch:
     """What the watcher threads saw, keyed by plan id (monotonic seconds)."""
 
     visible: dict[str, tuple[float, int]] = field(default_factory=dict)  # plan id -> (time, version)
-    consumed: dict[str, tuple[float, int | None, str]] = field(default_factory=dict)
+    consumed: dict[str, tuple[float, int | None, str, int]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     stop: threading.Event = field(default_factory=threading.Event)
     errors: list[str] = field(default_factory=list)
@@ -134,7 +134,8 @@ def watch_results(kafka: KafkaSettings, watch: Watch) -> None:
             result = codec.decode_merge_result(msg.value())
             with watch.lock:
                 watch.consumed.setdefault(
-                    result["plan_id"], (received, result["table_version"], str(result["status"]))
+                    result["plan_id"],
+                    (received, result["table_version"], str(result["status"]), result["duration_ms"]),
                 )
     finally:
         consumer.close()
@@ -181,7 +182,18 @@ def measure_merges(
     ]
     for t in threads:
         t.start()
-    query = start_query(spark, handler, kafka, checkpoint, trigger_interval=TRIGGER)
+    # (began, ended, events handled so far) per batch: tells when a batch picked an event up and when
+    # the job is idle again, without polling the JVM. The wrapper adds two clock reads per batch.
+    batches: list[tuple[float, float, int]] = []
+
+    def traced(batch: DataFrame, batch_id: int) -> None:
+        began = time.monotonic()
+        try:
+            handler(batch, batch_id)
+        finally:
+            batches.append((began, time.monotonic(), handler.stats.events))
+
+    query = start_query(spark, traced, kafka, checkpoint, trigger_interval=TRIGGER)  # type: ignore[arg-type]
     rng = random.Random(42)
     samples: list[dict[str, Any]] = []
 
@@ -190,11 +202,10 @@ def measure_merges(
         data = codec.encode_segment_completed(SegmentCompleted(live, produced_at=now_utc()))
         producer.send_all([(kafka.segments_topic, TABLE, data, None)])
 
-    def idle(events: int) -> bool:
-        return handler.stats.events >= events and not query.status["isTriggerActive"]
+    def batch_with(events: int) -> tuple[float, float, int] | None:
+        return next((b for b in batches if b[2] >= events), None)
 
     try:
-        wait_for(lambda: query.lastProgress is not None or idle(0), "the query to start")
         for i in range(len(segments) // 2):
             a, b = segments[2 * i], segments[2 * i + 1]
             plan_id = plan_id_for(TABLE, RULE, [a.id, b.id])
@@ -205,21 +216,25 @@ def measure_merges(
             acked = time.monotonic()
             wait_for(lambda p=plan_id: p in watch.consumed and p in watch.visible, f"merge {i}")
             visible_at, version = watch.visible[plan_id]
-            consumed_at, result_version, status = watch.consumed[plan_id]
+            consumed_at, result_version, status, duration_ms = watch.consumed[plan_id]
+            # the merge's output event triggers one more (empty) attempt: let it finish
+            wait_for(lambda n=3 * (i + 1): batch_with(n) is not None, f"the job to settle after merge {i}")
+            picked = batch_with(3 * i + 2)
             samples.append(
                 {
                     "merge": i - WARMUP,
                     "plan_id": plan_id,
                     "produce_ack_ms": (acked - t0) * 1000,
+                    "batch_invoked_ms": (picked[0] - t0) * 1000 if picked else None,
+                    "executor_ms": duration_ms,
                     "commit_visible_ms": (visible_at - t0) * 1000,
                     "result_consumed_ms": (consumed_at - t0) * 1000,
+                    "batch_seconds": picked[1] - picked[0] if picked else None,
                     "version": version,
                     "result_version_matches": result_version == version,
                     "status": status,
                 }
             )
-            # the merge's output event triggers one more (empty) attempt: let it finish
-            wait_for(lambda n=3 * (i + 1): idle(n), f"the job to settle after merge {i}")
             if query.exception() is not None:
                 raise RuntimeError(f"query failed: {query.exception()}")
     finally:
@@ -228,9 +243,12 @@ def measure_merges(
         for t in threads:
             t.join(timeout=10)
         producer.close()
+        handler.producer.close()
+        del handler.producer  # drop the job's producer now, not when py4j lets go of the handler
     stats = handler.stats
     return samples, {
         "events": stats.events,
+        "batches": len(batches),
         "merges": stats.merges,
         "failed_merges": stats.failed_merges,
         "attempt_errors": stats.attempt_errors,
@@ -339,12 +357,16 @@ def main() -> None:
     visible = percentiles([s["commit_visible_ms"] for s in samples])
     consumed = percentiles([s["result_consumed_ms"] for s in samples])
     acked = percentiles([s["produce_ack_ms"] for s in samples])
+    invoked = percentiles([s["batch_invoked_ms"] for s in samples if s["batch_invoked_ms"] is not None])
+    executor = percentiles([s["executor_ms"] for s in samples])
     floor_stats = percentiles(floor)
     rows = [
         ["event -> merge commit visible in Delta", visible],
         ["event -> MergeResult consumed", consumed],
         ["micro-batch floor: produce -> no-op batch", floor_stats],
-        ["(produce -> broker ack of the event)", acked],
+        ["  parts: produce -> broker ack", acked],
+        ["  parts: produce -> compactor batch invoked", invoked],
+        ["  parts: execute_merge (MergeResult.duration_ms)", executor],
     ]
     print()
     print_table(
@@ -381,6 +403,8 @@ def main() -> None:
             "result_consumed_ms": consumed,
             "floor_ms": floor_stats,
             "produce_ack_ms": acked,
+            "batch_invoked_ms": invoked,
+            "executor_ms": executor,
             "peak_rss_mib": rss.peak / MIB,
             "job": job,
             "version_mismatches": mismatched,

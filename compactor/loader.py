@@ -142,13 +142,8 @@ def load_sub_partition(
             )
         segment = replace(existing, sub_partitions=existing.sub_partitions | {value}, sub_partition_states=())
         action = SegmentAction.ADD_SUB_PARTITION
-        loading = replace(segment, sub_partition_states=((value, SegmentState.LOADING),))
-        _publish(producer, kafka, SegmentCompleted(loading, now_utc(), action=action), codec)
-    write_sub_partition(spark, warehouse, segment, rows, config.column, config.sql_literal(value))
-    committed = read_catalog(spark, warehouse, table).get(table, segment.id)
-    assert committed is not None
-    _publish(producer, kafka, SegmentCompleted(committed, now_utc(), action=action), codec)
-    return committed
+    busy = SegmentState.LOADING if action is SegmentAction.ADD_SUB_PARTITION else None
+    return _write_slice(spark, warehouse, kafka, producer, segment, rows, config, value, action, busy, codec)
 
 
 def refresh_sub_partition(
@@ -173,10 +168,42 @@ def refresh_sub_partition(
             f"segment {segment_id} has not built {config.column} = {value!r}; load it instead"
         )
     action = SegmentAction.REFRESH_SUB_PARTITION
-    refreshing = replace(segment, sub_partition_states=((value, SegmentState.REFRESHING),))
-    _publish(producer, kafka, SegmentCompleted(refreshing, now_utc(), action=action), codec)
+    return _write_slice(
+        spark,
+        warehouse,
+        kafka,
+        producer,
+        segment,
+        rows,
+        config,
+        value,
+        action,
+        SegmentState.REFRESHING,
+        codec,
+    )
+
+
+def _write_slice(
+    spark: SparkSession,
+    warehouse: Path | str,
+    kafka: KafkaSettings,
+    producer: EventProducer,
+    segment: Segment,
+    rows: DataFrame,
+    config: SubPartitionConfig,
+    value: str,
+    action: SegmentAction,
+    busy: SegmentState | None,
+    codec: Codec | None,
+) -> Segment:
+    """Announce the value busy (if the segment already exists), write its slice in one
+    commit, then announce the segment as Delta now records it (exact totals, ONLINE)."""
+    if busy is not None:
+        announced = replace(segment, sub_partition_states=((value, busy),))
+        _publish(producer, kafka, SegmentCompleted(announced, now_utc(), action=action), codec)
     write_sub_partition(spark, warehouse, segment, rows, config.column, config.sql_literal(value))
-    committed = read_catalog(spark, warehouse, table).get(table, segment_id)
-    assert committed is not None
+    committed = read_catalog(spark, warehouse, segment.table).get(segment.table, segment.id)
+    if committed is None:
+        raise CompactorError(f"segment {segment.id} is missing from the Delta history after its commit")
     _publish(producer, kafka, SegmentCompleted(committed, now_utc(), action=action), codec)
     return committed
