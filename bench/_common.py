@@ -104,8 +104,8 @@ def percentiles(values: Sequence[float]) -> dict[str, float | int | None]:
     }
 
 
-def print_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
-    """A plain aligned text table; floats get 3 significant decimals."""
+def print_table(headers: Sequence[str], rows: Iterable[Sequence[Any]], left: Sequence[int] = (0,)) -> None:
+    """A plain aligned text table (columns in `left` left-aligned, others right); floats get 3 decimals."""
 
     def cell(value: Any) -> str:
         if value is None:
@@ -120,13 +120,15 @@ def print_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
     widths = [max(len(h), *(len(r[i]) for r in text)) if text else len(h) for i, h in enumerate(headers)]
     print(
         "  ".join(
-            h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in enumerate(zip(headers, widths, strict=True))
+            h.ljust(w) if i in left else h.rjust(w)
+            for i, (h, w) in enumerate(zip(headers, widths, strict=True))
         )
     )
     for r in text:
         print(
             "  ".join(
-                v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths, strict=True))
+                v.ljust(w) if i in left else v.rjust(w)
+                for i, (v, w) in enumerate(zip(r, widths, strict=True))
             )
         )
 

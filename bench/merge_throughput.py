@@ -1,8 +1,9 @@
 """Merge throughput: our executor (one MergePlan over every segment) against Delta's OPTIMIZE.
 
-One Delta table of N small segments is written partitioned by `segment_id`, as
-the project writes tables (each segment split into a few small files, as a
-parallel load leaves it), and copied with `shutil.copytree`:
+One Delta table of N small segments (default 200 x 20k rows, about 72 MiB) is
+written partitioned by `segment_id`, as the project writes tables (each segment
+split into two small files, as a parallel load leaves it), and copied with
+`shutil.copytree`:
 
 - pair 1, both partitioned by segment_id:
   copy A is compacted by `compactor.delta_executor.execute_merge` with one plan over
@@ -14,13 +15,17 @@ parallel load leaves it), and copied with `shutil.copytree`:
   table with a segment_id column), where OPTIMIZE bin-packs the whole table, against
   our executor on a fresh partitioned copy.
 
-Reported per run: input MB/s (input bytes / wall seconds, MB = 2^20 bytes), files
-before and after (`inputFiles()` of the snapshot), peak RSS of the driver tree
-(Python + the JVM it starts, sampled with psutil), and ours/OPTIMIZE throughput
-ratios. Every table is checked to hold the same row count and order-independent
-checksum (sum of xxhash64 of every column but segment_id, as decimal(38,0)).
+Each compaction runs on its own fresh copy, in rounds (default 3; the order rotates
+each round), after one untimed warm-up of both code paths on a tiny table. Both
+pairs share our runs: it is the same operation on identical copies. Reported:
+input MiB/s (input bytes / wall seconds, medians over rounds), files before and
+after (`inputFiles()` of the snapshot), peak RSS of the driver tree (Python + the
+JVM it starts, sampled with psutil every 0.1 s), and ours/OPTIMIZE ratios (of the
+medians, and per round). Every compacted copy is checked to hold the same row
+count and order-independent checksum (sum of xxhash64 of every column but
+segment_id, as decimal(38,0)) as the source.
 
-Run: .venv/bin/python bench/merge_throughput.py [--quick] [--segments N --rows R]
+Run: .venv/bin/python bench/merge_throughput.py [--quick] [--segments N --rows R --repeats K]
 Saves bench/results/merge_throughput[_quick].json.
 """
 
@@ -30,6 +35,7 @@ import argparse
 import math
 import os
 import shutil
+import statistics
 import tempfile
 import time
 from collections.abc import Callable
@@ -183,18 +189,51 @@ def warm_up(spark: SparkSession, root: Path, per_file: int) -> None:
     checksum(spark, root / "w_ours")
 
 
+METHODS = ("ours", "opt_part", "opt_plain")
+LABELS = {
+    "ours": "ours: execute_merge, partitioned",
+    "opt_part": "OPTIMIZE, partitioned",
+    "opt_plain": "OPTIMIZE, unpartitioned",
+}
+
+
+def summarise(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    out = {}
+    for method in METHODS:
+        mine = [r for r in runs if r["key"] == method]
+        rates = [r["mb_per_s"] for r in mine]
+        out[method] = {
+            "label": LABELS[method],
+            "runs": len(mine),
+            "input_mib": statistics.median(r["input_bytes"] for r in mine) / MIB,
+            "seconds_median": statistics.median(r["seconds"] for r in mine),
+            "mb_per_s_median": statistics.median(rates),
+            "mb_per_s_min": min(rates),
+            "mb_per_s_max": max(rates),
+            "files_before": mine[0]["files_before"],
+            "files_after": mine[0]["files_after"],
+            "peak_rss_mib_max": max(r["peak_rss_mib"] for r in mine),
+            "checksums_ok": all(r["checksum_ok"] for r in mine),
+        }
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--quick", action="store_true", help="20 segments x 2k rows (CI smoke run)")
+    parser.add_argument("--quick", action="store_true", help="20 segments x 2k rows, 1 round (CI smoke run)")
     parser.add_argument("--segments", type=int, default=None, help="segments (default 200; quick 20)")
-    parser.add_argument("--rows", type=int, default=None, help="rows per segment (default 25000; quick 2000)")
+    parser.add_argument("--rows", type=int, default=None, help="rows per segment (default 20000; quick 2000)")
     parser.add_argument("--files-per-segment", type=int, default=2, help="files each load leaves (default 2)")
+    parser.add_argument(
+        "--repeats", type=int, default=None, help="rounds of the three runs (default 3; quick 1)"
+    )
     parser.add_argument("--workdir", type=Path, default=None, help="scratch dir (default: a temp dir)")
     args = parser.parse_args()
     segments = args.segments or (20 if args.quick else 200)
-    rows = args.rows or (2_000 if args.quick else 25_000)
+    rows = args.rows or (2_000 if args.quick else 20_000)
+    repeats = args.repeats or (1 if args.quick else 3)
     per_file = args.files_per_segment
     if rows % per_file:
         parser.error("--rows must be divisible by --files-per-segment")
@@ -204,94 +243,105 @@ def main() -> None:
     machine = machine_info()
     spark = build_spark("bench-merge-throughput", master="local[2]")
     spark_quiet(spark)
+    runs: list[dict[str, Any]] = []
     try:
         wh = scratch / "warehouse"
         wh.mkdir()
-        source_part, source_plain = scratch / "source_part", scratch / "source_plain"
+        sources = {"ours": scratch / "source_part", "opt_part": scratch / "source_part"}
+        sources["opt_plain"] = scratch / "source_plain"
         df = segment_rows(spark, segments, rows, per_file, START)
         t = time.perf_counter()
-        write_table(df, source_part, partitioned=True)
-        write_table(df, source_plain, partitioned=False)
+        write_table(df, sources["ours"], partitioned=True)
+        write_table(df, sources["opt_plain"], partitioned=False)
         setup_seconds = time.perf_counter() - t
-        reference = checksum(spark, source_part)
-        plain_reference = checksum(spark, source_plain)
+        reference = checksum(spark, sources["ours"])
+        plain_reference = checksum(spark, sources["opt_plain"])
         assert reference == plain_reference, f"plain table differs: {plain_reference} vs {reference}"
-        for name, source in (
-            ("ours_a", source_part),
-            ("opt_part", source_part),
-            ("ours_b", source_part),
-            ("opt_plain", source_plain),
-        ):
-            shutil.copytree(source, wh / name)
         print(
             f"{segments} segments x {rows:,} rows ({per_file} files each), "
-            f"{files_and_bytes(spark, source_part)[1] / MIB:.1f} MiB partitioned; "
-            f"setup {setup_seconds:.0f}s in {scratch}"
+            f"{files_and_bytes(spark, sources['ours'])[1] / MIB:.1f} MiB partitioned; "
+            f"tables written in {setup_seconds:.0f}s; {repeats} round(s)",
+            flush=True,
         )
-
         warm_up(spark, scratch / "warm", per_file)
-        # pair 1: both partitioned by segment_id; pair 2: OPTIMIZE on the plain table
-        runs = {
-            "ours_a": run_ours(spark, wh, "ours_a", rows),
-            "opt_part": run_optimize(spark, wh / "opt_part", partitioned=True),
-            "opt_plain": run_optimize(spark, wh / "opt_plain", partitioned=False),
-            "ours_b": run_ours(spark, wh, "ours_b", rows),
-        }
-        for name, run in runs.items():
-            run["checksum_ok"] = checksum(spark, wh / name) == reference
-            run["copy"] = name
+        for round_ in range(repeats):
+            order = METHODS[round_ % 3 :] + METHODS[: round_ % 3]  # rotate: no method always runs first
+            for method in order:
+                name = f"{method}_{round_}"
+                shutil.copytree(sources[method], wh / name)
+                run = (
+                    run_ours(spark, wh, name, rows)
+                    if method == "ours"
+                    else run_optimize(spark, wh / name, partitioned=method == "opt_part")
+                )
+                run.update(key=method, copy=name, round=round_)
+                run["checksum_ok"] = checksum(spark, wh / name) == reference
+                runs.append(run)
+                shutil.rmtree(wh / name)
+                print(
+                    f"  round {round_}: {LABELS[method]:<34} {run['seconds']:7.2f}s "
+                    f"{run['mb_per_s']:7.2f} MiB/s  files {run['files_before']} -> {run['files_after']}",
+                    flush=True,
+                )
     finally:
         spark.stop()
         shutil.rmtree(scratch, ignore_errors=True)
 
+    summary = summarise(runs)
     pairs = [
         {
             "pair": "1: both partitioned by segment_id",
-            "ours": "ours_a",
+            "ours": "ours",
             "optimize": "opt_part",
             "note": "OPTIMIZE compacts within each segment_id partition: N segments stay N files",
         },
         {
             "pair": "2: OPTIMIZE on an unpartitioned copy",
-            "ours": "ours_b",
+            "ours": "ours",
             "optimize": "opt_plain",
-            "note": "OPTIMIZE bin-packs the whole table (the same end state as our merge)",
+            "note": "OPTIMIZE bin-packs the whole table (the same end state as our merge: one file)",
         },
     ]
     for p in pairs:
-        p["ratio_ours_over_optimize"] = runs[p["ours"]]["mb_per_s"] / runs[p["optimize"]]["mb_per_s"]
+        ours, theirs = summary[p["ours"]], summary[p["optimize"]]
+        p["ratio_ours_over_optimize"] = ours["mb_per_s_median"] / theirs["mb_per_s_median"]
+        p["ratio_per_round"] = [
+            next(r for r in runs if r["round"] == k and r["key"] == p["ours"])["mb_per_s"]
+            / next(r for r in runs if r["round"] == k and r["key"] == p["optimize"])["mb_per_s"]
+            for k in range(repeats)
+        ]
 
     print()
     print_table(
-        ["copy", "method", "partitioned", "MiB in", "seconds", "MiB/s", "files before", "files after",
-         "peak RSS MiB", "checksum"],
+        ["method", "runs", "MiB in", "median s", "median MiB/s", "min-max MiB/s", "files before",
+         "files after", "peak RSS MiB", "checksum"],
         [
-            [name, r["method"], "yes" if r["partitioned"] else "no", r["input_bytes"] / MIB, r["seconds"],
-             r["mb_per_s"], r["files_before"], r["files_after"], r["peak_rss_mib"],
-             "ok" if r["checksum_ok"] else "MISMATCH"]
-            for name, r in runs.items()
+            [s["label"], s["runs"], s["input_mib"], s["seconds_median"], s["mb_per_s_median"],
+             f"{s['mb_per_s_min']:.2f}-{s['mb_per_s_max']:.2f}", s["files_before"], s["files_after"],
+             s["peak_rss_mib_max"], "ok" if s["checksums_ok"] else "MISMATCH"]
+            for s in summary.values()
         ],
     )  # fmt: skip
     print()
     print_table(
-        ["pair", "ours MiB/s", "OPTIMIZE MiB/s", "ours/OPTIMIZE"],
+        ["pair", "ours MiB/s", "OPTIMIZE MiB/s", "ours/OPTIMIZE", "per round"],
         [
-            [p["pair"], runs[p["ours"]]["mb_per_s"], runs[p["optimize"]]["mb_per_s"],
-             f"{p['ratio_ours_over_optimize']:.2f}x"]
+            [p["pair"], summary[p["ours"]]["mb_per_s_median"], summary[p["optimize"]]["mb_per_s_median"],
+             f"{p['ratio_ours_over_optimize']:.2f}x", " ".join(f"{x:.2f}" for x in p["ratio_per_round"])]
             for p in pairs
         ],
     )  # fmt: skip
     print()
     print(
         "note: on the partitioned table OPTIMIZE only joins the files inside each segment_id partition\n"
-        f"      ({runs['opt_part']['files_before']} -> {runs['opt_part']['files_after']} files), while our merge "
-        f"rewrites all segments as one ({runs['ours_a']['files_before']} -> "
-        f"{runs['ours_a']['files_after']}):\n"
+        f"      ({summary['opt_part']['files_before']} -> {summary['opt_part']['files_after']} files), while our "
+        f"merge rewrites all segments as one ({summary['ours']['files_before']} -> "
+        f"{summary['ours']['files_after']}):\n"
         "      pair 1 compares different work; pair 2 (plain table) compares the same end state.\n"
-        "      Peak RSS is the whole driver tree (Python + JVM) sampled every 0.1 s during each run;\n"
-        "      the JSON has the RSS before each run and the split per process at the peak."
+        "      Both pairs share our runs (the same operation on identical copies). MiB/s = input MiB / wall s,\n"
+        "      medians over rounds. Peak RSS: the driver tree (Python + JVM), sampled every 0.1 s."
     )
-    ok = all(r["checksum_ok"] for r in runs.values())
+    ok = all(r["checksum_ok"] for r in runs)
     print(
         f"row count and checksum identical across all copies: {'yes' if ok else 'NO'} ({reference[0]:,} rows)"
     )
@@ -302,11 +352,17 @@ def main() -> None:
         args.quick,
         {
             "machine": machine,
-            "params": {"segments": segments, "rows_per_segment": rows, "files_per_segment": per_file},
+            "params": {
+                "segments": segments,
+                "rows_per_segment": rows,
+                "files_per_segment": per_file,
+                "repeats": repeats,
+            },
             "reference": {"rows": reference[0], "checksum": str(reference[1])},
             "setup_seconds": setup_seconds,
-            "runs": runs,
+            "summary": summary,
             "pairs": pairs,
+            "runs": runs,
             "all_checksums_match": ok,
             "total_seconds": total,
         },

@@ -152,12 +152,21 @@ def main() -> None:
             for o in outcomes
         ],
     )  # fmt: skip
-    print(
-        "\nwrite ampl. = bytes rewritten by merges / bytes ingested (total written = 1 + that).\n"
-        "bin packing with the default pools never merges hourly segments: every pool's max width is 1 h,\n"
-        "and two adjacent hours span 2 h. The size threshold rule stops once one segment reaches\n"
-        "960 MB: every 64 MB load would bring the walk's total to the 1 GB threshold, so it is skipped."
-    )
+    by_name = {o.policy: o for o in outcomes}
+    notes = ["write ampl. = bytes rewritten by merges / bytes ingested (total written = 1 + that)."]
+    if by_name["bin packing (default pools)"].merges == 0:
+        notes.append(
+            "bin packing with the default pools never merged: every pool's max width is 1 h and two\n"
+            "  adjacent hourly segments span 2 h, so no bin holds more than one segment."
+        )
+    major = by_name["size threshold 1GB"]
+    if major.counts[-1] > major.counts[len(major.counts) // 2]:
+        notes.append(
+            f"size threshold stopped merging once one segment reached {major.largest_merge // MIB} MB: the walk\n"
+            "  (oldest first) takes it, then every 64 MB load would bring the total to the 1 GB threshold\n"
+            "  and is skipped, so nothing else is ever collected and the count grows with every load."
+        )
+    print("\n" + "\n".join(notes))
     RESULTS.mkdir(exist_ok=True)
     png = RESULTS / ("write_amplification_quick.png" if args.quick else "write_amplification.png")
     plot(outcomes, png, days)

@@ -1,0 +1,172 @@
+"""Run every benchmark as a subprocess, then print a summary table and the total wall time.
+
+Each script runs with this interpreter (`--quick` passed through), its stdout
+streamed here and its stderr (Spark, Kafka and librdkafka noise) kept in
+bench/results/logs/<name>[_quick].log; a failing script's stderr tail is printed.
+Every script keeps its own JSON in bench/results/; the summary goes to
+bench/results/run_all[_quick].json.
+
+Run: .venv/bin/python bench/run_all.py [--quick] [--only NAME ...] [--timeout SECONDS]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from _common import RESULTS, machine_info, print_table, save_results
+
+BENCH = Path(__file__).parent
+SCRIPTS = ["plan_scale", "write_amplification", "query_benefit", "merge_throughput", "latency"]
+
+
+def _load(name: str, quick: bool) -> dict[str, Any] | None:
+    path = RESULTS / (f"{name}_quick.json" if quick else f"{name}.json")
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _plan_scale(d: dict[str, Any]) -> str:
+    largest = max(r["segments"] for r in d["rows"])
+    rows = [r for r in d["rows"] if r["segments"] == largest]
+    worst = max(rows, key=lambda r: r["seconds"])
+    parts = ", ".join(f"{r['family']} {r['seconds']:.2f}s" for r in rows)
+    verdict = "< 1 s" if worst["seconds"] < 1 else f"target < 1 s missed by {worst['family']}"
+    return f"{largest:,} segments: {parts} ({verdict})"
+
+
+def _write_amplification(d: dict[str, Any]) -> str:
+    short = {
+        "time layers [day, week, month]": "layers",
+        "level thresholds [4, 3]": "levels",
+        "size threshold 1GB": "size",
+        "bin packing (default pools)": "binpack",
+        "bin packing (pools 1d wide)": "binpack-1d",
+        "naive: merge all on every load": "naive",
+    }
+    return "WA " + ", ".join(
+        f"{short.get(p['policy'], p['policy'])} {p['write_amplification']:.2f}x" for p in d["policies"]
+    )
+
+
+def _query_benefit(d: dict[str, Any]) -> str:
+    return "; ".join(
+        f"{s['state'].split(' (')[0]}: {s['seconds_median']:.2f}s, {s['files_read']} files "
+        f"({s['speedup_vs_loaded']:.2f}x)"
+        for s in d["states"]
+    )
+
+
+def _merge_throughput(d: dict[str, Any]) -> str:
+    s = d["summary"]
+    return "; ".join(
+        f"pair {p['pair'][0]}: ours {s[p['ours']]['mb_per_s_median']:.1f} vs OPTIMIZE "
+        f"{s[p['optimize']]['mb_per_s_median']:.1f} MiB/s = {p['ratio_ours_over_optimize']:.2f}x"
+        for p in d["pairs"]
+    ) + ("" if d.get("all_checksums_match") else "; CHECKSUM MISMATCH")
+
+
+def _latency(d: dict[str, Any]) -> str:
+    v, c, f = d["commit_visible_ms"], d["result_consumed_ms"], d["floor_ms"]
+    if not v["n"]:
+        return "no samples"
+    return (
+        f"commit p50/p95/p99 {v['p50']:.0f}/{v['p95']:.0f}/{v['p99']:.0f} ms, result p50 {c['p50']:.0f} ms "
+        f"(n={v['n']}); floor p50/p99 {f['p50']:.0f}/{f['p99']:.0f} ms"
+    )
+
+
+HEADLINES: dict[str, Callable[[dict[str, Any]], str]] = {
+    "plan_scale": _plan_scale,
+    "write_amplification": _write_amplification,
+    "query_benefit": _query_benefit,
+    "merge_throughput": _merge_throughput,
+    "latency": _latency,
+}
+
+
+def run(name: str, quick: bool, timeout: float, logs: Path) -> dict[str, Any]:
+    """Run one script in its own process group; kill the group on timeout or Ctrl-C."""
+    cmd = [sys.executable, str(BENCH / f"{name}.py"), *(["--quick"] if quick else [])]
+    log = logs / (f"{name}_quick.log" if quick else f"{name}.log")
+    print(f"\n=== {name} {'--quick ' if quick else ''}(stderr: {log})", flush=True)
+    began = time.perf_counter()
+    status = "ok"
+    with log.open("w") as err:
+        proc = subprocess.Popen(cmd, stdout=None, stderr=err, cwd=BENCH.parent, start_new_session=True)
+        try:
+            code = proc.wait(timeout=timeout)
+            if code != 0:
+                status = f"failed (exit {code})"
+        except subprocess.TimeoutExpired:
+            status = f"timed out after {timeout:.0f}s"
+            _kill_group(proc)
+        except KeyboardInterrupt:
+            _kill_group(proc)
+            raise
+    seconds = time.perf_counter() - began
+    if status != "ok":
+        tail = deque(log.read_text(errors="replace").splitlines(), maxlen=25)
+        print(f"--- {name} {status}; end of its stderr:\n" + "\n".join(tail), flush=True)
+    return {"script": name, "status": status, "seconds": seconds, "log": str(log.relative_to(BENCH.parent))}
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the child's own process group (its JVMs and broker too), SIGKILL after 30 s."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="pass --quick to every script (CI smoke run)")
+    parser.add_argument("--only", nargs="+", choices=SCRIPTS, help="run only these scripts")
+    parser.add_argument("--timeout", type=float, default=900, help="per-script timeout in seconds (900)")
+    args = parser.parse_args()
+    logs = RESULTS / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    machine = machine_info()
+    began = time.perf_counter()
+    results = [run(name, args.quick, args.timeout, logs) for name in (args.only or SCRIPTS)]
+    total = time.perf_counter() - began
+    for r in results:
+        data = _load(r["script"], args.quick) if r["status"] == "ok" else None
+        try:
+            r["headline"] = HEADLINES[r["script"]](data) if data else "-"
+        except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
+            r["headline"] = f"(summary unavailable: {exc!r})"
+    print(f"\n=== summary ({'quick' if args.quick else 'full'} run)\n")
+    print_table(
+        ["script", "status", "seconds", "headline"],
+        [[r["script"], r["status"], r["seconds"], r["headline"]] for r in results],
+        left=(0, 3),
+    )
+    print(f"\ntotal wall time {total:.0f}s ({total / 60:.1f} min)")
+    save_results("run_all", args.quick, {"machine": machine, "scripts": results, "total_seconds": total})
+    if any(r["status"] != "ok" for r in results):
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()
