@@ -1,6 +1,6 @@
 """Merge throughput: our executor (one MergePlan over every segment) against Delta's OPTIMIZE.
 
-One Delta table of N small segments (default 200 x 20k rows, about 72 MiB) is
+One Delta table of N small segments (default 200 x 10k rows, about 37 MiB) is
 written partitioned by `segment_id`, as the project writes tables (each segment
 split into two small files, as a parallel load leaves it), and copied with
 `shutil.copytree`:
@@ -224,7 +224,7 @@ def main() -> None:
     )
     parser.add_argument("--quick", action="store_true", help="20 segments x 2k rows, 1 round (CI smoke run)")
     parser.add_argument("--segments", type=int, default=None, help="segments (default 200; quick 20)")
-    parser.add_argument("--rows", type=int, default=None, help="rows per segment (default 20000; quick 2000)")
+    parser.add_argument("--rows", type=int, default=None, help="rows per segment (default 10000; quick 2000)")
     parser.add_argument("--files-per-segment", type=int, default=2, help="files each load leaves (default 2)")
     parser.add_argument(
         "--repeats", type=int, default=None, help="rounds of the three runs (default 3; quick 1)"
@@ -232,7 +232,7 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, default=None, help="scratch dir (default: a temp dir)")
     args = parser.parse_args()
     segments = args.segments or (20 if args.quick else 200)
-    rows = args.rows or (2_000 if args.quick else 20_000)
+    rows = args.rows or (2_000 if args.quick else 10_000)
     repeats = args.repeats or (1 if args.quick else 3)
     per_file = args.files_per_segment
     if rows % per_file:
