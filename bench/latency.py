@@ -22,7 +22,7 @@ Each pair waits until the previous merge, and the attempt its output's own
 completion event triggers, are done: the figures are latency on an idle job,
 not queueing. The micro-batch floor is then measured on the same topic with the
 same trigger: a no-op foreachBatch function, produce -> batch invocation.
-Peak RSS is that of the driver tree (Python + JVM), excluding the broker.
+Peak RSS is that of the driver tree (Python + JVM, summed as PSS), excluding the broker.
 
 Run: .venv/bin/python bench/latency.py [--quick]   (quick: 10 merges, 10 floor samples)
 Saves bench/results/latency[_quick].json.

@@ -20,7 +20,7 @@ each round), after one untimed warm-up of both code paths on a tiny table. Both
 pairs share our runs: it is the same operation on identical copies. Reported:
 input MiB/s (input bytes / wall seconds, medians over rounds), files before and
 after (`inputFiles()` of the snapshot), peak RSS of the driver tree (Python + the
-JVM it starts, sampled with psutil every 0.1 s), and ours/OPTIMIZE ratios (of the
+JVM it starts, summed as PSS by psutil every 0.2 s), and ours/OPTIMIZE ratios (of the
 medians, and per round). Every compacted copy is checked to hold the same row
 count and order-independent checksum (sum of xxhash64 of every column but
 segment_id, as decimal(38,0)) as the source.
@@ -339,7 +339,7 @@ def main() -> None:
         f"{summary['ours']['files_after']}):\n"
         "      pair 1 compares different work; pair 2 (plain table) compares the same end state.\n"
         "      Both pairs share our runs (the same operation on identical copies). MiB/s = input MiB / wall s,\n"
-        "      medians over rounds. Peak RSS: the driver tree (Python + JVM), sampled every 0.1 s."
+        "      medians over rounds. Peak RSS: the driver tree (Python + JVM), PSS summed every 0.2 s."
     )
     ok = all(r["checksum_ok"] for r in runs)
     print(
