@@ -4,7 +4,7 @@ PYTHON ?= python3.11
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test unit lint
+.PHONY: demo test unit lint bench-smoke
 
 $(STAMP): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -26,3 +26,8 @@ unit: $(STAMP)
 
 test: lint
 	$(VENV)/bin/python -m pytest -q
+
+# The benchmark suite's --quick run: checks every script still runs, not the figures.
+bench-smoke: $(STAMP)
+	$(VENV)/bin/python -m pip install -q -e '.[bench]'
+	$(VENV)/bin/python bench/run_all.py --quick --timeout 300

@@ -18,9 +18,10 @@ second one (the event that completes the group) is produced. Measured per merge:
 - result consumed: t0 -> a consumer thread receives the plan's MergeResult
   (its table_version is checked against the commit seen).
 
-Each pair waits until the previous merge, and the attempt its output's own
-completion event triggers, are done: the figures are latency on an idle job,
-not queueing. The micro-batch floor is then measured on the same topic with the
+Each pair goes out once the previous merge's MergeResult is consumed, as in a
+stream that merges continuously: the job may still be closing the previous
+batch, or running the (empty) attempt that the previous output's own completion
+event triggers, and the figures include that wait. The micro-batch floor is then measured on the same topic with the
 same trigger: a no-op foreachBatch function, produce -> batch invocation.
 Peak RSS is that of the driver tree (Python + JVM, summed as PSS), excluding the broker.
 
@@ -44,6 +45,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -73,8 +75,7 @@ from streaming_jobs.compact_segments import build_handler, start_query
 TABLE = "latency"
 RULE = "minor"
 START = datetime(2024, 1, 1, tzinfo=UTC)
-TRIGGER_SECONDS = 0.5
-TRIGGER = "500 milliseconds"
+DEFAULT_TRIGGER_MS = 500
 POLL_SECONDS = 0.005
 WAIT_SECONDS = 120.0
 WARMUP = 2  # merges and no-op batches run first and reported apart (JIT, first-use costs)
@@ -131,7 +132,7 @@ def watch_results(kafka: KafkaSettings, watch: Watch) -> None:
                 watch.errors.append(str(msg.error()))
                 continue
             received = time.monotonic()
-            result = codec.decode_merge_result(msg.value())
+            result = codec.decode_merge_result(msg.value() or b"")
             with watch.lock:
                 watch.consumed.setdefault(
                     result["plan_id"],
@@ -158,6 +159,14 @@ def pre_write(spark: SparkSession, warehouse: Path, count: int, rows: int) -> li
     return out
 
 
+def merge_seen(watch: Watch, plan_id: str) -> bool:
+    return plan_id in watch.consumed and plan_id in watch.visible
+
+
+def more_than(items: list[float], count: int) -> bool:
+    return len(items) > count
+
+
 def wait_for(condition: Callable[[], bool], what: str, timeout: float = WAIT_SECONDS) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
@@ -173,6 +182,7 @@ def measure_merges(
     checkpoint: Path,
     segments: list[Segment],
     budget: float | None,
+    trigger_ms: int,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Time one merge per pair of `segments`; stop early once `budget` seconds have passed."""
     codec = default_codec()
@@ -188,8 +198,8 @@ def measure_merges(
     ]
     for t in threads:
         t.start()
-    # (began, ended, events handled so far) per batch: tells when a batch picked an event up and when
-    # the job is idle again, without polling the JVM. The wrapper adds two clock reads per batch.
+    # (began, ended, merges done so far) per batch: tells when the batch that made a merge picked
+    # its events up, without polling the JVM. The wrapper adds two clock reads per batch.
     batches: list[tuple[float, float, int]] = []
 
     def traced(batch: DataFrame, batch_id: int) -> None:
@@ -197,19 +207,21 @@ def measure_merges(
         try:
             handler(batch, batch_id)
         finally:
-            batches.append((began, time.monotonic(), handler.stats.events))
+            batches.append((began, time.monotonic(), handler.stats.merges))
 
-    query = start_query(spark, traced, kafka, checkpoint, trigger_interval=TRIGGER)  # type: ignore[arg-type]
+    query = start_query(spark, traced, kafka, checkpoint, trigger_interval=f"{trigger_ms} milliseconds")  # type: ignore[arg-type]
     rng = random.Random(42)
     samples: list[dict[str, Any]] = []
+    sent: list[float] = []  # t0 of each merge
 
     def produce(segment: Segment) -> None:
         live = Segment(segment.id, TABLE, segment.range, now_utc(), segment.records, segment.bytes)
         data = codec.encode_segment_completed(SegmentCompleted(live, produced_at=now_utc()))
         producer.send_all([(kafka.segments_topic, TABLE, data, None)])
 
-    def batch_with(events: int) -> tuple[float, float, int] | None:
-        return next((b for b in batches if b[2] >= events), None)
+    def batch_with(merges: int) -> tuple[float, float, int] | None:
+        """The batch that completed the `merges`-th merge (merges happen one after another)."""
+        return next((b for b in batches if b[2] >= merges), None)
 
     try:
         deadline = time.monotonic() + budget if budget else None
@@ -218,27 +230,25 @@ def measure_merges(
                 break
             a, b = segments[2 * i], segments[2 * i + 1]
             plan_id = plan_id_for(TABLE, RULE, [a.id, b.id])
-            time.sleep(rng.uniform(0, TRIGGER_SECONDS))
+            time.sleep(rng.uniform(0, trigger_ms / 1000))
             produce(a)
             t0 = time.monotonic()
             produce(b)
             acked = time.monotonic()
-            wait_for(lambda p=plan_id: p in watch.consumed and p in watch.visible, f"merge {i}")
+            wait_for(partial(merge_seen, watch, plan_id), f"merge {i}")
             visible_at, version = watch.visible[plan_id]
             consumed_at, result_version, status, duration_ms = watch.consumed[plan_id]
-            # the merge's output event triggers one more (empty) attempt: let it finish
-            wait_for(lambda n=3 * (i + 1): batch_with(n) is not None, f"the job to settle after merge {i}")
-            picked = batch_with(3 * i + 2)
+            # The next pair goes out without waiting for the job to finish this batch and the
+            # (empty) attempt its output's event triggers: a continuously merging stream.
+            sent.append(t0)
             samples.append(
                 {
                     "merge": i - WARMUP,
                     "plan_id": plan_id,
                     "produce_ack_ms": (acked - t0) * 1000,
-                    "batch_invoked_ms": (picked[0] - t0) * 1000 if picked else None,
                     "executor_ms": duration_ms,
                     "commit_visible_ms": (visible_at - t0) * 1000,
                     "result_consumed_ms": (consumed_at - t0) * 1000,
-                    "batch_seconds": picked[1] - picked[0] if picked else None,
                     "version": version,
                     "result_version_matches": result_version == version,
                     "status": status,
@@ -246,6 +256,12 @@ def measure_merges(
             )
             if query.exception() is not None:
                 raise RuntimeError(f"query failed: {query.exception()}")
+        wait_for(lambda: batch_with(len(samples)) is not None, "the job to settle")
+        for k, (sample, t0) in enumerate(zip(samples, sent, strict=True)):  # the batch that made merge k
+            picked = batch_with(k + 1)
+            assert picked is not None, f"no batch recorded merge {k}"
+            began, ended, _ = picked
+            sample.update(batch_invoked_ms=(began - t0) * 1000, batch_seconds=ended - began)
     finally:
         query.stop()
         watch.stop.set()
@@ -266,7 +282,9 @@ def measure_merges(
     }
 
 
-def measure_floor(spark: SparkSession, kafka: KafkaSettings, checkpoint: Path, count: int) -> list[float]:
+def measure_floor(
+    spark: SparkSession, kafka: KafkaSettings, checkpoint: Path, count: int, trigger_ms: int
+) -> list[float]:
     """produce -> invocation of a no-op foreachBatch on the same topic, same trigger (ms)."""
     invoked: list[float] = []
 
@@ -280,7 +298,7 @@ def measure_floor(spark: SparkSession, kafka: KafkaSettings, checkpoint: Path, c
     query = (
         stream.writeStream.foreachBatch(noop)
         .option("checkpointLocation", str(checkpoint))
-        .trigger(processingTime=TRIGGER)
+        .trigger(processingTime=f"{trigger_ms} milliseconds")
         .queryName("bench-noop")
         .start()
     )
@@ -293,11 +311,11 @@ def measure_floor(spark: SparkSession, kafka: KafkaSettings, checkpoint: Path, c
         wait_for(lambda: query.lastProgress is not None, "the no-op query to start")
         time.sleep(1.0)
         for i in range(count + WARMUP):
-            time.sleep(rng.uniform(0, TRIGGER_SECONDS))
+            time.sleep(rng.uniform(0, trigger_ms / 1000))
             seen = len(invoked)
             t0 = time.monotonic()
             producer.send_all([(kafka.segments_topic, "floor_probe", data, None)])
-            wait_for(lambda s=seen: len(invoked) > s, f"no-op batch {i}")
+            wait_for(partial(more_than, invoked, seen), f"no-op batch {i}")
             out.append((invoked[seen] - t0) * 1000)
             wait_for(lambda: not query.status["isTriggerActive"], "the no-op batch to end")
     finally:
@@ -318,8 +336,14 @@ def main() -> None:
     parser.add_argument(
         "--budget",
         type=float,
-        default=240.0,
-        help="stop timing merges after this many seconds, even short of --merges (default 240; 0: none)",
+        default=780.0,
+        help="stop timing merges after this many seconds, even short of --merges (default 780; 0: none)",
+    )
+    parser.add_argument(
+        "--trigger-ms",
+        type=int,
+        default=DEFAULT_TRIGGER_MS,
+        help=f"processingTime trigger of the job and the no-op query (default {DEFAULT_TRIGGER_MS}; 0: back to back)",
     )
     parser.add_argument("--rows", type=int, default=1_000, help="rows per segment (default 1000)")
     parser.add_argument("--verbose", action="store_true", help="log the job's INFO lines (timestamps)")
@@ -361,11 +385,11 @@ def main() -> None:
             segments = pre_write(spark, warehouse, 2 * (merges + WARMUP), args.rows)
             t = time.perf_counter()
             all_samples, job = measure_merges(
-                spark, warehouse, kafka, scratch / "checkpoint", segments, budget
+                spark, warehouse, kafka, scratch / "checkpoint", segments, budget, args.trigger_ms
             )
             merge_seconds = time.perf_counter() - t
             t = time.perf_counter()
-            all_floor = measure_floor(spark, kafka, scratch / "checkpoint-noop", floor_count)
+            all_floor = measure_floor(spark, kafka, scratch / "checkpoint-noop", floor_count, args.trigger_ms)
             floor_seconds = time.perf_counter() - t
     finally:
         if spark is not None:
@@ -385,14 +409,14 @@ def main() -> None:
     executor = percentiles([s["executor_ms"] for s in samples])
     batch = percentiles([s["batch_seconds"] * 1000 for s in samples if s["batch_seconds"] is not None])
     floor_stats = percentiles(floor)
-    rows = [
-        ["event -> merge commit visible in Delta", visible],
-        ["event -> MergeResult consumed", consumed],
-        ["micro-batch floor: produce -> no-op batch", floor_stats],
-        ["  parts: produce -> broker ack", acked],
-        ["  parts: produce -> compactor batch invoked", invoked],
-        ["  parts: execute_merge (MergeResult.duration_ms)", executor],
-        ["  the whole batch holding the merge", batch],
+    rows: list[tuple[str, dict[str, Any]]] = [
+        ("event -> merge commit visible in Delta", visible),
+        ("event -> MergeResult consumed", consumed),
+        ("micro-batch floor: produce -> no-op batch", floor_stats),
+        ("  parts: produce -> broker ack", acked),
+        ("  parts: produce -> compactor batch invoked", invoked),
+        ("  parts: execute_merge (MergeResult.duration_ms)", executor),
+        ("  the whole batch holding the merge", batch),
     ]
     print()
     print_table(
@@ -409,7 +433,7 @@ def main() -> None:
     cycle = merge_seconds / max(1, len(all_samples))
     short = len(samples) < merges
     print(
-        f"\ntrigger {TRIGGER}; {len(samples)} merges in {merge_seconds:.0f}s, {len(floor)} no-op batches in "
+        f"\ntrigger {args.trigger_ms} ms; {len(samples)} merges in {merge_seconds:.0f}s, {len(floor)} no-op batches in "
         f"{floor_seconds:.0f}s; job stats {job}\n"
         f"MergeResult.table_version == commit seen: {len(samples) - mismatched}/{len(samples)}; "
         f"failed merges: {failed}; peak driver RSS {rss.peak_mib:,.0f} MiB (broker excluded); total {total:.0f}s"
@@ -430,7 +454,7 @@ def main() -> None:
                 "merges": merges,
                 "floor_samples": floor_count,
                 "rows_per_segment": args.rows,
-                "trigger": TRIGGER,
+                "trigger_ms": args.trigger_ms,
                 "rule": {"rule": RULE, "level_thresholds": [2, 0]},
                 "broker": "external" if broker is None else "LocalKafkaBroker",
             },

@@ -1,29 +1,27 @@
 """Merge throughput: our executor (one MergePlan over every segment) against Delta's OPTIMIZE.
 
-One Delta table of N small segments (default 200 x 10k rows, about 37 MiB) is
-written partitioned by `segment_id`, as the project writes tables (each segment
-split into two small files, as a parallel load leaves it), and copied with
-`shutil.copytree`:
+The same rows (default 200 segments x 50k rows, about 175 MiB; each segment split
+into two small files, as a parallel load leaves it) are written twice:
+partitioned by `segment_id`, as the project writes tables, and unpartitioned (a
+plain table with a segment_id column). Each run compacts its own fresh
+`shutil.copytree` copy:
 
-- pair 1, both partitioned by segment_id:
-  copy A is compacted by `compactor.delta_executor.execute_merge` with one plan over
-  all segments (`make_plan(..., rule="bench")`), copy B by
-  `DeltaTable.optimize().executeCompaction()`. OPTIMIZE bin-packs *within* each
-  partition, so on this table it only joins each segment's own files (N partitions
-  stay N files): it does different, smaller-grained work than our merge.
-- pair 2, the fairer variant: the same rows written WITHOUT partitioning (a plain
-  table with a segment_id column), where OPTIMIZE bin-packs the whole table, against
-  our executor on a fresh partitioned copy.
+- ours: `compactor.delta_executor.execute_merge` with one plan over all segments
+  (`make_plan(..., rule="bench")`) on a partitioned copy: bookkeeping included;
+- OPTIMIZE, unpartitioned: `DeltaTable.optimize().executeCompaction()` on a plain
+  copy, which bin-packs the whole table: the same end state as our merge;
+- with --with-partitioned-optimize, also OPTIMIZE on a partitioned copy. It
+  bin-packs within each partition, so it only joins each segment's own files (N
+  partitions stay N files): different, smaller-grained work, shown for context.
 
-Each compaction runs on its own fresh copy, in rounds (default 3; the order rotates
-each round), after one untimed warm-up of both code paths on a tiny table. Both
-pairs share our runs: it is the same operation on identical copies. Reported:
-input MiB/s (input bytes / wall seconds, medians over rounds), files before and
-after (`inputFiles()` of the snapshot), peak RSS of the driver tree (Python + the
-JVM it starts, summed as PSS by psutil every 0.2 s), and ours/OPTIMIZE ratios (of the
-medians, and per round). Every compacted copy is checked to hold the same row
-count and order-independent checksum (sum of xxhash64 of every column but
-segment_id, as decimal(38,0)) as the source.
+Runs go in rounds (default 2; the order rotates each round), after one untimed
+warm-up of every code path on a tiny table. Reported: input MiB/s (input bytes /
+wall seconds, medians over rounds), files before and after (`inputFiles()` of
+the snapshot), peak RSS of the driver tree (Python + the JVM it starts, summed
+as PSS by psutil every 0.2 s), and ours/OPTIMIZE ratios (of the medians, and
+per round). Every compacted copy is checked to hold the same row count and
+order-independent checksum (sum of xxhash64 of every column but segment_id, as
+decimal(38,0)) as the source.
 
 Run: .venv/bin/python bench/merge_throughput.py [--quick] [--segments N --rows R --repeats K]
 Saves bench/results/merge_throughput[_quick].json.
@@ -197,9 +195,9 @@ LABELS = {
 }
 
 
-def summarise(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def summarise(runs: list[dict[str, Any]], methods: tuple[str, ...]) -> dict[str, dict[str, Any]]:
     out = {}
-    for method in METHODS:
+    for method in methods:
         mine = [r for r in runs if r["key"] == method]
         rates = [r["mb_per_s"] for r in mine]
         out[method] = {
@@ -224,16 +222,23 @@ def main() -> None:
     )
     parser.add_argument("--quick", action="store_true", help="20 segments x 2k rows, 1 round (CI smoke run)")
     parser.add_argument("--segments", type=int, default=None, help="segments (default 200; quick 20)")
-    parser.add_argument("--rows", type=int, default=None, help="rows per segment (default 10000; quick 2000)")
+    parser.add_argument("--rows", type=int, default=None, help="rows per segment (default 50000; quick 2000)")
     parser.add_argument("--files-per-segment", type=int, default=2, help="files each load leaves (default 2)")
+    parser.add_argument("--repeats", type=int, default=None, help="rounds of runs (default 2; quick 1)")
     parser.add_argument(
-        "--repeats", type=int, default=None, help="rounds of the three runs (default 3; quick 1)"
+        "--with-partitioned-optimize",
+        action="store_true",
+        help="also time OPTIMIZE on the partitioned copy (it compacts inside each segment: other work)",
+    )
+    parser.add_argument(
+        "--name", default="merge_throughput", help="results file name (default merge_throughput)"
     )
     parser.add_argument("--workdir", type=Path, default=None, help="scratch dir (default: a temp dir)")
     args = parser.parse_args()
     segments = args.segments or (20 if args.quick else 200)
-    rows = args.rows or (2_000 if args.quick else 10_000)
-    repeats = args.repeats or (1 if args.quick else 3)
+    rows = args.rows or (2_000 if args.quick else 50_000)
+    repeats = args.repeats or (1 if args.quick else 2)
+    methods = METHODS if args.with_partitioned_optimize else ("ours", "opt_plain")
     per_file = args.files_per_segment
     if rows % per_file:
         parser.error("--rows must be divisible by --files-per-segment")
@@ -265,7 +270,9 @@ def main() -> None:
         )
         warm_up(spark, scratch / "warm", per_file)
         for round_ in range(repeats):
-            order = METHODS[round_ % 3 :] + METHODS[: round_ % 3]  # rotate: no method always runs first
+            order = (
+                methods[round_ % len(methods) :] + methods[: round_ % len(methods)]
+            )  # no method always first
             for method in order:
                 name = f"{method}_{round_}"
                 shutil.copytree(sources[method], wh / name)
@@ -287,8 +294,8 @@ def main() -> None:
         spark.stop()
         shutil.rmtree(scratch, ignore_errors=True)
 
-    summary = summarise(runs)
-    pairs = [
+    summary = summarise(runs, methods)
+    all_pairs: list[dict[str, Any]] = [
         {
             "pair": "1: both partitioned by segment_id",
             "ours": "ours",
@@ -302,6 +309,7 @@ def main() -> None:
             "note": "OPTIMIZE bin-packs the whole table (the same end state as our merge: one file)",
         },
     ]
+    pairs = [p for p in all_pairs if p["optimize"] in methods]
     for p in pairs:
         ours, theirs = summary[p["ours"]], summary[p["optimize"]]
         p["ratio_ours_over_optimize"] = ours["mb_per_s_median"] / theirs["mb_per_s_median"]
@@ -332,13 +340,16 @@ def main() -> None:
         ],
     )  # fmt: skip
     print()
+    if "opt_part" in summary:
+        print(
+            "note: on the partitioned table OPTIMIZE only joins the files inside each segment_id partition\n"
+            f"      ({summary['opt_part']['files_before']} -> {summary['opt_part']['files_after']} files), while "
+            f"our merge rewrites all segments as one ({summary['ours']['files_before']} -> "
+            f"{summary['ours']['files_after']}):\n"
+            "      pair 1 compares different work; pair 2 (plain table) compares the same end state."
+        )
     print(
-        "note: on the partitioned table OPTIMIZE only joins the files inside each segment_id partition\n"
-        f"      ({summary['opt_part']['files_before']} -> {summary['opt_part']['files_after']} files), while our "
-        f"merge rewrites all segments as one ({summary['ours']['files_before']} -> "
-        f"{summary['ours']['files_after']}):\n"
-        "      pair 1 compares different work; pair 2 (plain table) compares the same end state.\n"
-        "      Both pairs share our runs (the same operation on identical copies). MiB/s = input MiB / wall s,\n"
+        "note: pairs share our runs (the same operation on identical copies). MiB/s = input MiB / wall s,\n"
         "      medians over rounds. Peak RSS: the driver tree (Python + JVM), PSS summed every 0.2 s."
     )
     ok = all(r["checksum_ok"] for r in runs)
@@ -348,7 +359,7 @@ def main() -> None:
     total = time.perf_counter() - began
     print(f"total {total:.0f}s")
     save_results(
-        "merge_throughput",
+        args.name,
         args.quick,
         {
             "machine": machine,
@@ -357,6 +368,7 @@ def main() -> None:
                 "rows_per_segment": rows,
                 "files_per_segment": per_file,
                 "repeats": repeats,
+                "methods": list(methods),
             },
             "reference": {"rows": reference[0], "checksum": str(reference[1])},
             "setup_seconds": setup_seconds,

@@ -7,7 +7,9 @@ has merged, and one attempt scans everything to find what (little) is new.
 - level_thresholds [4, 3]: all level-2 (final) but 2 level-1 and 3 level-0 segments.
 - size_threshold 1 GB: segments of 1-97 MB, oldest first (one big merge is planned).
 - bin_packing (default pools, first fit): 5-minute segments spread over 80 days,
-  already merged to 3.5-4 GB, plus fresh small ones every 10 minutes.
+  already merged to 3.5-4 GB, plus a small one every 200 (each joins a big bin).
+- upsert_selection (30% invalid rows): 100k-row segments, most 0-29% invalid,
+  every 1000th half invalid (those qualify and merge M:1 within 5M valid rows).
 Timed with `explain=False`, the streaming hot path. Prints a table and saves
 bench/results/plan_scale.json. Run: .venv/bin/python bench/plan_scale.py [--quick]
 """
@@ -16,14 +18,14 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
-import platform
 import random
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+
+from _common import save_results
 
 from compactor.config import TableSettings, load_config
 from compactor.domain import Segment, TimeRange
@@ -36,7 +38,8 @@ NOW = datetime(2030, 1, 1, tzinfo=UTC)
 
 def hourly_with_daily_gap(n: int) -> list[Segment]:
     """Hourly segments, one hour missing per day: nothing can merge, so every level is scanned."""
-    out, hour = [], 0
+    out: list[Segment] = []
+    hour = 0
     while len(out) < n:
         if hour % 24 != 23:
             start = START + timedelta(hours=hour)
@@ -54,6 +57,7 @@ def loads(
     end: datetime = START,
     spacing: timedelta = timedelta(0),
     level: Callable[[int], int] = lambda i: 0,
+    records: int = 0,
 ) -> list[Segment]:
     """n segments ending before `end`, `spacing` apart (plus jitter of up to an hour)."""
     rng = random.Random(7)
@@ -68,6 +72,7 @@ def loads(
                 loaded_at=START + timedelta(seconds=i),
                 bytes=sizes(i),
                 level=level(i),
+                records=records,
             )
         )
     return out
@@ -87,8 +92,20 @@ def merged_stream(n: int) -> list[Segment]:
     )
 
 
+def upserted(n: int) -> list[Segment]:
+    return loads(n, lambda i: 64 << 20, records=100_000)
+
+
+def invalid_rows(segments: list[Segment]) -> dict[str, int]:
+    """Invalid rows per segment, as the executor's key scan reports them."""
+    return {
+        s.id: s.records // 2 if i % 1000 == 0 else s.records * (i % 30) // 100 for i, s in enumerate(segments)
+    }
+
+
 def settings(rule: dict[str, Any]) -> TableSettings:
-    return load_config({"defaults": {"rules": [rule]}}).for_table("t")
+    upsert = {"upsert": UPSERT_KEYS} if rule["rule"] == "upsert_compaction" else {}
+    return load_config({"defaults": {"rules": [rule], **upsert}}).for_table("t")
 
 
 FAMILIES: dict[str, tuple[dict[str, Any], Callable[[int], list[Segment]], datetime]] = {
@@ -104,16 +121,23 @@ FAMILIES: dict[str, tuple[dict[str, Any], Callable[[int], list[Segment]], dateti
         NOW,
     ),
     "bin_packing": ({"rule": "bin_pack", "strategy": "first_fit"}, merged_stream, NOW),
+    "upsert_selection": (
+        {"rule": "upsert_compaction", "invalid_records_threshold_percent": 30},
+        upserted,
+        NOW,
+    ),
 }
+UPSERT_KEYS = {"primary_key": ["id"], "comparison_column": "version"}
 
 
 def measure(rule: dict[str, Any], segments: list[Segment], now: datetime, repeat: int) -> tuple[float, int]:
     cfg = settings(rule)
+    invalid = invalid_rows(segments) if rule["rule"] == "upsert_compaction" else None
     best, plans = float("inf"), 0
     for _ in range(repeat):
         gc.collect()
         began = time.perf_counter()
-        evaluation = evaluate("t", segments, cfg, now, explain=False)  # the streaming hot path
+        evaluation = evaluate("t", segments, cfg, now, explain=False, invalid_counts=invalid)  # the hot path
         best = min(best, time.perf_counter() - began)
         plans = len(evaluation.plans)
     return best, plans
@@ -127,10 +151,10 @@ def main() -> None:
     rows = []
     print(f"{'rule family':<18} {'segments':>10} {'plan time s':>12} {'plans':>8} {'growth/10x':>11}")
     for family, (rule, make, now) in FAMILIES.items():
-        previous = None
+        previous: float | None = None
         for n in sizes:
             segments = make(n)
-            seconds, plans = measure(rule, segments, now, repeat=1 if n >= 1_000_000 else 3)
+            seconds, plans = measure(rule, segments, now, repeat=3)
             growth = seconds / previous if previous else None
             previous = seconds
             rows.append(
@@ -146,17 +170,7 @@ def main() -> None:
                 f"{family:<18} {n:>10,} {seconds:>12.3f} {plans:>8} {(f'{growth:.1f}x' if growth else '-'):>11}"
             )
             del segments
-    RESULTS.mkdir(exist_ok=True)
-    out = RESULTS / ("plan_scale_quick.json" if args.quick else "plan_scale.json")
-    machine = {
-        "python": platform.python_version(),
-        "machine": platform.machine(),
-        "cpus": __import__("os").cpu_count(),
-    }
-    out.write_text(
-        json.dumps({"machine": machine, "when": datetime.now(UTC).isoformat(), "rows": rows}, indent=2)
-    )
-    print(f"saved {out}")
+    save_results("plan_scale", args.quick, {"rows": rows})
 
 
 if __name__ == "__main__":

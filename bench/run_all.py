@@ -142,7 +142,7 @@ def main() -> None:
     )
     parser.add_argument("--quick", action="store_true", help="pass --quick to every script (CI smoke run)")
     parser.add_argument("--only", nargs="+", choices=SCRIPTS, help="run only these scripts")
-    parser.add_argument("--timeout", type=float, default=900, help="per-script timeout in seconds (900)")
+    parser.add_argument("--timeout", type=float, default=1200, help="per-script timeout in seconds (1200)")
     args = parser.parse_args()
     logs = RESULTS / "logs"
     logs.mkdir(parents=True, exist_ok=True)

@@ -196,7 +196,7 @@ def execute_refresh(
     started = time.monotonic()
     path = table_path(warehouse, plan.table)
     marker = f'"plan_id":"{plan.plan_id}"'
-    done = _find_commit(spark, path, marker)
+    done = _find_commit(path, marker)
     prefix = f"r-{plan.plan_id[:16]}"
     if done is not None:
         return RewriteResult(done[0], (), done[1], done[2], 0, already_done=True)
@@ -272,5 +272,5 @@ def execute_refresh(
             writer.save(str(path))
     finally:
         keyed.unpersist()
-    version, records, size = _find_commit(spark, path, marker) or (-1, 0, 0)
+    version, records, size = _find_commit(path, marker) or (-1, 0, 0)
     return RewriteResult(version, outputs, records, size, int((time.monotonic() - started) * 1000))

@@ -9,16 +9,17 @@ bin of one segment is not a merge.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Sequence
 from datetime import datetime
+from operator import attrgetter
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from compactor.config import BinPackRule, PoolConfig
 from compactor.domain import Decision, MergePlan, RuleOutcome, Segment, SkipReason, make_plan
-from compactor.rules.bin_packing import pack
+from compactor.rules.bin_packing import pack_indices
 
 RULE = "bin_pack"
 
@@ -35,20 +36,28 @@ def pool_for(segment: Segment, pools: Sequence[PoolConfig], now: datetime) -> Po
     return None
 
 
-def _starts(segments: Sequence[Segment]) -> npt.NDArray[np.float64]:
-    return np.fromiter((s.range.start_ts for s in segments), np.float64, len(segments))
+_START = attrgetter("range.start_ts")
+_END = attrgetter("range.end_ts")
+_BYTES = attrgetter("bytes")
+_VERSION = attrgetter("schema_version")
+_SUB_PARTITIONS = attrgetter("sub_partitions")
+_ID = attrgetter("id")
+
+
+def _column(segments: Sequence[Segment], field: attrgetter[Any], dtype: type) -> npt.NDArray[Any]:
+    return np.fromiter(map(field, segments), dtype, len(segments))
 
 
 def _classify(
-    segments: Sequence[Segment], pools: Sequence[PoolConfig], now: datetime
+    start: npt.NDArray[np.float64],
+    end: npt.NDArray[np.float64],
+    size: npt.NDArray[np.int64],
+    pools: Sequence[PoolConfig],
+    now: datetime,
 ) -> npt.NDArray[np.int64]:
     """Index of each segment's pool (-1: none), as `pool_for` decides, vectorised."""
-    n = len(segments)
-    start = _starts(segments)
-    end = np.fromiter((s.range.end_ts for s in segments), np.float64, n)
-    size = np.fromiter((s.bytes for s in segments), np.int64, n)
     age, width = now.timestamp() - end, end - start
-    assigned = np.full(n, -1, dtype=np.int64)
+    assigned = np.full(len(start), -1, dtype=np.int64)
     for k, pool in enumerate(pools):
         fits = (
             (assigned < 0)
@@ -61,61 +70,91 @@ def _classify(
     return assigned
 
 
+def _by_start_then_id(start: npt.NDArray[np.float64], segments: Sequence[Segment]) -> npt.NDArray[np.int64]:
+    """Segment indices sorted by (start, id): numpy sorts by start, Python only settles ties."""
+    order = np.argsort(start, kind="stable")
+    ordered = start[order]
+    tied = np.flatnonzero(np.diff(np.r_[0, (ordered[1:] == ordered[:-1]).astype(np.int8), 0]))
+    for first, last in zip(tied[::2].tolist(), tied[1::2].tolist(), strict=True):
+        run = order[first : last + 1].tolist()  # positions first..last share one start
+        order[first : last + 1] = sorted(run, key=lambda i: segments[i].id)
+    return order
+
+
+def _group_codes(segments: Sequence[Segment]) -> npt.NDArray[np.int64]:
+    """A code per segment for (schema version, sub-partitions): only equal codes merge."""
+    versions = _column(segments, _VERSION, np.int64)
+    subs = list(map(_SUB_PARTITIONS, segments))
+    if not any(subs) and (len(versions) == 0 or versions.min() == versions.max()):
+        return np.zeros(len(segments), np.int64)  # the common case, without a Python loop
+    codes: dict[tuple[int, frozenset[str]], int] = {}
+    keys = zip(versions.tolist(), subs, strict=True)
+    return np.fromiter((codes.setdefault(k, len(codes)) for k in keys), np.int64, len(segments))
+
+
+def _groups(order: npt.NDArray[np.int64], keys: npt.NDArray[np.int64]) -> list[npt.NDArray[np.int64]]:
+    """`order` split by equal `keys`, keeping its order within and between groups (by first member)."""
+    if len(keys) == 0 or keys.min() == keys.max():
+        return [order] if len(order) else []  # one pool, one schema version: no sort needed
+    _, first_seen, group_of = np.unique(keys, return_index=True, return_inverse=True)
+    by_group = np.argsort(group_of, kind="stable")
+    ends = np.cumsum(np.bincount(group_of, minlength=len(first_seen))).tolist()
+    return [order[by_group[(ends[g - 1] if g else 0) : ends[g]]] for g in np.argsort(first_seen).tolist()]
+
+
 def plan(
     segments: Sequence[Segment], rule: BinPackRule, table: str, now: datetime, explain: bool = True
 ) -> RuleOutcome:
     decisions: list[Decision] = []
-    groups: dict[tuple[str, int, frozenset[str]], list[Segment]] = defaultdict(list)
-    pools = {p.name: p for p in rule.pools}
-    assigned = _classify(segments, rule.pools, now)
-    for i in np.lexsort((np.array([s.id for s in segments], dtype=str), _starts(segments))):
-        s = segments[i]
-        if assigned[i] < 0:
-            if explain:
-                decisions.append(
-                    Decision(
-                        s.id,
-                        RULE,
-                        False,
-                        SkipReason.NO_POOL,
-                        f"age {now - s.end}, {s.bytes} bytes, width {s.range.duration} fit no pool",
-                    )
-                )
-            continue
-        groups[(rule.pools[assigned[i]].name, s.schema_version, s.sub_partitions)].append(s)
+    start, end = _column(segments, _START, np.float64), _column(segments, _END, np.float64)
+    size = _column(segments, _BYTES, np.int64)
+    assigned = _classify(start, end, size, rule.pools, now)
+    order = _by_start_then_id(start, segments)
+    if explain:
+        decisions += [
+            Decision(
+                s.id,
+                RULE,
+                False,
+                SkipReason.NO_POOL,
+                f"age {now - s.end}, {s.bytes} bytes, width {s.range.duration} fit no pool",
+            )
+            for s in (segments[i] for i in order[assigned[order] < 0].tolist())
+        ]
+    order = order[assigned[order] >= 0]
+    codes = _group_codes(segments)[order]  # (schema version, sub-partitions): only equal codes merge
     plans: list[MergePlan] = []
-    for (pool_name, _, _), members in groups.items():
-        pool = pools[pool_name]
-
-        bins = pack(
-            members,
-            lambda s: s.bytes,
+    for members in _groups(order, assigned[order] * (int(codes.max(initial=0)) + 1) + codes):
+        pool = rule.pools[int(assigned[members[0]])]
+        bins = pack_indices(
+            size[members],
+            start[members],
+            end[members],
             pool.max_size,
             rule.strategy,
-            span=lambda s: (s.start.timestamp(), s.end.timestamp()),
-            max_span=pool.max_width.total_seconds(),
+            pool.max_width.total_seconds(),
+            singletons=explain,
         )
         for bin_ in bins:
             if len(bin_) < 2:
-                if not explain:
-                    continue
-                decisions.append(
-                    Decision(
-                        bin_[0].id,
-                        RULE,
-                        False,
-                        SkipReason.POOL_LIMIT,
-                        f"pool {pool_name}: no partner fits within {pool.max_size} bytes and {pool.max_width}",
+                if explain:
+                    decisions.append(
+                        Decision(
+                            segments[int(members[bin_[0]])].id,
+                            RULE,
+                            False,
+                            SkipReason.POOL_LIMIT,
+                            f"pool {pool.name}: no partner fits within {pool.max_size} bytes and {pool.max_width}",
+                        )
                     )
-                )
                 continue
-            merge = make_plan(table, RULE, bin_, pool=pool_name)
+            inputs = [segments[i] for i in members[bin_].tolist()]
+            merge = make_plan(table, RULE, inputs, pool=pool.name)
             plans.append(merge)
-            if not explain:
-                continue
-            size = sum(s.bytes for s in bin_)
-            decisions += [
-                Decision(s.id, RULE, True, None, f"pool {pool_name}: bin of {size} bytes", merge.plan_id)
-                for s in bin_
-            ]
+            if explain:
+                total = sum(s.bytes for s in inputs)
+                decisions += [
+                    Decision(s.id, RULE, True, None, f"pool {pool.name}: bin of {total} bytes", merge.plan_id)
+                    for s in inputs
+                ]
     return RuleOutcome(tuple(plans), tuple(decisions))

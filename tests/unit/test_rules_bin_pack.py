@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 import pytest
+from hypothesis import given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
 from compactor.config import DEFAULT_POOLS, BinPackRule, PoolConfig, TableSettings, load_config
 from compactor.domain import MergePlan, Segment, SkipReason, TimeRange
@@ -234,34 +237,57 @@ def test_pack_respects_the_span_limit() -> None:
     assert pack([], lambda x: x, 10, "best_fit") == []
 
 
+def brute_force_pack(
+    items: Sequence[tuple[int, int, int]], capacity: int, strategy: str, limit: float
+) -> list[list[tuple[int, int, int]]]:
+    """First fit / best fit by scanning every bin, items (start, end, size) heaviest first."""
+    bins: list[list[tuple[int, int, int]]] = []
+    for item in sorted(items, key=lambda x: -x[2]):  # stable: ties keep input order
+        best = None
+        for b, members in enumerate(bins):
+            hull = max(item[1], *(m[1] for m in members)) - min(item[0], *(m[0] for m in members))
+            if sum(m[2] for m in members) + item[2] > capacity or hull > limit:
+                continue
+            if strategy == "first_fit":
+                best = b
+                break
+            if best is None or sum(m[2] for m in members) > sum(m[2] for m in bins[best]):
+                best = b
+        if best is None:
+            bins.append([item])
+        else:
+            bins[best].append(item)
+    return bins
+
+
 def test_pack_with_a_span_matches_a_brute_force_packer() -> None:
     """Many items far apart in time: the result equals a plain first-fit/best-fit search over all bins."""
-
-    def reference(
-        items: list[tuple[int, int, int]], capacity: int, strategy: str, limit: int
-    ) -> list[list[int]]:
-        bins: list[list[tuple[int, int, int]]] = []
-        for item in sorted(items, key=lambda x: -x[2]):  # stable: ties keep input order
-            best = None
-            for b, members in enumerate(bins):
-                hull = max(item[1], *(m[1] for m in members)) - min(item[0], *(m[0] for m in members))
-                if sum(m[2] for m in members) + item[2] > capacity or hull > limit:
-                    continue
-                if strategy == "first_fit":
-                    best = b
-                    break
-                if best is None or sum(m[2] for m in members) > sum(m[2] for m in bins[best]):
-                    best = b
-            if best is None:
-                bins.append([item])
-            else:
-                bins[best].append(item)
-        return [[m[2] for m in members] for members in bins]
-
     items = [((i * 37) % 500, (i * 37) % 500 + 1 + i % 7, 1 + (i * 13) % 17) for i in range(120)]
     for strategy in ("first_fit", "best_fit"):
         got = pack(items, lambda x: x[2], 40, strategy, span=lambda x: (x[0], x[1]), max_span=25)
-        assert [[m[2] for m in b] for b in got] == reference(items, 40, strategy, 25)
+        assert got == brute_force_pack(items, 40, strategy, 25)
+
+
+@given(
+    items=st.lists(
+        st.tuples(st.integers(0, 300), st.integers(1, 40), st.integers(1, 120)).map(
+            lambda t: (t[0], t[0] + t[1], t[2])
+        ),
+        max_size=60,
+    ),
+    capacity=st.integers(20, 100),
+    strategy=st.sampled_from(["first_fit", "best_fit"]),
+    limit=st.sampled_from([40, 60, 150, float("inf")]),
+)
+@hypothesis_settings(max_examples=300, deadline=None)
+def test_pack_matches_brute_force_with_heavy_and_oversized_items(
+    items: list[tuple[int, int, int]], capacity: int, strategy: Literal["first_fit", "best_fit"], limit: float
+) -> None:
+    """Heavy items (over half the capacity) open bins in a vectorised phase; the result must not change."""
+    span = (lambda x: (x[0], x[1])) if limit != float("inf") else None
+    got = pack(items, lambda x: x[2], capacity, strategy, span=span, max_span=limit)
+    assert got == brute_force_pack(items, capacity, strategy, limit)
+    assert sorted(m for b in got for m in b) == sorted(items)  # nothing lost or duplicated
 
 
 POOL_20MB = [{"name": "p", "max_age": "1d", "max_size": "20MB", "max_width": "1d"}]

@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from compactor.config import ConfigError, TableSettings, UpsertCompactionRule, UpsertConfig, load_config
@@ -80,3 +82,35 @@ def test_config_requires_keys_and_refuses_other_rules_on_upsert_tables() -> None
                 }
             }
         )
+
+
+@given(
+    rows=st.lists(st.tuples(st.integers(0, 200), st.integers(0, 200)), min_size=1, max_size=28),
+    count=st.integers(1, 50),
+    percent=st.floats(0, 100),
+    limit=st.integers(1, 400),
+)
+@settings(max_examples=200, deadline=None)
+def test_planning_matches_the_rule_stated_per_segment(
+    rows: list[tuple[int, int]], count: int, percent: float, limit: int
+) -> None:
+    """Qualification (vectorised) equals the seed's per-segment test; explain=False plans the same."""
+    segments = [seg(f"s{i}", f"2024-02-{i + 1:02d}", records=r) for i, (r, _) in enumerate(rows)]
+    invalid = {s.id: min(bad, s.records) for s, (_, bad) in zip(segments, rows, strict=True)}
+    cfg = table(
+        invalid_records_threshold_count=count,
+        invalid_records_threshold_percent=percent,
+        max_records_per_segment=limit,
+    )
+    explained = evaluate("t", segments, cfg, NOW, invalid_counts=invalid)
+    fast = evaluate("t", segments, cfg, NOW, invalid_counts=invalid, explain=False)
+    assert fast.plans == explained.plans
+
+    def qualifies(records: int, bad: int) -> bool:
+        return records > 0 and bad >= count and 100.0 * bad / records >= percent
+
+    chosen = {sid for p in explained.plans for sid in p.input_ids}
+    assert chosen == {s.id for s in segments if qualifies(s.records, invalid[s.id])}
+    for p in explained.plans:  # M:1 within the valid-row limit, except a lone segment over it
+        valid = sum(s.records - invalid[s.id] for s in p.inputs)
+        assert valid <= limit or len(p.inputs) == 1
