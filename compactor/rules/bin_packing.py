@@ -59,85 +59,112 @@ def pack_indices(
 
     Two facts keep this near-linear for millions of items. An item heavier than
     half the capacity never fits a bin opened before it (that bin already holds
-    an item at least as heavy), so every such item opens its own bin: that phase
-    is vectorised. The lighter items are then placed one by one; bins are
-    indexed by the `max_span`-wide window of their first item (a bin whose first
-    item starts more than one window away cannot take the item), heavy bins in
-    window-sorted arrays checked with numpy, light bins in lists sorted by load
-    so only bins with room are looked at.
+    an item at least as heavy), so every such item opens its own bin, and those
+    bins are created in (weight descending, index) order without being sorted:
+    a bin's rank is compared only when an item could join it. The lighter items
+    are then placed one by one; bins are indexed by the `max_span`-wide window of
+    their first item (a bin whose first item starts more than one window away
+    cannot take the item), heavy bins in window-sorted arrays checked with numpy,
+    light bins in lists sorted by load so only bins with room are looked at.
     """
-    n = len(weights)
-    order = np.argsort(-weights, kind="stable")  # heaviest first, ties in input order
-    heavy = int(np.count_nonzero(2 * weights > capacity))
+    is_heavy = 2 * weights > capacity
     windowed = max_span != float("inf")
-    window = np.floor_divide(starts, max_span).astype(np.int64) if windowed else np.zeros(n, np.int64)
 
-    # Phase 1: heavy items, one bin each, bin b holding item order[b].
-    opened = order[:heavy]
-    by_window = np.argsort(window[opened], kind="stable")  # heavy bins grouped by window
-    heavy_window = window[opened][by_window].tolist()
-    heavy_bin = by_window  # bin number of each position in the window-sorted arrays
-    heavy_load = weights[opened][by_window].copy()
-    heavy_lo = starts[opened][by_window].copy()
-    heavy_hi = ends[opened][by_window].copy()
-    joined: dict[int, list[int]] = {}  # heavy bin -> light items placed in it
+    def window_of(items: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        if not windowed:
+            return np.zeros(len(items), np.int64)
+        return np.floor_divide(starts[items], max_span).astype(np.int64)
 
-    # Phase 2: light items, placed one by one. A pick is scored (load, -bin) for
-    # best fit and (0, -bin) for first fit: the greater score wins.
-    light_bins: list[list[int]] = []  # light bin k is bin heavy + k
+    # Phase 1: heavy items, one bin each, kept in arrays sorted by window.
+    opened = np.flatnonzero(is_heavy)  # input order; already window order when sorted by start
+    heavy_window = window_of(opened)
+    if np.any(heavy_window[1:] < heavy_window[:-1]):
+        by_window = np.argsort(heavy_window, kind="stable")
+        opened, heavy_window = opened[by_window], heavy_window[by_window]
+    heavy_load = weights[opened]  # indexing by an array copies: these are ours to update
+    heavy_lo = starts[opened]
+    heavy_hi = ends[opened]
+    joined: dict[int, list[int]] = {}  # heavy bin's first item -> light items placed in it
+
+    # Phase 2: light items, heaviest first, placed one by one. Heavy bins were all
+    # created before light ones, so at equal load (best fit) or whenever one has
+    # room (first fit) a heavy bin wins.
+    light_bins: list[list[int]] = []
     loads: list[int] = []
     hulls: list[tuple[float, float]] = []
     homes: list[int] = []
     light_by_window: dict[int, list[tuple[int, int]]] = defaultdict(list)  # window -> sorted (load, k)
     best_fit = strategy == "best_fit"
-    for i in order[heavy:].tolist():
-        weight, lo, hi, w = int(weights[i]), float(starts[i]), float(ends[i]), int(window[i])
+    light = np.flatnonzero(~is_heavy)
+    light = light[np.argsort(-weights[light], kind="stable")]
+    for i, w in zip(light.tolist(), window_of(light).tolist(), strict=True):
+        weight, lo, hi = int(weights[i]), float(starts[i]), float(ends[i])
         windows = (w - 1, w, w + 1) if windowed else (0,)
-        heavy_at, heavy_score = -1, None
-        first = bisect.bisect_left(heavy_window, windows[0])
-        last = bisect.bisect_right(heavy_window, windows[-1])
-        if first < last:
-            load = heavy_load[first:last]
-            fits = load + weight <= capacity
-            if windowed:
-                fits &= (
-                    np.maximum(heavy_hi[first:last], hi) - np.minimum(heavy_lo[first:last], lo) <= max_span
-                )
-            candidates = np.flatnonzero(fits)
-            if len(candidates):
-                if best_fit:
-                    candidates = candidates[load[candidates] == load[candidates].max()]
-                heavy_at = first + int(candidates[np.argmin(heavy_bin[first + candidates])])
-                heavy_score = (int(heavy_load[heavy_at]) if best_fit else 0, -int(heavy_bin[heavy_at]))
-        light = None
-        if heavy_score is None or best_fit:  # in first fit a heavy bin, opened earlier, always wins
-            light = _pick_light(
+        heavy_at = _pick_heavy(
+            opened, weights, heavy_window, heavy_load, heavy_lo, heavy_hi, windows, capacity, weight, lo, hi,
+            max_span, best_fit,
+        )  # fmt: skip
+        target = None
+        if heavy_at is None or best_fit:
+            target = _pick_light(
                 light_by_window, windows, loads, hulls, capacity, weight, lo, hi, max_span, best_fit
             )
-        if heavy_score is not None and (
-            light is None or heavy_score > (loads[light] if best_fit else 0, -heavy - light)
-        ):
+        if heavy_at is not None and (target is None or heavy_load[heavy_at] >= loads[target]):
             heavy_load[heavy_at] += weight
             heavy_lo[heavy_at] = min(heavy_lo[heavy_at], lo)
             heavy_hi[heavy_at] = max(heavy_hi[heavy_at], hi)
-            joined.setdefault(int(heavy_bin[heavy_at]), []).append(i)
+            joined.setdefault(int(opened[heavy_at]), []).append(i)
             continue
-        if light is None:
-            light = len(loads)
+        if target is None:
+            target = len(loads)
             light_bins.append([])
             loads.append(0)
             hulls.append((lo, hi))
             homes.append(w)
         else:
-            light_by_window[homes[light]].remove((loads[light], light))
-        light_bins[light].append(i)
-        loads[light] += weight
-        hulls[light] = (min(lo, hulls[light][0]), max(hi, hulls[light][1]))
-        bisect.insort(light_by_window[homes[light]], (loads[light], light))
-    if singletons:
-        heavy_bins = [[i, *joined.get(b, ())] for b, i in enumerate(opened.tolist())]
-        return heavy_bins + light_bins
-    return [[int(opened[b]), *joined[b]] for b in sorted(joined)] + [b for b in light_bins if len(b) > 1]
+            light_by_window[homes[target]].remove((loads[target], target))
+        light_bins[target].append(i)
+        loads[target] += weight
+        hulls[target] = (min(lo, hulls[target][0]), max(hi, hulls[target][1]))
+        bisect.insort(light_by_window[homes[target]], (loads[target], target))
+    firsts = opened if singletons else np.fromiter(joined, np.int64, len(joined))
+    created = firsts[np.lexsort((firsts, -weights[firsts]))].tolist()  # heavy bins' creation order
+    heavy_bins = [[first, *joined.get(first, ())] for first in created]
+    return heavy_bins + (light_bins if singletons else [b for b in light_bins if len(b) > 1])
+
+
+def _pick_heavy(
+    opened: npt.NDArray[np.int64],
+    weights: npt.NDArray[np.int64],
+    heavy_window: npt.NDArray[np.int64],
+    heavy_load: npt.NDArray[np.int64],
+    heavy_lo: npt.NDArray[np.float64],
+    heavy_hi: npt.NDArray[np.float64],
+    windows: tuple[int, ...],
+    capacity: int,
+    weight: int,
+    lo: float,
+    hi: float,
+    max_span: float,
+    best_fit: bool,
+) -> int | None:
+    """Position (in the window-sorted arrays) of the heavy bin the strategy picks, or None."""
+    first, last = np.searchsorted(heavy_window, (windows[0], windows[-1] + 1)).tolist()
+    if first == last:
+        return None
+    load = heavy_load[first:last]
+    fits = load + weight <= capacity
+    if max_span != float("inf"):
+        fits &= np.maximum(heavy_hi[first:last], hi) - np.minimum(heavy_lo[first:last], lo) <= max_span
+    candidates = np.flatnonzero(fits)
+    if len(candidates) == 0:
+        return None
+    if best_fit:
+        candidates = candidates[load[candidates] == load[candidates].max()]
+    # The earliest created: the heaviest first item, then the lowest index.
+    items = opened[first + candidates]
+    heaviest = weights[items] == weights[items].max()
+    return int(first) + int(candidates[heaviest][np.argmin(items[heaviest])])
 
 
 def _pick_light(

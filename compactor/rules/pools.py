@@ -84,22 +84,27 @@ def _by_start_then_id(start: npt.NDArray[np.float64], segments: Sequence[Segment
 def _group_codes(segments: Sequence[Segment]) -> npt.NDArray[np.int64]:
     """A code per segment for (schema version, sub-partitions): only equal codes merge."""
     versions = _column(segments, _VERSION, np.int64)
-    subs = list(map(_SUB_PARTITIONS, segments))
-    if not any(subs) and (len(versions) == 0 or versions.min() == versions.max()):
+    if (len(versions) == 0 or versions.min() == versions.max()) and not any(map(_SUB_PARTITIONS, segments)):
         return np.zeros(len(segments), np.int64)  # the common case, without a Python loop
     codes: dict[tuple[int, frozenset[str]], int] = {}
-    keys = zip(versions.tolist(), subs, strict=True)
+    keys = zip(versions.tolist(), map(_SUB_PARTITIONS, segments), strict=True)
     return np.fromiter((codes.setdefault(k, len(codes)) for k in keys), np.int64, len(segments))
 
 
 def _groups(order: npt.NDArray[np.int64], keys: npt.NDArray[np.int64]) -> list[npt.NDArray[np.int64]]:
-    """`order` split by equal `keys`, keeping its order within and between groups (by first member)."""
+    """`order` split by equal `keys` (small non-negative codes), keeping its order within and
+    between groups (by first member)."""
     if len(keys) == 0 or keys.min() == keys.max():
         return [order] if len(order) else []  # one pool, one schema version: no sort needed
-    _, first_seen, group_of = np.unique(keys, return_index=True, return_inverse=True)
-    by_group = np.argsort(group_of, kind="stable")
-    ends = np.cumsum(np.bincount(group_of, minlength=len(first_seen))).tolist()
-    return [order[by_group[(ends[g - 1] if g else 0) : ends[g]]] for g in np.argsort(first_seen).tolist()]
+    # numpy's stable sort is a linear radix sort for 16-bit integers, a merge sort otherwise.
+    by_key = np.argsort(keys.astype(np.int16) if keys.max() < 2**15 else keys, kind="stable")
+    counts = np.bincount(keys)
+    ends = np.cumsum(counts)
+    runs = [
+        by_key[end - count : end] for count, end in zip(counts.tolist(), ends.tolist(), strict=True) if count
+    ]
+    runs.sort(key=lambda run: int(run[0]))  # groups in the order of their first member
+    return [order[run] for run in runs]
 
 
 def plan(

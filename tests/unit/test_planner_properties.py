@@ -32,7 +32,9 @@ from compactor.domain import (
     TimeRange,
     plan_id_for,
 )
+from compactor.rules.bin_packing import pack
 from compactor.rules.engine import Evaluation, evaluate
+from compactor.rules.pools import plan as bin_pack_plan
 from compactor.rules.pools import pool_for
 from compactor.simulation import Simulation, check_segments
 from tests.unit.segments import seg
@@ -364,6 +366,38 @@ def test_single_rule_evaluation_invariants(
     assert {p.rule for p in evaluation.plans} <= {only}
     assert {d.rule for d in evaluation.decisions} <= {only}
     check_evaluation(evaluation, segments, table, now, only_rule=only)
+
+
+@FAST
+@given(segment_sets(online_only=True), pool_sets(), st.sampled_from(("first_fit", "best_fit")), st.booleans())
+def test_bin_pack_plans_match_the_rule_stated_per_segment(
+    segments: list[Segment], pools: tuple[PoolConfig, ...], strategy: str, explain: bool
+) -> None:
+    """The vectorised pools planner makes the plans a per-segment reading of seed 003 makes:
+    each segment goes to `pool_for`'s pool; within a pool, one schema version and one set of
+    sub-partitions, segments are packed in (start, id) order; groups come in the order of their
+    first member; bins of two or more are merges."""
+    rule = BinPackRule(rule="bin_pack", strategy=strategy, pools=pools)  # type: ignore[arg-type]
+    now = max(s.end for s in segments) + timedelta(hours=1)
+    groups: dict[tuple[str, int, frozenset[str]], list[Segment]] = {}
+    for s in sorted(segments, key=lambda s: (s.start, s.id)):
+        pool = pool_for(s, pools, now)
+        if pool is not None:
+            groups.setdefault((pool.name, s.schema_version, s.sub_partitions), []).append(s)
+    expected = []
+    for (name, _, _), members in groups.items():
+        pool = next(p for p in pools if p.name == name)
+        bins = pack(
+            members,
+            lambda s: s.bytes,
+            pool.max_size,
+            strategy,  # type: ignore[arg-type]
+            span=lambda s: (s.range.start_ts, s.range.end_ts),
+            max_span=pool.max_width.total_seconds(),
+        )
+        expected += [(name, plan_id_for("t", "bin_pack", (s.id for s in b))) for b in bins if len(b) > 1]
+    outcome = bin_pack_plan(segments, rule, "t", now, explain)
+    assert [(p.pool, p.plan_id) for p in outcome.plans] == expected
 
 
 @FAST

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import settings as hypothesis_settings
@@ -13,7 +14,7 @@ from hypothesis import strategies as st
 
 from compactor.config import DEFAULT_POOLS, BinPackRule, PoolConfig, TableSettings, load_config
 from compactor.domain import MergePlan, Segment, SkipReason, TimeRange
-from compactor.rules.bin_packing import pack
+from compactor.rules.bin_packing import pack, pack_indices
 from compactor.rules.engine import Evaluation, evaluate
 from compactor.rules.pools import pool_for
 from compactor.simulation import Simulation
@@ -288,6 +289,17 @@ def test_pack_matches_brute_force_with_heavy_and_oversized_items(
     got = pack(items, lambda x: x[2], capacity, strategy, span=span, max_span=limit)
     assert got == brute_force_pack(items, capacity, strategy, limit)
     assert sorted(m for b in got for m in b) == sorted(items)  # nothing lost or duplicated
+    # the streaming path asks for merges only: the same bins, less those of one item
+    merges = pack_indices(
+        np.array([x[2] for x in items], np.int64),
+        np.array([x[0] for x in items], np.float64),
+        np.array([x[1] for x in items], np.float64),
+        capacity,
+        strategy,
+        limit,
+        singletons=False,
+    )
+    assert [[items[i] for i in b] for b in merges] == [b for b in got if len(b) > 1]
 
 
 POOL_20MB = [{"name": "p", "max_age": "1d", "max_size": "20MB", "max_width": "1d"}]
