@@ -1,7 +1,8 @@
 """Merge throughput: our executor (one MergePlan over every segment) against Delta's OPTIMIZE.
 
-The same rows (default 200 segments x 50k rows, about 175 MiB; each segment split
-into two small files, as a parallel load leaves it) are written twice:
+The same rows (default 200 segments x 46k rows with a 100-character note, about
+1 GiB; each segment split into two small files, as a parallel load leaves it)
+are written twice:
 partitioned by `segment_id`, as the project writes tables, and unpartitioned (a
 plain table with a segment_id column). Each run compacts its own fresh
 `shutil.copytree` copy:
@@ -23,7 +24,7 @@ per round). Every compacted copy is checked to hold the same row count and
 order-independent checksum (sum of xxhash64 of every column but segment_id, as
 decimal(38,0)) as the source.
 
-Run: .venv/bin/python bench/merge_throughput.py [--quick] [--segments N --rows R --repeats K]
+Run: .venv/bin/python bench/merge_throughput.py [--quick] [--segments N --rows R --payload C --repeats K]
 Saves bench/results/merge_throughput[_quick].json.
 """
 
@@ -42,7 +43,16 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from _common import MIB, PeakRss, machine_info, print_table, save_results, segment_rows, spark_quiet
+from _common import (
+    MIB,
+    PAYLOAD_MAX,
+    PeakRss,
+    machine_info,
+    print_table,
+    save_results,
+    segment_rows,
+    spark_quiet,
+)
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -222,7 +232,13 @@ def main() -> None:
     )
     parser.add_argument("--quick", action="store_true", help="20 segments x 2k rows, 1 round (CI smoke run)")
     parser.add_argument("--segments", type=int, default=None, help="segments (default 200; quick 20)")
-    parser.add_argument("--rows", type=int, default=None, help="rows per segment (default 50000; quick 2000)")
+    parser.add_argument("--rows", type=int, default=None, help="rows per segment (default 46000; quick 2000)")
+    parser.add_argument(
+        "--payload",
+        type=int,
+        default=None,
+        help=f"hex characters of incompressible text per row, 0-{PAYLOAD_MAX} (default 100; quick 0)",
+    )
     parser.add_argument("--files-per-segment", type=int, default=2, help="files each load leaves (default 2)")
     parser.add_argument("--repeats", type=int, default=None, help="rounds of runs (default 2; quick 1)")
     parser.add_argument(
@@ -236,8 +252,9 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, default=None, help="scratch dir (default: a temp dir)")
     args = parser.parse_args()
     segments = args.segments or (20 if args.quick else 200)
-    rows = args.rows or (2_000 if args.quick else 50_000)
+    rows = args.rows or (2_000 if args.quick else 46_000)
     repeats = args.repeats or (1 if args.quick else 2)
+    payload = args.payload if args.payload is not None else (0 if args.quick else 100)
     methods = METHODS if args.with_partitioned_optimize else ("ours", "opt_plain")
     per_file = args.files_per_segment
     if rows % per_file:
@@ -254,7 +271,7 @@ def main() -> None:
         wh.mkdir()
         sources = {"ours": scratch / "source_part", "opt_part": scratch / "source_part"}
         sources["opt_plain"] = scratch / "source_plain"
-        df = segment_rows(spark, segments, rows, per_file, START)
+        df = segment_rows(spark, segments, rows, per_file, START, payload=payload)
         t = time.perf_counter()
         write_table(df, sources["ours"], partitioned=True)
         write_table(df, sources["opt_plain"], partitioned=False)
@@ -263,7 +280,7 @@ def main() -> None:
         plain_reference = checksum(spark, sources["opt_plain"])
         assert reference == plain_reference, f"plain table differs: {plain_reference} vs {reference}"
         print(
-            f"{segments} segments x {rows:,} rows ({per_file} files each), "
+            f"{segments} segments x {rows:,} rows ({per_file} files each, {payload}-char note), "
             f"{files_and_bytes(spark, sources['ours'])[1] / MIB:.1f} MiB partitioned; "
             f"tables written in {setup_seconds:.0f}s; {repeats} round(s)",
             flush=True,
@@ -366,6 +383,7 @@ def main() -> None:
             "params": {
                 "segments": segments,
                 "rows_per_segment": rows,
+                "payload_chars": payload,
                 "files_per_segment": per_file,
                 "repeats": repeats,
                 "methods": list(methods),

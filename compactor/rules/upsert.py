@@ -11,6 +11,7 @@ the caller passes the counts in (`invalid`), computed by the executor.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from itertools import repeat
 from operator import attrgetter
 
 import numpy as np
@@ -54,7 +55,7 @@ def plan(
                 for s in segments
             ]
         return RuleOutcome((), tuple(decisions))
-    bad = [invalid.get(sid, 0) for sid in map(_ID, segments)]
+    bad = list(map(invalid.get, map(_ID, segments), repeat(0)))
     qualifying = _qualifying(segments, bad, rule)
     # without explanations only the (few) qualifying segments need sorting and walking
     considered = range(len(segments)) if explain else np.flatnonzero(qualifying).tolist()
