@@ -13,6 +13,7 @@ import logging
 import math
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -93,13 +94,18 @@ def _commit_files(path: Path) -> list[tuple[int, Path]]:
     return sorted(commits, reverse=True)
 
 
-def _find_commit(path: Path, marker: str, depth: int = 50) -> tuple[int, int, int] | None:
-    """(version, rows, bytes) of the newest of the last `depth` commits whose metadata mentions `marker`."""
+def _recent_commits(path: Path, depth: int) -> Iterator[tuple[int, list[str]]]:
+    """(version, JSON lines) of the last `depth` commits, newest first."""
     for version, file in _commit_files(path)[:depth]:
         try:
-            lines = file.read_text().splitlines()
+            yield version, file.read_text().splitlines()
         except FileNotFoundError:  # removed by log cleanup after the listing
             continue
+
+
+def _find_commit(path: Path, marker: str, depth: int = 50) -> tuple[int, int, int] | None:
+    """(version, rows, bytes) of the newest of the last `depth` commits whose metadata mentions `marker`."""
+    for version, lines in _recent_commits(path, depth):
         for line in lines:
             info = json.loads(line).get("commitInfo") if '"commitInfo"' in line else None
             if info is not None and marker in (info.get("userMetadata") or ""):
@@ -329,13 +335,9 @@ def _added_recently(path: Path, segment_ids: set[str], depth: int) -> set[str]:
     """
     found: set[str] = set()
     decided: set[str] = set()
-    for _, file in _commit_files(path)[:depth]:
+    for _, lines in _recent_commits(path, depth):
         if decided >= segment_ids:
             break
-        try:
-            lines = file.read_text().splitlines()
-        except FileNotFoundError:
-            continue
         # id -> this commit added a file with rows for it; False (a remove, or no row count) settles
         # nothing, but older commits cannot settle it either: the caller looks it up
         touched: dict[str, bool] = {}

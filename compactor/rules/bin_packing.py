@@ -5,13 +5,25 @@ from __future__ import annotations
 import bisect
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from typing import Literal, TypeVar
+from typing import Literal, NamedTuple, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 T = TypeVar("T")
 Strategy = Literal["first_fit", "best_fit"]
+
+
+class _Placement(NamedTuple):
+    """One light item to place, with the packing's limits: what a bin pick needs."""
+
+    weight: int
+    lo: float
+    hi: float
+    windows: tuple[int, ...]  # the item's time window and its neighbours
+    capacity: int
+    max_span: float
+    best_fit: bool
 
 
 def pack(
@@ -100,15 +112,11 @@ def pack_indices(
     for i, w in zip(light.tolist(), window_of(light).tolist(), strict=True):
         weight, lo, hi = int(weights[i]), float(starts[i]), float(ends[i])
         windows = (w - 1, w, w + 1) if windowed else (0,)
-        heavy_at = _pick_heavy(
-            opened, weights, heavy_window, heavy_load, heavy_lo, heavy_hi, windows, capacity, weight, lo, hi,
-            max_span, best_fit,
-        )  # fmt: skip
+        item = _Placement(weight, lo, hi, windows, capacity, max_span, best_fit)
+        heavy_at = _pick_heavy(opened, weights, heavy_window, heavy_load, heavy_lo, heavy_hi, item)
         target = None
         if heavy_at is None or best_fit:
-            target = _pick_light(
-                light_by_window, windows, loads, hulls, capacity, weight, lo, hi, max_span, best_fit
-            )
+            target = _pick_light(light_by_window, loads, hulls, item)
         if heavy_at is not None and (target is None or heavy_load[heavy_at] >= loads[target]):
             heavy_load[heavy_at] += weight
             heavy_lo[heavy_at] = min(heavy_lo[heavy_at], lo)
@@ -140,15 +148,10 @@ def _pick_heavy(
     heavy_load: npt.NDArray[np.int64],
     heavy_lo: npt.NDArray[np.float64],
     heavy_hi: npt.NDArray[np.float64],
-    windows: tuple[int, ...],
-    capacity: int,
-    weight: int,
-    lo: float,
-    hi: float,
-    max_span: float,
-    best_fit: bool,
+    item: _Placement,
 ) -> int | None:
     """Position (in the window-sorted arrays) of the heavy bin the strategy picks, or None."""
+    weight, lo, hi, windows, capacity, max_span, best_fit = item
     first, last = np.searchsorted(heavy_window, (windows[0], windows[-1] + 1)).tolist()
     if first == last:
         return None
@@ -169,17 +172,12 @@ def _pick_heavy(
 
 def _pick_light(
     by_window: dict[int, list[tuple[int, int]]],
-    windows: tuple[int, ...],
     loads: list[int],
     hulls: list[tuple[float, float]],
-    capacity: int,
-    weight: int,
-    lo: float,
-    hi: float,
-    max_span: float,
-    best_fit: bool,
+    item: _Placement,
 ) -> int | None:
     """The light bin the strategy picks for an item, or None when none has room."""
+    weight, lo, hi, windows, capacity, max_span, best_fit = item
     best: int | None = None
     for window in windows:
         entries = by_window.get(window)
