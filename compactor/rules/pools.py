@@ -41,7 +41,6 @@ _END = attrgetter("range.end_ts")
 _BYTES = attrgetter("bytes")
 _VERSION = attrgetter("schema_version")
 _SUB_PARTITIONS = attrgetter("sub_partitions")
-_ID = attrgetter("id")
 
 
 def _column(segments: Sequence[Segment], field: attrgetter[Any], dtype: type) -> npt.NDArray[Any]:
