@@ -87,14 +87,17 @@ def run_demo(workdir: Path, days: int, rows: int, bootstrap: str | None, echo: C
         config = load_config({"defaults": {"rules": [{"rule": "auto_merge", "levels": ["week", "month"]}]}})
         warehouse = workdir / "warehouse"
         handler = build_handler(spark, config, warehouse, kafka, workdir / "checkpoint")
+        stack.callback(handler.producer.close)  # callbacks run last-in first-out: before the broker stops
         query = start_query(spark, handler, kafka, workdir / "checkpoint")
         stack.callback(query.stop)
         stop = threading.Event()
+        watcher = _watch_results(kafka, echo, stop)
+        stack.callback(watcher.join, 5)
         stack.callback(stop.set)
-        _watch_results(kafka, echo, stop)
 
         echo(f"table {TABLE}: time-layer auto-merge with levels [week, month]; loading {days} daily segments")
         producer = EventProducer(kafka)
+        stack.callback(producer.close)
         loaded = 0
         for i in range(days):
             start = FIRST_DAY + timedelta(days=i)

@@ -118,4 +118,8 @@ class EventProducer:
             raise DeliveryError("delivery failed: " + "; ".join(failures[:5]))
 
     def close(self) -> None:
+        """Flush, then release the client, so that it does not outlive (and log about) its broker."""
         self._producer.flush(self._flush_timeout)
+        close = getattr(self._producer, "close", None)  # older confluent-kafka releases lack close()
+        if close is not None:
+            close()

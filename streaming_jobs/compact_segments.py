@@ -93,7 +93,10 @@ def main(argv: list[str] | None = None) -> None:
     spark = build_spark(fair_pools=config.pool_names(), scratch_dir=args.checkpoint.parent)
     kafka = KafkaSettings(args.bootstrap_servers, security=config.kafka)
     handler = build_handler(spark, config, args.warehouse, kafka, args.checkpoint)
-    start_query(spark, handler, kafka, args.checkpoint).awaitTermination()
+    try:
+        start_query(spark, handler, kafka, args.checkpoint).awaitTermination()
+    finally:
+        handler.producer.close()
 
 
 if __name__ == "__main__":
