@@ -34,6 +34,7 @@ class CommitRecord:
     rule: str | None = None
     level: str | None = None
     pool: str | None = None
+    data_change: bool = True
 
     def sized(self, segment: Segment, before: Segment | None) -> Segment:
         """`segment` with the records and bytes this commit leaves it with."""
@@ -69,6 +70,7 @@ class ExecutedPlan:
     version: int
     plan: MergePlan
     outputs: tuple[Segment, ...]
+    data_change: bool = True
 
 
 @dataclass
@@ -172,7 +174,8 @@ class SegmentCatalog:
                     record.level,
                     record.pool,
                 )
-                self.history.setdefault(table, []).append(ExecutedPlan(record.version, plan, outputs))
+                executed = ExecutedPlan(record.version, plan, outputs, record.data_change)
+                self.history.setdefault(table, []).append(executed)
 
     def reconcile(self, table: str, present_ids: Iterable[str]) -> tuple[set[str], set[str]]:
         """Align with the ids Delta actually holds; return (unknown, gone).

@@ -264,6 +264,7 @@ class Codec:
                 "status": result.status.value,
                 "error": result.error,
                 "table_version": result.table_version,
+                "data_change": result.data_change,
                 "produced_at": result.produced_at,
             },
         )

@@ -16,8 +16,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
-from urllib.parse import unquote, urlparse
+from typing import Any, NamedTuple
 
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
@@ -26,8 +25,9 @@ from pyspark.sql import functions as F
 from compactor.catalog import CommitRecord, SegmentCatalog
 from compactor.config import UpsertConfig
 from compactor.domain import MergePlan, Segment, validate_table_name
-from compactor.errors import CompactorError, TableNotFoundError
+from compactor.errors import CompactorError, TableNotFoundError, UnsupportedTableFeature
 from compactor.segments_json import segment_from_dict, segment_to_dict
+from compactor.table_features import refused_features
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +61,10 @@ def _metadata(
     added: list[Segment],
     removed: tuple[str, ...] = (),
     plan: MergePlan | None = None,
+    data_change: bool = True,
 ) -> str:
-    """The commit's userMetadata: what it did to the segment set, and which plan did it."""
+    """The commit's userMetadata: what it did to the segment set, which plan did it, and
+    whether it changed rows (False: the commit only rearranged them, `dataChange=false`)."""
     return json.dumps(
         {
             METADATA_KEY: 1,
@@ -73,6 +75,7 @@ def _metadata(
             "rule": plan.rule if plan else None,
             "level": plan.level if plan else None,
             "pool": plan.pool if plan else None,
+            "data_change": data_change,
         },
         separators=(",", ":"),
     )
@@ -103,18 +106,34 @@ def _recent_commits(path: Path, depth: int) -> Iterator[tuple[int, list[str]]]:
             continue
 
 
-def _find_commit(path: Path, marker: str, depth: int = 50) -> tuple[int, int, int] | None:
-    """(version, rows, bytes) of the newest of the last `depth` commits whose metadata mentions `marker`."""
+class CommitFacts(NamedTuple):
+    """What one of our commits recorded: its version, rows and bytes written, and whether
+    it changed data (commits written before that was recorded all did)."""
+
+    version: int
+    records: int
+    bytes: int
+    data_change: bool = True
+
+
+def _find_commit(path: Path, marker: str, depth: int = 50) -> CommitFacts | None:
+    """The newest of the last `depth` commits whose metadata mentions `marker`."""
     for version, lines in _recent_commits(path, depth):
         for line in lines:
             info = json.loads(line).get("commitInfo") if '"commitInfo"' in line else None
             if info is not None and marker in (info.get("userMetadata") or ""):
                 metrics = info.get("operationMetrics") or {}
-                return version, int(metrics.get("numOutputRows", 0)), int(metrics.get("numOutputBytes", 0))
+                meta = _parse_metadata(info.get("userMetadata")) or {}
+                return CommitFacts(
+                    version,
+                    int(metrics.get("numOutputRows", 0)),
+                    int(metrics.get("numOutputBytes", 0)),
+                    bool(meta.get("data_change", True)),
+                )
     return None
 
 
-def _commit_metrics(path: Path, marker: str) -> tuple[int, int, int]:
+def _commit_metrics(path: Path, marker: str) -> CommitFacts:
     found = _find_commit(path, marker)
     if found is None:
         raise CompactorError(f"commit for {marker} not found in the last 50 versions of {path}")
@@ -133,8 +152,8 @@ def write_segment(spark: SparkSession, warehouse: Path | str, segment: Segment, 
     if not DeltaTable.isDeltaTable(spark, str(path)):
         writer = writer.partitionBy(SEGMENT_COLUMN)
     writer.save(str(path))
-    _, records, size = _commit_metrics(path, f'"id":"{segment.id}"')
-    return replace(segment, records=records, bytes=size)
+    facts = _commit_metrics(path, f'"id":"{segment.id}"')
+    return replace(segment, records=facts.records, bytes=facts.bytes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +165,7 @@ class Execution:
     bytes_out: int
     duration_ms: int
     already_done: bool = False
+    data_change: bool = True
 
 
 def _in_list(ids: list[str]) -> str:
@@ -164,6 +184,10 @@ def execute_merge(
     written rows carry), so rows appended concurrently are never touched. With
     `upsert`, only the inputs' valid rows (latest per key over the whole table)
     are written: the rest are dropped in the same commit.
+
+    A plain merge only rearranges rows, so its adds and removes carry
+    `dataChange=false` (as Delta's OPTIMIZE does): streaming readers and the change
+    feed skip it. Upsert compaction drops rows, so it commits as a data change.
     """
     started = time.monotonic()
     path = table_path(warehouse, plan.table)
@@ -172,7 +196,9 @@ def execute_merge(
     table = DeltaTable.forPath(spark, str(path))
     done = _find_commit(path, marker)
     if done is not None:  # fast path; the txnAppId below guards older history too
-        return Execution(*done, duration_ms=0, already_done=True)
+        return Execution(*done[:3], duration_ms=0, already_done=True, data_change=done.data_change)
+    check_rewritable(spark, path)
+    data_change = upsert is not None
     inputs = list(plan.input_ids)
     if upsert is not None:
         from compactor.upsert_view import valid_rows_of  # Spark-side upsert logic lives there
@@ -191,11 +217,35 @@ def execute_merge(
         .option("replaceWhere", f"{SEGMENT_COLUMN} IN ({_in_list([plan.output.id, *inputs])})")
         .option("txnAppId", app_id)
         .option("txnVersion", 1)
-        .option("userMetadata", _metadata("merge", [plan.output], plan.input_ids, plan))
+        .option("dataChange", str(data_change).lower())
+        .option("userMetadata", _metadata("merge", [plan.output], plan.input_ids, plan, data_change))
         .save(str(path))
     )
-    version, records, size = _commit_metrics(path, marker)
-    return Execution(version, records, size, int((time.monotonic() - started) * 1000))
+    facts = _commit_metrics(path, marker)
+    elapsed = int((time.monotonic() - started) * 1000)
+    return Execution(facts.version, facts.records, facts.bytes, elapsed, data_change=data_change)
+
+
+def _snapshot(spark: SparkSession, path: Path | str) -> Any:
+    """The JVM snapshot Delta last loaded for `path` (callers open the table first)."""
+    jvm: Any = spark._jvm
+    return jvm.org.apache.spark.sql.delta.DeltaLog.forTable(
+        spark._jsparkSession, str(path)
+    ).unsafeVolatileSnapshot()
+
+
+def check_rewritable(spark: SparkSession, path: Path) -> None:
+    """Refuse a table whose features a rewrite would not preserve (see `table_features`).
+
+    Reads the protocol and metadata of the snapshot Delta just loaded for the
+    write (`DeltaTable.forPath`), so it costs no extra log replay.
+    """
+    snapshot = _snapshot(spark, path)
+    protocol = json.loads(snapshot.protocol().json())["protocol"]
+    metadata = json.loads(snapshot.metadata().json())["metaData"]
+    refused = refused_features(protocol, metadata)
+    if refused:
+        raise UnsupportedTableFeature(f"table at {path}: " + "; ".join(refused))
 
 
 def read_commits(spark: SparkSession, warehouse: Path | str, table: str) -> list[CommitRecord]:
@@ -223,6 +273,7 @@ def read_commits(spark: SparkSession, warehouse: Path | str, table: str) -> list
                 level=meta.get("level"),
                 pool=meta.get("pool"),
                 metrics=metrics,
+                data_change=bool(meta.get("data_change", True)),
             )
         )
     return records
@@ -315,12 +366,35 @@ def segments_with_rows(
     rest = sorted(set(segment_ids) - found)
     if not rest:
         return found
+    # Ask Delta rather than parse file paths: with column mapping, partition directories
+    # have random names, and deletion vectors can leave a file without live rows.
     df = DeltaTable.forPath(spark, str(path)).toDF()
-    for uri in df.where(F.col(SEGMENT_COLUMN).isin(rest)).inputFiles():
-        for part in urlparse(uri).path.split("/"):
-            if part.startswith(f"{SEGMENT_COLUMN}="):
-                found.add(unquote(part.split("=", 1)[1]))  # Hive-style paths escape ':' and '%'
+    rows = df.where(F.col(SEGMENT_COLUMN).isin(rest)).select(SEGMENT_COLUMN).distinct().collect()
+    found |= {r[SEGMENT_COLUMN] for r in rows}
     return found & set(segment_ids)
+
+
+def segment_partition_value(entry: dict[str, Any] | None) -> str | None:
+    """The segment id of an `add` or `remove` action.
+
+    Tables are partitioned by `segment_id` alone (the producer contract). Under
+    column mapping the log keys partition values by the column's physical name
+    (`col-<uuid>`), so the only partition value is the segment id.
+    """
+    values = (entry or {}).get("partitionValues") or {}
+    if SEGMENT_COLUMN in values:
+        return str(values[SEGMENT_COLUMN])
+    return str(next(iter(values.values()))) if len(values) == 1 else None
+
+
+def physical_names(spark: SparkSession, path: Path | str) -> dict[str, str]:
+    """Physical -> logical column names under column mapping (empty without it)."""
+    schema = json.loads(_snapshot(spark, path).metadata().schemaString())
+    return {
+        str(f["metadata"]["delta.columnMapping.physicalName"]): str(f["name"])
+        for f in schema.get("fields", ())
+        if "delta.columnMapping.physicalName" in (f.get("metadata") or {})
+    }
 
 
 def _added_recently(path: Path, segment_ids: set[str], depth: int) -> set[str]:
@@ -344,7 +418,7 @@ def _added_recently(path: Path, segment_ids: set[str], depth: int) -> set[str]:
         for line in lines:
             action = json.loads(line)
             entry = action.get("add") or action.get("remove")
-            sid = (entry or {}).get("partitionValues", {}).get(SEGMENT_COLUMN)
+            sid = segment_partition_value(entry)
             if sid in segment_ids and sid not in decided:
                 stats = json.loads(action["add"].get("stats") or "{}") if "add" in action else {}
                 rows = stats.get("numRecords", 0)

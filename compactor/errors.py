@@ -49,3 +49,7 @@ class TableNotFoundError(CompactorError):
 
 class EventEncodeError(CompactorError):
     """A record does not fit its Avro schema: fix the field the message names."""
+
+
+class UnsupportedTableFeature(CompactorError):
+    """The Delta table uses a feature a merge cannot preserve: turn it off or leave the table out."""

@@ -50,6 +50,8 @@ class MergeResult:
     table_version: int | None = None
     invalid_rows_removed: int = 0
     outputs: tuple[Segment, ...] = ()  # when a plan writes several segments (refresh)
+    # False when the commit only rearranged rows (dataChange=false): readers of the table saw no change
+    data_change: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -430,7 +430,7 @@ class SegmentEventHandler:
             plan, MergeStatus.SUCCEEDED, records_in, done.records_out, bytes_in, done.bytes_out,
             done.duration_ms, self.clock(), table_version=done.version,
             invalid_rows_removed=records_in - done.records_out if plan.rule == "upsert_compaction" else 0,
-            outputs=outputs if plan.rule == refresh.RULE else (),
+            outputs=outputs if plan.rule == refresh.RULE else (), data_change=done.data_change,
         )  # fmt: skip
         self._announce(result, outputs)
         return result
@@ -474,6 +474,7 @@ class SegmentEventHandler:
                     sum(s.bytes for s in e.plan.inputs), sum(s.bytes for s in e.outputs), 0, self.clock(),
                     table_version=e.version, outputs=e.outputs if e.plan.rule == refresh.RULE else (),
                     invalid_rows_removed=records_in - sum(s.records for s in e.outputs) if e.plan.rule == "upsert_compaction" else 0,
+                    data_change=e.data_change,
                 )  # fmt: skip
                 self._announce(result, e.outputs)
         for table in self.catalog.tables:
@@ -514,8 +515,9 @@ class SegmentEventHandler:
         self.catalog.apply_rewrite(plan, outputs)
         fault_point(AFTER_BOOKKEEPING)
         execution = delta.Execution(
-            done.version, done.records_out, done.bytes_out, done.duration_ms, done.already_done
-        )
+            done.version, done.records_out, done.bytes_out, done.duration_ms, done.already_done,
+            done.data_change,
+        )  # fmt: skip
         return outputs, execution
 
     def _index_facts(

@@ -17,7 +17,15 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, DataType
 
 from compactor.config import LayoutConfig, RefreshRule
-from compactor.delta_executor import SEGMENT_COLUMN, _find_commit, _in_list, _metadata, table_path
+from compactor.delta_executor import (
+    SEGMENT_COLUMN,
+    _find_commit,
+    _in_list,
+    _metadata,
+    check_rewritable,
+    physical_names,
+    table_path,
+)
 from compactor.domain import MergePlan, Origin, Segment, TimeRange
 from compactor.errors import CompactorError
 from compactor.rules.refresh import HIDDEN_COLUMNS, IndexFacts, layout_record
@@ -73,7 +81,12 @@ def index_facts(
     if not files:
         return IndexFacts({}, 0, 0, True, layout.encoding, layout.compression)
     physical = spark.read.parquet(files[0]).schema
-    columns = {f.name: _spark_type(f.dataType) for f in physical.fields if f.name not in HIDDEN_COLUMNS}
+    logical = physical_names(spark, table_path(warehouse, table))  # column mapping: col-<uuid> -> name
+    columns = {
+        logical.get(f.name, f.name): _spark_type(f.dataType)
+        for f in physical.fields
+        if logical.get(f.name, f.name) not in HIDDEN_COLUMNS
+    }
     period = int(layout.bucket_time_period.total_seconds())
     stats = []
     if layout.time_column in columns:
@@ -135,7 +148,10 @@ def _conform(df: DataFrame, layout: LayoutConfig, rule: RefreshRule) -> DataFram
     elif rule.merge_type == "rollup":
         metrics = dict(rule.aggregations)
         dimensions = [c for c in out.columns if c not in metrics]
-        aggregated = [getattr(F, how)(F.col(m)).alias(m) for m, how in metrics.items()]
+        # sum widens decimals and ints; the column keeps the layout's type (Delta has one schema)
+        aggregated = [
+            getattr(F, how)(F.col(m)).cast(out.schema[m].dataType).alias(m) for m, how in metrics.items()
+        ]
         out = out.groupBy(*dimensions).agg(*aggregated).select(*layout.columns)
     return out
 
@@ -148,6 +164,20 @@ class RewriteResult:
     bytes_out: int
     duration_ms: int
     already_done: bool = False
+    data_change: bool = True
+
+
+def changes_data(source: DataFrame, conformed: DataFrame, rule: RefreshRule, table_wide: bool) -> bool:
+    """Does the rewrite change rows, or only how they are laid out (split, sorted, encoded)?
+
+    Rollup, dedup and time rounding change rows; so does any column added, dropped or
+    retyped, which always shows as a schema difference (and a table-wide rewrite is one).
+    """
+    if table_wide or rule.merge_type != "concat" or rule.round_bucket_time_period is not None:
+        return True
+    before = {(f.name, f.dataType.simpleString()) for f in source.schema.fields if f.name != SEGMENT_COLUMN}
+    after = {(f.name, f.dataType.simpleString()) for f in conformed.schema.fields}
+    return before != after
 
 
 @contextmanager
@@ -199,12 +229,16 @@ def execute_refresh(
     done = _find_commit(path, marker)
     prefix = f"r-{plan.plan_id[:16]}"
     if done is not None:
-        return RewriteResult(done[0], (), done[1], done[2], 0, already_done=True)
+        return RewriteResult(
+            done.version, (), done.records, done.bytes, 0, already_done=True, data_change=done.data_change
+        )
     table = DeltaTable.forPath(spark, str(path))
+    check_rewritable(spark, path)
     read_version = _version(table)
     inputs = list(plan.input_ids)
     source = table.toDF() if table_wide else table.toDF().where(F.col(SEGMENT_COLUMN).isin(inputs))
     rows = _conform(source, layout, rule)
+    data_change = changes_data(source, rows, rule, table_wide)
     period = int(layout.bucket_time_period.total_seconds())
     bucket = F.floor(F.unix_seconds(F.col(layout.time_column).cast("timestamp")) / period) * period
     partition = _partition_id(F.col(layout.partitioning.column), layout) if layout.partitioning else F.lit(0)
@@ -256,7 +290,8 @@ def execute_refresh(
             .mode("overwrite")
             .option("txnAppId", f"compactor-plan-{plan.plan_id}")
             .option("txnVersion", 1)
-            .option("userMetadata", _metadata("refresh", list(outputs), tuple(removed), plan))
+            .option("dataChange", str(data_change).lower())
+            .option("userMetadata", _metadata("refresh", list(outputs), tuple(removed), plan, data_change))
             .option("compression", layout.compression if layout.compression != "uncompressed" else "none")
         )
         if table_wide:
@@ -272,5 +307,6 @@ def execute_refresh(
             writer.save(str(path))
     finally:
         keyed.unpersist()
-    version, records, size = _find_commit(path, marker) or (-1, 0, 0)
-    return RewriteResult(version, outputs, records, size, int((time.monotonic() - started) * 1000))
+    version, records, size, _ = _find_commit(path, marker) or (-1, 0, 0, data_change)
+    elapsed = int((time.monotonic() - started) * 1000)
+    return RewriteResult(version, outputs, records, size, elapsed, data_change=data_change)

@@ -70,6 +70,7 @@ def test_commit_lookup_matches_delta_history_and_a_replayed_plan_is_not_written_
         first.version,
         40,
         first.bytes_out,
+        False,  # a plain merge only rearranged rows
     )
     assert delta_executor._find_commit(path, '"plan_id":"no-such-plan"') is None
     assert DeltaTable.forPath(spark, str(path)).history().count() == first.version + 1  # no extra commit

@@ -27,7 +27,7 @@ from compactor.kafka_io import EventProducer, KafkaSettings
 from compactor.loader import load_segment
 from compactor.refresh_executor import index_facts
 from compactor.rules.refresh import layout_record
-from tests.integration.streaming import JobRunner, consume_all
+from tests.integration.streaming import DownstreamReader, JobRunner, consume_all
 from tests.integration.test_walking_skeleton import make_kafka
 
 pytestmark = pytest.mark.integration
@@ -305,3 +305,41 @@ def test_a_published_config_triggers_the_refresh_and_survives_a_restart(scenario
         scenario.spark, v1, scenario.warehouse, scenario.kafka, scenario.producer, codec
     )
     assert restarted.config_for(TABLE).config_version == 2, "the published config is read back from Delta"
+
+
+def test_layout_refreshes_are_invisible_to_streaming_readers_and_rollups_are_not(
+    scenario: Scenario, tmp_path: Path
+) -> None:
+    """A compression-only refresh rearranges rows (dataChange=false); a rollup changes them.
+
+    A streaming reader without options stops at the rollup commit, as Delta does
+    for any update of existing rows; one with `skipChangeCommits` (the README's
+    advice for tables with such rules) skips that commit and keeps reading loads.
+    """
+    base = rows(scenario.spark, 0, n=6)
+    scenario.load("a", base.unionByName(base.limit(2)), 0, config(1))
+    plain = DownstreamReader(scenario.spark, Path(scenario.path), tmp_path / "plain")
+    skipping = DownstreamReader(
+        scenario.spark, Path(scenario.path), tmp_path / "skip", {"skipChangeCommits": "true"}
+    )
+    plain.run()
+    skipping.run()
+
+    scenario.refresh(config(2, compression="gzip"))
+    plain.run()  # the layout refresh is skipped as a rearrangement
+    assert plain.seen().count() == 8
+
+    rollup = config(3, rule={"merge_type": "rollup", "aggregations": {"amount": "sum"}}, compression="zstd")
+    scenario.refresh(rollup)
+    assert [r["data_change"] for r in scenario.results()] == [False, True]
+    assert scenario.table().count() == 6  # the two duplicated rows were rolled up
+    with pytest.raises(RuntimeError, match="DELTA_SOURCE_TABLE_IGNORE_CHANGES"):
+        plain.run()
+
+    scenario.load("b", rows(scenario.spark, 1, n=4), 1, rollup)
+    skipping.run()
+    seen = skipping.seen()
+    assert seen.count() == 8 + 4, "the loads, without the rollup's rewritten rows"
+    assert tuples(seen.where("segment_id = 'b'"), *BASE_COLUMNS) == tuples(
+        rows(scenario.spark, 1, n=4), *BASE_COLUMNS
+    )

@@ -171,3 +171,46 @@ def test_an_empty_required_field_is_missing(codec: Codec) -> None:
     with pytest.raises(EventDecodeError) as err:
         codec.decode_segment_completed(codec.encode(SEGMENT_COMPLETED, valid_record() | {"segment_id": ""}))
     assert err.value.reason == "missing_field" and "segment_id" in err.value.detail
+
+
+def _history_schema(name: str) -> dict[str, object]:
+    parsed = fastavro.parse_schema(json.loads((schemas_dir() / "history" / name).read_text()))
+    assert isinstance(parsed, dict)
+    return parsed
+
+
+def _merge_result(codec: Codec, data_change: bool) -> MergeResult:
+    later = Segment("b", "sales", TimeRange(T1, datetime(2024, 1, 3, tzinfo=UTC)), loaded_at=T1)
+    plan = make_plan("sales", "auto_merge", [segment("a"), later])
+    return MergeResult(
+        plan, MergeStatus.SUCCEEDED, 2, 2, 10, 8, 5, T1, table_version=3, data_change=data_change
+    )
+
+
+@pytest.mark.parametrize("data_change", [True, False])
+def test_merge_results_say_whether_the_commit_changed_data(codec: Codec, data_change: bool) -> None:
+    decoded = codec.decode_merge_result(codec.encode_merge_result(_merge_result(codec, data_change)))
+    assert decoded["data_change"] is data_change
+
+
+def test_version_2_merge_results_read_as_data_changes(codec: Codec) -> None:
+    """Results written before data_change existed came from commits that all changed data."""
+    v2 = _history_schema("merge_result.v2.avsc")
+    record = codec.decode_merge_result(codec.encode_merge_result(_merge_result(codec, False)))
+    del record["data_change"]
+    record["status"] = record["status"].value
+    body = io.BytesIO()
+    fastavro.schemaless_writer(body, v2, record)
+    key = bytes.fromhex(
+        fastavro.schema.fingerprint(fastavro.schema.to_parsing_canonical_form(v2), "CRC-64-AVRO")
+    )
+    decoded = codec.decode_merge_result(MAGIC + key + body.getvalue())
+    assert decoded["data_change"] is True and decoded["plan_id"] == record["plan_id"]
+
+
+def test_a_reader_with_the_version_2_schema_still_reads_version_3_results(codec: Codec) -> None:
+    """Old consumers keep working: Avro resolution drops the field their schema lacks."""
+    data = codec.encode_merge_result(_merge_result(codec, False))
+    writer = codec.writers[data[2:10]]
+    old = fastavro.schemaless_reader(io.BytesIO(data[10:]), writer, _history_schema("merge_result.v2.avsc"))
+    assert isinstance(old, dict) and "data_change" not in old and old["records_out"] == 2

@@ -1,0 +1,104 @@
+"""Which Delta table features a merge preserves, and which it must refuse (pure).
+
+A merge reads an input segment's rows and writes them back as new files in one
+Delta commit. Delta applies most table features to that commit as it does to
+any write (constraints, generated columns, the change feed, column mapping,
+deletion vectors are resolved on read). A few cannot survive a rewrite that
+goes through the ordinary write path; those tables are refused with the
+feature named, instead of being silently changed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+# Features a rewrite keeps intact because Delta enforces or resolves them on every write/read.
+PRESERVED = frozenset(
+    {
+        "appendOnly",  # the feature is implied by writer version 2; only the property forbids removes
+        "invariants",
+        "checkConstraints",
+        "changeDataFeed",
+        "generatedColumns",  # rows are rewritten with their generated values, which Delta re-checks
+        "columnMapping",
+        "deletionVectors",  # deleted rows are not read, so they are not rewritten
+        "timestampNtz",
+        "domainMetadata",
+        "v2Checkpoint",
+        "typeWidening",
+        "typeWidening-preview",
+        "inCommitTimestamp",
+        "vacuumProtocolCheck",
+        "variantType",
+        "variantType-preview",
+        "checkpointProtection",
+        "allowColumnDefaults",
+        "icebergCompatV1",
+        "icebergCompatV2",
+        "collations-preview",
+        "rowTracking",  # refused below only while enabled
+        "identityColumns",  # refused below only when a column is an identity column
+    }
+)
+# Features implied by a legacy protocol (no feature lists): minWriterVersion -> features.
+_LEGACY_WRITER = {
+    2: ("appendOnly", "invariants"),
+    3: ("checkConstraints",),
+    4: ("changeDataFeed", "generatedColumns"),
+    5: ("columnMapping",),
+    6: ("identityColumns",),
+}
+
+
+def features(protocol: Mapping[str, Any]) -> set[str]:
+    """Every feature the protocol action names or implies."""
+    named = set(protocol.get("readerFeatures") or ()) | set(protocol.get("writerFeatures") or ())
+    if named:
+        return named
+    version = int(protocol.get("minWriterVersion", 1))
+    return {f for v, implied in _LEGACY_WRITER.items() if v <= version for f in implied}
+
+
+def refused_features(protocol: Mapping[str, Any], metadata: Mapping[str, Any]) -> list[str]:
+    """Why a merge cannot rewrite this table, one line per feature; empty when it can.
+
+    `protocol` and `metadata` are the snapshot's `protocol` and `metaData` actions
+    as the Delta protocol writes them (JSON objects).
+    """
+    config = {k.lower(): str(v).lower() for k, v in (metadata.get("configuration") or {}).items()}
+    reasons = []
+    if config.get("delta.appendonly") == "true":
+        reasons.append(
+            "delta.appendOnly=true: a merge removes its input files, which an append-only table forbids"
+        )
+    if config.get("delta.enablerowtracking") == "true":
+        reasons.append(
+            "rowTracking is enabled: a merge rewrites rows through the write path, which assigns new "
+            "row ids and commit versions"
+        )
+    identity = _identity_columns(metadata)
+    if identity:
+        reasons.append(
+            f"identityColumns: {', '.join(identity)} would have to be written with explicit values, "
+            "which Delta refuses for identity columns"
+        )
+    for name in sorted(features(protocol) - PRESERVED):
+        if name == "clustering":
+            reasons.append("clustering (liquid clustering): compacted tables are partitioned by segment_id")
+        else:
+            reasons.append(f"table feature {name!r} is not one a merge is known to preserve")
+    return reasons
+
+
+def _identity_columns(metadata: Mapping[str, Any]) -> list[str]:
+    try:
+        schema = json.loads(metadata.get("schemaString") or "{}")
+    except json.JSONDecodeError:
+        return []
+    return [
+        str(f.get("name"))
+        for f in schema.get("fields", ())
+        if any(k.startswith("delta.identity.") for k in (f.get("metadata") or {}))
+    ]
