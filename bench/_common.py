@@ -6,6 +6,7 @@ directory on sys.path, so they import it as `_common`.
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import os
@@ -283,3 +284,10 @@ class Stopwatch:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.seconds = time.perf_counter() - self._began
+
+
+def bench_parser(doc: str | None, quick: str) -> argparse.ArgumentParser:
+    """The command line every benchmark shares: its docstring as help, and `--quick` (`quick` says what it runs)."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help=f"{quick} (CI smoke run)")
+    return parser

@@ -31,7 +31,6 @@ Saves bench/results/latency[_quick].json.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import logging
@@ -52,6 +51,7 @@ from typing import Any
 from _common import (
     MIB,
     PeakRss,
+    bench_parser,
     machine_info,
     percentiles,
     print_table,
@@ -62,15 +62,19 @@ from _common import (
 from confluent_kafka import Consumer, TopicPartition
 from pyspark.sql import DataFrame, SparkSession
 
-from compactor.codec import default_codec, now_utc
-from compactor.config import load_config
-from compactor.delta_executor import SEGMENT_COLUMN, table_path
-from compactor.domain import Segment, TimeRange, plan_id_for
-from compactor.events import SegmentCompleted
-from compactor.kafka_broker import LocalKafkaBroker
-from compactor.kafka_io import EventProducer, KafkaSettings, ensure_topics
-from compactor.spark_session import build_spark
-from streaming_jobs.compact_segments import build_handler, start_query
+from compactor.codec.events import default_codec
+from compactor.config.loading import load_config
+from compactor.delta.paths import SEGMENT_COLUMN, table_path
+from compactor.delta.session import build_spark
+from compactor.dev.kafka_broker import LocalKafkaBroker
+from compactor.domain.clock import now_utc
+from compactor.domain.events import SegmentCompleted
+from compactor.domain.plans import plan_id_for
+from compactor.domain.segments import Segment, TimeRange
+from compactor.kafka.producer import EventProducer
+from compactor.kafka.settings import KafkaSettings
+from compactor.kafka.topics import ensure_topics
+from compactor.stream.job import build_handler, start_query
 
 TABLE = "latency"
 RULE = "minor"
@@ -187,7 +191,8 @@ def measure_merges(
     """Time one merge per pair of `segments`; stop early once `budget` seconds have passed."""
     codec = default_codec()
     config = load_config({"defaults": {"rules": [{"rule": RULE, "level_thresholds": [2, 0]}]}})
-    handler = build_handler(spark, config, warehouse, kafka, checkpoint)
+    job_producer = EventProducer(kafka)
+    handler = build_handler(spark, config, warehouse, kafka, checkpoint, job_producer)
     producer = EventProducer(kafka)
     watch = Watch()
     log_dir = table_path(warehouse, TABLE) / "_delta_log"
@@ -207,7 +212,7 @@ def measure_merges(
         try:
             handler(batch, batch_id)
         finally:
-            batches.append((began, time.monotonic(), handler.stats.merges))
+            batches.append((began, time.monotonic(), handler.state.stats.merges))
 
     query = start_query(spark, traced, kafka, checkpoint, trigger_interval=f"{trigger_ms} milliseconds")  # type: ignore[arg-type]
     rng = random.Random(42)
@@ -268,9 +273,8 @@ def measure_merges(
         for t in threads:
             t.join(timeout=10)
         producer.close()
-        handler.producer.close()
-        del handler.producer  # drop the job's producer now, not when py4j lets go of the handler
-    stats = handler.stats
+        job_producer.close()
+    stats = handler.state.stats
     return samples, {
         "events": stats.events,
         "batches": len(batches),
@@ -325,10 +329,7 @@ def measure_floor(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--quick", action="store_true", help="10 merges, 10 floor samples (CI smoke run)")
+    parser = bench_parser(__doc__, "10 merges, 10 floor samples")
     parser.add_argument("--merges", type=int, default=None, help="merges to time (default 200; quick 10)")
     parser.add_argument(
         "--floor", type=int, default=None, help="no-op batches to time (default 60; quick 10)"
@@ -358,7 +359,7 @@ def main() -> None:
     )
     if not args.verbose:
         # rebuild_catalog warns once per pre-written segment (rows in Delta before their event): expected
-        logging.getLogger("compactor.handler").setLevel(logging.ERROR)
+        logging.getLogger("compactor.stream").setLevel(logging.ERROR)
 
     began = time.perf_counter()
     machine = machine_info()

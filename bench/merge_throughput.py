@@ -7,7 +7,7 @@ partitioned by `segment_id`, as the project writes tables, and unpartitioned (a
 plain table with a segment_id column). Each run compacts its own fresh
 `shutil.copytree` copy:
 
-- ours: `compactor.delta_executor.execute_merge` with one plan over all segments
+- ours: `compactor.delta.merge.execute_merge` with one plan over all segments
   (`make_plan(..., rule="bench")`) on a partitioned copy: bookkeeping included;
 - OPTIMIZE, unpartitioned: `DeltaTable.optimize().executeCompaction()` on a plain
   copy, which bin-packs the whole table: the same end state as our merge;
@@ -30,7 +30,6 @@ Saves bench/results/merge_throughput[_quick].json.
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import shutil
@@ -47,6 +46,7 @@ from _common import (
     MIB,
     PAYLOAD_MAX,
     PeakRss,
+    bench_parser,
     machine_info,
     print_table,
     save_results,
@@ -55,11 +55,13 @@ from _common import (
 )
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
-from compactor.delta_executor import SEGMENT_COLUMN, TARGET_FILE_BYTES, execute_merge, table_path
-from compactor.domain import Segment, TimeRange, make_plan
-from compactor.spark_session import build_spark
+from compactor.delta.checksum import rows_checksum
+from compactor.delta.merge import execute_merge
+from compactor.delta.paths import SEGMENT_COLUMN, TARGET_FILE_BYTES, table_path
+from compactor.delta.session import build_spark
+from compactor.domain.plans import make_plan
+from compactor.domain.segments import Segment, TimeRange
 
 START = datetime(2024, 1, 1, tzinfo=UTC)
 RULE = "bench"
@@ -88,16 +90,7 @@ def files_and_bytes(spark: SparkSession, path: Path) -> tuple[int, int]:
 
 
 def checksum(spark: SparkSession, path: Path) -> tuple[int, int]:
-    """(rows, sum of xxhash64 of every column except segment_id, as decimal(38,0))."""
-    df = spark.read.format("delta").load(str(path))
-    cols = sorted(c for c in df.columns if c != SEGMENT_COLUMN)
-    row = (
-        df.select(F.xxhash64(*cols).alias("h"))
-        .agg(F.count("*").alias("n"), F.sum(F.col("h").cast("decimal(38,0)")).alias("s"))
-        .first()
-    )
-    assert row is not None
-    return int(row["n"]), int(row["s"] or 0)
+    return rows_checksum(spark.read.format("delta").load(str(path)))
 
 
 def segments_of(spark: SparkSession, path: Path, table: str, rows: int) -> list[Segment]:
@@ -144,11 +137,27 @@ def run_ours(spark: SparkSession, warehouse: Path, table: str, rows: int) -> dic
     files_before, bytes_before = files_and_bytes(spark, path)
     plan = make_plan(table, RULE, segments_of(spark, path, table, rows))
     seconds, memory, execution = timed(lambda: execute_merge(spark, warehouse, plan))
-    files_after, bytes_after = files_and_bytes(spark, path)
     return {
         "method": "ours (execute_merge)",
         "partitioned": True,
         "input_segments": len(plan.inputs),
+        **_rewrite_figures(spark, path, files_before, bytes_before, seconds, memory),
+        "table_version": execution.version,
+        "target_output_files": max(1, math.ceil(sum(s.bytes for s in plan.inputs) / TARGET_FILE_BYTES)),
+    }
+
+
+def _rewrite_figures(
+    spark: SparkSession,
+    path: Path,
+    files_before: int,
+    bytes_before: int,
+    seconds: float,
+    memory: dict[str, Any],
+) -> dict[str, Any]:
+    """What every method reports: files and bytes before and after, time, rate, memory."""
+    files_after, bytes_after = files_and_bytes(spark, path)
+    return {
         "input_bytes": bytes_before,
         "output_bytes": bytes_after,
         "files_before": files_before,
@@ -156,8 +165,6 @@ def run_ours(spark: SparkSession, warehouse: Path, table: str, rows: int) -> dic
         "seconds": seconds,
         "mb_per_s": bytes_before / MIB / seconds,
         **memory,
-        "table_version": execution.version,
-        "target_output_files": max(1, math.ceil(sum(s.bytes for s in plan.inputs) / TARGET_FILE_BYTES)),
     }
 
 
@@ -166,18 +173,11 @@ def run_optimize(spark: SparkSession, path: Path, partitioned: bool) -> dict[str
     seconds, memory, metrics_df = timed(
         lambda: DeltaTable.forPath(spark, str(path)).optimize().executeCompaction()
     )
-    files_after, bytes_after = files_and_bytes(spark, path)
     metrics = metrics_df.first()
     return {
         "method": "Delta OPTIMIZE",
         "partitioned": partitioned,
-        "input_bytes": bytes_before,
-        "output_bytes": bytes_after,
-        "files_before": files_before,
-        "files_after": files_after,
-        "seconds": seconds,
-        "mb_per_s": bytes_before / MIB / seconds,
-        **memory,
+        **_rewrite_figures(spark, path, files_before, bytes_before, seconds, memory),
         "partitions_optimized": (
             metrics["metrics"]["partitionsOptimized"] if metrics and metrics["metrics"] else None
         ),
@@ -227,10 +227,7 @@ def summarise(runs: list[dict[str, Any]], methods: tuple[str, ...]) -> dict[str,
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--quick", action="store_true", help="20 segments x 2k rows, 1 round (CI smoke run)")
+    parser = bench_parser(__doc__, "20 segments x 2k rows, 1 round")
     parser.add_argument("--segments", type=int, default=None, help="segments (default 200; quick 20)")
     parser.add_argument("--rows", type=int, default=None, help="rows per segment (default 46000; quick 2000)")
     parser.add_argument(

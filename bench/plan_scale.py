@@ -27,8 +27,9 @@ from typing import Any
 
 from _common import save_results
 
-from compactor.config import TableSettings, load_config
-from compactor.domain import Segment, TimeRange
+from compactor.config.loading import load_config
+from compactor.config.tables import TableSettings
+from compactor.domain.segments import Segment, TimeRange
 from compactor.rules.engine import evaluate
 
 RESULTS = Path(__file__).parent / "results"

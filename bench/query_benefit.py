@@ -7,7 +7,7 @@ each, partitioned by segment_id as the project writes it) is queried with
                                    AND event_time in [day 2 00:00, day 5 00:00)
 
 in three states of the same data, compacted by our executor
-(`compactor.delta_executor.execute_merge` with `make_plan`):
+(`compactor.delta.merge.execute_merge` with `make_plan`):
 
 1. as loaded (N segments, 2N files);
 2. after day merges: every full day of 24 hourly segments merged into one, as
@@ -26,7 +26,6 @@ Saves bench/results/query_benefit[_quick].json.
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import statistics
 import tempfile
@@ -35,13 +34,24 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from _common import MIB, PeakRss, machine_info, print_table, save_results, segment_rows, spark_quiet
+from _common import (
+    MIB,
+    PeakRss,
+    bench_parser,
+    machine_info,
+    print_table,
+    save_results,
+    segment_rows,
+    spark_quiet,
+)
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from compactor.delta_executor import SEGMENT_COLUMN, execute_merge, table_path
-from compactor.domain import Segment, TimeRange, make_plan
-from compactor.spark_session import build_spark
+from compactor.delta.merge import execute_merge
+from compactor.delta.paths import SEGMENT_COLUMN, table_path
+from compactor.delta.session import build_spark
+from compactor.domain.plans import make_plan
+from compactor.domain.segments import Segment, TimeRange
 
 START = datetime(2024, 1, 1, tzinfo=UTC)
 TABLE = "events"
@@ -123,10 +133,7 @@ def segments_now(path: Path, rows: int, known: dict[str, Segment]) -> list[Segme
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--quick", action="store_true", help="48 segments x 1k rows (CI smoke run)")
+    parser = bench_parser(__doc__, "48 segments x 1k rows")
     parser.add_argument("--segments", type=int, default=None, help="hourly segments (default 200; quick 48)")
     parser.add_argument("--rows", type=int, default=None, help="rows per segment (default 10000; quick 1000)")
     args = parser.parse_args()

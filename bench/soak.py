@@ -26,11 +26,13 @@ from confluent_kafka import Consumer, TopicPartition
 from delta.tables import DeltaTable
 from pyspark.sql import functions as F
 
-from compactor.delta_executor import table_path
-from compactor.kafka_broker import LocalKafkaBroker
-from compactor.kafka_io import EventProducer, KafkaSettings, ensure_topics
+from compactor.delta.paths import table_path
+from compactor.delta.session import build_spark
+from compactor.dev.kafka_broker import LocalKafkaBroker
+from compactor.kafka.producer import EventProducer
+from compactor.kafka.settings import KafkaSettings
+from compactor.kafka.topics import ensure_topics
 from compactor.loader import load_segment, sample_rows
-from compactor.spark_session import build_spark
 
 RESULTS = Path(__file__).parent / "results"
 COMPACTOR = str(Path(sys.executable).parent / "compactor")

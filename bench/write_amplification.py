@@ -1,7 +1,7 @@
 """Write amplification per policy: a month of hourly loads through the pure simulation (no Spark).
 
 720 hourly segments (April 2024, 30 days) of 64 MB each, loaded when their hour
-ends (`loaded_at = end`), arrive one by one in `compactor.simulation.Simulation`,
+ends (`loaded_at = end`), arrive one by one in `compactor.rules.simulation.Simulation`,
 which runs the planners exactly as the stream would (each merge triggers another
 attempt) at `now = loaded_at`. Policies:
 
@@ -35,9 +35,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from _common import MIB, RESULTS, machine_info, print_table, save_results
 
-from compactor.config import load_config
-from compactor.domain import Segment, TimeRange
-from compactor.simulation import Simulation
+from compactor.config.loading import load_config
+from compactor.domain.segments import Segment, TimeRange
+from compactor.rules.simulation import Simulation
 
 START = datetime(2024, 4, 1, tzinfo=UTC)  # April has 30 days: the month bucket completes
 TABLE = "wa"

@@ -1,9 +1,34 @@
 """Every error the compactor raises derives from `CompactorError`.
 
 Each leaf says what failed; its docstring says what the caller should do.
+Dead-letter reasons, the one vocabulary for why an event was refused, live
+here too, so the codec, admission and the README share them.
 """
 
 from __future__ import annotations
+
+from enum import StrEnum
+
+
+class DeadLetterReason(StrEnum):
+    """Why an event went to the dead-letter topic (its `compactor.dead_letter.reason` header)."""
+
+    UNDECODABLE = "undecodable"
+    UNKNOWN_SCHEMA = "unknown_schema"
+    WRONG_EVENT_TYPE = "wrong_event_type"
+    MISSING_FIELD = "missing_field"
+    INVALID_TABLE_NAME = "invalid_table_name"  # includes names that would escape the warehouse
+    INVALID_RANGE = "invalid_range"
+    INVALID_VALUE = "invalid_value"
+    UNKNOWN_TABLE = "unknown_table"
+    OVERLAPPING_RANGE = "overlapping_range"
+    DUPLICATE_SEGMENT_ID = "duplicate_segment_id"
+    ROWS_NOT_IN_DELTA = "rows_not_in_delta"
+    UNKNOWN_SEGMENT = "unknown_segment"
+    RANGE_MISMATCH = "range_mismatch"
+    MANUAL_MERGE_REJECTED = "manual_merge_rejected"
+    UNKNOWN_RULE = "unknown_rule"
+    INVALID_CONFIG = "invalid_config"
 
 
 class CompactorError(Exception):
@@ -22,13 +47,17 @@ class ConfigError(CompactorError):
     """The YAML config is invalid: fix the key the message names and reload."""
 
 
-class EventDecodeError(CompactorError):
-    """An event's bytes are not a valid event: route it to the dead-letter topic."""
+class Rejected(CompactorError):
+    """An event cannot be accepted: it goes to the dead-letter topic with `reason`."""
 
-    def __init__(self, reason: str, detail: str) -> None:
+    def __init__(self, reason: DeadLetterReason, detail: str) -> None:
         super().__init__(f"{reason}: {detail}")
         self.reason = reason
         self.detail = detail
+
+
+class EventDecodeError(Rejected):
+    """An event's bytes are not a valid event: route it to the dead-letter topic."""
 
 
 class InvalidSegmentError(CompactorError):
@@ -53,3 +82,11 @@ class EventEncodeError(CompactorError):
 
 class UnsupportedTableFeature(CompactorError):
     """The Delta table uses a feature a merge cannot preserve: turn it off or leave the table out."""
+
+
+class CommitConflict(CompactorError):
+    """Another writer committed first (Delta's optimistic concurrency): retry against the new version."""
+
+
+class StalePlan(CompactorError):
+    """A plan's inputs changed under it (a concurrent writer): re-plan from what Delta holds now."""

@@ -9,20 +9,25 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from compactor.codec import Codec, default_codec, now_utc
-from compactor.config import SubPartitionConfig, TableSettings
-from compactor.delta_executor import read_catalog, table_exists, write_segment, write_sub_partition
-from compactor.domain import Segment, SegmentState, TimeRange, validate_segment_id
+from compactor.codec.events import Codec, default_codec
+from compactor.config.sub_partitions import SubPartitionConfig
+from compactor.config.tables import TableSettings
+from compactor.delta.predicates import sub_partition_literal
+from compactor.delta.reads import read_catalog, table_exists
+from compactor.delta.writes import write_segment, write_sub_partition
+from compactor.domain.clock import now_utc
+from compactor.domain.events import SegmentAction, SegmentCompleted
+from compactor.domain.segments import Segment, SegmentState, TimeRange, validate_segment_id
 from compactor.errors import CompactorError
-from compactor.events import SegmentAction, SegmentCompleted
-from compactor.kafka_io import EventProducer, KafkaSettings
+from compactor.kafka.producer import EventProducer
+from compactor.kafka.settings import KafkaSettings
 
 
 def new_segment_id(table: str, start: datetime) -> str:
@@ -63,9 +68,9 @@ def load_segment(
     if stamp_loaded_at:
         rows = rows.withColumn("_loaded_at", F.lit(segment.loaded_at).cast("timestamp"))
     committed = write_segment(spark, warehouse, segment, rows)
-    event = SegmentCompleted(committed, produced_at=now_utc())
-    data = (codec or default_codec()).encode_segment_completed(event)
-    producer.send_all([(kafka.segments_topic, table, data, None)])
+    _Sink(spark, warehouse, kafka, producer, codec or default_codec()).publish(
+        SegmentCompleted(committed, now_utc())
+    )
     return committed
 
 
@@ -81,11 +86,19 @@ def sample_rows(spark: SparkSession, start: datetime, end: datetime, count: int,
     )
 
 
-def _publish(
-    producer: EventProducer, kafka: KafkaSettings, event: SegmentCompleted, codec: Codec | None
-) -> None:
-    data = (codec or default_codec()).encode_segment_completed(event)
-    producer.send_all([(kafka.segments_topic, event.segment.table, data, None)])
+@dataclass(frozen=True)
+class _Sink:
+    """Where a load goes: the tables under the warehouse, and the topic that hears of it."""
+
+    spark: SparkSession
+    warehouse: Path | str
+    kafka: KafkaSettings
+    producer: EventProducer
+    codec: Codec
+
+    def publish(self, event: SegmentCompleted) -> None:
+        data = self.codec.encode_segment_completed(event)
+        self.producer.send_all([(self.kafka.segments_topic, event.segment.table, data, None)])
 
 
 def _sub_partition(settings: TableSettings, table: str, value: str) -> SubPartitionConfig:
@@ -143,7 +156,8 @@ def load_sub_partition(
         segment = replace(existing, sub_partitions=existing.sub_partitions | {value}, sub_partition_states=())
         action = SegmentAction.ADD_SUB_PARTITION
     busy = SegmentState.LOADING if action is SegmentAction.ADD_SUB_PARTITION else None
-    return _write_slice(spark, warehouse, kafka, producer, segment, rows, config, value, action, busy, codec)
+    sink = _Sink(spark, warehouse, kafka, producer, codec or default_codec())
+    return _write_slice(sink, segment, rows, config, value, action, busy)
 
 
 def refresh_sub_partition(
@@ -151,6 +165,7 @@ def refresh_sub_partition(
     warehouse: Path | str,
     kafka: KafkaSettings,
     producer: EventProducer,
+    *,
     settings: TableSettings,
     table: str,
     segment_id: str,
@@ -167,43 +182,30 @@ def refresh_sub_partition(
         raise CompactorError(
             f"segment {segment_id} has not built {config.column} = {value!r}; load it instead"
         )
-    action = SegmentAction.REFRESH_SUB_PARTITION
+    sink = _Sink(spark, warehouse, kafka, producer, codec or default_codec())
     return _write_slice(
-        spark,
-        warehouse,
-        kafka,
-        producer,
-        segment,
-        rows,
-        config,
-        value,
-        action,
-        SegmentState.REFRESHING,
-        codec,
+        sink, segment, rows, config, value, SegmentAction.REFRESH_SUB_PARTITION, SegmentState.REFRESHING
     )
 
 
 def _write_slice(
-    spark: SparkSession,
-    warehouse: Path | str,
-    kafka: KafkaSettings,
-    producer: EventProducer,
+    sink: _Sink,
     segment: Segment,
     rows: DataFrame,
     config: SubPartitionConfig,
     value: str,
     action: SegmentAction,
     busy: SegmentState | None,
-    codec: Codec | None,
 ) -> Segment:
     """Announce the value busy (if the segment already exists), write its slice in one
     commit, then announce the segment as Delta now records it (exact totals, ONLINE)."""
     if busy is not None:
         announced = replace(segment, sub_partition_states=((value, busy),))
-        _publish(producer, kafka, SegmentCompleted(announced, now_utc(), action=action), codec)
-    write_sub_partition(spark, warehouse, segment, rows, config.column, config.sql_literal(value))
-    committed = read_catalog(spark, warehouse, segment.table).get(segment.table, segment.id)
+        sink.publish(SegmentCompleted(announced, now_utc(), action=action))
+    literal = sub_partition_literal(config, value)
+    write_sub_partition(sink.spark, sink.warehouse, segment, rows, config.column, literal)
+    committed = read_catalog(sink.spark, sink.warehouse, segment.table).get(segment.table, segment.id)
     if committed is None:
         raise CompactorError(f"segment {segment.id} is missing from the Delta history after its commit")
-    _publish(producer, kafka, SegmentCompleted(committed, now_utc(), action=action), codec)
+    sink.publish(SegmentCompleted(committed, now_utc(), action=action))
     return committed

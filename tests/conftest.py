@@ -49,7 +49,7 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if docker is not None:
         yield from docker
         return
-    from compactor.kafka_broker import LocalKafkaBroker
+    from compactor.dev.kafka_broker import LocalKafkaBroker
 
     broker = LocalKafkaBroker(tmp_path_factory.mktemp("kafka"))
     bootstrap = broker.start()
@@ -61,7 +61,7 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[object]:
-    from compactor.spark_session import build_spark
+    from compactor.delta.session import build_spark
 
     session = build_spark("compactor-tests", master="local[2]")
     session.sparkContext.setLogLevel("WARN")
@@ -81,3 +81,29 @@ def warehouse(tmp_path: Path) -> Path:
     path = tmp_path / "warehouse"
     path.mkdir()
     return path
+
+
+@pytest.fixture(autouse=True)
+def _delta_rs_reads_what_spark_reads(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Every table an integration test leaves behind must read the same in delta-rs as in Spark."""
+    if "warehouse" not in request.fixturenames or request.node.get_closest_marker("integration") is None:
+        yield
+        return
+    # asked for before the test runs, so that both are torn down after this check
+    warehouse: Path = request.getfixturevalue("warehouse")
+    spark = request.getfixturevalue("spark")
+    yield
+    if getattr(request.node, "rep_call_failed", True):
+        return
+    from tests.helpers.streaming import assert_delta_rs_agrees
+
+    for table in sorted(p for p in warehouse.iterdir() if (p / "_delta_log").is_dir()):
+        assert_delta_rs_agrees(spark, table)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    report = yield
+    if report.when == "call":
+        item.rep_call_failed = report.failed  # type: ignore[attr-defined]
+    return report

@@ -21,11 +21,12 @@ from operator import attrgetter
 import numpy as np
 import numpy.typing as npt
 
-from compactor.calendar import Level, bucket, largest_first
-from compactor.config import AutoMergeRule
-from compactor.domain import Decision, RuleOutcome, Segment, SkipReason, make_plan
+from compactor.config.rules import AutoMergeRule, RuleName
+from compactor.domain.calendar import Level, bucket, largest_first
+from compactor.domain.plans import Decision, RuleOutcome, SkipReason, make_plan
+from compactor.domain.segments import Segment
 
-RULE = "auto_merge"
+RULE = RuleName.AUTO_MERGE
 _DAY = 86400
 _RANGE = attrgetter("range")
 _START_TS = attrgetter("start_ts")

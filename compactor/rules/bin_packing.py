@@ -79,7 +79,6 @@ def pack_indices(
     cannot take the item), heavy bins in window-sorted arrays checked with numpy,
     light bins in lists sorted by load so only bins with room are looked at.
     """
-    is_heavy = 2 * weights > capacity
     windowed = max_span != float("inf")
 
     def window_of(items: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
@@ -87,108 +86,136 @@ def pack_indices(
             return np.zeros(len(items), np.int64)
         return np.floor_divide(starts[items], max_span).astype(np.int64)
 
-    # Phase 1: heavy items, one bin each, kept in arrays sorted by window.
-    opened = np.flatnonzero(is_heavy)  # input order; already window order when sorted by start
-    heavy_window = window_of(opened)
-    if np.any(heavy_window[1:] < heavy_window[:-1]):
-        by_window = np.argsort(heavy_window, kind="stable")
-        opened, heavy_window = opened[by_window], heavy_window[by_window]
-    heavy_load = weights[opened]  # indexing by an array copies: these are ours to update
-    heavy_lo = starts[opened]
-    heavy_hi = ends[opened]
-    joined: dict[int, list[int]] = {}  # heavy bin's first item -> light items placed in it
-
-    # Phase 2: light items, heaviest first, placed one by one. Heavy bins were all
-    # created before light ones, so at equal load (best fit) or whenever one has
-    # room (first fit) a heavy bin wins.
-    light_bins: list[list[int]] = []
-    loads: list[int] = []
-    hulls: list[tuple[float, float]] = []
-    homes: list[int] = []
-    light_by_window: dict[int, list[tuple[int, int]]] = defaultdict(list)  # window -> sorted (load, k)
+    is_heavy = 2 * weights > capacity
+    heavy = _HeavyBins.open(np.flatnonzero(is_heavy), window_of, weights, starts, ends)
+    # Light items, heaviest first, placed one by one. Heavy bins were all created
+    # before light ones, so at equal load (best fit) or whenever one has room
+    # (first fit) a heavy bin wins.
+    light_bins = _LightBins()
     best_fit = strategy == "best_fit"
     light = np.flatnonzero(~is_heavy)
     light = light[np.argsort(-weights[light], kind="stable")]
     for i, w in zip(light.tolist(), window_of(light).tolist(), strict=True):
-        weight, lo, hi = int(weights[i]), float(starts[i]), float(ends[i])
         windows = (w - 1, w, w + 1) if windowed else (0,)
-        item = _Placement(weight, lo, hi, windows, capacity, max_span, best_fit)
-        heavy_at = _pick_heavy(opened, weights, heavy_window, heavy_load, heavy_lo, heavy_hi, item)
-        target = None
-        if heavy_at is None or best_fit:
-            target = _pick_light(light_by_window, loads, hulls, item)
-        if heavy_at is not None and (target is None or heavy_load[heavy_at] >= loads[target]):
-            heavy_load[heavy_at] += weight
-            heavy_lo[heavy_at] = min(heavy_lo[heavy_at], lo)
-            heavy_hi[heavy_at] = max(heavy_hi[heavy_at], hi)
-            joined.setdefault(int(opened[heavy_at]), []).append(i)
-            continue
-        if target is None:
-            target = len(loads)
-            light_bins.append([])
-            loads.append(0)
-            hulls.append((lo, hi))
-            homes.append(w)
+        item = _Placement(
+            int(weights[i]), float(starts[i]), float(ends[i]), windows, capacity, max_span, best_fit
+        )
+        heavy_at = heavy.pick(weights, item)
+        target = light_bins.pick(item) if heavy_at is None or best_fit else None
+        if heavy_at is not None and (target is None or heavy.load[heavy_at] >= light_bins.loads[target]):
+            heavy.join(heavy_at, i, item)
         else:
-            light_by_window[homes[target]].remove((loads[target], target))
-        light_bins[target].append(i)
-        loads[target] += weight
-        hulls[target] = (min(lo, hulls[target][0]), max(hi, hulls[target][1]))
-        bisect.insort(light_by_window[homes[target]], (loads[target], target))
-    firsts = opened if singletons else np.fromiter(joined, np.int64, len(joined))
-    created = firsts[np.lexsort((firsts, -weights[firsts]))].tolist()  # heavy bins' creation order
-    heavy_bins = [[first, *joined.get(first, ())] for first in created]
-    return heavy_bins + (light_bins if singletons else [b for b in light_bins if len(b) > 1])
+            light_bins.place(target, i, item, w)
+    return heavy.bins(weights, singletons) + light_bins.bins(singletons)
 
 
-def _pick_heavy(
-    opened: npt.NDArray[np.int64],
-    weights: npt.NDArray[np.int64],
-    heavy_window: npt.NDArray[np.int64],
-    heavy_load: npt.NDArray[np.int64],
-    heavy_lo: npt.NDArray[np.float64],
-    heavy_hi: npt.NDArray[np.float64],
-    item: _Placement,
-) -> int | None:
-    """Position (in the window-sorted arrays) of the heavy bin the strategy picks, or None."""
-    weight, lo, hi, windows, capacity, max_span, best_fit = item
-    first, last = np.searchsorted(heavy_window, (windows[0], windows[-1] + 1)).tolist()
-    if first == last:
-        return None
-    load = heavy_load[first:last]
-    fits = load + weight <= capacity
-    if max_span != float("inf"):
-        fits &= np.maximum(heavy_hi[first:last], hi) - np.minimum(heavy_lo[first:last], lo) <= max_span
-    candidates = np.flatnonzero(fits)
-    if len(candidates) == 0:
-        return None
-    if best_fit:
-        candidates = candidates[load[candidates] == load[candidates].max()]
-    # The earliest created: the heaviest first item, then the lowest index.
-    items = opened[first + candidates]
-    heaviest = weights[items] == weights[items].max()
-    return int(first) + int(candidates[heaviest][np.argmin(items[heaviest])])
+class _HeavyBins:
+    """One bin per heavy item, in arrays sorted by window; light items may join them."""
+
+    def __init__(
+        self,
+        opened: npt.NDArray[np.int64],
+        window: npt.NDArray[np.int64],
+        weights: npt.NDArray[np.int64],
+        starts: npt.NDArray[np.float64],
+        ends: npt.NDArray[np.float64],
+    ) -> None:
+        self.opened, self.window = opened, window
+        self.load = weights[opened]  # indexing by an array copies: these are ours to update
+        self.lo, self.hi = starts[opened], ends[opened]
+        self.joined: dict[int, list[int]] = {}  # a bin's first item -> light items placed in it
+
+    @classmethod
+    def open(
+        cls,
+        opened: npt.NDArray[np.int64],
+        window_of: Callable[[npt.NDArray[np.int64]], npt.NDArray[np.int64]],
+        weights: npt.NDArray[np.int64],
+        starts: npt.NDArray[np.float64],
+        ends: npt.NDArray[np.float64],
+    ) -> _HeavyBins:
+        window = window_of(opened)  # input order is already window order when sorted by start
+        if np.any(window[1:] < window[:-1]):
+            by_window = np.argsort(window, kind="stable")
+            opened, window = opened[by_window], window[by_window]
+        return cls(opened, window, weights, starts, ends)
+
+    def pick(self, weights: npt.NDArray[np.int64], item: _Placement) -> int | None:
+        """Position (in the window-sorted arrays) of the bin the strategy picks, or None."""
+        weight, lo, hi, windows, capacity, max_span, best_fit = item
+        first, last = np.searchsorted(self.window, (windows[0], windows[-1] + 1)).tolist()
+        if first == last:
+            return None
+        load = self.load[first:last]
+        fits = load + weight <= capacity
+        if max_span != float("inf"):
+            fits &= np.maximum(self.hi[first:last], hi) - np.minimum(self.lo[first:last], lo) <= max_span
+        candidates = np.flatnonzero(fits)
+        if len(candidates) == 0:
+            return None
+        if best_fit:
+            candidates = candidates[load[candidates] == load[candidates].max()]
+        # The earliest created: the heaviest first item, then the lowest index.
+        items = self.opened[first + candidates]
+        heaviest = weights[items] == weights[items].max()
+        return int(first) + int(candidates[heaviest][np.argmin(items[heaviest])])
+
+    def join(self, at: int, i: int, item: _Placement) -> None:
+        self.load[at] += item.weight
+        self.lo[at] = min(self.lo[at], item.lo)
+        self.hi[at] = max(self.hi[at], item.hi)
+        self.joined.setdefault(int(self.opened[at]), []).append(i)
+
+    def bins(self, weights: npt.NDArray[np.int64], singletons: bool) -> list[list[int]]:
+        firsts = self.opened if singletons else np.fromiter(self.joined, np.int64, len(self.joined))
+        created = firsts[np.lexsort((firsts, -weights[firsts]))].tolist()  # the bins' creation order
+        return [[first, *self.joined.get(first, ())] for first in created]
 
 
-def _pick_light(
-    by_window: dict[int, list[tuple[int, int]]],
-    loads: list[int],
-    hulls: list[tuple[float, float]],
-    item: _Placement,
-) -> int | None:
-    """The light bin the strategy picks for an item, or None when none has room."""
-    weight, lo, hi, windows, capacity, max_span, best_fit = item
-    best: int | None = None
-    for window in windows:
-        entries = by_window.get(window)
-        if not entries:
-            continue
-        room = bisect.bisect_right(entries, (capacity - weight, len(loads)))
-        for load, k in reversed(entries[:room]) if best_fit else entries[:room]:
-            if best_fit and best is not None and load < loads[best]:
-                break  # scanned fullest first: the rest of this window is no better
-            if max(hi, hulls[k][1]) - min(lo, hulls[k][0]) > max_span:
+class _LightBins:
+    """Bins opened by light items, indexed by their first item's window and sorted by load."""
+
+    def __init__(self) -> None:
+        self.members: list[list[int]] = []
+        self.loads: list[int] = []
+        self.hulls: list[tuple[float, float]] = []
+        self.homes: list[int] = []
+        self.by_window: dict[int, list[tuple[int, int]]] = defaultdict(list)  # window -> sorted (load, k)
+
+    def pick(self, item: _Placement) -> int | None:
+        """The bin the strategy picks for an item, or None when none has room."""
+        weight, lo, hi, windows, capacity, max_span, best_fit = item
+        loads, hulls = self.loads, self.hulls
+        best: int | None = None
+        for window in windows:
+            entries = self.by_window.get(window)
+            if not entries:
                 continue
-            if best is None or ((load, -k) > (loads[best], -best) if best_fit else k < best):
-                best = k
-    return best
+            room = bisect.bisect_right(entries, (capacity - weight, len(loads)))
+            for load, k in reversed(entries[:room]) if best_fit else entries[:room]:
+                if best_fit and best is not None and load < loads[best]:
+                    break  # scanned fullest first: the rest of this window is no better
+                if max(hi, hulls[k][1]) - min(lo, hulls[k][0]) > max_span:
+                    continue
+                if best is None or ((load, -k) > (loads[best], -best) if best_fit else k < best):
+                    best = k
+        return best
+
+    def place(self, target: int | None, i: int, item: _Placement, window: int) -> None:
+        """Put item `i` in bin `target`, or in a new bin homed at `window`."""
+        if target is None:
+            target = len(self.loads)
+            self.members.append([])
+            self.loads.append(0)
+            self.hulls.append((item.lo, item.hi))
+            self.homes.append(window)
+        else:
+            self.by_window[self.homes[target]].remove((self.loads[target], target))
+        self.members[target].append(i)
+        self.loads[target] += item.weight
+        hull = self.hulls[target]
+        self.hulls[target] = (min(item.lo, hull[0]), max(item.hi, hull[1]))
+        bisect.insort(self.by_window[self.homes[target]], (self.loads[target], target))
+
+    def bins(self, singletons: bool) -> list[list[int]]:
+        return self.members if singletons else [b for b in self.members if len(b) > 1]

@@ -9,23 +9,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from operator import attrgetter
 
-from compactor.config import (
-    AutoMergeRule,
-    MajorRule,
-    MinorRule,
-    RefreshRule,
-    RuleConfig,
-    TableSettings,
-    UpsertCompactionRule,
-)
-from compactor.domain import Decision, MergePlan, RuleOutcome, Segment, SkipReason
-from compactor.rules import auto_merge, level_threshold, pools, refresh, size_threshold, upsert
+from compactor.config.rules import RuleName
+from compactor.config.tables import TableSettings
+from compactor.domain.plans import Decision, MergePlan, SkipReason
+from compactor.domain.segments import Segment
+from compactor.rules import refresh
 from compactor.rules.filters import shared_filter
-
-_RANGE = attrgetter("range")
-_START_TS = attrgetter("start_ts")
+from compactor.rules.registry import PLANNERS, RuleInput
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,31 +26,6 @@ class Evaluation:
     table: str
     plans: tuple[MergePlan, ...]
     decisions: tuple[Decision, ...]
-
-
-def _run_rule(
-    rule: RuleConfig,
-    eligible: Sequence[Segment],
-    table: str,
-    all_segments: Sequence[Segment],
-    now: datetime,
-    explain: bool,
-    invalid_counts: Mapping[str, int] | None,
-    settings: TableSettings,
-    index_facts: Mapping[str, refresh.IndexFacts] | None,
-) -> RuleOutcome:
-    if isinstance(rule, AutoMergeRule):
-        first = min(map(_START_TS, map(_RANGE, all_segments)), default=None)
-        return auto_merge.plan(eligible, rule, table, first, explain)
-    if isinstance(rule, MinorRule):
-        return level_threshold.plan(eligible, rule, table, explain)
-    if isinstance(rule, MajorRule):
-        return size_threshold.plan(eligible, rule, table, explain)
-    if isinstance(rule, UpsertCompactionRule):
-        return upsert.plan(eligible, rule, table, invalid_counts, explain)
-    if isinstance(rule, RefreshRule):
-        return refresh.plan(eligible, rule, table, settings.layout, index_facts, explain)
-    return pools.plan(eligible, rule, table, now, explain)
 
 
 def evaluate(
@@ -98,7 +64,8 @@ def evaluate(
                     for s in eligible
                     if s.id in claimed
                 ]
-        outcome = _run_rule(rule, free, table, segments, now, explain, invalid_counts, settings, index_facts)
+        given = RuleInput(table, free, segments, settings, now, explain, invalid_counts, index_facts)
+        outcome = PLANNERS[RuleName(rule.rule)](rule, given)
         decisions.extend(outcome.decisions)
         for p in outcome.plans:
             claimed.update({sid: p.plan_id for sid in p.input_ids})

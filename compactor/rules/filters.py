@@ -7,8 +7,9 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from operator import attrgetter
 
-from compactor.config import TableSettings
-from compactor.domain import Decision, Segment, SegmentState, SkipReason
+from compactor.config.tables import TableSettings
+from compactor.domain.plans import Decision, SkipReason
+from compactor.domain.segments import Segment, SegmentState
 
 _STATE = attrgetter("state")
 _SUB_STATES = attrgetter("sub_partition_states")

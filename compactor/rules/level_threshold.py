@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from compactor.config import MinorRule
-from compactor.domain import Decision, MergePlan, RuleOutcome, Segment, SkipReason, make_plan
+from compactor.config.rules import MinorRule, RuleName
+from compactor.domain.plans import Decision, MergePlan, RuleOutcome, SkipReason, make_plan
+from compactor.domain.segments import Segment
 
-RULE = "minor"
+RULE = RuleName.MINOR
 FINAL_LEVEL = 2
 
 
@@ -22,52 +23,32 @@ def _load_order(segments: Sequence[Segment]) -> list[Segment]:
 
 def plan(segments: Sequence[Segment], rule: MinorRule, table: str, explain: bool = True) -> RuleOutcome:
     plans: list[MergePlan] = []
-    decisions: list[Decision] = []
+    decisions: list[Decision] = []  # only built with `explain`: the stream needs plans alone
     for level, threshold in enumerate(rule.level_thresholds):
-        candidates = _load_order([s for s in segments if s.level == level])
-        if threshold == 0 and not explain:
-            continue
+        candidates = _load_order([s for s in segments if s.level == level]) if threshold or explain else []
         if threshold == 0:
-            decisions += [
-                Decision(s.id, RULE, False, SkipReason.BELOW_LEVEL_COUNT, f"level {level + 1} is disabled")
-                for s in candidates
-            ]
+            decisions += _skipped(candidates, SkipReason.BELOW_LEVEL_COUNT, f"level {level + 1} is disabled")
             continue
         full = len(candidates) - len(candidates) % threshold
         for i in range(0, full, threshold):
             group = candidates[i : i + threshold]
             merge = make_plan(table, RULE, group, level=f"level-{level + 1}", output_level=level + 1)
             plans.append(merge)
-            if not explain:
-                continue
-            decisions += [
-                Decision(
-                    s.id,
-                    RULE,
-                    True,
-                    None,
-                    f"{threshold} level-{level} segments -> level {level + 1}",
-                    merge.plan_id,
-                )
-                for s in group
-            ]
-        if not explain:
-            continue
-        decisions += [
-            Decision(
-                s.id,
-                RULE,
-                False,
-                SkipReason.BELOW_LEVEL_COUNT,
-                f"{len(candidates) - full} of {threshold} level-{level} segments so far",
-            )
-            for s in candidates[full:]
-        ]
+            if explain:
+                detail = f"{threshold} level-{level} segments -> level {level + 1}"
+                decisions += [Decision(s.id, RULE, True, None, detail, merge.plan_id) for s in group]
+        if explain:
+            waiting = f"{len(candidates) - full} of {threshold} level-{level} segments so far"
+            decisions += _skipped(candidates[full:], SkipReason.BELOW_LEVEL_COUNT, waiting)
     if not explain:
         return RuleOutcome(tuple(plans))
+    final = [s for s in segments if s.level >= FINAL_LEVEL]
     decisions += [
         Decision(s.id, RULE, False, SkipReason.FINAL_LEVEL, f"level {s.level} segments are not merged again")
-        for s in segments
-        if s.level >= FINAL_LEVEL
+        for s in final
     ]
     return RuleOutcome(tuple(plans), tuple(decisions))
+
+
+def _skipped(segments: Sequence[Segment], reason: SkipReason, detail: str) -> list[Decision]:
+    return [Decision(s.id, RULE, False, reason, detail) for s in segments]

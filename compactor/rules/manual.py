@@ -5,8 +5,9 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 
-from compactor.config import TableSettings
-from compactor.domain import MergePlan, Segment, SegmentState, make_plan
+from compactor.config.tables import TableSettings
+from compactor.domain.plans import MergePlan, make_plan
+from compactor.domain.segments import Segment, SegmentState
 from compactor.errors import ManualMergeError
 
 RULE = "manual"

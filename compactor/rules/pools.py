@@ -17,11 +17,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from compactor.config import BinPackRule, PoolConfig
-from compactor.domain import Decision, MergePlan, RuleOutcome, Segment, SkipReason, make_plan
+from compactor.config.rules import BinPackRule, PoolConfig, RuleName
+from compactor.domain.plans import Decision, MergePlan, RuleOutcome, SkipReason, make_plan
+from compactor.domain.segments import Segment
 from compactor.rules.bin_packing import pack_indices
 
-RULE = "bin_pack"
+RULE = RuleName.BIN_PACK
 
 
 def pool_for(segment: Segment, pools: Sequence[PoolConfig], now: datetime) -> PoolConfig | None:

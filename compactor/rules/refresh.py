@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
-from compactor.config import LayoutConfig, RefreshRule
-from compactor.domain import Decision, RuleOutcome, Segment, SkipReason, make_plan
+from compactor.config.layout import LayoutConfig
+from compactor.config.rules import RefreshRule, RuleName
+from compactor.domain.plans import Decision, MergePlan, RuleOutcome, SkipReason, make_plan
+from compactor.domain.segments import Segment
 
-RULE = "refresh"
+RULE = RuleName.REFRESH
 HIDDEN_COLUMNS = frozenset({"segment_id", "_loaded_at"})
 
 
@@ -132,6 +134,12 @@ def _sizing(segment: Segment, rule: RefreshRule) -> Drift | None:
     return None
 
 
+def output_prefix(plan_id: str) -> str:
+    """Every segment a refresh plan writes has an id starting with this (derived from the plan id,
+    so a replay writes the same ids and Delta's txnAppId recognises it)."""
+    return f"r-{plan_id[:16]}"
+
+
 def plan(
     segments: Sequence[Segment],
     rule: RefreshRule,
@@ -143,64 +151,78 @@ def plan(
     """Tasks rewriting drifted segments, within the per-evaluation limits.
 
     Table-wide drifts (a column removed, a type or single/multi-value change)
-    rewrite every segment in one task, as a Delta table has one schema. Otherwise
-    segments are taken in time order and packed into tasks of at most
-    `max_records_per_task` rows and `max_data_size_per_task` bytes, at most
-    `table_max_num_tasks` tasks; the rest waits for the next evaluation, which
-    the tasks' own completion events trigger. Small conforming segments sharing a
-    time bucket are merged as undersized.
+    rewrite every segment in one task, marked `table_wide`, as a Delta table has
+    one schema. Otherwise segments are taken in time order and packed into tasks
+    of at most `max_records_per_task` rows and `max_data_size_per_task` bytes, at
+    most `table_max_num_tasks` tasks; the rest waits for the next evaluation,
+    which the tasks' own completion events trigger. Small conforming segments
+    sharing a time bucket are merged as undersized.
     """
     if layout is None:
         return RuleOutcome()
-    decisions: list[Decision] = []
+    if facts is None and not rule.skip_index_check:
+        skipped = [
+            Decision(s.id, RULE, False, SkipReason.NO_STATISTICS, "index check not run") for s in segments
+        ]
+        return RuleOutcome((), tuple(skipped) if explain else ())
+    kinds = _drifts(segments, rule, layout, facts)
+    ordered = sorted(segments, key=lambda s: (s.start, s.id))
+    table_wide = any(set(k) & TABLE_WIDE for k in kinds.values())
+    if table_wide:
+        tasks = [ordered]
+    else:
+        _mark_undersized(ordered, kinds, rule, layout)
+        tasks = _pack_tasks([s for s in ordered if s.id in kinds], rule)
+    plans = [
+        replace(make_plan(table, RULE, task, allow_single=True), table_wide=table_wide)
+        for task in tasks[: rule.table_max_num_tasks]
+    ]
+    decisions = _explain(plans, tasks, ordered, kinds, rule) if explain else []
+    return RuleOutcome(tuple(plans), tuple(decisions))
+
+
+def _drifts(
+    segments: Sequence[Segment],
+    rule: RefreshRule,
+    layout: LayoutConfig,
+    facts: Mapping[str, IndexFacts] | None,
+) -> dict[str, list[Drift]]:
+    """Each drifted or oversized segment's reasons."""
     kinds: dict[str, list[Drift]] = {}
     for s in segments:
-        if facts is None and not rule.skip_index_check:
-            continue
         found = drift(s, layout, None if rule.skip_index_check or facts is None else facts.get(s.id))
         sized = _sizing(s, rule)
         if sized:
             found.append(sized)
         if found:
             kinds[s.id] = found
-    if facts is None and not rule.skip_index_check:
-        if explain:
-            decisions = [
-                Decision(s.id, RULE, False, SkipReason.NO_STATISTICS, "index check not run") for s in segments
-            ]
-        return RuleOutcome((), tuple(decisions))
-    ordered = sorted(segments, key=lambda s: (s.start, s.id))
-    if any(set(k) & TABLE_WIDE for k in kinds.values()):
-        tasks = [ordered]
-    else:
-        _mark_undersized(ordered, kinds, rule, layout)
-        tasks = _pack_tasks([s for s in ordered if s.id in kinds], rule)
-    plans = []
-    for task in tasks[: rule.table_max_num_tasks]:
-        merge = make_plan(table, RULE, task, allow_single=True)
-        plans.append(merge)
-        if explain:
-            decisions += [
-                Decision(
-                    s.id, RULE, True, None, ", ".join(kinds.get(s.id, ["table-wide rewrite"])), merge.plan_id
-                )
-                for s in task
-            ]
-    if explain:
-        for task in tasks[rule.table_max_num_tasks :]:
-            decisions += [
-                Decision(
-                    s.id, RULE, False, SkipReason.TASK_LIMIT, f"more than {rule.table_max_num_tasks} tasks"
-                )
-                for s in task
-            ]
-        chosen = {d.segment_id for d in decisions}
-        decisions += [
-            Decision(s.id, RULE, False, SkipReason.CONFORMS, "matches the layout and the size targets")
-            for s in ordered
-            if s.id not in chosen
-        ]
-    return RuleOutcome(tuple(plans), tuple(decisions))
+    return kinds
+
+
+def _explain(
+    plans: Sequence[MergePlan],
+    tasks: Sequence[Sequence[Segment]],
+    ordered: Sequence[Segment],
+    kinds: Mapping[str, list[Drift]],
+    rule: RefreshRule,
+) -> list[Decision]:
+    decisions = [
+        Decision(s.id, RULE, True, None, ", ".join(kinds.get(s.id, ["table-wide rewrite"])), merge.plan_id)
+        for merge in plans
+        for s in merge.inputs
+    ]
+    decisions += [
+        Decision(s.id, RULE, False, SkipReason.TASK_LIMIT, f"more than {rule.table_max_num_tasks} tasks")
+        for task in tasks[rule.table_max_num_tasks :]
+        for s in task
+    ]
+    chosen = {d.segment_id for d in decisions}
+    decisions += [
+        Decision(s.id, RULE, False, SkipReason.CONFORMS, "matches the layout and the size targets")
+        for s in ordered
+        if s.id not in chosen
+    ]
+    return decisions
 
 
 def _mark_undersized(

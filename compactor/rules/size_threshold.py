@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from compactor.config import MajorRule
-from compactor.domain import Decision, RuleOutcome, Segment, SkipReason, make_plan
+from compactor.config.rules import MajorRule, RuleName
+from compactor.domain.plans import Decision, RuleOutcome, SkipReason, make_plan
+from compactor.domain.segments import Segment
 
-RULE = "major"
+RULE = RuleName.MAJOR
 
 
 def plan(segments: Sequence[Segment], rule: MajorRule, table: str, explain: bool = True) -> RuleOutcome:

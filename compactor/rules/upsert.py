@@ -17,10 +17,11 @@ from operator import attrgetter
 import numpy as np
 import numpy.typing as npt
 
-from compactor.config import UpsertCompactionRule
-from compactor.domain import Decision, MergePlan, RuleOutcome, Segment, SkipReason, make_plan
+from compactor.config.rules import RuleName, UpsertCompactionRule
+from compactor.domain.plans import Decision, MergePlan, RuleOutcome, SkipReason, make_plan
+from compactor.domain.segments import Segment
 
-RULE = "upsert_compaction"
+RULE = RuleName.UPSERT_COMPACTION
 _RECORDS = attrgetter("records")
 _ID = attrgetter("id")
 

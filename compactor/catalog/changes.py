@@ -1,0 +1,106 @@
+"""What can happen to a table's segment set: the changes the catalog folds.
+
+Each change is a frozen value; `SegmentCatalog.apply` folds one in. Applying
+the same change twice is a no-op, so a replayed batch cannot double-count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+from compactor.domain.plans import MergePlan
+from compactor.domain.segments import Segment
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentAdded:
+    """A load completed (its event arrived); an id is never reused for other content."""
+
+    segment: Segment
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentUpdated:
+    """A known segment gained a sub-partition, or one is being (or was) refreshed."""
+
+    segment: Segment
+
+
+@dataclass(frozen=True, slots=True)
+class PlanApplied:
+    """A plan committed: its inputs are replaced by `outputs` (one for a merge, several for a
+    refresh that splits). `version` is the Delta commit's, when known."""
+
+    plan: MergePlan
+    outputs: tuple[Segment, ...]
+    version: int | None = None
+    data_change: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentsGone:
+    """Delta no longer holds these segments' rows: they leave the catalog."""
+
+    table: str
+    segment_ids: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class TableReloaded:
+    """A table's view re-read from Delta: these segments win over what events said, and
+    these ids were merged away."""
+
+    table: str
+    segments: tuple[Segment, ...]
+    retired: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class CommitRecord:
+    """What one Delta commit did to the segment set (from its user metadata).
+
+    `op` is load, merge, refresh or sub_partition; `metrics` are the commit's
+    operation metrics, which give the segments' true sizes.
+    """
+
+    table: str
+    version: int
+    added: tuple[Segment, ...]
+    removed: tuple[str, ...]
+    plan_id: str | None = None
+    op: str = "load"
+    metrics: Mapping[str, int] = field(default_factory=dict)
+    rule: str | None = None
+    level: str | None = None
+    pool: str | None = None
+    data_change: bool = True
+
+    def sized(self, segment: Segment, before: Segment | None) -> Segment:
+        """`segment` with the records and bytes this commit leaves it with."""
+        m = self.metrics
+        if not m:
+            return segment
+        if self.op == "refresh":  # several outputs: the commit's bytes shared by rows
+            total = sum(s.records for s in self.added) or 1
+            return replace(segment, bytes=m.get("numOutputBytes", 0) * segment.records // total)
+        if len(self.added) != 1:
+            return segment
+        if self.op == "sub_partition":  # a slice of an existing segment was replaced
+            base_records, base_bytes = (before.records, before.bytes) if before else (0, 0)
+            records = (
+                base_records
+                - m.get("numDeletedRows", 0)
+                + m.get("numOutputRows", 0)
+                - m.get("numCopiedRows", 0)
+            )
+            size = base_bytes - m.get("numRemovedBytes", 0) + m.get("numOutputBytes", 0)
+            return replace(segment, records=records, bytes=size)
+        return replace(
+            segment,
+            records=m.get("numOutputRows", segment.records),
+            bytes=m.get("numOutputBytes", segment.bytes),
+        )
+
+
+Change = SegmentAdded | SegmentUpdated | PlanApplied | SegmentsGone | TableReloaded | CommitRecord

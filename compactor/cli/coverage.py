@@ -1,0 +1,41 @@
+"""`compactor coverage`: which segments and sub-partitions can answer a question."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+
+import click
+
+from compactor.cli.options import config_option, instant, warehouse_option
+
+
+@click.command()
+@click.option("--table", required=True, help="The table asked about.")
+@click.option("--from", "start", callback=instant, help="Inclusive start (default: the first segment's).")
+@click.option("--to", "end", callback=instant, help="Exclusive end (default: the last segment's).")
+@click.option(
+    "--sub-partition", "values", multiple=True, help="Asked value (repeatable; default: all declared)."
+)
+@config_option(required=True, text="Table config (the declared sub-partition values)")
+@warehouse_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def coverage(
+    table: str, start: datetime | None, end: datetime | None, values: tuple[str, ...],
+    config_path: Path, warehouse: Path, as_json: bool,
+) -> None:  # fmt: skip
+    """Which segments and sub-partitions can answer a time range and values."""
+    from compactor.config.loading import load_config_file
+    from compactor.delta.reads import read_catalog
+    from compactor.delta.session import build_spark
+    from compactor.rules.coverage import coverage as answer
+    from compactor.rules.coverage import render
+
+    settings = load_config_file(config_path).for_table(table)
+    spark = build_spark("compactor-coverage")
+    spark.sparkContext.setLogLevel("ERROR")
+    segments = read_catalog(spark, warehouse, table).segments(table)
+    declared = settings.sub_partition.values if settings.sub_partition else ()
+    result = answer(segments, declared, start, end, values)
+    click.echo(json.dumps(result.to_json(), indent=2) if as_json else render(result))

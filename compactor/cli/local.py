@@ -1,0 +1,69 @@
+"""Commands for a machine of one's own: a local Kafka broker, the jars, the demo."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from compactor.cli.options import DEFAULT_HOME
+
+data_dir_option = click.option(
+    "--dir", "data_dir", type=click.Path(path_type=Path), default=DEFAULT_HOME / "kafka", show_default=True,
+    help="The broker's state directory.",
+)  # fmt: skip
+
+
+@click.group()
+def kafka() -> None:
+    """A local single-node Kafka broker (KRaft) from Apache Kafka's jars."""
+
+
+@kafka.command("start")
+@data_dir_option
+@click.option("--port", type=click.IntRange(1, 65535), help="Default: a free port.")
+def kafka_start(data_dir: Path, port: int | None) -> None:
+    """Start the broker in the background and print its bootstrap address."""
+    from compactor.dev.kafka_broker import LocalKafkaBroker, running_bootstrap
+
+    existing = running_bootstrap(data_dir)
+    click.echo(existing or LocalKafkaBroker(data_dir, port).start())
+
+
+@kafka.command("stop")
+@data_dir_option
+def kafka_stop(data_dir: Path) -> None:
+    """Stop the broker started from this directory."""
+    from compactor.dev.kafka_broker import stop_from_dir
+
+    click.echo("stopped" if stop_from_dir(data_dir) else "no broker running")
+
+
+@click.command()
+def jars() -> None:
+    """Resolve and cache the JVM jars (Delta, Kafka connector, Kafka broker)."""
+    from compactor import jvm
+
+    for path in [*jvm.spark_jars(), *jvm.kafka_broker_jars()]:
+        click.echo(path)
+
+
+@click.command()
+@click.option(
+    "--workdir",
+    type=click.Path(path_type=Path),
+    default=DEFAULT_HOME / "demo",
+    show_default=True,
+    help="Scratch directory (emptied first).",
+)
+@click.option(
+    "--days", type=click.IntRange(7, 366), default=31, show_default=True, help="Daily segments to load."
+)
+@click.option("--rows", type=click.IntRange(min=1), default=200, show_default=True, help="Rows per segment.")
+def demo(workdir: Path, days: int, rows: int) -> None:
+    """Load daily segments into a sample table and watch the compactor merge them."""
+    from compactor.dev.demo import run_demo
+
+    sys.exit(run_demo(workdir, days, rows, os.environ.get("KAFKA_BOOTSTRAP_SERVERS"), click.echo))

@@ -1,0 +1,44 @@
+"""`compactor plan`: a dry run of the rules over a file of segments (JSON on stdout)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+
+import click
+
+from compactor.cli.options import instant, rule_choice
+
+
+@click.command()
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    required=True,
+    help="Table config (YAML).",
+)
+@click.option(
+    "--segments", "segments_path", type=click.Path(path_type=Path, dir_okay=False), required=True,
+    help="Segments in load order: a JSON array or JSON Lines.",
+)  # fmt: skip
+@click.option("--now", callback=instant, help="Evaluation time (default: from the file, never the clock).")
+@click.option(
+    "--simulate", is_flag=True, help="Feed segments one at a time, cascading merges as the stream does."
+)
+@click.option("--rule", type=rule_choice, help="Evaluate this rule once, whatever its trigger.")
+@click.option("--merge", "merge_ids", help="Validate and apply a manual merge of these comma-separated ids.")
+@click.option("--explain", is_flag=True, help="Add each segment's decisions and reasons.")
+def plan(
+    config_path: Path, segments_path: Path, now: datetime | None, simulate: bool,
+    rule: str | None, merge_ids: str | None, explain: bool,
+) -> None:  # fmt: skip
+    """Dry run: what would the rules merge? Prints JSON; exit 2 on invalid input."""
+    from compactor.cli.dry_run import read_segments, run_plan
+    from compactor.config.loading import load_config_file
+
+    config = load_config_file(config_path)
+    segments = read_segments(segments_path)
+    ids = [i.strip() for i in merge_ids.split(",") if i.strip()] if merge_ids else []
+    click.echo(json.dumps(run_plan(config, segments, now, simulate, rule, ids, explain), indent=2))

@@ -1,0 +1,47 @@
+"""`compactor request`: ask the running job to run a rule now, or merge named segments."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import click
+
+from compactor.cli.options import (
+    bootstrap_option,
+    config_option,
+    kafka_settings,
+    load_optional_config,
+    rule_choice,
+    segments_topic_option,
+)
+
+
+@click.command()
+@click.option("--table", required=True, help="The table the request is for.")
+@click.option("--rule", type=rule_choice, help="Run this configured rule once now (any trigger).")
+@click.option("--merge", "merge_ids", help="Merge exactly these comma-separated segment ids.")
+@config_option(required=False, text="Config whose `kafka:` block the producer uses")
+@bootstrap_option
+@segments_topic_option
+def request(
+    table: str, rule: str | None, merge_ids: str | None, config_path: Path | None,
+    bootstrap_servers: str, segments_topic: str,
+) -> None:  # fmt: skip
+    """Ask the running job to run a rule now (e.g. a manual major) or merge named segments."""
+    from compactor.codec.events import default_codec
+    from compactor.domain.clock import now_utc
+    from compactor.domain.events import CompactionRequested
+    from compactor.kafka.producer import EventProducer
+
+    ids = tuple(i.strip() for i in (merge_ids or "").split(",") if i.strip())
+    if (rule is None) == (not ids):
+        raise click.UsageError("give exactly one of --rule or --merge")
+    event = CompactionRequested(uuid.uuid4().hex, table, now_utc(), rule, ids)
+    kafka = kafka_settings(bootstrap_servers, load_optional_config(config_path), segments_topic)
+    producer = EventProducer(kafka)
+    try:
+        producer.send_all([(segments_topic, table, default_codec().encode_compaction_requested(event), None)])
+    finally:
+        producer.close()
+    click.echo(f"requested {rule or 'merge of ' + ','.join(ids)} on {table} (request {event.request_id})")

@@ -1,0 +1,70 @@
+"""How a table's segments must be built (refresh) and how upsert tables pick a row per key."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from compactor.config.units import Duration, Frozen
+from compactor.domain.segments import TABLE_NAME
+
+
+class ColumnConfig(Frozen):
+    """One column of the table's desired schema."""
+
+    type: str = Field(
+        pattern=r"^(tinyint|smallint|int|bigint|float|double|boolean|string|binary|date|timestamp|decimal\(\d+,\s*\d+\))$"
+    )
+    default: Any = None
+    multi_value: bool = False
+
+
+class PartitioningConfig(Frozen):
+    """Value partitioning: each segment holds rows of one partition (function(column) mod n)."""
+
+    column: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+    function: Literal["modulo", "murmur"] = "modulo"
+    num_partitions: int = Field(gt=0, le=10_000)
+
+
+class LayoutConfig(Frozen):
+    """How a table's segments must be built (Pinot table config); refresh rewrites the ones that differ."""
+
+    time_column: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+    bucket_time_period: Duration
+    columns: Mapping[str, ColumnConfig] = Field(min_length=1)
+    partitioning: PartitioningConfig | None = None
+    sorted_column: str | None = None
+    encoding: Literal["dictionary", "plain"] = "dictionary"
+    compression: Literal["snappy", "zstd", "gzip", "uncompressed"] = "snappy"
+
+    @model_validator(mode="after")
+    def _columns_exist(self) -> LayoutConfig:
+        for role, column in (
+            ("time_column", self.time_column),
+            ("sorted_column", self.sorted_column),
+            ("partitioning.column", self.partitioning.column if self.partitioning else None),
+        ):
+            if column is not None and column not in self.columns:
+                raise ValueError(f"{role} {column!r} is not one of the columns {sorted(self.columns)}")
+        if self.bucket_time_period <= timedelta(0):
+            raise ValueError("bucket_time_period must be positive")
+        return self
+
+
+class UpsertConfig(Frozen):
+    """An upsert table: the latest row per primary key (by `comparison_column`) is the valid one."""
+
+    primary_key: tuple[str, ...] = Field(min_length=1)
+    comparison_column: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+
+    @field_validator("primary_key")
+    @classmethod
+    def _columns(cls, columns: tuple[str, ...]) -> tuple[str, ...]:
+        for c in columns:
+            if not TABLE_NAME.match(c):
+                raise ValueError(f"primary key column {c!r} is not a plain column name")
+        return columns

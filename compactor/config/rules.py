@@ -1,0 +1,170 @@
+"""The rules a table can list, each a frozen model validated on load."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import timedelta
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from compactor.config.units import ByteSize, Duration, Frozen
+from compactor.domain.calendar import Level
+
+Trigger = Literal["on_load", "manual"]
+
+
+class AutoMergeRule(Frozen):
+    """Time-layer auto-merge (Kylin): natural levels, largest first, one merge per attempt."""
+
+    rule: Literal["auto_merge"]
+    levels: tuple[Level, ...] = (Level.WEEK, Level.MONTH)
+    trigger: Trigger = "on_load"
+
+    @field_validator("levels")
+    @classmethod
+    def _levels_present(cls, levels: tuple[Level, ...]) -> tuple[Level, ...]:
+        if not levels:
+            raise ValueError("select at least one level (hour, day, week, month, quarter, year)")
+        if len(set(levels)) != len(levels):
+            raise ValueError("each level may be listed once")
+        return levels
+
+    @property
+    def name(self) -> str:
+        return self.rule
+
+
+class MinorRule(Frozen):
+    """Level-threshold compaction (CarbonData minor): x loads -> level 1, y level-1 -> level 2."""
+
+    rule: Literal["minor"]
+    level_thresholds: tuple[int, int] = (4, 3)
+    trigger: Trigger = "on_load"
+
+    @field_validator("level_thresholds")
+    @classmethod
+    def _thresholds(cls, value: tuple[int, int]) -> tuple[int, int]:
+        for n in value:
+            if not 0 <= n <= 100:
+                raise ValueError(f"each threshold must be 0..100 (0 disables the level), got {n}")
+            if n == 1:
+                raise ValueError(
+                    "a threshold of 1 would 'merge' a single segment; use 0 to disable or 2..100"
+                )
+        return value
+
+
+class MajorRule(Frozen):
+    """Size-threshold compaction (CarbonData major): segments summing below the threshold merge."""
+
+    rule: Literal["major"]
+    size_threshold: ByteSize = 1024 << 20
+    trigger: Trigger = "on_load"
+
+
+class PoolConfig(Frozen):
+    """A bin-pack pool: segments whose age, size and width fit it are packed together."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    min_age: Duration = timedelta(0)
+    max_age: Duration
+    max_size: ByteSize
+    max_width: Duration
+
+    @model_validator(mode="after")
+    def _ranges(self) -> PoolConfig:
+        if self.max_age <= self.min_age:
+            raise ValueError(f"pool {self.name}: max_age must be greater than min_age")
+        if self.max_width <= timedelta(0):
+            raise ValueError(f"pool {self.name}: max_width must be positive")
+        return self
+
+
+DEFAULT_POOLS: tuple[PoolConfig, ...] = (
+    PoolConfig(name="small", min_age=timedelta(0), max_age=timedelta(minutes=10), max_size=1 << 30, max_width=timedelta(hours=1)),
+    PoolConfig(name="medium", min_age=timedelta(minutes=10), max_age=timedelta(minutes=70), max_size=2 << 30, max_width=timedelta(hours=1)),
+    PoolConfig(name="large", min_age=timedelta(minutes=70), max_age=timedelta(days=90), max_size=4 << 30, max_width=timedelta(hours=1)),
+)  # fmt: skip
+
+
+class BinPackRule(Frozen):
+    """Hydrolix-style merge: pools by age/size/width, packed first-fit or best-fit."""
+
+    rule: Literal["bin_pack"]
+    strategy: Literal["first_fit", "best_fit"] = "first_fit"
+    pools: tuple[PoolConfig, ...] = DEFAULT_POOLS
+    trigger: Trigger = "on_load"
+
+    @field_validator("pools")
+    @classmethod
+    def _unique_pools(cls, pools: tuple[PoolConfig, ...]) -> tuple[PoolConfig, ...]:
+        if not pools:
+            raise ValueError("give at least one pool")
+        names = [p.name for p in pools]
+        if len(set(names)) != len(names):
+            raise ValueError(f"pool names must be unique, got {names}")
+        return pools
+
+
+class UpsertCompactionRule(Frozen):
+    """Upsert compaction (Pinot): drop rows a newer version of their key supersedes, merge M:1.
+
+    A segment qualifies when its invalid rows reach both thresholds; qualifying
+    segments merge (or are rewritten alone) so each output's valid rows stay
+    within `max_records_per_segment`. Never splits, repartitions or rolls up.
+    """
+
+    rule: Literal["upsert_compaction"]
+    invalid_records_threshold_percent: float = Field(default=0.0, ge=0, le=100)
+    invalid_records_threshold_count: int = Field(default=1, ge=1)
+    max_records_per_segment: int = Field(default=5_000_000, gt=0)
+    trigger: Trigger = "on_load"
+
+
+class RefreshRule(Frozen):
+    """Segment refresh (Pinot SegmentRefreshTask): rewrite segments that do not match the layout,
+    resized toward the targets, with optional rollup or dedup."""
+
+    rule: Literal["refresh"]
+    skip_index_check: bool = False
+    max_records_per_segment: int = Field(default=5_000_000, gt=0)
+    desired_segment_size: ByteSize = 500 << 20
+    max_records_per_task: int = Field(default=50_000_000, gt=0)
+    max_data_size_per_task: ByteSize = 5 << 30
+    table_max_num_tasks: int = Field(default=10, gt=0)
+    merge_type: Literal["concat", "rollup", "dedup"] = "concat"
+    round_bucket_time_period: Duration | None = None
+    aggregations: Mapping[str, Literal["sum", "min", "max"]] = Field(default_factory=dict)
+    trigger: Trigger = "on_load"
+
+    @model_validator(mode="after")
+    def _rollup(self) -> RefreshRule:
+        if self.merge_type == "rollup" and not self.aggregations:
+            raise ValueError("merge_type rollup needs `aggregations` (metric column: sum, min or max)")
+        if self.max_records_per_task < self.max_records_per_segment:
+            raise ValueError(
+                "max_records_per_task must be at least max_records_per_segment, or no task could build one full segment"
+            )
+        return self
+
+
+RuleConfig = Annotated[
+    AutoMergeRule | MinorRule | MajorRule | BinPackRule | UpsertCompactionRule | RefreshRule,
+    Field(discriminator="rule"),
+]
+
+
+class RuleName(StrEnum):
+    """Every rule's name, as tables list it; `rules.registry` maps each to its planner."""
+
+    AUTO_MERGE = "auto_merge"
+    MINOR = "minor"
+    MAJOR = "major"
+    BIN_PACK = "bin_pack"
+    UPSERT_COMPACTION = "upsert_compaction"
+    REFRESH = "refresh"
+
+
+RULE_NAMES = tuple(str(name) for name in RuleName)

@@ -1,0 +1,157 @@
+"""Table config: YAML -> validated, frozen objects.
+
+Shape (the contract): a `defaults` block applies to every table; a table under
+`tables` replaces any key it gives. Unknown keys and impossible values are
+refused with an error naming the table, the key, the value and why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import timedelta
+from types import MappingProxyType
+from typing import Any
+
+from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
+
+from compactor.config.describe import problems
+from compactor.config.kafka import KafkaSecurity
+from compactor.config.layout import LayoutConfig, UpsertConfig
+from compactor.config.rules import AutoMergeRule, BinPackRule, RefreshRule, RuleConfig, RuleName
+from compactor.config.sub_partitions import SubPartitionConfig
+from compactor.config.units import Frozen, parse_duration
+from compactor.domain.segments import TABLE_NAME
+from compactor.errors import ConfigError
+
+
+class TableFields(Frozen):
+    """The keys of a table config, each checked on its own (types, ranges, rule list).
+
+    `defaults` and every entry of `tables` are TableFields: partial documents.
+    Checks that relate several keys run on the merged result (`TableSettings`).
+    """
+
+    merge_enabled: bool = True
+    preserve_latest: int = Field(default=0, ge=0)
+    allowed_compaction_days: int = Field(default=0, ge=0)
+    lookback: timedelta | None = None
+    rules: tuple[RuleConfig, ...] = (AutoMergeRule(rule="auto_merge"),)
+    sub_partition: SubPartitionConfig | None = None
+    upsert: UpsertConfig | None = None
+    config_version: int = Field(default=1, ge=1)
+    layout: LayoutConfig | None = None
+
+    @field_validator("rules")
+    @classmethod
+    def _one_of_each(cls, rules: tuple[RuleConfig, ...]) -> tuple[RuleConfig, ...]:
+        names = [r.rule for r in rules]
+        if len(set(names)) != len(names):
+            raise ValueError(f"each rule may be listed once per table, got {names}")
+        if RuleName.AUTO_MERGE in names and len(names) > 1:
+            # minor, major and bin_pack merge segments that are not adjacent in time; the
+            # output spans the gap, and a segment filling it later would overlap it
+            raise ValueError(
+                f"auto_merge needs disjoint, contiguous segments and cannot share a table with {names}: "
+                "the other rules merge across gaps and would create overlapping ranges"
+            )
+        return rules
+
+    @field_validator("lookback", mode="before")
+    @classmethod
+    def _lookback(cls, value: Any) -> timedelta | None:
+        if value is None or value == "off" or value is False:
+            return None
+        duration = parse_duration(value)
+        if duration <= timedelta(0):
+            raise ValueError("lookback must be positive (or `off`)")
+        return duration
+
+    @property
+    def needs_disjoint_ranges(self) -> bool:
+        """Time-layer rules cannot reason about overlapping segments."""
+        return any(r.rule == RuleName.AUTO_MERGE.value for r in self.rules)
+
+
+class TableSettings(TableFields):
+    """The effective settings of one table: defaults merged with its keys, then checked as a whole."""
+
+    @model_validator(mode="after")
+    def _keys_agree(self) -> TableSettings:
+        refresh = [r for r in self.rules if isinstance(r, RefreshRule)]
+        if refresh and self.layout is None:
+            raise ValueError(
+                "the refresh rule needs the table's `layout` (time_column, bucket_time_period, columns)"
+            )
+        for rule in refresh:
+            for metric in rule.aggregations:
+                if self.layout is not None and metric not in self.layout.columns:
+                    raise ValueError(f"aggregation column {metric!r} is not a layout column")
+        if any(r.rule == RuleName.UPSERT_COMPACTION.value for r in self.rules) and self.upsert is None:
+            raise ValueError(
+                "upsert_compaction needs the table's `upsert` block (primary_key, comparison_column)"
+            )
+        if self.upsert is not None and any(
+            r.rule in {RuleName.MINOR, RuleName.MAJOR, RuleName.BIN_PACK, RuleName.AUTO_MERGE}
+            for r in self.rules
+        ):
+            raise ValueError(
+                "an upsert table may only use upsert_compaction: other rules would merge without removing "
+                "superseded rows"
+            )
+        return self
+
+
+class ProjectConfig(Frozen):
+    """The whole file: project defaults plus per-table overrides.
+
+    Each table's effective settings are its keys over the defaults, validated
+    after merging, so a key may rely on another given at the other level (a
+    `defaults.layout` for a table's refresh rule, a table's `upsert` for a
+    default upsert_compaction rule). Listed tables are checked when the file
+    loads; a table that is not listed gets the defaults, checked when first used.
+    """
+
+    defaults: TableFields = TableFields()
+    tables: Mapping[str, TableFields] = Field(default_factory=dict)
+    kafka: KafkaSecurity | None = None
+
+    @field_validator("tables")
+    @classmethod
+    def _table_names(cls, tables: Mapping[str, TableFields]) -> Mapping[str, TableFields]:
+        for name in tables:
+            if not TABLE_NAME.match(name):
+                raise ValueError(
+                    f"table name {name!r} is invalid: use letters, digits or '_', not starting with a digit"
+                )
+        return MappingProxyType(dict(tables))  # frozen all the way down
+
+    _effective: dict[str, TableSettings] = PrivateAttr(default_factory=dict)
+
+    def pool_names(self) -> tuple[str, ...]:
+        """Every bin-pack pool named anywhere: each becomes a Spark FAIR scheduler pool."""
+        settings = [self.defaults, *self.tables.values()]
+        names = [p.name for t in settings for r in t.rules if isinstance(r, BinPackRule) for p in r.pools]
+        return tuple(dict.fromkeys(names))
+
+    def for_table(self, table: str) -> TableSettings:
+        """Effective settings: the table's keys over the project defaults (cached).
+
+        Raises ConfigError naming the table when the merged keys do not agree.
+        """
+        found = self._effective.get(table)
+        if found is None:
+            merged = {name: getattr(self.defaults, name) for name in self.defaults.model_fields_set}
+            override = self.tables.get(table)
+            if override is not None:
+                merged |= {name: getattr(override, name) for name in override.model_fields_set}
+            try:
+                found = TableSettings.model_validate(merged)
+            except ValidationError as exc:
+                if override is not None:
+                    raise ConfigError("\n".join(problems(exc, ("tables", table)))) from None
+                raise ConfigError(
+                    f"table {table!r} is not listed under `tables`, and the defaults alone are not a "
+                    f"complete table config: {'; '.join(p.strip() for p in problems(exc))}"
+                ) from None
+            self._effective[table] = found
+        return found

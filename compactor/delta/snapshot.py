@@ -1,0 +1,53 @@
+"""What the Delta snapshot itself says: protocol, schema, transactions, table features.
+
+These read the JVM snapshot Delta last loaded for a table (callers open the
+table first with `DeltaTable.forPath`), so they cost no extra log replay.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from compactor.delta.features import refused_features
+from compactor.errors import UnsupportedTableFeature
+
+
+def _snapshot(spark: SparkSession, path: Path | str) -> Any:
+    jvm: Any = spark._jvm
+    return jvm.org.apache.spark.sql.delta.DeltaLog.forTable(
+        spark._jsparkSession, str(path)
+    ).unsafeVolatileSnapshot()
+
+
+def check_rewritable(spark: SparkSession, path: Path | str) -> None:
+    """Refuse a table whose features a rewrite would not preserve (see `features`)."""
+    snapshot = _snapshot(spark, path)
+    protocol = json.loads(snapshot.protocol().json())["protocol"]
+    metadata = json.loads(snapshot.metadata().json())["metaData"]
+    refused = refused_features(protocol, metadata)
+    if refused:
+        raise UnsupportedTableFeature(f"table at {path}: " + "; ".join(refused))
+
+
+def physical_names(spark: SparkSession, path: Path | str) -> dict[str, str]:
+    """Physical -> logical column names under column mapping (empty without it)."""
+    schema = json.loads(_snapshot(spark, path).metadata().schemaString())
+    return {
+        str(f["metadata"]["delta.columnMapping.physicalName"]): str(f["name"])
+        for f in schema.get("fields", ())
+        if "delta.columnMapping.physicalName" in (f.get("metadata") or {})
+    }
+
+
+def app_version(spark: SparkSession, path: Path | str, app_id: str) -> int | None:
+    """The `txnVersion` the snapshot records for an application id (a `SetTransaction`).
+
+    Delta keeps these in its checkpoints, so they outlive the commit files: a
+    plan committed long ago is still recognised.
+    """
+    found = _snapshot(spark, path).transactions().get(app_id)
+    return int(found.get()) if found.isDefined() else None

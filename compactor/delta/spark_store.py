@@ -1,0 +1,124 @@
+"""The table store on Spark and Delta Lake: tables under one warehouse directory."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import delta.exceptions as delta_errors  # also installs the JVM -> Python exception conversion
+from pyspark.sql import SparkSession
+
+from compactor.catalog.changes import CommitRecord
+from compactor.config.layout import LayoutConfig, UpsertConfig
+from compactor.config.rules import RefreshRule, RuleName
+from compactor.config.tables import TableSettings
+from compactor.delta import properties, reads
+from compactor.delta.index_check import index_facts
+from compactor.delta.log import RECENT_COMMITS
+from compactor.delta.merge import execute_merge
+from compactor.delta.paths import list_tables
+from compactor.delta.refresh import execute_refresh
+from compactor.delta.upsert import invalid_counts
+from compactor.domain.plans import Commit, MergePlan
+from compactor.domain.segments import Segment
+from compactor.errors import CommitConflict, CompactorError
+from compactor.rules.refresh import IndexFacts
+
+POOL_PROPERTY = "spark.scheduler.pool"
+# Delta's optimistic-concurrency failures: another writer committed first; a retry can resolve them
+DELTA_CONFLICTS: tuple[type[BaseException], ...] = (
+    delta_errors.DeltaConcurrentModificationException,
+    delta_errors.ConcurrentWriteException,
+    delta_errors.MetadataChangedException,
+    delta_errors.ProtocolChangedException,
+    delta_errors.ConcurrentAppendException,
+    delta_errors.ConcurrentDeleteReadException,
+    delta_errors.ConcurrentDeleteDeleteException,
+    delta_errors.ConcurrentTransactionException,
+)
+
+
+@contextlib.contextmanager
+def conflicts_as_commit_conflict() -> Iterator[None]:
+    """Delta's typed conflict exceptions become `CommitConflict`; everything else passes."""
+    try:
+        yield
+    except DELTA_CONFLICTS as exc:
+        raise CommitConflict(f"{type(exc).__name__}: {exc}") from exc
+
+
+class SparkTableStore:
+    """`TableStore` over `<warehouse>/<table>` Delta tables.
+
+    `depth` is how many of the newest commit files the fast paths read before
+    asking Delta itself.
+    """
+
+    def __init__(self, spark: SparkSession, warehouse: Path | str, depth: int = RECENT_COMMITS) -> None:
+        self.spark = spark
+        self.warehouse = Path(warehouse)
+        self.depth = depth
+
+    def tables(self) -> list[str]:
+        return list_tables(self.warehouse)
+
+    def exists(self, table: str) -> bool:
+        return reads.table_exists(self.spark, self.warehouse, table)
+
+    def history(self, table: str) -> list[CommitRecord]:
+        return reads.read_commits(self.spark, self.warehouse, table)
+
+    def row_counts(self, table: str) -> dict[str, int]:
+        return reads.segment_ids_present(self.spark, self.warehouse, table)
+
+    def segments_with_rows(self, table: str, segment_ids: Sequence[str]) -> set[str]:
+        return reads.segments_with_rows(self.spark, self.warehouse, table, list(segment_ids), self.depth)
+
+    def latest_version(self, table: str) -> int:
+        return reads.latest_version(self.spark, self.warehouse, table)
+
+    def recorded_config(self, table: str) -> str | None:
+        return properties.load_table_config(self.spark, self.warehouse, table)
+
+    def record_config(self, table: str, settings_json: str) -> None:
+        properties.save_table_config(self.spark, self.warehouse, table, settings_json)
+
+    def commit(self, plan: MergePlan, settings: TableSettings) -> Commit:
+        """The plan's commit, run in its FAIR scheduler pool (bin-pack pools), conflicts typed."""
+        with self._pool(plan.pool), conflicts_as_commit_conflict():
+            if plan.rule == RuleName.REFRESH:
+                rule = next((r for r in settings.rules if isinstance(r, RefreshRule)), None)
+                if rule is None or settings.layout is None:
+                    raise CompactorError(
+                        f"table {plan.table}: a refresh plan needs the refresh rule and a layout"
+                    )
+                return execute_refresh(
+                    self.spark,
+                    self.warehouse,
+                    plan,
+                    settings.layout,
+                    rule,
+                    settings.config_version,
+                    self.depth,
+                )
+            return execute_merge(self.spark, self.warehouse, plan, settings.upsert, self.depth)
+
+    def invalid_counts(self, table: str, upsert: UpsertConfig) -> dict[str, int]:
+        return invalid_counts(self.spark, self.warehouse, table, upsert)
+
+    def index_facts(self, table: str, segment: Segment, layout: LayoutConfig) -> IndexFacts:
+        return index_facts(self.spark, self.warehouse, table, segment, layout)
+
+    @contextlib.contextmanager
+    def _pool(self, pool: str | None) -> Iterator[None]:
+        """Run Spark jobs submitted from this thread in the named FAIR scheduler pool."""
+        context = self.spark.sparkContext
+        previous = context.getLocalProperty(POOL_PROPERTY)
+        if pool:
+            context.setLocalProperty(POOL_PROPERTY, pool)
+        try:
+            yield
+        finally:
+            if pool:
+                context.setLocalProperty(POOL_PROPERTY, previous)  # type: ignore[arg-type]

@@ -1,0 +1,58 @@
+"""The table store: everything the stream asks of the tables, as an interface.
+
+The stream (admission, planning, runner, announcer) talks only to this
+protocol, so its logic runs in unit tests against an in-memory store, and a
+durable catalog or object-store tables fit behind it without touching the
+stream. `spark_store.SparkTableStore` is the Spark + Delta implementation.
+
+Errors: `commit` raises `CommitConflict` when another writer won the race (the
+caller retries or re-plans) and `UnsupportedTableFeature` for a table it must
+not rewrite; anything else is a failure of that plan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from compactor.catalog.changes import CommitRecord
+from compactor.config.layout import LayoutConfig, UpsertConfig
+from compactor.config.tables import TableSettings
+from compactor.domain.plans import Commit, MergePlan
+from compactor.domain.segments import Segment
+from compactor.rules.refresh import IndexFacts
+
+
+class TableStore(Protocol):
+    def tables(self) -> list[str]:
+        """Every table the warehouse holds."""
+
+    def exists(self, table: str) -> bool:
+        """Whether the table exists (a new table may appear while the job runs)."""
+
+    def history(self, table: str) -> list[CommitRecord]:
+        """Every compactor commit of the table, oldest first."""
+
+    def row_counts(self, table: str) -> dict[str, int]:
+        """Rows per segment id, as the table holds them now."""
+
+    def segments_with_rows(self, table: str, segment_ids: Sequence[str]) -> set[str]:
+        """Which of these segments have rows now (cheap: answered from the newest commits)."""
+
+    def latest_version(self, table: str) -> int:
+        """The table's newest version (-1 for none)."""
+
+    def recorded_config(self, table: str) -> str | None:
+        """The table config recorded with the table (published with `config apply`), if any."""
+
+    def record_config(self, table: str, settings_json: str) -> None:
+        """Record a published table config with the table, so a restart keeps it."""
+
+    def commit(self, plan: MergePlan, settings: TableSettings) -> Commit:
+        """Execute a plan as ONE commit (idempotent: a replay returns the earlier commit)."""
+
+    def invalid_counts(self, table: str, upsert: UpsertConfig) -> dict[str, int]:
+        """Upsert tables: superseded rows per segment id."""
+
+    def index_facts(self, table: str, segment: Segment, layout: LayoutConfig) -> IndexFacts:
+        """Refresh: what the segment's files and rows hold."""

@@ -1,0 +1,62 @@
+"""Loads: a new segment appended, or one sub-partition slice of a segment replaced.
+
+Each is one Delta commit that records the segment in its metadata; records and
+bytes are read back from the commit's metrics, so events carry what Delta holds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from delta.tables import DeltaTable
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from compactor.delta.commit_metadata import commit_metadata
+from compactor.delta.log import written_commit
+from compactor.delta.paths import SEGMENT_COLUMN, table_path
+from compactor.domain.segments import Segment
+from compactor.errors import CompactorError
+
+
+def write_segment(spark: SparkSession, warehouse: Path | str, segment: Segment, rows: DataFrame) -> Segment:
+    """Append `rows` as `segment` (one Delta commit) and return it with exact counts."""
+    path = table_path(warehouse, segment.table)
+    data = rows.withColumn(SEGMENT_COLUMN, F.lit(segment.id))
+    writer = (
+        data.write.format("delta").mode("append").option("userMetadata", commit_metadata("load", [segment]))
+    )
+    if not DeltaTable.isDeltaTable(spark, str(path)):
+        writer = writer.partitionBy(SEGMENT_COLUMN)
+    writer.save(str(path))
+    facts = written_commit(path, f'"id":"{segment.id}"')
+    return replace(segment, records=facts.records, bytes=facts.bytes)
+
+
+def write_sub_partition(
+    spark: SparkSession,
+    warehouse: Path | str,
+    segment: Segment,
+    rows: DataFrame,
+    column: str,
+    literal: str,
+) -> None:
+    """Replace one sub-partition slice of `segment` with `rows` in ONE Delta commit.
+
+    Adds the slice when it is empty, refreshes it otherwise: readers see the old
+    rows until the commit, then the new ones. Delta checks that every written row
+    belongs to the slice, and a merge of the segment committing meanwhile makes
+    this write fail with a conflict instead of writing into a merged-away segment.
+    """
+    path = table_path(warehouse, segment.table)
+    data = rows.withColumn(SEGMENT_COLUMN, F.lit(segment.id))
+    predicate = f"{SEGMENT_COLUMN} = '{segment.id}' AND `{column}` = {literal}"
+    writer = data.write.format("delta").option("userMetadata", commit_metadata("sub_partition", [segment]))
+    if DeltaTable.isDeltaTable(spark, str(path)):
+        writer.mode("overwrite").option("replaceWhere", predicate).save(str(path))
+        return
+    mismatched = data.where(~F.expr(predicate)).limit(1).count()
+    if mismatched:
+        raise CompactorError(f"rows for segment {segment.id} hold other values than {column} = {literal}")
+    writer.mode("append").partitionBy(SEGMENT_COLUMN).save(str(path))

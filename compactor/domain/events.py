@@ -1,0 +1,116 @@
+"""The events the compactor consumes and produces, as plain values."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+from compactor.domain.plans import Commit, MergePlan
+from compactor.domain.segments import Segment
+
+
+class SegmentAction(StrEnum):
+    """What a SegmentCompleted event reports."""
+
+    CREATE = "CREATE"
+    ADD_SUB_PARTITION = "ADD_SUB_PARTITION"
+    REFRESH_SUB_PARTITION = "REFRESH_SUB_PARTITION"
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentCompleted:
+    """A segment is complete in Delta (a load, or the output of a merge/refresh)."""
+
+    segment: Segment
+    produced_at: datetime
+    config_version: int = 1
+    plan_id: str | None = None
+    action: SegmentAction = SegmentAction.CREATE
+
+
+class MergeStatus(StrEnum):
+    """How a plan ended: committed (or found committed), failed, or skipped as stale."""
+
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    SKIPPED = "SKIPPED"
+
+
+@dataclass(frozen=True, slots=True)
+class MergeResult:
+    """What happened to one plan. `records_out`/`bytes_out` come from the Delta commit."""
+
+    plan: MergePlan
+    status: MergeStatus
+    records_in: int
+    records_out: int
+    bytes_in: int
+    bytes_out: int
+    duration_ms: int
+    produced_at: datetime
+    error: str | None = None
+    table_version: int | None = None
+    invalid_rows_removed: int = 0
+    outputs: tuple[Segment, ...] = ()  # when a plan writes several segments (refresh)
+    # False when the commit only rearranged rows (dataChange=false): readers of the table saw no change
+    data_change: bool = True
+
+    @classmethod
+    def succeeded(cls, plan: MergePlan, commit: Commit, at: datetime, upsert: bool = False) -> MergeResult:
+        """The result of a committed plan (a fresh commit or one a replay found).
+
+        Upsert compaction reports the rows it dropped; a refresh, which may write
+        several segments, lists them in `outputs`.
+        """
+        several = len(commit.outputs) != 1 or commit.outputs[0].id != plan.output.id
+        return cls(
+            plan=plan,
+            status=MergeStatus.SUCCEEDED,
+            records_in=plan.records_in,
+            records_out=commit.records_out,
+            bytes_in=plan.bytes_in,
+            bytes_out=commit.bytes_out,
+            duration_ms=commit.duration_ms,
+            produced_at=at,
+            table_version=commit.version,
+            invalid_rows_removed=plan.records_in - commit.records_out if upsert else 0,
+            outputs=commit.outputs if several else (),
+            data_change=commit.data_change,
+        )
+
+    @classmethod
+    def unsuccessful(cls, plan: MergePlan, status: MergeStatus, error: str, at: datetime) -> MergeResult:
+        """A plan that failed, or was skipped because its inputs changed under it."""
+        return cls(
+            plan=plan,
+            status=status,
+            records_in=plan.records_in,
+            records_out=0,
+            bytes_in=plan.bytes_in,
+            bytes_out=0,
+            duration_ms=0,
+            produced_at=at,
+            error=error,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionRequested:
+    """Run `rule` once now, or merge exactly `segment_ids` (a manual merge)."""
+
+    request_id: str
+    table: str
+    requested_at: datetime
+    rule: str | None = None
+    segment_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigApplied:
+    """A table's new config, published for the running job to adopt."""
+
+    table: str
+    config_version: int
+    settings_json: str
+    applied_at: datetime

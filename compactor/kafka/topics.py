@@ -1,0 +1,33 @@
+"""Topics: created when missing."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+
+from compactor.kafka.settings import KafkaSettings
+
+log = logging.getLogger(__name__)
+
+
+def ensure_topics(
+    settings: KafkaSettings, topics: Iterable[str], partitions: int = 1, timeout: float = 30
+) -> None:
+    """Create the topics that do not exist yet (idempotent)."""
+    admin = AdminClient(settings.librdkafka())
+    existing = set(admin.list_topics(timeout=timeout).topics)
+    missing = [
+        NewTopic(t, num_partitions=partitions, replication_factor=1) for t in topics if t not in existing
+    ]
+    if not missing:
+        return
+    for topic, future in admin.create_topics(missing, operation_timeout=timeout).items():
+        try:
+            future.result(timeout)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise
+        log.info("created topic %s", topic)

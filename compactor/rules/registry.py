@@ -1,0 +1,86 @@
+"""Every rule's planner, by name: the one place a new rule is wired in.
+
+A rule is a config model (`config.rules`), a planner module here, and one
+entry below. Each entry adapts the engine's uniform call to the planner's own
+arguments, so planners keep small, explicit signatures their tests call directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from compactor.config.rules import (
+    AutoMergeRule,
+    BinPackRule,
+    MajorRule,
+    MinorRule,
+    RefreshRule,
+    RuleConfig,
+    RuleName,
+    UpsertCompactionRule,
+)
+from compactor.config.tables import TableSettings
+from compactor.domain.plans import RuleOutcome
+from compactor.domain.segments import Segment
+from compactor.rules import auto_merge, level_threshold, pools, refresh, size_threshold, upsert
+
+
+@dataclass(frozen=True, slots=True)
+class RuleInput:
+    """What one rule sees in one attempt: the segments it may plan, and the table around them."""
+
+    table: str
+    eligible: Sequence[Segment]  # passed the shared filters and not claimed by an earlier rule
+    all_segments: Sequence[Segment]
+    settings: TableSettings
+    now: datetime
+    explain: bool
+    invalid_counts: Mapping[str, int] | None = None  # upsert tables: superseded rows per segment
+    index_facts: Mapping[str, refresh.IndexFacts] | None = None  # refresh: what the index check found
+
+
+Planner = Callable[[RuleConfig, RuleInput], RuleOutcome]
+
+
+def _auto_merge(rule: RuleConfig, given: RuleInput) -> RuleOutcome:
+    assert isinstance(rule, AutoMergeRule)
+    first = min((s.range.start_ts for s in given.all_segments), default=None)
+    return auto_merge.plan(given.eligible, rule, given.table, first, given.explain)
+
+
+def _minor(rule: RuleConfig, given: RuleInput) -> RuleOutcome:
+    assert isinstance(rule, MinorRule)
+    return level_threshold.plan(given.eligible, rule, given.table, given.explain)
+
+
+def _major(rule: RuleConfig, given: RuleInput) -> RuleOutcome:
+    assert isinstance(rule, MajorRule)
+    return size_threshold.plan(given.eligible, rule, given.table, given.explain)
+
+
+def _bin_pack(rule: RuleConfig, given: RuleInput) -> RuleOutcome:
+    assert isinstance(rule, BinPackRule)
+    return pools.plan(given.eligible, rule, given.table, given.now, given.explain)
+
+
+def _upsert_compaction(rule: RuleConfig, given: RuleInput) -> RuleOutcome:
+    assert isinstance(rule, UpsertCompactionRule)
+    return upsert.plan(given.eligible, rule, given.table, given.invalid_counts, given.explain)
+
+
+def _refresh(rule: RuleConfig, given: RuleInput) -> RuleOutcome:
+    assert isinstance(rule, RefreshRule)
+    layout = given.settings.layout
+    return refresh.plan(given.eligible, rule, given.table, layout, given.index_facts, given.explain)
+
+
+PLANNERS: Mapping[RuleName, Planner] = {
+    RuleName.AUTO_MERGE: _auto_merge,
+    RuleName.MINOR: _minor,
+    RuleName.MAJOR: _major,
+    RuleName.BIN_PACK: _bin_pack,
+    RuleName.UPSERT_COMPACTION: _upsert_compaction,
+    RuleName.REFRESH: _refresh,
+}

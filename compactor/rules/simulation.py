@@ -1,0 +1,91 @@
+"""Replay arrivals through the planners exactly as the streaming job would, minus I/O.
+
+Each arrival triggers one attempt for its table; every merge applied triggers
+another attempt (its completion event in the stream), until nothing merges.
+Pure: used by `compactor plan`, the property tests and the benchmarks.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from compactor.catalog.changes import PlanApplied, SegmentAdded
+from compactor.catalog.fold import SegmentCatalog
+from compactor.config.tables import ProjectConfig
+from compactor.domain.plans import MergePlan
+from compactor.domain.segments import Segment
+from compactor.errors import InvalidSegmentError
+from compactor.rules import manual
+from compactor.rules.engine import Evaluation, evaluate
+
+# Every merge removes at least one segment, so a cascade is bounded by the
+# segment count; this cap only guards against a planner bug looping forever.
+_MAX_ATTEMPTS_PER_SEGMENT = 4
+
+
+@dataclass
+class Simulation:
+    """A catalog plus the merges applied to it, in order."""
+
+    config: ProjectConfig
+    catalog: SegmentCatalog = field(default_factory=SegmentCatalog)
+    merges: list[MergePlan] = field(default_factory=list)
+
+    def attempt(self, table: str, now: datetime, only_rule: str | None = None) -> Evaluation:
+        """One evaluation; its plans are applied."""
+        evaluation = evaluate(
+            table, self.catalog.segments(table), self.config.for_table(table), now, only_rule=only_rule
+        )
+        for plan in evaluation.plans:
+            self.catalog.apply(PlanApplied(plan, (plan.output,)))
+            self.merges.append(plan)
+        return evaluation
+
+    def cascade(self, table: str, now: datetime, first: Evaluation | None = None) -> None:
+        """Attempt, and attempt again once per applied merge, until quiet."""
+        pending = deque([table] * (len(first.plans) if first else 1))
+        budget = _MAX_ATTEMPTS_PER_SEGMENT * (len(self.catalog.segments(table)) + 1)
+        while pending:
+            budget -= 1
+            if budget < 0:
+                raise RuntimeError(f"table {table}: merges did not settle; a planner is looping")
+            pending.popleft()
+            evaluation = self.attempt(table, now)
+            pending.extend([table] * len(evaluation.plans))
+
+    def arrive(self, segment: Segment, now: datetime | None = None) -> None:
+        """A completion event for `segment`: record it and run the cascade."""
+        self.catalog.apply(SegmentAdded(segment))
+        self.cascade(segment.table, now or segment.loaded_at)
+
+    def manual_merge(self, table: str, ids: Sequence[str]) -> MergePlan:
+        """Validate and apply a merge of exactly `ids` (ManualMergeError if invalid)."""
+        plan = manual.plan(table, ids, self.catalog.segments(table), self.config.for_table(table))
+        self.catalog.apply(PlanApplied(plan, (plan.output,)))
+        self.merges.append(plan)
+        return plan
+
+
+def check_segments(segments: Iterable[Segment], config: ProjectConfig) -> None:
+    """Refuse duplicate ids, and overlaps in tables whose rules need disjoint ranges."""
+    seen: dict[tuple[str, str], Segment] = {}
+    by_table: dict[str, list[Segment]] = {}
+    for s in segments:
+        if (s.table, s.id) in seen:
+            raise InvalidSegmentError(f"segment {s.id} of table {s.table} appears twice")
+        seen[(s.table, s.id)] = s
+        by_table.setdefault(s.table, []).append(s)
+    for table, members in by_table.items():
+        if not config.for_table(table).needs_disjoint_ranges:
+            continue
+        ordered = sorted(members, key=lambda s: (s.start, s.end))
+        for prev, nxt in itertools.pairwise(ordered):
+            if nxt.start < prev.end:
+                raise InvalidSegmentError(
+                    f"segment {nxt.id} {nxt.range} overlaps {prev.id} {prev.range} in table {table}, "
+                    "whose rules need disjoint time ranges"
+                )

@@ -1,0 +1,167 @@
+"""Admission: decode each message, validate it against the tables, and say what it triggers.
+
+A valid completion is recorded in the catalog and triggers an attempt on its
+table; an operator's request or a newer config triggers the work it names.
+Anything else becomes a dead letter with its reason, never an exception that
+stops the stream.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from compactor.catalog.changes import SegmentAdded, SegmentUpdated
+from compactor.codec.events import Codec
+from compactor.config.rules import RuleName
+from compactor.delta.store import TableStore
+from compactor.domain.events import CompactionRequested, ConfigApplied, SegmentAction, SegmentCompleted
+from compactor.domain.segments import Origin, Segment
+from compactor.errors import DeadLetterReason, EventDecodeError, InvalidSegmentError, Rejected
+from compactor.stream.state import StreamState
+from compactor.stream.triggers import DeadLetter, Envelope, Trigger
+
+log = logging.getLogger(__name__)
+
+InputEvent = SegmentCompleted | CompactionRequested | ConfigApplied
+
+
+@dataclass(frozen=True, slots=True)
+class Decoded:
+    envelope: Envelope
+    event: InputEvent
+
+
+class KnownTables:
+    """Which tables exist; a table first seen while the job runs is reported to `on_new`."""
+
+    def __init__(self, store: TableStore, known: Sequence[str] = ()) -> None:
+        self.store = store
+        self._known = set(known)
+        self.new: list[str] = []
+
+    def require(self, table: str) -> None:
+        if table not in self._known:
+            if not self.store.exists(table):
+                raise Rejected(DeadLetterReason.UNKNOWN_TABLE, f"no table {table!r} in the warehouse")
+            self._known.add(table)
+            self.new.append(table)
+
+
+class Admission:
+    """Decode -> validate -> record: what each message of a batch asks for."""
+
+    def __init__(self, codec: Codec, state: StreamState, tables: KnownTables) -> None:
+        self.codec = codec
+        self.state = state
+        self.catalog = state.catalog
+        self.configs = state.configs
+        self.tables = tables
+
+    def decode(self, envelopes: Sequence[Envelope]) -> tuple[list[Decoded], list[DeadLetter]]:
+        decoded, dead = [], []
+        for envelope in envelopes:
+            try:
+                decoded.append(Decoded(envelope, self.codec.decode_input(envelope.value)))
+            except EventDecodeError as exc:
+                dead.append(DeadLetter(envelope, exc.reason, exc.detail))
+        return decoded, dead
+
+    def rows_present(self, decoded: Sequence[Decoded]) -> dict[str, set[str]]:
+        """Which announced new loads have rows in their table: one lookup per table per batch."""
+        wanted: dict[str, set[str]] = {}
+        for item in decoded:
+            e = item.event
+            if not isinstance(e, SegmentCompleted) or e.action is not SegmentAction.CREATE:
+                continue
+            if e.segment.origin is Origin.LOAD and not self.catalog.knows(e.segment.table, e.segment.id):
+                wanted.setdefault(e.segment.table, set()).add(e.segment.id)
+        present = {}
+        for table, ids in wanted.items():
+            try:
+                self.tables.require(table)
+            except Rejected:
+                continue  # admit() dead-letters each of its events
+            present[table] = self.state.store.segments_with_rows(table, sorted(ids))
+        return present
+
+    def admit(self, event: InputEvent, present: dict[str, set[str]]) -> Trigger | None:
+        """Validate one event and record what it says; the work it triggers, or `Rejected`."""
+        if isinstance(event, CompactionRequested):
+            return self._requested(event)
+        if isinstance(event, ConfigApplied):
+            self.tables.require(event.table)
+            adopted = self.configs.adopt(event)
+            if adopted is not None and any(r.rule == RuleName.REFRESH.value for r in adopted.rules):
+                return Trigger(event.table, "config", only_rule=RuleName.REFRESH)
+            return None
+        segment = event.segment
+        self.tables.require(segment.table)
+        if event.action is SegmentAction.CREATE:
+            self._completed(segment, present.get(segment.table, set()))
+        else:
+            self._sub_partition_changed(segment)
+        return Trigger(segment.table, str(segment.origin))
+
+    def _completed(self, segment: Segment, with_rows: set[str]) -> None:
+        table = segment.table
+        if self.catalog.knows(table, segment.id) and (
+            segment.origin is not Origin.LOAD or self.catalog.retired(table, segment.id)
+        ):
+            return  # our own merge output, or a re-delivered event for a merged-away segment
+        known = self.catalog.get(table, segment.id)
+        if known is None and self.configs.for_table(table).needs_disjoint_ranges:
+            clash = [s.id for s in self.catalog.segments(table) if s.range.overlaps(segment.range)]
+            if clash:
+                raise Rejected(
+                    DeadLetterReason.OVERLAPPING_RANGE,
+                    f"segment {segment.id} {segment.range} overlaps {', '.join(sorted(clash))}; "
+                    "this table's rules need disjoint time ranges",
+                )
+        if known is None and segment.origin is Origin.LOAD and segment.id not in with_rows:
+            raise Rejected(
+                DeadLetterReason.ROWS_NOT_IN_DELTA,
+                f"table {table} holds no rows with segment_id {segment.id!r}",
+            )
+        try:
+            if self.catalog.apply(SegmentAdded(segment)):
+                log.info("table %s: segment %s %s recorded", table, segment.id, segment.range)
+        except InvalidSegmentError as exc:
+            raise Rejected(DeadLetterReason.DUPLICATE_SEGMENT_ID, str(exc)) from None
+
+    def _sub_partition_changed(self, segment: Segment) -> None:
+        """A sub-partition was added to, or is being refreshed in, an existing segment."""
+        if self.catalog.retired(segment.table, segment.id):
+            return  # a re-delivered event of a segment merged away since
+        if self.catalog.get(segment.table, segment.id) is None:
+            raise Rejected(
+                DeadLetterReason.UNKNOWN_SEGMENT,
+                f"segment {segment.id} of table {segment.table} is not known",
+            )
+        try:
+            if self.catalog.apply(SegmentUpdated(segment)):
+                unsettled = (
+                    f" (unsettled {segment.sub_partition_states})" if segment.sub_partition_states else ""
+                )
+                log.info(
+                    "table %s: segment %s sub-partitions %s%s",
+                    segment.table,
+                    segment.id,
+                    sorted(segment.sub_partitions),
+                    unsettled,
+                )
+        except InvalidSegmentError as exc:
+            raise Rejected(DeadLetterReason.RANGE_MISMATCH, str(exc)) from None
+
+    def _requested(self, request: CompactionRequested) -> Trigger:
+        """An operator's request: run one configured rule now, or a manual merge (planned later)."""
+        self.tables.require(request.table)
+        if request.rule is None:
+            return Trigger(request.table, "request", merge_ids=request.segment_ids)
+        if request.rule not in {r.rule for r in self.configs.for_table(request.table).rules}:
+            raise Rejected(
+                DeadLetterReason.UNKNOWN_RULE,
+                f"table {request.table} has no rule {request.rule!r} configured",
+            )
+        return Trigger(request.table, "request", only_rule=request.rule)

@@ -1,0 +1,126 @@
+"""The announcer: results, the outputs' completion events, dead letters, and what a crash left unsaid.
+
+Per plan, in order: the `MergeResult`; then each output's `SegmentCompleted`
+(which triggers the next attempt); then the commit's version is remembered as
+announced. A crash in between repeats the announcement after restart, never
+skips it: consumers de-duplicate by plan id.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Protocol
+
+from compactor.catalog.fold import SegmentCatalog
+from compactor.codec.events import Codec
+from compactor.config.rules import RuleName
+from compactor.domain.events import MergeResult, MergeStatus, SegmentCompleted
+from compactor.domain.plans import Commit
+from compactor.kafka.messages import (
+    DEAD_LETTER_DETAIL_HEADER,
+    DEAD_LETTER_REASON_HEADER,
+    DEAD_LETTER_SOURCE_HEADER,
+    Message,
+)
+from compactor.kafka.settings import KafkaSettings
+from compactor.stream.announced import AnnouncedVersions
+from compactor.stream.faults import BETWEEN_EMITS, fault_point
+from compactor.stream.runner import RunOutcome
+from compactor.stream.state import StreamState
+from compactor.stream.triggers import DeadLetter
+
+log = logging.getLogger(__name__)
+
+
+class Publisher(Protocol):
+    def send_all(self, messages: Sequence[Message]) -> None:
+        """Produce the messages in order; return once every one is acknowledged (else raise)."""
+
+
+class Announcer:
+    def __init__(
+        self,
+        publisher: Publisher,
+        codec: Codec,
+        topics: KafkaSettings,
+        announced: AnnouncedVersions,
+        state: StreamState,
+    ) -> None:
+        self.publisher = publisher
+        self.codec = codec
+        self.topics = topics
+        self.announced = announced
+        self.clock = state.clock
+        self.stats = state.stats
+
+    def announce(self, outcome: RunOutcome) -> None:
+        """The plan's result, then (if it committed) its outputs' completion events."""
+        result = outcome.result
+        plan = result.plan
+        self.publisher.send_all([self._result_message(result)])
+        if result.status is not MergeStatus.SUCCEEDED:
+            return
+        fault_point(BETWEEN_EMITS)
+        completed = [SegmentCompleted(o, self.clock(), plan_id=plan.plan_id) for o in outcome.outputs]
+        self.publisher.send_all(
+            [
+                (self.topics.segments_topic, plan.table, self.codec.encode_segment_completed(c), None)
+                for c in completed
+            ]
+        )
+        if result.table_version is not None:
+            self.announced.advance(plan.table, result.table_version)
+
+    def dead_letters(self, dead: Sequence[DeadLetter]) -> None:
+        """Each refused message, its original bytes and why, on the dead-letter topic."""
+        if not dead:
+            return
+        messages: list[Message] = []
+        for letter in dead:
+            log.warning("dead letter (%s) from %s: %s", letter.reason, letter.envelope.source, letter.detail)
+            headers = [
+                (DEAD_LETTER_REASON_HEADER, str(letter.reason).encode()),
+                (DEAD_LETTER_DETAIL_HEADER, letter.detail[:1000].encode()),
+                (DEAD_LETTER_SOURCE_HEADER, letter.envelope.source.encode()),
+            ]
+            messages.append(
+                (self.topics.dead_letter_topic, letter.envelope.key, letter.envelope.value, headers)
+            )
+        self.publisher.send_all(messages)
+        self.stats.dead_letters += len(dead)
+
+    def table_appeared(self, table: str) -> None:
+        """A table born while the job runs: every merge of it is ours to announce."""
+        if self.announced.get(table) is None:
+            self.announced.advance(table, -1)
+
+    def announce_unannounced(self, catalog: SegmentCatalog) -> None:
+        """At start-up: announce the merges Delta holds but Kafka never heard (a crash between
+        a commit and its events). A table seen for the first time starts from its present."""
+        for table in catalog.table_names:
+            executed = catalog.executed_plans(table)
+            floor = self.announced.get(table)
+            if floor is None:  # first start with this state: the past is not ours to announce
+                self.announced.advance(table, max((e.version for e in executed), default=-1))
+                continue
+            for e in sorted(executed, key=lambda e: e.version):
+                if e.version <= floor:
+                    continue
+                log.warning(
+                    "table %s: announcing plan %s (version %d) again after a restart",
+                    table,
+                    e.plan.plan_id,
+                    e.version,
+                )
+                records = sum(s.records for s in e.outputs)
+                commit = Commit(
+                    e.version, e.outputs, records, sum(s.bytes for s in e.outputs), data_change=e.data_change
+                )
+                upsert = e.plan.rule == RuleName.UPSERT_COMPACTION
+                self.announce(
+                    RunOutcome(MergeResult.succeeded(e.plan, commit, self.clock(), upsert), e.outputs)
+                )
+
+    def _result_message(self, result: MergeResult) -> Message:
+        return (self.topics.results_topic, result.plan.table, self.codec.encode_merge_result(result), None)

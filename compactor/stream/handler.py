@@ -1,0 +1,138 @@
+"""The `foreachBatch` handler: decode -> admit -> plan -> commit -> announce.
+
+Commit order, per plan: (1) the Delta commit that replaces the inputs, (2) the
+catalog update, (3) the `MergeResult` and the outputs' `SegmentCompleted`,
+produced and acknowledged by Kafka. Only when the handler returns does Spark
+checkpoint the batch's offsets, so a crash anywhere replays the batch;
+deterministic plan ids and Delta's txnAppId make the replay a no-op where work
+was already done. Each step is a collaborator the handler was given.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from compactor.codec.events import Codec
+from compactor.config.tables import ProjectConfig
+from compactor.delta.store import TableStore
+from compactor.domain.plans import MergePlan
+from compactor.errors import DeliveryError, Rejected
+from compactor.kafka.settings import KafkaSettings
+from compactor.stream.admission import Admission, KnownTables
+from compactor.stream.announced import AnnouncedVersions
+from compactor.stream.announcer import Announcer, Publisher
+from compactor.stream.planning import CoolDown, TablePlanner
+from compactor.stream.recovery import rebuild_catalog, reload_table
+from compactor.stream.runner import RetryPolicy, Runner
+from compactor.stream.state import StreamState
+from compactor.stream.stats import HandlerStats
+from compactor.stream.table_configs import TableConfigs
+from compactor.stream.triggers import DeadLetter, Envelope, Trigger
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class BatchHandler:
+    """Callable passed to `foreachBatch`; owns the catalog for the job's lifetime."""
+
+    state: StreamState
+    admission: Admission
+    planner: TablePlanner
+    runner: Runner
+    announcer: Announcer
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        rows = batch.select("key", "value", "topic", "partition", "offset").collect()
+        log.info("batch %d: %d event(s)", batch_id, len(rows))
+        self.process([_envelope(row) for row in rows])
+
+    def process(self, envelopes: Sequence[Envelope]) -> None:
+        """One batch: every valid event's work in order, then the batch's dead letters."""
+        self.state.stats.events += len(envelopes)
+        decoded, dead = self.admission.decode(envelopes)
+        present = self.admission.rows_present(decoded)
+        for item in decoded:
+            try:
+                trigger = self.admission.admit(item.event, present)
+                self._announce_new_tables()
+                if trigger is not None:
+                    self._guarded(trigger)
+            except Rejected as exc:
+                dead.append(DeadLetter(item.envelope, exc.reason, exc.detail))
+        self.announcer.dead_letters(dead)
+
+    def work(self, trigger: Trigger) -> None:
+        """Plan the trigger's work and run each plan."""
+        for plan in self.planner.plans(trigger):
+            self._run(plan, may_replan=True)
+
+    def _run(self, plan: MergePlan, may_replan: bool) -> None:
+        outcome = self.runner.run(plan)
+        self.announcer.announce(outcome)
+        if outcome.stale and may_replan:  # a concurrent writer changed the inputs: plan again, once
+            reload_table(self.state.store, self.state.catalog, plan.table)
+            for again in self.planner.plans(Trigger(plan.table, "replan")):
+                self._run(again, may_replan=False)
+
+    def _guarded(self, trigger: Trigger) -> None:
+        """One event's work; an internal failure is logged and counted, not fatal.
+
+        Kafka delivery failures still propagate: the batch must fail and be
+        replayed, or an event would be lost. Rejections go on to the dead letters.
+        """
+        try:
+            self.work(trigger)
+        except (DeliveryError, Rejected):
+            raise
+        except Exception:
+            self.state.stats.attempt_errors += 1
+            log.exception("table work failed for %s; the next event for the table tries again", trigger.table)
+
+    def _announce_new_tables(self) -> None:
+        while self.admission.tables.new:
+            self.announcer.table_appeared(self.admission.tables.new.pop())
+
+
+def _envelope(row: Any) -> Envelope:
+    value = bytes(row.value) if row.value is not None else b""
+    key = bytes(row.key).decode(errors="replace") if row.key is not None else ""
+    return Envelope(key, value, f"{row.topic}/{row.partition}/{row.offset}")
+
+
+def assemble(
+    store: TableStore,
+    config: ProjectConfig,
+    topics: KafkaSettings,
+    publisher: Publisher,
+    codec: Codec,
+    clock: Callable[[], datetime],
+    state_dir: Path | None = None,
+    retry: RetryPolicy | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> BatchHandler:
+    """Wire a handler and recover: the catalog rebuilt from the store, published configs
+    adopted, and merges a crash left unannounced announced."""
+    catalog = rebuild_catalog(store)
+    state = StreamState(store, catalog, TableConfigs(config, store), clock, HandlerStats())
+    state.configs.load_recorded(catalog.table_names)
+    announced = AnnouncedVersions(state_dir / "announced.json" if state_dir else None)
+    announcer = Announcer(publisher, codec, topics, announced, state)
+    announcer.announce_unannounced(catalog)
+    cool_down = CoolDown(clock)
+    return BatchHandler(
+        state,
+        Admission(codec, state, KnownTables(store, catalog.table_names)),
+        TablePlanner(state, cool_down),
+        Runner(state, cool_down, retry, sleep),
+        announcer,
+    )

@@ -1,0 +1,118 @@
+"""The compaction job: Kafka `SegmentCompleted` events -> foreachBatch(handler), on Spark and Delta.
+
+`compactor run` and `streaming_jobs/compact_segments.py` (for spark-submit) both start it here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming.query import StreamingQuery
+
+from compactor.codec.events import Codec, default_codec
+from compactor.config.loading import load_config_file
+from compactor.config.tables import ProjectConfig
+from compactor.delta.spark_store import SparkTableStore
+from compactor.domain.clock import now_utc
+from compactor.kafka.producer import EventProducer
+from compactor.kafka.settings import KafkaSettings
+from compactor.kafka.topics import ensure_topics
+from compactor.stream.handler import BatchHandler, assemble
+
+log = logging.getLogger(__name__)
+
+
+def state_dir_for(checkpoint: Path) -> Path:
+    """The job's own small state (announced versions), kept beside Spark's checkpoint."""
+    return checkpoint.with_name(checkpoint.name + ".compactor")
+
+
+def build_handler(
+    spark: SparkSession,
+    config: ProjectConfig,
+    warehouse: Path,
+    kafka: KafkaSettings,
+    checkpoint: Path | None = None,
+    producer: EventProducer | None = None,
+    codec: Codec | None = None,
+    clock: Callable[[], datetime] = now_utc,
+) -> BatchHandler:
+    """The handler on Spark + Delta and Kafka, its topics created, recovered from the tables."""
+    ensure_topics(kafka, kafka.topics)
+    return assemble(
+        SparkTableStore(spark, warehouse),
+        config,
+        kafka,
+        producer or EventProducer(kafka),
+        codec or default_codec(),
+        clock,
+        state_dir_for(checkpoint) if checkpoint else None,
+    )
+
+
+def start_query(
+    spark: SparkSession,
+    handler: BatchHandler,
+    kafka: KafkaSettings,
+    checkpoint: Path,
+    available_now: bool = False,
+    trigger_interval: str = "1 second",
+) -> StreamingQuery:
+    """Start the streaming query; `available_now` drains the backlog and stops."""
+    reader = spark.readStream.format("kafka")
+    for key, value in kafka.spark_options().items():
+        reader = reader.option(key, value)
+    stream = (
+        reader.option("subscribe", kafka.segments_topic)
+        .option("startingOffsets", "earliest")
+        .option("failOnDataLoss", "true")
+        .load()
+    )
+    writer = stream.writeStream.foreachBatch(handler).option("checkpointLocation", str(checkpoint))
+    writer = (
+        writer.trigger(availableNow=True)
+        if available_now
+        else writer.trigger(processingTime=trigger_interval)
+    )
+    return writer.queryName("segment-compactor").start()
+
+
+def run_until_idle(spark: SparkSession, handler: BatchHandler, kafka: KafkaSettings, checkpoint: Path) -> int:
+    """Drain the topic, re-run while merges keep emitting events, stop when a run sees none.
+
+    For batch-style schedules (cron) and crash tests. Returns the number of runs.
+    """
+    runs = 0
+    while True:
+        seen = handler.state.stats.events
+        start_query(spark, handler, kafka, checkpoint, available_now=True).awaitTermination()
+        runs += 1
+        if handler.state.stats.events == seen:
+            return runs
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The spark-submit entry: `compact_segments.py --config ... --warehouse ... --checkpoint ...`."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--config", type=Path, required=True)
+    parser.add_argument("--warehouse", type=Path, required=True)
+    parser.add_argument("--checkpoint", type=Path, required=True)
+    parser.add_argument("--bootstrap-servers", required=True)
+    args = parser.parse_args(argv)
+    from compactor.delta.session import build_spark
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    config = load_config_file(args.config)
+    spark = build_spark(fair_pools=config.pool_names(), scratch_dir=args.checkpoint.parent)
+    kafka = KafkaSettings(args.bootstrap_servers, security=config.kafka)
+    producer = EventProducer(kafka)
+    handler = build_handler(spark, config, args.warehouse, kafka, args.checkpoint, producer)
+    try:
+        start_query(spark, handler, kafka, args.checkpoint).awaitTermination()
+    finally:
+        producer.close()

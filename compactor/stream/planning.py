@@ -1,0 +1,117 @@
+"""Planning in the stream: one attempt of a table's rules, with the inputs they need.
+
+The rules are pure; this gathers what they read from the tables (invalid rows
+of upsert tables, the refresh index check), leaves out plans cooling down
+after a failure, and stamps each plan with the table version it was made at.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from datetime import datetime, timedelta
+
+from compactor.config.rules import RefreshRule, RuleName
+from compactor.config.tables import TableSettings
+from compactor.domain.plans import MergePlan
+from compactor.domain.segments import Segment
+from compactor.errors import DeadLetterReason, ManualMergeError, Rejected
+from compactor.rules import manual, refresh
+from compactor.rules.engine import evaluate
+from compactor.stream.state import StreamState
+from compactor.stream.triggers import Trigger
+
+DEFAULT_COOLDOWN = timedelta(minutes=5)
+
+
+class CoolDown:
+    """Plans that failed, left alone for a while instead of failing again on every event."""
+
+    def __init__(self, clock: Callable[[], datetime], period: timedelta = DEFAULT_COOLDOWN) -> None:
+        self.clock = clock
+        self.period = period
+        self._until: dict[str, datetime] = {}
+
+    def start(self, plan_id: str) -> None:
+        self._until[plan_id] = self.clock() + self.period
+
+    def active(self, plan_id: str) -> bool:
+        until = self._until.get(plan_id)
+        return until is not None and self.clock() < until
+
+
+class TablePlanner:
+    """The plans one trigger makes for its table."""
+
+    def __init__(self, state: StreamState, cool_down: CoolDown) -> None:
+        self.state = state
+        self.cool_down = cool_down
+        self._facts: dict[tuple[str, str], refresh.IndexFacts] = {}
+
+    def plans(self, trigger: Trigger) -> list[MergePlan]:
+        """A manual merge, or one evaluation of the table's rules (explain off: the hot path)."""
+        table, state = trigger.table, self.state
+        settings = state.configs.for_table(table)
+        segments = state.catalog.segments(table)
+        if trigger.merge_ids:
+            try:
+                return [manual.plan(table, trigger.merge_ids, segments, settings)]
+            except ManualMergeError as exc:
+                raise Rejected(DeadLetterReason.MANUAL_MERGE_REJECTED, str(exc)) from None
+        state.stats.attempts += 1
+        state.stats.attempts_by_origin[trigger.origin] = (
+            state.stats.attempts_by_origin.get(trigger.origin, 0) + 1
+        )
+        evaluation = evaluate(
+            table,
+            segments,
+            settings,
+            state.clock(),
+            only_rule=trigger.only_rule,
+            explain=False,  # `compactor plan --explain` answers why; the stream needs only plans
+            invalid_counts=self._invalid_counts(table, settings, trigger.only_rule),
+            index_facts=self._index_facts(table, settings, trigger.only_rule, segments),
+        )
+        plans = [p for p in evaluation.plans if not self.cool_down.active(p.plan_id)]
+        if not plans:
+            state.stats.empty_attempts += 1
+            return []
+        version = state.store.latest_version(table)
+        return [replace(p, table_version=version) for p in plans]
+
+    def _invalid_counts(
+        self, table: str, settings: TableSettings, only_rule: str | None
+    ) -> dict[str, int] | None:
+        """Invalid rows per segment, scanned only when upsert compaction is about to run."""
+        if settings.upsert is None or not _runs(settings, RuleName.UPSERT_COMPACTION, only_rule):
+            return None
+        return self.state.store.invalid_counts(table, settings.upsert)
+
+    def _index_facts(
+        self, table: str, settings: TableSettings, only_rule: str | None, segments: Iterable[Segment]
+    ) -> dict[str, refresh.IndexFacts] | None:
+        """The index check of every segment, when a refresh rule that wants it is about to run;
+        cached per segment and layout, since a segment's files never change."""
+        rule = next((r for r in settings.rules if isinstance(r, RefreshRule)), None)
+        layout = settings.layout
+        if (
+            rule is None
+            or rule.skip_index_check
+            or layout is None
+            or not _runs(settings, rule.rule, only_rule)
+        ):
+            return None
+        key = layout.model_dump_json()
+        found = {}
+        for s in segments:
+            if (s.id, key) not in self._facts:
+                self._facts[(s.id, key)] = self.state.store.index_facts(table, s, layout)
+            found[s.id] = self._facts[(s.id, key)]
+        return found
+
+
+def _runs(settings: TableSettings, rule: str, only_rule: str | None) -> bool:
+    """Will `rule` run in this attempt (asked for by name, or on load)?"""
+    if only_rule is not None:
+        return only_rule == rule and any(r.rule == rule for r in settings.rules)
+    return any(r.rule == rule and r.trigger == "on_load" for r in settings.rules)

@@ -1,0 +1,130 @@
+"""The runner: one plan to one commit, with retries on conflicts, re-planning and a cool-down.
+
+Per plan: the commit (retried with backoff while another writer wins the race
+and the inputs are still there); then the catalog update. A plan whose inputs
+changed under it is stale: it is reported SKIPPED and the caller re-plans. A
+plan that fails is reported FAILED and cools down, so one broken plan does not
+fail again on every event.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+
+from compactor.catalog.changes import PlanApplied
+from compactor.config.rules import RuleName
+from compactor.config.tables import TableSettings
+from compactor.domain.events import MergeResult, MergeStatus
+from compactor.domain.plans import Commit, MergePlan
+from compactor.domain.segments import Segment
+from compactor.errors import CommitConflict, DeliveryError, StalePlan
+from compactor.stream.faults import AFTER_BOOKKEEPING, AFTER_COMMIT, AFTER_PLANNING, fault_point
+from compactor.stream.planning import CoolDown
+from compactor.stream.state import StreamState
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """Bounded exponential backoff for commit conflicts."""
+
+    attempts: int = 5
+    first_wait: float = 0.2  # seconds, doubling
+    max_wait: float = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class RunOutcome:
+    """A plan's result to announce, the segments it wrote, and whether it went stale."""
+
+    result: MergeResult
+    outputs: tuple[Segment, ...] = ()
+    stale: bool = False
+
+
+class Runner:
+    def __init__(
+        self,
+        state: StreamState,
+        cool_down: CoolDown,
+        retry: RetryPolicy | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.state = state
+        self.cool_down = cool_down
+        self.retry = retry or RetryPolicy()
+        self.sleep = sleep
+
+    def run(self, plan: MergePlan) -> RunOutcome:
+        """Commit the plan, then record it in the catalog; never raises for one plan's failure
+        (Kafka delivery failures aside: the caller must fail the batch)."""
+        fault_point(AFTER_PLANNING)
+        state = self.state
+        settings = state.configs.for_table(plan.table)
+        try:
+            commit = self._commit(plan, settings)
+        except StalePlan as exc:
+            log.warning("plan %s: %s; re-planning", plan.plan_id, exc)
+            state.stats.replans += 1
+            return RunOutcome(
+                MergeResult.unsuccessful(plan, MergeStatus.SKIPPED, str(exc), state.clock()), stale=True
+            )
+        except DeliveryError:
+            raise
+        except Exception as exc:  # report, never crash the stream on one plan
+            log.exception("plan %s failed; not tried again for %s", plan.plan_id, self.cool_down.period)
+            state.stats.failed_merges += 1
+            self.cool_down.start(plan.plan_id)
+            return RunOutcome(MergeResult.unsuccessful(plan, MergeStatus.FAILED, _short(exc), state.clock()))
+        fault_point(AFTER_COMMIT)
+        state.catalog.apply(PlanApplied(plan, commit.outputs, commit.version, commit.data_change))
+        fault_point(AFTER_BOOKKEEPING)
+        if commit.already_done:
+            state.stats.replayed_merges += 1
+        else:
+            state.stats.merges += 1
+        log.info(
+            "table %s: %s merged %s -> %s (%s) at version %d",
+            plan.table, plan.rule, ",".join(plan.input_ids), ",".join(o.id for o in commit.outputs),
+            plan.level or plan.pool or "-", commit.version,
+        )  # fmt: skip
+        upsert = plan.rule == RuleName.UPSERT_COMPACTION
+        return RunOutcome(MergeResult.succeeded(plan, commit, state.clock(), upsert), commit.outputs)
+
+    def _commit(self, plan: MergePlan, settings: TableSettings) -> Commit:
+        """The store's commit, retried on conflicts while the plan's inputs are all still there."""
+        retrying = Retrying(
+            retry=retry_if_exception_type(CommitConflict),
+            stop=stop_after_attempt(self.retry.attempts),
+            wait=wait_exponential(multiplier=self.retry.first_wait, max=self.retry.max_wait),
+            before_sleep=self._conflict_lost(plan),
+            reraise=True,
+            sleep=self.sleep,
+        )
+        for attempt in retrying:
+            with attempt:
+                if attempt.retry_state.attempt_number > 1:
+                    present = self.state.store.segments_with_rows(plan.table, plan.input_ids)
+                    gone = sorted(set(plan.input_ids) - present)
+                    if gone:
+                        raise StalePlan(f"inputs {gone} changed under the plan")
+                return self.state.store.commit(plan, settings)
+        raise AssertionError("unreachable: tenacity returns or re-raises")
+
+    def _conflict_lost(self, plan: MergePlan) -> Callable[[RetryCallState], None]:
+        def count(state: RetryCallState) -> None:
+            self.state.stats.conflicts += 1
+            log.warning("plan %s: Delta conflict, retry %d", plan.plan_id, state.attempt_number)
+
+        return count
+
+
+def _short(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}"
+    return text if len(text) <= 2000 else text[:2000] + "..."

@@ -1,0 +1,22 @@
+"""The job's counters, shared by the stream's parts (tests read them; metrics export them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class HandlerStats:
+    """What the job did since it started."""
+
+    events: int = 0
+    attempts: int = 0
+    empty_attempts: int = 0
+    merges: int = 0
+    replayed_merges: int = 0
+    failed_merges: int = 0
+    dead_letters: int = 0
+    conflicts: int = 0
+    attempt_errors: int = 0
+    replans: int = 0
+    attempts_by_origin: dict[str, int] = field(default_factory=dict)

@@ -1,0 +1,39 @@
+"""What the stream acts on: messages as they arrived, the work they trigger, and refusals."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from compactor.errors import DeadLetterReason
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    """One message of the segments topic, as it arrived."""
+
+    key: str
+    value: bytes
+    source: str  # topic/partition/offset, for the operator reading a dead letter
+
+
+@dataclass(frozen=True, slots=True)
+class Trigger:
+    """One attempt to make for a table: after an event, an operator's request, or a re-plan.
+
+    With `only_rule` that rule runs whatever its trigger; with `merge_ids` a
+    manual merge of exactly those segments is validated and run.
+    """
+
+    table: str
+    origin: str  # load, merge, refresh, request, config or replan
+    only_rule: str | None = None
+    merge_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """A message refused, with why: it goes to the dead-letter topic with its original bytes."""
+
+    envelope: Envelope
+    reason: DeadLetterReason
+    detail: str

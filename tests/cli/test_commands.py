@@ -1,0 +1,58 @@
+"""The command line: shared settings reach every command, every rule can be named, errors are one line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from compactor.cli.main import main
+from compactor.config.rules import RULE_NAMES
+
+SSL_TO_NOWHERE = """
+kafka:
+  security_protocol: SSL
+  ssl_ca_location: /nonexistent/ca.pem
+tables:
+  sales: {preserve_latest: 1}
+"""
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["request", "--table", "sales", "--rule", "auto_merge"],
+        ["config", "apply"],  # the config file is its argument
+    ],
+    ids=["request", "config apply"],
+)
+def test_commands_that_produce_use_the_kafka_block_of_the_config(tmp_path: Path, args: list[str]) -> None:
+    """The `kafka:` block (SASL/SSL) reaches every producer, not only the job's: here an SSL
+    setting the client cannot load makes it refuse to start, which shows it was used."""
+    config = tmp_path / "tables.yaml"
+    config.write_text(SSL_TO_NOWHERE)
+    where = [str(config)] if args[0] == "config" else ["--config", str(config)]
+    result = CliRunner().invoke(main, [*args, *where, "--bootstrap-servers", "127.0.0.1:1"])
+    assert result.exit_code != 0
+    assert "ssl.ca.location" in f"{result.output} {result.exception}"
+
+
+@pytest.mark.parametrize("command", ["plan", "request"])
+def test_every_rule_can_be_named_where_a_rule_is_asked_for(command: str) -> None:
+    option = next(p for p in main.commands[command].params if p.name == "rule")
+    assert isinstance(option.type, click.Choice) and tuple(option.type.choices) == RULE_NAMES
+    assert {"refresh", "upsert_compaction"} <= set(option.type.choices)
+
+
+def test_an_invalid_config_is_one_line_per_problem_and_exit_2(tmp_path: Path) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text("tables:\n  sales: {preserve_latest: -1}\n")
+    segments = tmp_path / "segments.json"
+    segments.write_text("[]")
+    result = CliRunner().invoke(main, ["plan", "--config", str(config), "--segments", str(segments)])
+    assert result.exit_code == 2
+    assert result.output.startswith("error: invalid config")
+    assert "table 'sales', key preserve_latest: value -1" in result.output
+    assert "Traceback" not in result.output

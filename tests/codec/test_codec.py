@@ -1,0 +1,218 @@
+"""Codec: round trips, schema evolution, and one domain error for every bad input."""
+
+from __future__ import annotations
+
+import io
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import fastavro
+import pytest
+
+from compactor.codec.events import SEGMENT_COMPLETED, Codec
+from compactor.codec.framing import MAGIC, schemas_dir
+from compactor.domain.events import MergeResult, MergeStatus, SegmentCompleted
+from compactor.domain.plans import make_plan
+from compactor.domain.segments import Origin, Segment, TimeRange
+from compactor.errors import EventDecodeError, EventEncodeError
+
+T0 = datetime(2024, 1, 1, tzinfo=UTC)
+T1 = datetime(2024, 1, 2, tzinfo=UTC)
+
+
+def segment(sid: str = "s1", **kw: object) -> Segment:
+    return Segment(sid, "sales", TimeRange(T0, T1), loaded_at=T1, records=5, bytes=99, **kw)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def codec() -> Codec:
+    return Codec()
+
+
+def valid_record() -> dict[str, object]:
+    return {
+        "table": "sales", "segment_id": "s1", "start": T0, "end": T1, "sub_partitions": ["eu"],
+        "records": 5, "bytes": 99, "schema_version": 1, "config_version": 1, "level": 0,
+        "origin": "LOAD", "plan_id": None, "loaded_at": T1, "produced_at": T1,
+    }  # fmt: skip
+
+
+def test_segment_completed_round_trip(codec: Codec) -> None:
+    event = SegmentCompleted(
+        segment(sub_partitions=frozenset({"eu", "us"}), origin=Origin.MERGE), T1, 3, "p1"
+    )
+    assert codec.decode_segment_completed(codec.encode_segment_completed(event)) == event
+
+
+def test_merge_result_round_trip(codec: Codec) -> None:
+    plan = make_plan(
+        "sales",
+        "auto_merge",
+        [segment("a"), Segment("b", "sales", TimeRange(T1, datetime(2024, 1, 3, tzinfo=UTC)), loaded_at=T1)],
+        level="week",
+    )
+    result = MergeResult(plan, MergeStatus.SUCCEEDED, 5, 5, 99, 80, 1200, T1, table_version=7)
+    decoded = codec.decode_merge_result(codec.encode_merge_result(result))
+    assert decoded["plan_id"] == plan.plan_id
+    assert decoded["inputs"] == ["a", "b"]
+    assert decoded["output"]["segment_id"] == plan.output.id
+    assert (decoded["status"], decoded["table_version"], decoded["level"], decoded["pool"]) == (
+        MergeStatus.SUCCEEDED,
+        7,
+        "week",
+        None,
+    )
+
+
+def test_messages_use_single_object_encoding(codec: Codec) -> None:
+    data = codec.encode(SEGMENT_COMPLETED, valid_record())
+    assert data[:2] == MAGIC and len(data) > 10
+
+
+def test_old_writer_schema_is_resolved_to_the_current_one(tmp_path: Path) -> None:
+    current = json.loads((schemas_dir() / "segment_completed.avsc").read_text())
+    old = dict(current, fields=[f for f in current["fields"] if f["name"] not in {"sub_partitions", "level"}])
+    (tmp_path / "history").mkdir()
+    (tmp_path / "history" / "segment_completed.v0.avsc").write_text(json.dumps(old))
+    (tmp_path / "segment_completed.avsc").write_text(json.dumps(current))
+    codec = Codec(tmp_path)
+    record = {k: v for k, v in valid_record().items() if k not in {"sub_partitions", "level"}}
+    body = io.BytesIO()
+    fastavro.schemaless_writer(body, fastavro.parse_schema(old), record)
+    key = next(k for k, s in codec.writers.items() if len(s["fields"]) == len(old["fields"]))
+    event = codec.decode_segment_completed(MAGIC + key + body.getvalue())
+    assert event.segment.sub_partitions == frozenset() and event.segment.level == 0
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        (b"", "undecodable"),
+        (b"not avro at all", "undecodable"),
+        (MAGIC + b"\x00" * 8 + b"\x02", "unknown_schema"),
+    ],
+)
+def test_bad_bytes_raise_one_domain_error(codec: Codec, data: bytes, reason: str) -> None:
+    with pytest.raises(EventDecodeError) as err:
+        codec.decode_segment_completed(data)
+    assert err.value.reason == reason
+
+
+def test_truncated_body_is_undecodable(codec: Codec) -> None:
+    data = codec.encode(SEGMENT_COMPLETED, valid_record())
+    with pytest.raises(EventDecodeError) as err:
+        codec.decode_segment_completed(data[:-5])
+    assert err.value.reason == "undecodable"
+
+
+def test_merge_result_bytes_are_not_a_segment_event(codec: Codec) -> None:
+    plan = make_plan("sales", "auto_merge", [segment("a"), segment("b")])
+    data = codec.encode_merge_result(MergeResult(plan, MergeStatus.FAILED, 1, 0, 1, 0, 5, T1, "boom"))
+    with pytest.raises(EventDecodeError) as err:
+        codec.decode_segment_completed(data)
+    assert err.value.reason == "wrong_event_type"
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "reason_text"),
+    [
+        ("end", T0, "not after start"),
+        ("table", "../etc", "not a plain name"),
+        ("segment_id", "a/b", "segment id"),
+        ("records", -1, "negative"),
+    ],
+)
+def test_semantically_invalid_events_name_the_problem(
+    codec: Codec, field: str, value: object, reason_text: str
+) -> None:
+    record = valid_record() | {field: value}
+    with pytest.raises(EventDecodeError) as err:
+        codec.decode_segment_completed(codec.encode(SEGMENT_COMPLETED, record))
+    assert err.value.reason == {"end": "invalid_range", "table": "invalid_table_name"}.get(
+        field, "invalid_value"
+    )
+    assert reason_text in str(err.value)
+
+
+def test_encoding_a_record_missing_a_required_field_names_it(codec: Codec) -> None:
+    record = valid_record()
+    del record["records"]
+    with pytest.raises(EventEncodeError, match="records"):
+        codec.encode(SEGMENT_COMPLETED, record)
+
+
+def test_version_1_events_already_on_the_topic_still_decode(codec: Codec) -> None:
+    old = fastavro.parse_schema(
+        json.loads((schemas_dir() / "history" / "segment_completed.v1.avsc").read_text())
+    )
+    record = {k: v for k, v in valid_record().items()}
+    body = io.BytesIO()
+    fastavro.schemaless_writer(body, old, record)
+    key = bytes.fromhex(
+        fastavro.schema.fingerprint(fastavro.schema.to_parsing_canonical_form(old), "CRC-64-AVRO")
+    )
+    event = codec.decode_segment_completed(MAGIC + key + body.getvalue())
+    assert event.action.value == "CREATE"
+    assert event.segment.sub_partitions == frozenset({"eu"}) and event.segment.sub_partition_states == ()
+
+
+def test_sub_partition_events_round_trip(codec: Codec) -> None:
+    from compactor.domain.events import SegmentAction
+    from compactor.domain.segments import SegmentState
+
+    s = segment(sub_partitions=frozenset({"eu", "us"}), sub_partition_states=(("us", SegmentState.LOADING),))
+    event = SegmentCompleted(s, T1, action=SegmentAction.ADD_SUB_PARTITION)
+    decoded = codec.decode_segment_completed(codec.encode_segment_completed(event))
+    assert decoded == event
+    assert decoded.segment.sub_partition_state("us") is SegmentState.LOADING
+    assert decoded.segment.sub_partition_state("eu") is SegmentState.ONLINE
+
+
+def test_an_empty_required_field_is_missing(codec: Codec) -> None:
+    with pytest.raises(EventDecodeError) as err:
+        codec.decode_segment_completed(codec.encode(SEGMENT_COMPLETED, valid_record() | {"segment_id": ""}))
+    assert err.value.reason == "missing_field" and "segment_id" in err.value.detail
+
+
+def _history_schema(name: str) -> dict[str, object]:
+    parsed = fastavro.parse_schema(json.loads((schemas_dir() / "history" / name).read_text()))
+    assert isinstance(parsed, dict)
+    return parsed
+
+
+def _merge_result(codec: Codec, data_change: bool) -> MergeResult:
+    later = Segment("b", "sales", TimeRange(T1, datetime(2024, 1, 3, tzinfo=UTC)), loaded_at=T1)
+    plan = make_plan("sales", "auto_merge", [segment("a"), later])
+    return MergeResult(
+        plan, MergeStatus.SUCCEEDED, 2, 2, 10, 8, 5, T1, table_version=3, data_change=data_change
+    )
+
+
+@pytest.mark.parametrize("data_change", [True, False])
+def test_merge_results_say_whether_the_commit_changed_data(codec: Codec, data_change: bool) -> None:
+    decoded = codec.decode_merge_result(codec.encode_merge_result(_merge_result(codec, data_change)))
+    assert decoded["data_change"] is data_change
+
+
+def test_version_2_merge_results_read_as_data_changes(codec: Codec) -> None:
+    """Results written before data_change existed came from commits that all changed data."""
+    v2 = _history_schema("merge_result.v2.avsc")
+    record = codec.decode_merge_result(codec.encode_merge_result(_merge_result(codec, False)))
+    del record["data_change"]
+    record["status"] = record["status"].value
+    body = io.BytesIO()
+    fastavro.schemaless_writer(body, v2, record)
+    key = bytes.fromhex(
+        fastavro.schema.fingerprint(fastavro.schema.to_parsing_canonical_form(v2), "CRC-64-AVRO")
+    )
+    decoded = codec.decode_merge_result(MAGIC + key + body.getvalue())
+    assert decoded["data_change"] is True and decoded["plan_id"] == record["plan_id"]
+
+
+def test_a_reader_with_the_version_2_schema_still_reads_version_3_results(codec: Codec) -> None:
+    """Old consumers keep working: Avro resolution drops the field their schema lacks."""
+    data = codec.encode_merge_result(_merge_result(codec, False))
+    writer = codec.writers[data[2:10]]
+    old = fastavro.schemaless_reader(io.BytesIO(data[10:]), writer, _history_schema("merge_result.v2.avsc"))
+    assert isinstance(old, dict) and "data_change" not in old and old["records_out"] == 2

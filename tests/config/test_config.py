@@ -1,0 +1,432 @@
+"""Config contract: YAML -> validated, frozen settings; defaults + table overrides; clear errors."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from compactor.config.loading import load_config, load_config_file
+from compactor.config.rules import DEFAULT_POOLS, AutoMergeRule, BinPackRule, MajorRule, MinorRule
+from compactor.config.tables import TableSettings
+from compactor.config.units import parse_duration, parse_size
+from compactor.domain.calendar import Level
+from compactor.errors import ConfigError
+
+CONTRACT_YAML = """\
+defaults:
+  merge_enabled: true
+  rules:
+    - rule: auto_merge
+      levels: [week, month]
+tables:
+  sales:
+    preserve_latest: 0
+    allowed_compaction_days: 0
+    lookback: 30d
+    rules:
+      - rule: minor
+        level_thresholds: [4, 3]
+      - rule: major
+        size_threshold: 1024MB
+        trigger: manual
+      - rule: bin_pack
+        strategy: best_fit
+"""
+
+MB = 1024 * 1024
+GB = 1024 * MB
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "tables.yaml"
+    path.write_text(text)
+    return path
+
+
+def config_error(data: dict[str, Any]) -> str:
+    with pytest.raises(ConfigError) as info:
+        load_config(data)
+    return str(info.value)
+
+
+# --- the contract document -------------------------------------------------------------
+
+
+def test_contract_yaml_loads(tmp_path: Path) -> None:
+    config = load_config_file(write(tmp_path, CONTRACT_YAML))
+
+    assert config.defaults.merge_enabled is True
+    assert config.defaults.rules == (AutoMergeRule(rule="auto_merge", levels=(Level.WEEK, Level.MONTH)),)
+
+    sales = config.for_table("sales")
+    assert sales.merge_enabled is True
+    assert sales.preserve_latest == 0
+    assert sales.allowed_compaction_days == 0
+    assert sales.lookback == timedelta(days=30)
+    minor, major, bin_pack = sales.rules
+    assert isinstance(minor, MinorRule)
+    assert minor.level_thresholds == (4, 3)
+    assert minor.trigger == "on_load"
+    assert isinstance(major, MajorRule)
+    assert major.size_threshold == 1024 * MB == GB
+    assert major.trigger == "manual"
+    assert isinstance(bin_pack, BinPackRule)
+    assert bin_pack.strategy == "best_fit"
+    assert bin_pack.pools == DEFAULT_POOLS
+    assert not sales.needs_disjoint_ranges
+
+
+def test_table_without_overrides_gets_the_defaults(tmp_path: Path) -> None:
+    config = load_config_file(write(tmp_path, CONTRACT_YAML))
+    other = config.for_table("orders")
+    assert other.model_dump() == config.defaults.model_dump()
+    assert other.lookback is None
+    assert other.needs_disjoint_ranges
+
+
+def test_empty_document_means_all_defaults(tmp_path: Path) -> None:
+    config = load_config_file(write(tmp_path, ""))
+    assert config.for_table("anything") == TableSettings()
+    assert TableSettings().rules == (AutoMergeRule(rule="auto_merge"),)
+    assert load_config(None).for_table("x") == TableSettings()
+
+
+# --- sizes and durations ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("100", 100),
+        (100, 100),
+        ("100B", 100),
+        ("1KB", 1024),
+        ("512KiB", 512 * 1024),
+        ("1024MB", 1024 * MB),
+        ("1024mb", 1024 * MB),
+        ("3MiB", 3 * MB),
+        ("1GB", GB),
+        ("2GiB", 2 * GB),
+        ("1.5GB", 3 * GB // 2),
+        (" 7 MB ", 7 * MB),
+    ],
+)
+def test_sizes_parse_with_binary_units(text: object, expected: int) -> None:
+    assert parse_size(text) == expected
+
+
+def test_size_in_the_document_uses_mb_as_1024_squared() -> None:
+    config = load_config({"defaults": {"rules": [{"rule": "major", "size_threshold": "1024MB"}]}})
+    rule = config.defaults.rules[0]
+    assert isinstance(rule, MajorRule)
+    assert rule.size_threshold == 1 << 30
+    assert MajorRule(rule="major").size_threshold == 1 << 30
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("90s", timedelta(seconds=90)),
+        ("15m", timedelta(minutes=15)),
+        ("12h", timedelta(hours=12)),
+        ("30d", timedelta(days=30)),
+        (45, timedelta(seconds=45)),
+        (timedelta(hours=2), timedelta(hours=2)),
+    ],
+)
+def test_durations_parse(text: object, expected: timedelta) -> None:
+    assert parse_duration(text) == expected
+
+
+@pytest.mark.parametrize("text", ["30x", "1.5h", "d", "-1d", "30 days", ""])
+def test_bad_durations_are_refused_by_the_parser(text: str) -> None:
+    with pytest.raises(ValueError, match="not a duration"):
+        parse_duration(text)
+
+
+@pytest.mark.parametrize("text", ["10XB", "MB", "-5MB", "1,5GB", "ten"])
+def test_bad_sizes_are_refused_by_the_parser(text: str) -> None:
+    with pytest.raises(ValueError, match="not a size"):
+        parse_size(text)
+
+
+def test_pool_sizes_and_durations_parse_in_the_document() -> None:
+    config = load_config(
+        {
+            "defaults": {
+                "rules": [
+                    {
+                        "rule": "bin_pack",
+                        "pools": [
+                            {"name": "hot", "max_age": "2h", "max_size": "256MiB", "max_width": "30m"},
+                            {
+                                "name": "cold",
+                                "min_age": "2h",
+                                "max_age": "7d",
+                                "max_size": "8GB",
+                                "max_width": 86400,
+                            },
+                        ],
+                    }
+                ]
+            }
+        }
+    )
+    rule = config.defaults.rules[0]
+    assert isinstance(rule, BinPackRule)
+    assert rule.strategy == "first_fit"
+    hot, cold = rule.pools
+    assert (hot.name, hot.min_age, hot.max_age, hot.max_size, hot.max_width) == (
+        "hot",
+        timedelta(0),
+        timedelta(hours=2),
+        256 * MB,
+        timedelta(minutes=30),
+    )
+    assert (cold.min_age, cold.max_age, cold.max_size, cold.max_width) == (
+        timedelta(hours=2),
+        timedelta(days=7),
+        8 * GB,
+        timedelta(days=1),
+    )
+
+
+# --- defaults and overrides -------------------------------------------------------------
+
+
+def test_table_keys_replace_only_the_keys_given() -> None:
+    config = load_config(
+        {
+            "defaults": {
+                "preserve_latest": 2,
+                "allowed_compaction_days": 7,
+                "lookback": "10d",
+                "rules": [{"rule": "minor", "level_thresholds": [5, 2]}],
+            },
+            "tables": {
+                "sales": {"lookback": "30d"},
+                "orders": {"rules": [{"rule": "major"}]},
+                "events": {"merge_enabled": False, "preserve_latest": 0},
+            },
+        }
+    )
+    sales = config.for_table("sales")
+    assert sales.lookback == timedelta(days=30)
+    assert sales.preserve_latest == 2
+    assert sales.allowed_compaction_days == 7
+    assert sales.rules == (MinorRule(rule="minor", level_thresholds=(5, 2)),)
+
+    orders = config.for_table("orders")
+    assert orders.rules == (MajorRule(rule="major"),)  # the list is replaced, not merged
+    assert orders.lookback == timedelta(days=10)
+    assert orders.preserve_latest == 2
+
+    events = config.for_table("events")
+    assert events.merge_enabled is False
+    assert events.preserve_latest == 0  # an explicit value equal to the model default still overrides
+    assert events.allowed_compaction_days == 7
+
+    assert config.for_table("unknown").model_dump() == config.defaults.model_dump()
+
+
+def test_lookback_off_in_a_table_overrides_a_default_lookback(tmp_path: Path) -> None:
+    text = "defaults:\n  lookback: 10d\ntables:\n  sales:\n    lookback: off\n"
+    config = load_config_file(write(tmp_path, text))
+    assert config.defaults.lookback == timedelta(days=10)
+    assert config.for_table("sales").lookback is None
+
+
+def test_for_table_is_stable() -> None:
+    config = load_config({"tables": {"sales": {"preserve_latest": 3}}})
+    assert config.for_table("sales") is config.for_table("sales")
+
+
+# --- refusals ---------------------------------------------------------------------------
+
+
+def assert_names(message: str, *parts: str) -> None:
+    for part in parts:
+        assert part in message, f"{part!r} not in {message!r}"
+
+
+@pytest.mark.parametrize(
+    ("override", "key", "value"),
+    [
+        ({"bogus": 1}, "bogus", "1"),
+        ({"preserve_latest": -1}, "preserve_latest", "-1"),
+        ({"allowed_compaction_days": -2}, "allowed_compaction_days", "-2"),
+        ({"lookback": "30x"}, "lookback", "30x"),
+        ({"lookback": "-5d"}, "lookback", "-5d"),
+        ({"lookback": "0s"}, "lookback", "0s"),
+        ({"rules": [{"rule": "minor", "level_thresholds": [4, 101]}]}, "level_thresholds", "101"),
+        ({"rules": [{"rule": "minor", "level_thresholds": [-1, 3]}]}, "level_thresholds", "-1"),
+        ({"rules": [{"rule": "minor", "level_thresholds": [1, 3]}]}, "level_thresholds", "[1, 3]"),
+        ({"rules": [{"rule": "minor", "level_thresholds": [4, 3, 2]}]}, "level_thresholds", "[4, 3, 2]"),
+        ({"rules": [{"rule": "minor", "extra": 1}]}, "extra", "1"),
+        ({"rules": [{"rule": "major", "size_threshold": "10XB"}]}, "size_threshold", "10XB"),
+        ({"rules": [{"rule": "major", "size_threshold": -5}]}, "size_threshold", "-5"),
+        ({"rules": [{"rule": "major", "size_threshold": "0MB"}]}, "size_threshold", "0MB"),
+        ({"rules": [{"rule": "major", "trigger": "nightly"}]}, "trigger", "nightly"),
+        ({"rules": [{"rule": "auto_merge", "levels": ["fortnight"]}]}, "levels", "fortnight"),
+        ({"rules": [{"rule": "auto_merge", "levels": []}]}, "levels", "[]"),
+        ({"rules": [{"rule": "auto_merge", "levels": ["day", "day"]}]}, "levels", "day"),
+        ({"rules": [{"rule": "bin_pack", "strategy": "worst_fit"}]}, "strategy", "worst_fit"),
+        ({"rules": [{"rule": "bin_pack", "pools": []}]}, "pools", "[]"),
+        ({"rules": [{"rule": "nope"}]}, "rules", "nope"),
+        ({"rules": [{"rule": "major"}, {"rule": "major"}]}, "rules", "major"),
+        (
+            {
+                "rules": [
+                    {"rule": "minor"},
+                    {"rule": "auto_merge"},
+                    {"rule": "minor", "level_thresholds": [2, 2]},
+                ]
+            },
+            "rules",
+            "minor",
+        ),
+    ],
+)
+def test_table_errors_name_table_key_and_value(override: dict[str, Any], key: str, value: str) -> None:
+    message = config_error({"tables": {"sales": override}})
+    assert_names(message, "'sales'", key, value)
+
+
+@pytest.mark.parametrize(
+    ("pool", "key", "value"),
+    [
+        ({"name": "p", "max_age": "1d", "max_size": "1GB", "max_width": "-1h"}, "max_width", "-1h"),
+        ({"name": "p", "max_age": "1d", "max_size": "1GB", "max_width": -3600}, "max_width", "-3600"),
+        ({"name": "p", "max_age": "1d", "max_size": "1XB", "max_width": "1h"}, "max_size", "1XB"),
+        (
+            {"name": "p", "min_age": "2d", "max_age": "1d", "max_size": "1GB", "max_width": "1h"},
+            "max_age",
+            "1d",
+        ),
+        ({"name": "bad name!", "max_age": "1d", "max_size": "1GB", "max_width": "1h"}, "name", "bad name!"),
+        ({"name": "p", "max_age": "1d", "max_size": "1GB"}, "max_width", "p"),
+        ({"name": "p", "max_age": "1d", "max_size": "1GB", "max_width": "1h", "colour": 1}, "colour", "1"),
+    ],
+)
+def test_pool_errors_name_table_key_and_value(pool: dict[str, Any], key: str, value: str) -> None:
+    message = config_error({"tables": {"sales": {"rules": [{"rule": "bin_pack", "pools": [pool]}]}}})
+    assert_names(message, "'sales'", "pools", key, value)
+
+
+def test_duplicate_pool_names_are_refused() -> None:
+    pool = {"name": "p", "max_age": "1d", "max_size": "1GB", "max_width": "1h"}
+    message = config_error({"tables": {"sales": {"rules": [{"rule": "bin_pack", "pools": [pool, pool]}]}}})
+    assert_names(message, "'sales'", "pools", "unique")
+
+
+@pytest.mark.parametrize("name", ["1sales", "sales-eu", "../etc", "", "a" * 129, "sa les"])
+def test_invalid_table_names_are_refused(name: str) -> None:
+    message = config_error({"tables": {name: {"preserve_latest": 1}}})
+    assert_names(message, "tables", repr(name), "invalid")
+
+
+def test_defaults_errors_name_the_key_and_value() -> None:
+    message = config_error({"defaults": {"allowed_compaction_days": -2}})
+    assert_names(message, "defaults.allowed_compaction_days", "-2")
+    message = config_error({"defaults": {"rules": [{"rule": "minor", "level_thresholds": [4, 200]}]}})
+    assert_names(message, "defaults.rules[0].level_thresholds", "200")
+
+
+def test_unknown_top_level_key_is_refused() -> None:
+    message = config_error({"defaults": {}, "tabels": {"sales": {}}})
+    assert_names(message, "tabels", "unknown key")
+
+
+def test_every_problem_is_listed() -> None:
+    message = config_error(
+        {"tables": {"sales": {"preserve_latest": -1}, "orders": {"lookback": "soon"}}},
+    )
+    assert_names(message, "'sales'", "preserve_latest", "-1", "'orders'", "lookback", "soon")
+
+
+def test_file_errors_are_config_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read config"):
+        load_config_file(tmp_path / "missing.yaml")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config_file(write(tmp_path, "tables: [unclosed\n"))
+    with pytest.raises(ConfigError, match="top level must be a mapping"):
+        load_config_file(write(tmp_path, "- a\n- b\n"))
+    bad = write(tmp_path, "tables:\n  sales:\n    lookback: 30x\n")
+    with pytest.raises(ConfigError) as info:
+        load_config_file(bad)
+    assert_names(str(info.value), str(bad), "'sales'", "lookback", "30x")
+
+
+def test_zero_lookback_is_refused_like_zero_seconds() -> None:
+    message = config_error({"tables": {"sales": {"lookback": 0}}})
+    assert_names(message, "'sales'", "lookback", "0")
+
+
+# --- frozen -----------------------------------------------------------------------------
+
+
+def test_config_objects_are_frozen(tmp_path: Path) -> None:
+    config = load_config_file(write(tmp_path, CONTRACT_YAML))
+    sales = config.for_table("sales")
+    with pytest.raises(ValidationError):
+        config.defaults = TableSettings()  # type: ignore[misc]
+    with pytest.raises(ValidationError):
+        sales.preserve_latest = 5  # type: ignore[misc]
+    with pytest.raises(ValidationError):
+        sales.rules[0].level_thresholds = (2, 2)  # type: ignore[union-attr]
+    with pytest.raises(ValidationError):
+        config.defaults.rules[0].trigger = "manual"  # type: ignore[misc]
+    pool = DEFAULT_POOLS[0]
+    with pytest.raises(ValidationError):
+        pool.max_size = 1  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        sales.rules[0] = MajorRule(rule="major")  # type: ignore[index]
+    assert config.for_table("sales").preserve_latest == 0
+
+
+def test_tables_mapping_is_read_only() -> None:
+    config = load_config({"tables": {"sales": {"preserve_latest": 1}}})
+    with pytest.raises(TypeError):
+        config.tables["orders"] = config.tables["sales"]  # type: ignore[index]
+    with pytest.raises(TypeError):
+        del config.tables["sales"]  # type: ignore[attr-defined]
+    assert config.for_table("orders").model_dump() == config.defaults.model_dump()
+    assert config.for_table("sales").preserve_latest == 1
+
+
+LAYOUT = {"time_column": "t", "bucket_time_period": "1d", "columns": {"t": {"type": "timestamp"}}}
+UPSERT = {"primary_key": ["id"], "comparison_column": "version"}
+
+
+def test_a_table_rule_may_rely_on_a_key_of_the_defaults() -> None:
+    """Overrides are merged with the defaults first, then checked as a whole."""
+    config = load_config(
+        {"defaults": {"layout": LAYOUT}, "tables": {"events": {"rules": [{"rule": "refresh"}]}}}
+    )
+    events = config.for_table("events")
+    assert events.layout is not None and events.layout.time_column == "t"
+    assert [r.rule for r in events.rules] == ["refresh"]
+
+
+def test_a_default_rule_may_rely_on_a_key_of_the_table() -> None:
+    config = load_config(
+        {"defaults": {"rules": [{"rule": "upsert_compaction"}]}, "tables": {"profiles": {"upsert": UPSERT}}}
+    )
+    assert config.for_table("profiles").upsert is not None
+    with pytest.raises(
+        ConfigError,
+        match=r"table .other. is not listed under .tables., and the defaults alone.*upsert_compaction needs",
+    ):
+        config.for_table("other")  # the defaults alone are not a complete table
+
+
+def test_checks_on_the_merged_result_name_the_table() -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config(
+            {"defaults": {"rules": [{"rule": "refresh"}]}, "tables": {"events": {"preserve_latest": 2}}}
+        )
+    assert "table 'events'" in str(err.value) and "`layout`" in str(err.value)

@@ -1,0 +1,129 @@
+"""Kill the job hard at each fault point, restart it on the same checkpoint, and check
+that the end state equals a fault-free run: same rows, same segments, no merge twice,
+and every executed merge announced (repeats only with the same plan id)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from delta.tables import DeltaTable
+from pyspark.sql import functions as F
+
+from compactor.cli.dry_run import run_plan
+from compactor.codec.events import default_codec
+from compactor.config.loading import load_config
+from compactor.delta.paths import table_path
+from compactor.domain.clock import now_utc
+from compactor.domain.events import SegmentCompleted
+from compactor.domain.segments import Segment, TimeRange
+from compactor.kafka.producer import EventProducer
+from compactor.kafka.settings import KafkaSettings
+from compactor.loader import sample_rows
+from compactor.stream.faults import FAULT_ENV, POINTS
+from tests.helpers.streaming import checksum, consume_all, make_kafka
+
+pytestmark = pytest.mark.integration
+
+TABLE = "ledger"
+CONFIG_YAML = "defaults:\n  rules:\n    - rule: auto_merge\n      levels: [week]\n"
+COMPACTOR = str(Path(sys.executable).parent / "compactor")
+
+
+def run_job(args: list[str], fault: str | None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != FAULT_ENV}
+    if fault:
+        env[FAULT_ENV] = fault
+    return subprocess.run(
+        [COMPACTOR, "run", *args, "--until-idle"], env=env, capture_output=True, text=True, timeout=600
+    )
+
+
+def bulk_load(spark: Any, warehouse: Path, kafka: KafkaSettings, days: int, rows: int) -> list[Segment]:
+    """Daily segments written as a producer that writes Delta itself would: one append
+    for all of them (the rows carry their segment id), then one event each."""
+    first = datetime(2024, 1, 1, tzinfo=UTC)
+    frames = [
+        sample_rows(spark, first + timedelta(days=d), first + timedelta(days=d + 1), rows, seed=d).withColumn(
+            "segment_id", F.lit(f"d{d:02d}")
+        )
+        for d in range(days)
+    ]
+    data = frames[0]
+    for frame in frames[1:]:
+        data = data.unionByName(frame)
+    data.write.format("delta").partitionBy("segment_id").save(str(table_path(warehouse, TABLE)))
+    segments = [
+        Segment(
+            f"d{d:02d}",
+            TABLE,
+            TimeRange(first + timedelta(days=d), first + timedelta(days=d + 1)),
+            loaded_at=now_utc(),
+            records=rows,
+        )
+        for d in range(days)
+    ]
+    codec = default_codec()
+    EventProducer(kafka).send_all(
+        [
+            (
+                kafka.segments_topic,
+                TABLE,
+                codec.encode_segment_completed(SegmentCompleted(s, now_utc())),
+                None,
+            )
+            for s in segments
+        ]
+    )
+    return segments
+
+
+@pytest.mark.parametrize("point", POINTS)
+def test_a_hard_kill_at_each_fault_point_changes_nothing(
+    point: str, spark: Any, kafka_bootstrap: str, unique: Callable[[str], str], tmp_path: Path
+) -> None:
+    kafka = make_kafka(kafka_bootstrap, unique)
+    warehouse = tmp_path / "warehouse"
+    loaded = bulk_load(spark, warehouse, kafka, days=14, rows=5)
+    path = str(table_path(warehouse, TABLE))
+    before = checksum(spark.read.format("delta").load(path))
+    config = tmp_path / "tables.yaml"
+    config.write_text(CONFIG_YAML)
+    expected = run_plan(
+        load_config({"defaults": {"rules": [{"rule": "auto_merge", "levels": ["week"]}]}}),
+        loaded,
+        simulate=True,
+    )
+    args = [
+        "--config", str(config), "--warehouse", str(warehouse), "--checkpoint", str(tmp_path / "cp"),
+        "--bootstrap-servers", kafka_bootstrap, "--segments-topic", kafka.segments_topic,
+        "--results-topic", kafka.results_topic, "--dead-letter-topic", kafka.dead_letter_topic,
+    ]  # fmt: skip
+
+    crashed = run_job(args, fault=point)
+    assert crashed.returncode == -9, f"the job should have been killed at {point}: {crashed.stderr[-2000:]}"
+    recovered = run_job(args, fault=None)
+    assert recovered.returncode == 0, recovered.stderr[-3000:]
+
+    table = spark.read.format("delta").load(path)
+    assert checksum(table) == before, "same rows as before any merge"
+    ids = {r.segment_id for r in table.select("segment_id").distinct().collect()}
+    assert ids == {s["id"] for s in expected["segments"]}, "the same segments as a fault-free run"
+    history = DeltaTable.forPath(spark, path).history().collect()
+    merges = [r.userMetadata for r in history if r.userMetadata and '"op":"merge"' in r.userMetadata]
+    assert len(merges) == len(expected["merges"]) == 2, "no merge executed twice"
+    results = [
+        default_codec().decode_merge_result(m.value())
+        for m in consume_all(kafka_bootstrap, kafka.results_topic)
+    ]
+    per_plan = Counter(r["plan_id"] for r in results)
+    assert set(per_plan) == {m["plan_id"] for m in expected["merges"]}, "every executed merge is announced"
+    assert all(r["status"].value == "SUCCEEDED" for r in results)
+    assert consume_all(kafka_bootstrap, kafka.dead_letter_topic) == []

@@ -1,0 +1,137 @@
+"""An in-memory `TableStore` for unit tests of the stream: tables, commits and scripted trouble.
+
+Tables hold row counts per segment and a history of commit records, as a Delta
+table would. A test scripts conflicts (optionally with a concurrent change) and
+failures per plan, and reads back every commit call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+
+from compactor.catalog.changes import CommitRecord
+from compactor.config.layout import LayoutConfig, UpsertConfig
+from compactor.config.tables import TableSettings
+from compactor.domain.plans import Commit, MergePlan
+from compactor.domain.segments import Segment
+from compactor.errors import CommitConflict, TableNotFoundError
+from compactor.rules.refresh import IndexFacts
+
+
+@dataclass
+class InMemoryTableStore:
+    rows: dict[str, dict[str, int]] = field(default_factory=dict)  # table -> segment id -> rows
+    commits: dict[str, list[CommitRecord]] = field(default_factory=dict)
+    configs: dict[str, str] = field(default_factory=dict)
+    conflicts: dict[str, int] = field(default_factory=dict)  # plan id -> conflicts before it commits
+    always_conflicting: bool = False  # every commit loses the race, however often it is tried
+    on_conflict: Callable[[MergePlan], None] | None = None  # what the concurrent writer did
+    failures: dict[str, Exception] = field(default_factory=dict)  # plan id -> what its commit raises
+    calls: list[str] = field(default_factory=list)  # plan ids, one per commit call
+
+    # -- setting up ---------------------------------------------------------------
+
+    def create(self, table: str) -> None:
+        self.rows.setdefault(table, {})
+        self.commits.setdefault(table, [])
+
+    def load(self, segment: Segment) -> Segment:
+        """A loader's append: the segment's rows and its commit record."""
+        self.create(segment.table)
+        self.rows[segment.table][segment.id] = segment.records
+        self._record(segment.table, (segment,), (), None, "load")
+        return segment
+
+    def drop(self, table: str, segment_id: str) -> None:
+        """Someone else removed a segment's rows (a concurrent writer)."""
+        if self.rows[table].pop(segment_id, None) is not None:
+            self.commits[table].append(CommitRecord(table, self.latest_version(table) + 1, (), ()))
+
+    # -- the TableStore protocol ----------------------------------------------------
+
+    def tables(self) -> list[str]:
+        return sorted(self.rows)
+
+    def exists(self, table: str) -> bool:
+        return table in self.rows
+
+    def history(self, table: str) -> list[CommitRecord]:
+        if table not in self.commits:
+            raise TableNotFoundError(table)
+        return [c for c in self.commits[table] if c.added or c.removed]
+
+    def row_counts(self, table: str) -> dict[str, int]:
+        return dict(self.rows[table])
+
+    def segments_with_rows(self, table: str, segment_ids: Sequence[str]) -> set[str]:
+        return {sid for sid in segment_ids if self.rows.get(table, {}).get(sid)}
+
+    def latest_version(self, table: str) -> int:
+        return len(self.commits.get(table, [])) - 1
+
+    def recorded_config(self, table: str) -> str | None:
+        return self.configs.get(table)
+
+    def record_config(self, table: str, settings_json: str) -> None:
+        self.configs[table] = settings_json
+
+    def commit(self, plan: MergePlan, settings: TableSettings) -> Commit:
+        self.calls.append(plan.plan_id)
+        done = next((c for c in self.commits[plan.table] if c.plan_id == plan.plan_id), None)
+        if done is not None:
+            return Commit(done.version, done.added, sum(s.records for s in done.added), 0, already_done=True)
+        if self.always_conflicting or self.conflicts.get(plan.plan_id, 0) > 0:
+            self.conflicts[plan.plan_id] = self.conflicts.get(plan.plan_id, 1) - 1
+            if self.on_conflict is not None:
+                self.on_conflict(plan)
+            raise CommitConflict(f"ConcurrentAppendException: files were added under plan {plan.plan_id}")
+        if plan.plan_id in self.failures:
+            raise self.failures[plan.plan_id]
+        table = self.rows[plan.table]
+        records = sum(table.pop(sid, 0) for sid in plan.input_ids)
+        output = replace(plan.output, records=records, bytes=records * 10)
+        table[output.id] = records
+        version = self._record(plan.table, (output,), plan.input_ids, plan, "merge")
+        return Commit(version, (output,), records, output.bytes, duration_ms=3, data_change=False)
+
+    def invalid_counts(self, table: str, upsert: UpsertConfig) -> dict[str, int]:
+        return {}
+
+    def index_facts(self, table: str, segment: Segment, layout: LayoutConfig) -> IndexFacts:
+        raise NotImplementedError("no index check in memory")
+
+    def _record(
+        self,
+        table: str,
+        added: tuple[Segment, ...],
+        removed: tuple[str, ...],
+        plan: MergePlan | None,
+        op: str,
+    ) -> int:
+        version = self.latest_version(table) + 1
+        record = CommitRecord(
+            table, version, added, removed, plan.plan_id if plan else None, op, {},
+            plan.rule if plan else None, plan.level if plan else None, plan.pool if plan else None,
+            data_change=op != "merge",
+        )  # fmt: skip
+        self.commits[table].append(record)
+        return version
+
+
+@dataclass
+class RecordingPublisher:
+    """A `Publisher` that keeps what it was sent; it can be told to fail like a lost broker."""
+
+    sent: list[tuple[str, str, bytes, Sequence[tuple[str, bytes]] | None]] = field(default_factory=list)
+    fail: Exception | None = None
+
+    def send_all(
+        self, messages: Sequence[tuple[str, str, bytes, Sequence[tuple[str, bytes]] | None]]
+    ) -> None:
+        if self.fail is not None:
+            raise self.fail
+        self.sent.extend(messages)
+
+    def on(self, topic: str) -> list[tuple[str, str, bytes, Sequence[tuple[str, bytes]] | None]]:
+        return [m for m in self.sent if m[0] == topic]

@@ -1,0 +1,54 @@
+"""The sample `sales` table the end-to-end tests load and merge: daily segments, auto_merge rules."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from delta.tables import DeltaTable
+
+from compactor.config.loading import load_config
+from compactor.delta.paths import table_path
+from compactor.domain.segments import Segment
+from compactor.kafka.producer import EventProducer
+from compactor.kafka.settings import KafkaSettings
+from compactor.loader import load_segment, sample_rows
+from compactor.stream.handler import BatchHandler
+from compactor.stream.job import build_handler
+
+TABLE = "sales"
+
+
+def load_days(
+    spark: Any, warehouse: Path, kafka: KafkaSettings, first: datetime, days: int, rows: int = 20
+) -> list[Segment]:
+    producer = EventProducer(kafka)
+    loaded = []
+    for i in range(days):
+        start = first + timedelta(days=i)
+        loaded.append(
+            load_segment(
+                spark, warehouse, kafka, producer, TABLE,
+                sample_rows(spark, start, start + timedelta(days=1), rows, seed=i),
+                start, start + timedelta(days=1), segment_id=f"d{start:%Y%m%d}",
+            )
+        )  # fmt: skip
+    return loaded
+
+
+def handler_for(spark: Any, warehouse: Path, kafka: KafkaSettings, levels: list[str]) -> BatchHandler:
+    config = load_config({"defaults": {"rules": [{"rule": "auto_merge", "levels": levels}]}})
+    return build_handler(spark, config, warehouse, kafka)
+
+
+def merge_versions(spark: Any, warehouse: Path) -> list[int]:
+    history = DeltaTable.forPath(spark, str(table_path(warehouse, TABLE))).history().collect()
+    return sorted(r.version for r in history if r.userMetadata and '"op":"merge"' in r.userMetadata)
+
+
+def read_table(spark: Any, warehouse: Path, version: int | None = None) -> Any:
+    reader = spark.read.format("delta")
+    if version is not None:
+        reader = reader.option("versionAsOf", version)
+    return reader.load(str(table_path(warehouse, TABLE)))

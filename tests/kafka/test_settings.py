@@ -1,0 +1,86 @@
+"""Kafka security settings reach both clients; secrets never show in logs or output."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from confluent_kafka import Producer
+
+from compactor.config.loading import load_config
+from compactor.errors import ConfigError
+from compactor.kafka.settings import KafkaSettings
+
+SECRET = "s3cr3t-Pa55"
+
+
+def secured(monkeypatch: pytest.MonkeyPatch) -> KafkaSettings:
+    monkeypatch.setenv("COMPACTOR_TEST_KAFKA_PASSWORD", SECRET)
+    config = load_config(
+        {
+            "kafka": {
+                "security_protocol": "SASL_SSL",
+                "sasl_mechanism": "SCRAM-SHA-512",
+                "sasl_username": "compactor",
+                "sasl_password": "env:COMPACTOR_TEST_KAFKA_PASSWORD",
+                "ssl_ca_location": "/etc/ssl/ca.pem",
+            }
+        }
+    )
+    return KafkaSettings("broker:9093", security=config.kafka)
+
+
+def test_settings_reach_confluent_kafka_and_spark(monkeypatch: pytest.MonkeyPatch) -> None:
+    kafka = secured(monkeypatch)
+    client = kafka.librdkafka()
+    assert client | {"bootstrap.servers": "broker:9093"} == {
+        "bootstrap.servers": "broker:9093",
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanisms": "SCRAM-SHA-512",
+        "sasl.username": "compactor",
+        "sasl.password": SECRET,
+        "ssl.ca.location": "/etc/ssl/ca.pem",
+    }
+    # librdkafka accepts every key (the CA file itself is checked at creation, so leave it out here)
+    Producer({k: v for k, v in client.items() if k != "ssl.ca.location"} | {"enable.idempotence": True})
+    spark = kafka.spark_options()
+    assert spark["kafka.security.protocol"] == "SASL_SSL"
+    assert spark["kafka.sasl.mechanism"] == "SCRAM-SHA-512"
+    assert spark["kafka.sasl.jaas.config"] == (
+        f'org.apache.kafka.common.security.scram.ScramLoginModule required username="compactor" password="{SECRET}";'
+    )
+    assert (spark["kafka.ssl.truststore.type"], spark["kafka.ssl.truststore.location"]) == (
+        "PEM",
+        "/etc/ssl/ca.pem",
+    )
+
+
+def test_secrets_are_never_printed_or_logged(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    kafka = secured(monkeypatch)
+    with caplog.at_level(logging.DEBUG):
+        logging.getLogger("compactor").info("kafka settings: %s / %r", kafka, kafka.security)
+    assert SECRET not in caplog.text and SECRET not in str(kafka) and SECRET not in repr(kafka)
+    assert "**********" in caplog.text
+    assert SECRET not in kafka.security.model_dump_json()  # type: ignore[union-attr]
+
+
+def test_incomplete_or_missing_secrets_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(
+        ConfigError, match="SASL_PLAINTEXT needs sasl_mechanism, sasl_username and sasl_password"
+    ):
+        load_config({"kafka": {"security_protocol": "SASL_PLAINTEXT"}})
+    monkeypatch.delenv("NOPE_NOT_SET", raising=False)
+    with pytest.raises(ConfigError) as err:
+        load_config(
+            {
+                "kafka": {
+                    "security_protocol": "SASL_SSL",
+                    "sasl_mechanism": "PLAIN",
+                    "sasl_username": "u",
+                    "sasl_password": "env:NOPE_NOT_SET",
+                }
+            }
+        )
+    assert "environment variable NOPE_NOT_SET is not set" in str(err.value)

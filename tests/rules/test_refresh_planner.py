@@ -1,0 +1,140 @@
+"""Refresh planning (seed 004): each drift kind, sizing, and the per-evaluation limits."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from compactor.config.layout import LayoutConfig
+from compactor.config.loading import load_config
+from compactor.config.rules import RefreshRule
+from compactor.config.tables import TableSettings
+from compactor.domain.plans import SkipReason
+from compactor.errors import ConfigError
+from compactor.rules.engine import evaluate
+from compactor.rules.refresh import Drift, IndexFacts, drift, layout_record
+from tests.helpers.segments import seg
+
+NOW = datetime(2030, 1, 1, tzinfo=UTC)
+COLUMNS = {"ts": {"type": "timestamp"}, "k": {"type": "int"}, "v": {"type": "string"}}
+
+
+def layout(**changes: object) -> LayoutConfig:
+    spec = {"time_column": "ts", "bucket_time_period": "1d", "columns": COLUMNS} | changes
+    return LayoutConfig.model_validate(spec)
+
+
+GOOD = IndexFacts(
+    {"ts": ("timestamp", False), "k": ("int", False), "v": ("string", False)},
+    1,
+    0,
+    True,
+    "dictionary",
+    "snappy",
+)
+
+
+@pytest.mark.parametrize(
+    ("was", "now", "facts", "expected"),
+    [
+        (layout(), layout(), GOOD, []),
+        (layout(), layout(time_column="k"), GOOD, [Drift.TIME_COLUMN]),
+        (layout(), layout(partitioning={"column": "k", "num_partitions": 2}), GOOD, [Drift.PARTITIONING]),
+        (layout(), layout(sorted_column="k"), GOOD, [Drift.SORTED_COLUMN]),
+        (layout(), layout(compression="zstd"), GOOD, [Drift.COMPRESSION]),
+        (layout(), layout(encoding="plain"), GOOD, [Drift.ENCODING]),
+        (layout(), layout(columns=COLUMNS | {"n": {"type": "int"}}), GOOD, [Drift.COLUMN_ADDED]),
+        (
+            layout(),
+            layout(columns={"ts": {"type": "timestamp"}, "k": {"type": "int"}}),
+            GOOD,
+            [Drift.COLUMN_REMOVED],
+        ),
+        (layout(), layout(columns=COLUMNS | {"k": {"type": "bigint"}}), GOOD, [Drift.DATA_TYPE]),
+        (
+            layout(),
+            layout(columns=COLUMNS | {"v": {"type": "string", "multi_value": True}}),
+            GOOD,
+            [Drift.SINGLE_MULTI_VALUE],
+        ),
+    ],
+)
+def test_each_drift_kind(
+    was: LayoutConfig, now: LayoutConfig, facts: IndexFacts, expected: list[Drift]
+) -> None:
+    segment = seg("s", "2024-01-01", built_with=layout_record(was, 1))
+    assert drift(segment, now, facts) == expected
+
+
+def test_the_index_check_finds_what_the_record_cannot() -> None:
+    now = layout(partitioning={"column": "k", "num_partitions": 2}, sorted_column="k")
+    segment = seg("s", "2024-01-01", built_with=layout_record(now, 1))
+    facts = IndexFacts(GOOD.columns, 2, 2, False, "plain", "gzip")
+    assert drift(segment, now, facts) == [
+        Drift.TIME_BUCKETS, Drift.MULTIPLE_PARTITIONS, Drift.UNSORTED, Drift.ENCODING, Drift.COMPRESSION,
+    ]  # fmt: skip
+    assert drift(segment, now, None) == [], "skip_index_check trusts the record"
+    assert drift(seg("raw", "2024-01-01"), now, None) == [Drift.NO_LAYOUT_RECORDED]
+
+
+def table(rule: dict[str, object], **lay: object) -> TableSettings:
+    return load_config(
+        {
+            "tables": {
+                "t": {
+                    "layout": {"time_column": "ts", "bucket_time_period": "1d", "columns": COLUMNS} | lay,
+                    "rules": [{"rule": "refresh"} | rule],
+                }
+            }
+        }
+    ).for_table("t")
+
+
+def test_limits_per_evaluation_and_table_wide_changes() -> None:
+    old = layout(compression="gzip")
+    segments = [
+        seg(f"s{i}", f"2024-01-0{i + 1}", records=10, bytes=100, built_with=layout_record(old, 1))
+        for i in range(5)
+    ]
+    settings = table(
+        {
+            "max_records_per_segment": 10,
+            "max_records_per_task": 20,
+            "table_max_num_tasks": 2,
+            "skip_index_check": True,
+        }
+    )
+    evaluation = evaluate("t", segments, settings, NOW)
+    assert [p.input_ids for p in evaluation.plans] == [("s0", "s1"), ("s2", "s3")]
+    assert {d.segment_id: d.reason for d in evaluation.decisions if not d.chosen} == {
+        "s4": SkipReason.TASK_LIMIT
+    }
+    wide = table({"skip_index_check": True}, columns={"ts": {"type": "timestamp"}})
+    (plan,) = evaluate("t", segments, wide, NOW).plans
+    assert len(plan.inputs) == 5, "a removed column rewrites the whole table in one task"
+
+
+def test_oversized_and_undersized_segments() -> None:
+    now = layout()
+    ok = layout_record(now, 1)
+    big = seg("big", "2024-01-01", records=30, built_with=ok)
+    small = [seg(f"m{i}", "2024-01-02", records=2, built_with=ok) for i in range(2)]
+    settings = table({"max_records_per_segment": 10, "skip_index_check": True})
+    plans = evaluate("t", [big, *small], settings, NOW).plans
+    # big is oversized; m0 and m1 share a day and together fit the targets: undersized
+    assert [p.input_ids for p in plans] == [("big", "m0", "m1")]
+
+
+def test_refresh_config_is_validated() -> None:
+    with pytest.raises(ConfigError, match="needs the table's `layout`"):
+        load_config({"tables": {"t": {"rules": [{"rule": "refresh"}]}}})
+    with pytest.raises(ConfigError, match="merge_type rollup needs `aggregations`"):
+        table({"merge_type": "rollup"})
+    with pytest.raises(ConfigError, match="table_max_num_tasks"):
+        table({"table_max_num_tasks": 0})
+    with pytest.raises(ConfigError, match="sorted_column 'nope' is not one of the columns"):
+        table({}, sorted_column="nope")
+    with pytest.raises(ConfigError, match="max_records_per_task must be at least max_records_per_segment"):
+        table({"max_records_per_task": 10, "max_records_per_segment": 20})
+    assert RefreshRule(rule="refresh").desired_segment_size == 500 << 20

@@ -1,0 +1,127 @@
+"""Seed 001: merges only combine settled segments with identical sub-partition sets."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from compactor.catalog.changes import SegmentUpdated
+from compactor.config.loading import load_config
+from compactor.config.rules import AutoMergeRule
+from compactor.config.tables import TableSettings
+from compactor.delta.predicates import sub_partition_literal
+from compactor.domain.calendar import Level
+from compactor.domain.plans import SkipReason
+from compactor.domain.segments import SegmentState
+from compactor.errors import ConfigError, InvalidSegmentError, ManualMergeError
+from compactor.rules import manual
+from compactor.rules.engine import evaluate
+from compactor.rules.simulation import Simulation
+from tests.helpers.segments import seg
+
+NOW = datetime(2030, 1, 1, tzinfo=UTC)
+WEEK = TableSettings(rules=(AutoMergeRule(rule="auto_merge", levels=(Level.WEEK,)),))
+EU, EU_US = frozenset({"eu"}), frozenset({"eu", "us"})
+
+
+def week_of(sets: list[frozenset[str]], **kw: object) -> list:  # type: ignore[type-arg]
+    return [seg(f"d{i + 1}", f"2024-01-0{i + 1}", sub_partitions=sets[i], **kw) for i in range(7)]  # type: ignore[arg-type]
+
+
+def test_identical_sets_merge_and_the_output_keeps_the_set() -> None:
+    (plan,) = evaluate("t", week_of([EU_US] * 7), WEEK, NOW).plans
+    assert plan.output.sub_partitions == EU_US
+    assert len(plan.inputs) == 7
+
+
+def test_differing_sets_do_not_merge_and_say_why() -> None:
+    evaluation = evaluate("t", week_of([EU_US] * 6 + [EU]), WEEK, NOW)
+    assert evaluation.plans == ()
+    reasons = {d.segment_id: d for d in evaluation.decisions}
+    assert reasons["d1"].reason is SkipReason.SUB_PARTITIONS_DIFFER
+    assert "d7 holds sub-partitions ['eu']" in reasons["d1"].detail
+    assert reasons["d7"].reason is SkipReason.SUB_PARTITIONS_DIFFER
+
+
+@pytest.mark.parametrize("state", [SegmentState.LOADING, SegmentState.REFRESHING])
+def test_a_segment_with_an_unsettled_sub_partition_waits(state: SegmentState) -> None:
+    segments = week_of([EU_US] * 7)
+    segments[3] = seg("d4", "2024-01-04", sub_partitions=EU_US, sub_partition_states=(("us", state),))
+    evaluation = evaluate("t", segments, WEEK, NOW)
+    assert evaluation.plans == ()
+    assert any(
+        d.segment_id == "d4" and d.reason is SkipReason.NOT_COMPLETED and str(state) in d.detail
+        for d in evaluation.decisions
+    )
+    with pytest.raises(ManualMergeError, match=f"d4 \\(sub-partition us {state}\\)"):
+        manual.plan("t", ["d3", "d4"], segments, WEEK)
+
+
+def test_adding_the_missing_sub_partition_lets_the_week_merge() -> None:
+    sim = Simulation(load_config({"defaults": {"rules": [{"rule": "auto_merge", "levels": ["week"]}]}}))
+    for s in week_of([EU_US] * 6 + [EU]):
+        sim.arrive(s)
+    assert sim.merges == []
+    sim.catalog.apply(SegmentUpdated(seg("d7", "2024-01-07", sub_partitions=EU_US)))
+    sim.cascade("t", NOW)
+    assert [len(p.inputs) for p in sim.merges] == [7]
+
+
+def test_manual_merge_names_segments_and_differing_values() -> None:
+    segments = week_of([EU_US, EU] + [EU_US] * 5)
+    with pytest.raises(ManualMergeError) as err:
+        manual.plan("t", ["d1", "d2"], segments, WEEK)
+    assert "us not in every segment" in str(err.value)
+    assert "d1=['eu', 'us']" in str(err.value) and "d2=['eu']" in str(err.value)
+
+
+def test_states_must_name_built_values() -> None:
+    with pytest.raises(InvalidSegmentError, match="lacks"):
+        seg("x", "2024-01-01", sub_partitions=EU, sub_partition_states=(("us", SegmentState.LOADING),))
+
+
+def test_config_declares_values_with_types_and_a_limit() -> None:
+    config = load_config({"tables": {"t": {"sub_partition": {"column": "region", "values": ["eu", "EU"]}}}})
+    sub = config.for_table("t").sub_partition
+    assert sub is not None and sub.values == ("eu", "EU")  # case-sensitive: two values
+    assert sub_partition_literal(sub, "o'neil") == "CAST('o''neil' AS string)"
+    typed = load_config(
+        {"tables": {"t": {"sub_partition": {"column": "day", "type": "date", "values": ["2024-01-01"]}}}}
+    )
+    day = typed.for_table("t").sub_partition
+    assert day is not None and sub_partition_literal(day, "2024-01-01") == "CAST('2024-01-01' AS date)"
+    with pytest.raises(ConfigError, match="2001 sub-partition values declared; at most 2000"):
+        load_config(
+            {"tables": {"t": {"sub_partition": {"column": "c", "values": [str(i) for i in range(2001)]}}}}
+        )
+    with pytest.raises(ConfigError, match="'300' is not a valid tinyint"):
+        load_config(
+            {"tables": {"t": {"sub_partition": {"column": "c", "type": "tinyint", "values": ["300"]}}}}
+        )
+    with pytest.raises(ConfigError, match="declared twice"):
+        load_config({"tables": {"t": {"sub_partition": {"column": "c", "values": ["a", "a"]}}}})
+
+
+VALUES = st.frozensets(st.sampled_from(["eu", "us", "apac"]), max_size=3)
+STATES = st.sampled_from([None, SegmentState.LOADING, SegmentState.REFRESHING])
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.tuples(VALUES, STATES), min_size=7, max_size=7), st.sampled_from([Level.WEEK, Level.MONTH])
+)
+def test_every_plan_joins_settled_segments_with_one_set(parts: list, level: Level) -> None:  # type: ignore[type-arg]
+    segments = []
+    for i, (values, state) in enumerate(parts):
+        states = ((min(values), state),) if state and values else ()
+        segments.append(seg(f"d{i}", f"2024-01-0{i + 1}", sub_partitions=values, sub_partition_states=states))
+    config = load_config({"defaults": {"rules": [{"rule": "auto_merge", "levels": [str(level)]}]}})
+    sim = Simulation(config)
+    for s in segments:
+        sim.arrive(s)
+    for plan in sim.merges:
+        assert all(s.settled for s in plan.inputs)
+        assert {s.sub_partitions for s in plan.inputs} == {plan.output.sub_partitions}

@@ -1,0 +1,120 @@
+"""Upsert compaction planning (seed 004): thresholds, M:1 groups, never split."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from compactor.config.layout import UpsertConfig
+from compactor.config.loading import load_config
+from compactor.config.rules import UpsertCompactionRule
+from compactor.config.tables import TableSettings
+from compactor.domain.plans import SkipReason
+from compactor.errors import ConfigError
+from compactor.rules.engine import evaluate
+from tests.helpers.segments import seg
+
+NOW = datetime(2030, 1, 1, tzinfo=UTC)
+KEYS = UpsertConfig(primary_key=("user_id",), comparison_column="version")
+
+
+def table(**rule: object) -> TableSettings:
+    return TableSettings(rules=(UpsertCompactionRule(rule="upsert_compaction", **rule),), upsert=KEYS)  # type: ignore[arg-type]
+
+
+SEGMENTS = [seg(f"s{i}", f"2024-01-0{i + 1}", records=100) for i in range(5)]
+
+
+def test_segments_with_invalid_rows_merge_in_load_order_within_the_valid_limit() -> None:
+    invalid = {"s0": 90, "s1": 50, "s2": 0, "s3": 70, "s4": 10}
+    plans = evaluate("t", SEGMENTS, table(max_records_per_segment=60), NOW, invalid_counts=invalid).plans
+    # valid rows: s0 10, s1 50, s3 30, s4 90 -> [s0, s1] = 60, [s3] = 30 (s4 would make 120), [s4] = 90 alone
+    assert [p.input_ids for p in plans] == [("s0", "s1"), ("s3",), ("s4",)]
+    assert all(p.rule == "upsert_compaction" for p in plans)
+
+
+def test_thresholds_both_apply() -> None:
+    invalid = {"s0": 5, "s1": 30}
+    evaluation = evaluate(
+        "t", SEGMENTS, table(invalid_records_threshold_count=10, invalid_records_threshold_percent=20), NOW,
+        invalid_counts=invalid,
+    )  # fmt: skip
+    assert [p.input_ids for p in evaluation.plans] == [("s1",)]
+    reasons = {d.segment_id: d.reason for d in evaluation.decisions if not d.chosen}
+    assert reasons["s0"] is SkipReason.BELOW_INVALID_THRESHOLD
+
+
+def test_without_statistics_nothing_is_planned() -> None:
+    evaluation = evaluate("t", SEGMENTS, table(), NOW)
+    assert evaluation.plans == ()
+    assert {d.reason for d in evaluation.decisions} == {SkipReason.NO_STATISTICS}
+
+
+def test_a_single_segment_rewrite_keeps_its_range_and_id_is_deterministic() -> None:
+    (plan,) = evaluate("t", SEGMENTS[:1], table(), NOW, invalid_counts={"s0": 1}).plans
+    assert plan.output.range == SEGMENTS[0].range
+    (again,) = evaluate("t", SEGMENTS[:1], table(), NOW, invalid_counts={"s0": 1}).plans
+    assert again.plan_id == plan.plan_id
+
+
+def test_config_requires_keys_and_refuses_other_rules_on_upsert_tables() -> None:
+    with pytest.raises(ValidationError, match="needs the table's `upsert` block"):
+        TableSettings(rules=(UpsertCompactionRule(rule="upsert_compaction"),))
+    with pytest.raises(ConfigError, match="may only use upsert_compaction"):
+        load_config(
+            {
+                "tables": {
+                    "p": {
+                        "upsert": {"primary_key": ["id"], "comparison_column": "v"},
+                        "rules": [{"rule": "major"}],
+                    }
+                }
+            }
+        )
+    with pytest.raises(ConfigError, match="invalid_records_threshold_percent"):
+        load_config(
+            {
+                "tables": {
+                    "p": {
+                        "upsert": {"primary_key": ["id"], "comparison_column": "v"},
+                        "rules": [{"rule": "upsert_compaction", "invalid_records_threshold_percent": 150}],
+                    }
+                }
+            }
+        )
+
+
+@given(
+    rows=st.lists(st.tuples(st.integers(0, 200), st.integers(0, 200)), min_size=1, max_size=28),
+    count=st.integers(1, 50),
+    percent=st.floats(0, 100),
+    limit=st.integers(1, 400),
+)
+@settings(max_examples=200, deadline=None)
+def test_planning_matches_the_rule_stated_per_segment(
+    rows: list[tuple[int, int]], count: int, percent: float, limit: int
+) -> None:
+    """Qualification (vectorised) equals the seed's per-segment test; explain=False plans the same."""
+    segments = [seg(f"s{i}", f"2024-02-{i + 1:02d}", records=r) for i, (r, _) in enumerate(rows)]
+    invalid = {s.id: min(bad, s.records) for s, (_, bad) in zip(segments, rows, strict=True)}
+    cfg = table(
+        invalid_records_threshold_count=count,
+        invalid_records_threshold_percent=percent,
+        max_records_per_segment=limit,
+    )
+    explained = evaluate("t", segments, cfg, NOW, invalid_counts=invalid)
+    fast = evaluate("t", segments, cfg, NOW, invalid_counts=invalid, explain=False)
+    assert fast.plans == explained.plans
+
+    def qualifies(records: int, bad: int) -> bool:
+        return records > 0 and bad >= count and 100.0 * bad / records >= percent
+
+    chosen = {sid for p in explained.plans for sid in p.input_ids}
+    assert chosen == {s.id for s in segments if qualifies(s.records, invalid[s.id])}
+    for p in explained.plans:  # M:1 within the valid-row limit, except a lone segment over it
+        valid = sum(s.records - invalid[s.id] for s in p.inputs)
+        assert valid <= limit or len(p.inputs) == 1

@@ -1,0 +1,82 @@
+"""The announcer: result first, then the outputs' events, then the version remembered; nothing
+a crash leaves unsaid stays unsaid; a delivery failure fails the batch."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from compactor.config.loading import load_config
+from compactor.domain.events import MergeStatus
+from compactor.domain.plans import make_plan
+from compactor.domain.segments import Origin
+from compactor.errors import DeliveryError
+from tests.stream.conftest import Harness
+
+MINOR = {"defaults": {"rules": [{"rule": "minor", "level_thresholds": [2, 0]}]}}
+
+
+def test_a_merge_is_announced_result_first_then_its_output_then_remembered(harness: Harness) -> None:
+    harness.store.create("t")
+    handler = harness.handler(MINOR)
+    handler.process(harness.loaded(harness.day(0), harness.day(1)))
+
+    topics = [m[0] for m in harness.publisher.sent]
+    assert topics == ["results", "segments"]
+    (result,) = harness.results()
+    (event,) = harness.re_emitted()
+    assert result["status"] is MergeStatus.SUCCEEDED and result["data_change"] is False
+    assert (result["records_in"], result["records_out"], result["table_version"]) == (20, 20, 2)
+    assert event.segment.id == result["output"]["segment_id"] and event.segment.origin is Origin.MERGE
+    assert event.segment.records == 20 and event.plan_id == result["plan_id"]
+    assert json.loads((harness.tmp / "state" / "announced.json").read_text()) == {"t": 2}
+
+
+def test_a_failed_plan_is_reported_without_an_output_event(harness: Harness) -> None:
+    harness.store.create("t")
+    handler = harness.handler(MINOR)
+    a, b = harness.day(0), harness.day(1)
+    harness.store.failures[make_plan("t", "minor", [a, b], output_level=1).plan_id] = ValueError("no")
+    handler.process(harness.loaded(a, b))
+    assert [m[0] for m in harness.publisher.sent] == ["results"]
+    assert harness.results()[0]["error"] == "ValueError: no"
+
+
+def test_a_commit_left_unannounced_by_a_crash_is_announced_at_restart(harness: Harness) -> None:
+    harness.store.create("t")
+    harness.handler(MINOR).process(harness.loaded(harness.day(0)))  # the state file now exists
+    a, b = harness.store.load(harness.day(1)), harness.store.load(harness.day(2))
+    plan = make_plan("t", "minor", [a, b], output_level=1)
+    harness.store.commit(plan, load_config(MINOR).for_table("t"))  # committed; then the job died
+
+    restarted = harness.handler(MINOR)
+    (result,) = harness.results()
+    assert result["plan_id"] == plan.plan_id and result["table_version"] == 3
+    assert [e.segment.id for e in harness.re_emitted()] == [plan.output.id]
+    assert restarted.state.catalog.get("t", plan.output.id) is not None
+
+    harness.handler(MINOR)  # a second restart: already announced, not again
+    assert len(harness.results()) == 1
+
+
+def test_a_first_start_does_not_announce_the_tables_past(harness: Harness) -> None:
+    harness.store.create("t")
+    a, b = harness.store.load(harness.day(0)), harness.store.load(harness.day(1))
+    harness.store.commit(make_plan("t", "minor", [a, b], output_level=1), load_config(MINOR).for_table("t"))
+    harness.handler(MINOR)
+    assert harness.publisher.sent == []
+
+
+def test_a_delivery_failure_fails_the_batch_so_that_it_is_replayed(harness: Harness) -> None:
+    harness.store.create("t")
+    handler = harness.handler(MINOR)
+    harness.publisher.fail = DeliveryError("1 message(s) not acknowledged")
+    batch = harness.loaded(harness.day(0), harness.day(1))
+    with pytest.raises(DeliveryError):
+        handler.process(batch)
+    harness.publisher.fail = None
+    restarted = harness.handler(MINOR)  # the failed batch stopped the query; the job restarts
+    restarted.process(batch)  # and replays the batch
+    assert harness.statuses() == [MergeStatus.SUCCEEDED], "the committed plan is announced, once"
+    assert harness.results()[0]["plan_id"] == harness.store.calls[0] and len(harness.store.commits["t"]) == 3

@@ -1,0 +1,103 @@
+"""The runner: conflicts retried with backoff, stale plans re-planned once, failed plans cooling down."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from compactor.domain.events import MergeStatus
+from compactor.domain.plans import MergePlan, make_plan
+from compactor.domain.segments import Origin, Segment
+from tests.stream.conftest import Harness
+
+MINOR = {"defaults": {"rules": [{"rule": "minor", "level_thresholds": [3, 0]}]}}
+
+
+def test_a_conflict_is_retried_with_backoff_and_then_commits(harness: Harness) -> None:
+    harness.store.create("t")
+    handler = harness.handler(MINOR)
+    a, b, c = harness.day(0), harness.day(1), harness.day(2)
+    harness.store.conflicts[_plan([a, b, c]).plan_id] = 2  # plan ids are deterministic
+    handler.process(harness.loaded(a, b, c))
+
+    assert harness.statuses() == [MergeStatus.SUCCEEDED]
+    assert len(harness.store.calls) == 3 and handler.state.stats.conflicts == 2
+    assert harness.sleeps == [0.2, 0.4], "exponential backoff between tries"
+    assert [s.id for s in handler.state.catalog.segments("t")] == [harness.re_emitted()[0].segment.id]
+
+
+def test_conflicts_that_never_end_fail_the_plan_which_then_cools_down(harness: Harness) -> None:
+    harness.store.create("t")
+    handler = harness.handler(MINOR)
+    segments = [harness.day(i) for i in range(3)]
+    harness.store.always_conflicting = True
+    handler.process(harness.loaded(*segments))
+    (result,) = harness.results()
+    assert result["status"] is MergeStatus.FAILED and "CommitConflict" in result["error"]
+    assert len(harness.store.calls) == 5 and handler.state.stats.conflicts == 4, "bounded retries"
+
+    handler.process(harness.loaded(harness.day(3)))  # the next event: the plan is cooling down
+    assert len(harness.store.calls) == 5 and len(harness.results()) == 1
+    harness.clock.now += timedelta(minutes=6)
+    harness.store.always_conflicting = False
+    handler.process(harness.loaded(harness.day(4)))  # cooled down: tried again, and it commits
+    assert harness.statuses() == [MergeStatus.FAILED, MergeStatus.SUCCEEDED]
+
+
+def test_a_plan_that_fails_cools_down_instead_of_failing_on_every_event(harness: Harness) -> None:
+    harness.store.create("t")
+    handler = harness.handler(MINOR)
+    segments = [harness.day(i) for i in range(3)]
+    plan_id = _plan(segments).plan_id
+    harness.store.failures[plan_id] = RuntimeError("disk full")
+    handler.process(harness.loaded(*segments))
+    handler.process(harness.loaded(harness.day(3)))
+    assert harness.statuses() == [MergeStatus.FAILED]
+    assert harness.results()[0]["error"] == "RuntimeError: disk full"
+    assert harness.store.calls == [plan_id] and handler.state.stats.failed_merges == 1
+    assert len(handler.state.catalog.segments("t")) == 4, "nothing changed"
+
+
+def test_a_stale_plan_is_skipped_and_re_planned_once_against_the_table(harness: Harness) -> None:
+    """A concurrent writer removes an input while the merge retries: the plan is stale."""
+    harness.store.create("t")
+    handler = harness.handler(MINOR)
+    a, b, c, d = (harness.day(i) for i in range(4))
+    stale = _plan([a, b, c])
+    harness.store.conflicts[stale.plan_id] = 1
+    harness.store.on_conflict = lambda plan: harness.store.drop("t", "d01")
+    handler.process(harness.loaded(a, b, c, d))
+
+    assert harness.statuses() == [MergeStatus.SKIPPED, MergeStatus.SUCCEEDED]
+    skipped, merged = harness.results()
+    assert skipped["plan_id"] == stale.plan_id and "d01" in skipped["error"]
+    assert merged["inputs"] == ["d00", "d02", "d03"], "re-planned against what the table holds now"
+    assert handler.state.stats.replans == 1 and len(harness.store.calls) == 2
+    assert {s.id for s in handler.state.catalog.segments("t")} == {merged["output"]["segment_id"]}
+
+
+def test_a_re_plan_that_is_stale_again_is_not_re_planned_forever(harness: Harness) -> None:
+    harness.store.create("t")
+    handler = harness.handler(MINOR)
+    segments = [harness.day(i) for i in range(5)]
+    for s in segments[3:]:
+        harness.store.load(s)  # in the table; their events have not arrived yet
+    harness.store.always_conflicting = True
+    dropped = iter(["d01", "d02"])
+    harness.store.on_conflict = lambda plan: harness.store.drop("t", next(dropped, "-"))
+    handler.process(harness.loaded(*segments[:3]))
+    assert harness.statuses() == [MergeStatus.SKIPPED, MergeStatus.SKIPPED]
+    assert handler.state.stats.replans == 2 and len(harness.store.calls) == 2
+
+
+def test_merges_re_trigger_through_their_own_completion_events(harness: Harness) -> None:
+    harness.store.create("t")
+    handler = harness.handler(MINOR)
+    handler.process(harness.loaded(*(harness.day(i) for i in range(3))))
+    (event,) = harness.re_emitted()
+    assert event.segment.origin is Origin.MERGE and event.plan_id == harness.results()[0]["plan_id"]
+    handler.process([harness.envelope(harness.publisher.on("segments")[0][2])])
+    assert handler.state.stats.attempts_by_origin == {"load": 3, "merge": 1}
+
+
+def _plan(segments: list[Segment]) -> MergePlan:
+    return make_plan("t", "minor", segments, output_level=1)
