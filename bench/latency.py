@@ -64,7 +64,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from compactor.codec.events import default_codec
 from compactor.config.loading import load_config
-from compactor.delta.paths import SEGMENT_COLUMN, table_path
+from compactor.delta.paths import SEGMENT_COLUMN, table_uri
 from compactor.delta.session import build_spark
 from compactor.dev.kafka_broker import LocalKafkaBroker
 from compactor.domain.clock import now_utc
@@ -148,7 +148,7 @@ def watch_results(kafka: KafkaSettings, watch: Watch) -> None:
 
 def pre_write(spark: SparkSession, warehouse: Path, count: int, rows: int) -> list[Segment]:
     """All segments' rows in one Delta append; returns the segments with sizes from their files."""
-    path = table_path(warehouse, TABLE)
+    path = Path(table_uri(warehouse, TABLE))
     segment_rows(spark, count, rows, 1, START, prefix="lat").write.format("delta").partitionBy(
         SEGMENT_COLUMN
     ).save(str(path))
@@ -192,10 +192,10 @@ def measure_merges(
     codec = default_codec()
     config = load_config({"defaults": {"rules": [{"rule": RULE, "level_thresholds": [2, 0]}]}})
     job_producer = EventProducer(kafka)
-    handler = build_handler(spark, config, warehouse, kafka, checkpoint, job_producer)
+    handler = build_handler(spark, config, warehouse, kafka, job_producer)
     producer = EventProducer(kafka)
     watch = Watch()
-    log_dir = table_path(warehouse, TABLE) / "_delta_log"
+    log_dir = Path(table_uri(warehouse, TABLE)) / "_delta_log"
     first = max(int(p.stem) for p in log_dir.glob("*.json")) + 1
     threads = [
         threading.Thread(target=watch_log, args=(log_dir, first, watch), daemon=True),

@@ -58,7 +58,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from compactor.delta.checksum import rows_checksum
 from compactor.delta.merge import execute_merge
-from compactor.delta.paths import SEGMENT_COLUMN, TARGET_FILE_BYTES, table_path
+from compactor.delta.paths import SEGMENT_COLUMN, TARGET_FILE_BYTES, table_uri
 from compactor.delta.session import build_spark
 from compactor.domain.plans import make_plan
 from compactor.domain.segments import Segment, TimeRange
@@ -133,7 +133,7 @@ def timed(work: Callable[[], Any]) -> tuple[float, dict[str, Any], Any]:
 
 
 def run_ours(spark: SparkSession, warehouse: Path, table: str, rows: int) -> dict[str, Any]:
-    path = table_path(warehouse, table)
+    path = Path(table_uri(warehouse, table))
     files_before, bytes_before = files_and_bytes(spark, path)
     plan = make_plan(table, RULE, segments_of(spark, path, table, rows))
     seconds, memory, execution = timed(lambda: execute_merge(spark, warehouse, plan))

@@ -48,7 +48,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from compactor.delta.merge import execute_merge
-from compactor.delta.paths import SEGMENT_COLUMN, table_path
+from compactor.delta.paths import SEGMENT_COLUMN, table_uri
 from compactor.delta.session import build_spark
 from compactor.domain.plans import make_plan
 from compactor.domain.segments import Segment, TimeRange
@@ -150,7 +150,7 @@ def main() -> None:
     try:
         with PeakRss() as rss:
             warehouse = scratch / "warehouse"
-            path = table_path(warehouse, TABLE)
+            path = Path(table_uri(warehouse, TABLE))
             segment_rows(spark, count, rows, 2, START).write.format("delta").partitionBy(SEGMENT_COLUMN).save(
                 str(path)
             )

@@ -26,7 +26,7 @@ from confluent_kafka import Consumer, TopicPartition
 from delta.tables import DeltaTable
 from pyspark.sql import functions as F
 
-from compactor.delta.paths import table_path
+from compactor.delta.paths import table_uri
 from compactor.delta.session import build_spark
 from compactor.dev.kafka_broker import LocalKafkaBroker
 from compactor.kafka.producer import EventProducer
@@ -111,9 +111,9 @@ def main() -> None:
     job.send_signal(signal.SIGKILL)
     job.wait()
     drained = subprocess.run([*job_args, "--until-idle"], stdout=log, stderr=subprocess.STDOUT, check=False)
-    table = spark.read.format("delta").load(str(table_path(warehouse, "soak")))
+    table = spark.read.format("delta").load(table_uri(warehouse, "soak"))
     rows_now = table.count()
-    history = DeltaTable.forPath(spark, str(table_path(warehouse, "soak"))).history().collect()
+    history = DeltaTable.forPath(spark, table_uri(warehouse, "soak")).history().collect()
     merges = sum(1 for r in history if r.userMetadata and '"op":"merge"' in r.userMetadata)
     log.close()
     text = (work / "job.log").read_text()

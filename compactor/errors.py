@@ -90,3 +90,7 @@ class CommitConflict(CompactorError):
 
 class StalePlan(CompactorError):
     """A plan's inputs changed under it (a concurrent writer): re-plan from what Delta holds now."""
+
+
+class LogGap(CompactorError):
+    """Commits asked for are no longer in the Delta log (log cleanup removed them): reconcile instead."""

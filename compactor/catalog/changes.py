@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from compactor.catalog.retired import RetiredSegment
 from compactor.domain.plans import MergePlan
 from compactor.domain.segments import Segment
 
@@ -49,11 +50,11 @@ class SegmentsGone:
 @dataclass(frozen=True, slots=True)
 class TableReloaded:
     """A table's view re-read from Delta: these segments win over what events said, and
-    these ids were merged away."""
+    these were merged away."""
 
     table: str
     segments: tuple[Segment, ...]
-    retired: frozenset[str]
+    retired: tuple[RetiredSegment, ...]
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import singledispatchmethod
 
 from compactor.catalog.changes import (
@@ -21,6 +21,8 @@ from compactor.catalog.changes import (
     SegmentUpdated,
     TableReloaded,
 )
+from compactor.catalog.retired import RetiredFilter, RetiredSegment
+from compactor.catalog.store import CatalogChanges, StoredCatalog, TableMark
 from compactor.domain.plans import MergePlan
 from compactor.domain.segments import Segment
 from compactor.errors import InvalidSegmentError
@@ -40,13 +42,22 @@ class ExecutedPlan:
 
 @dataclass
 class SegmentCatalog:
-    """Current segments per table; applying the same change twice is a no-op."""
+    """Current segments per table; applying the same change twice is a no-op.
+
+    Besides the live segments it keeps, per table, the data-table version it has
+    folded up to, a filter of retired ids, what this process retired (exactly),
+    and a journal of changes not yet saved to the durable store.
+    """
 
     _tables: dict[str, dict[str, Segment]] = field(default_factory=dict)
     _executed: dict[str, set[str]] = field(default_factory=dict)
-    # ids merged away: a re-delivered event for one of them is a duplicate, not a new segment
-    _retired: dict[str, set[str]] = field(default_factory=dict)
+    # ids merged away: exactly for this process's life, and as a filter for all time
+    _retired: dict[str, dict[str, RetiredSegment]] = field(default_factory=dict)
+    _filters: dict[str, RetiredFilter] = field(default_factory=dict)
+    _versions: dict[str, int] = field(default_factory=dict)
+    _announced: dict[str, int] = field(default_factory=dict)
     _history: dict[str, list[ExecutedPlan]] = field(default_factory=dict)  # filled from commits
+    _journal: CatalogChanges = field(default_factory=CatalogChanges)
 
     # -- queries ----------------------------------------------------------------
 
@@ -61,15 +72,33 @@ class SegmentCatalog:
         return self._tables.get(table, {}).get(segment_id)
 
     def knows(self, table: str, segment_id: str) -> bool:
-        """True for a current segment and for one already merged away."""
+        """True for a current segment and for one merged away by this process."""
         return segment_id in self._tables.get(table, {}) or self.retired(table, segment_id)
 
     def retired(self, table: str, segment_id: str) -> bool:
-        """True for a segment merged away since it was loaded."""
-        return segment_id in self._retired.get(table, set())
+        """True for a segment this process knows was merged away since it was loaded."""
+        return segment_id in self._retired.get(table, {})
+
+    def retired_record(self, table: str, segment_id: str) -> RetiredSegment | None:
+        return self._retired.get(table, {}).get(segment_id)
+
+    def may_be_retired(self, table: str, segment_id: str) -> bool:
+        """False when the id was certainly never retired; True when it may have been (ask the store)."""
+        return self.retired(table, segment_id) or self._filter(table).might_contain(segment_id)
 
     def retired_ids(self, table: str) -> frozenset[str]:
         return frozenset(self._retired.get(table, ()))
+
+    def retired_records(self, table: str) -> tuple[RetiredSegment, ...]:
+        return tuple(self._retired.get(table, {}).values())
+
+    def version(self, table: str) -> int | None:
+        """The data-table version every commit up to which is folded in (None: not known)."""
+        return self._versions.get(table)
+
+    def announced(self, table: str) -> int | None:
+        """The newest version whose merge events were acknowledged (None: never recorded)."""
+        return self._announced.get(table)
 
     def was_executed(self, table: str, plan_id: str) -> bool:
         return plan_id in self._executed.get(table, set())
@@ -98,6 +127,7 @@ class SegmentCatalog:
                 f"segment {segment.id} of table {segment.table} is already known with other content"
             )
         self._tables[segment.table][segment.id] = segment
+        self._journal.live[(segment.table, segment.id)] = segment
         return True
 
     @apply.register
@@ -113,6 +143,7 @@ class SegmentCatalog:
         if known == segment:
             return False
         self._tables[segment.table][segment.id] = segment
+        self._journal.live[(segment.table, segment.id)] = segment
         return True
 
     @apply.register
@@ -121,11 +152,8 @@ class SegmentCatalog:
         table = self._tables.setdefault(plan.table, {})
         if self.was_executed(plan.table, plan.plan_id) and all(o.id in table for o in change.outputs):
             return False
-        for sid in plan.input_ids:
-            table.pop(sid, None)
-        self._retired.setdefault(plan.table, set()).update(plan.input_ids)
-        for segment in change.outputs:
-            table[segment.id] = segment
+        self._replace(plan.table, [table.get(sid) or s for sid, s in zip(plan.input_ids, plan.inputs, strict=True)],
+                      change.outputs, plan.plan_id)  # fmt: skip
         self._executed.setdefault(plan.table, set()).add(plan.plan_id)
         return True
 
@@ -136,6 +164,7 @@ class SegmentCatalog:
         for sid in gone:
             log.warning("table %s: segment %s is in the catalog but not in Delta; dropped", change.table, sid)
             del known[sid]
+            self._journal.live[(change.table, sid)] = None
         return bool(gone)
 
     @apply.register
@@ -143,7 +172,11 @@ class SegmentCatalog:
         known = self._tables.setdefault(change.table, {})
         for segment in change.segments:
             known[segment.id] = segment  # Delta's record wins over what events told us
-        self._retired.setdefault(change.table, set()).update(change.retired)
+            self._journal.live[(change.table, segment.id)] = segment
+        for retired in change.retired:
+            if retired.segment_id not in known:
+                self._retired.setdefault(change.table, {})[retired.segment_id] = retired
+                self._filter(change.table).add(retired.segment_id)
         return True
 
     @apply.register
@@ -152,11 +185,10 @@ class SegmentCatalog:
         table = record.table
         segments = self._tables.setdefault(table, {})
         inputs = tuple(segments.get(sid) or _unrecorded(sid, table, record) for sid in record.removed)
-        for sid in record.removed:
-            segments.pop(sid, None)
-        self._retired.setdefault(table, set()).update(record.removed)
-        for segment in record.added:
-            segments[segment.id] = record.sized(segment, segments.get(segment.id))
+        sized = [record.sized(segment, segments.get(segment.id)) for segment in record.added]
+        unknown = {sid for sid in record.removed if sid not in segments}
+        self._replace(table, list(inputs), sized, record.plan_id, unknown)
+        self.advance(table, record.version)
         if not record.plan_id:
             return True
         self._executed.setdefault(table, set()).add(record.plan_id)
@@ -168,6 +200,75 @@ class SegmentCatalog:
             executed = ExecutedPlan(record.version, plan, outputs, record.data_change)
             self._history.setdefault(table, []).append(executed)
         return True
+
+    def _replace(
+        self,
+        table: str,
+        inputs: list[Segment],
+        outputs: Iterable[Segment],
+        plan_id: str | None,
+        unknown: set[str] | None = None,
+    ) -> None:
+        """Inputs leave (each kept as a retired record), outputs become live; journaled.
+        `unknown` inputs were never described to the catalog: their record keeps no fingerprint."""
+        segments = self._tables.setdefault(table, {})
+        for segment in inputs:
+            if segments.pop(segment.id, None) is None and self.retired(table, segment.id):
+                continue
+            retired = RetiredSegment.of(segment, plan_id)
+            if unknown and segment.id in unknown:
+                retired = replace(retired, fingerprint="")
+            self._retired.setdefault(table, {})[segment.id] = retired
+            self._filter(table).add(segment.id)
+            self._journal.live[(table, segment.id)] = None
+            self._journal.retired.append(retired)
+        for segment in outputs:
+            segments[segment.id] = segment
+            self._journal.live[(table, segment.id)] = segment
+
+    def _filter(self, table: str) -> RetiredFilter:
+        found = self._filters.get(table)
+        if found is None:
+            found = self._filters[table] = RetiredFilter()
+        return found
+
+    # -- versions, announcements and the durable store ----------------------------
+
+    def advance(self, table: str, version: int) -> None:
+        """Every commit of `table` up to `version` is folded in."""
+        if version > self._versions.get(table, -1):
+            self._versions[table] = version
+            self._journal.marks[table] = self._mark(table)
+
+    def mark_announced(self, table: str, version: int) -> None:
+        if version > self._announced.get(table, -2):
+            self._announced[table] = version
+            self._journal.marks[table] = self._mark(table)
+
+    def _mark(self, table: str) -> TableMark:
+        return TableMark(self._versions.get(table, -1), self._announced.get(table), self._filter(table))
+
+    def take_changes(self) -> CatalogChanges:
+        """The journal since the last call, with every touched table's current mark."""
+        changes, self._journal = self._journal, CatalogChanges()
+        for table in {t for t, _ in changes.live} | {r.table for r in changes.retired}:
+            changes.marks[table] = self._mark(table)
+        changes.marks = {t: self._mark(t) for t in changes.marks}
+        return changes
+
+    @classmethod
+    def from_store(cls, stored: StoredCatalog) -> SegmentCatalog:
+        """The catalog as last saved: live segments and marks, with an empty journal."""
+        catalog = cls()
+        for table, segments in stored.segments.items():
+            catalog._tables[table] = {s.id: s for s in segments}
+        for table, mark in stored.marks.items():
+            catalog._tables.setdefault(table, {})
+            catalog._versions[table] = mark.version
+            catalog._filters[table] = mark.retired
+            if mark.announced is not None:
+                catalog._announced[table] = mark.announced
+        return catalog
 
     # -- Delta as the truth -----------------------------------------------------
 

@@ -54,7 +54,7 @@ def run(
     spark = build_spark(fair_pools=config.pool_names(), scratch_dir=checkpoint.parent)
     producer = EventProducer(kafka)
     try:
-        handler = build_handler(spark, config, warehouse, kafka, checkpoint, producer)
+        handler = build_handler(spark, config, warehouse, kafka, producer)
         if until_idle:
             runs = run_until_idle(spark, handler, kafka, checkpoint)
             click.echo(

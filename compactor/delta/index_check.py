@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, DataType
 
 from compactor.config.layout import LayoutConfig
-from compactor.delta.paths import SEGMENT_COLUMN, table_path
+from compactor.delta.paths import SEGMENT_COLUMN, table_uri
 from compactor.delta.snapshot import physical_names
 from compactor.domain.segments import Segment
 from compactor.rules.refresh import HIDDEN_COLUMNS, IndexFacts
@@ -31,8 +31,8 @@ def index_facts(
     spark: SparkSession, warehouse: Path | str, table: str, segment: Segment, layout: LayoutConfig
 ) -> IndexFacts:
     """The costly index check: inspect one segment's files and rows."""
-    path = table_path(warehouse, table)
-    rows = DeltaTable.forPath(spark, str(path)).toDF().where(F.col(SEGMENT_COLUMN) == segment.id)
+    path = table_uri(warehouse, table)
+    rows = DeltaTable.forPath(spark, path).toDF().where(F.col(SEGMENT_COLUMN) == segment.id)
     files = sorted(rows.inputFiles())
     if not files:
         return IndexFacts({}, 0, 0, True, layout.encoding, layout.compression)

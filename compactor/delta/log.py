@@ -1,27 +1,33 @@
-"""Reading the newest commits of a table's Delta log directly.
+"""Reading a table's Delta log directly: its newest commits, cached, on any file system.
 
-Commits are `_delta_log/<version, 20 digits>.json` (the Delta protocol). Two
-questions come up in every batch: "is this plan already committed, and what
-did it write?" and "do these announced segments have rows?". The newest commit
-files answer both in milliseconds, where `DeltaTable.history()` or a snapshot
-query costs a Spark round trip and a state rebuild.
+Commits are `_delta_log/<version, 20 digits>.json` (the Delta protocol), and a
+commit never changes once written. Two questions come up in every batch: "is
+this plan already committed, and what did it write?" and "do these announced
+segments have rows?". The newest commits answer both; each is read once and
+kept, and new ones are found by looking for the next version's file, so a
+batch reads only what was committed since the last one, with no directory
+listing and no Spark job.
 """
 
 from __future__ import annotations
 
 import json
-import os
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from compactor.delta.commit_metadata import commit_record, parse_metadata
+from compactor.delta.files import HadoopFiles
 from compactor.delta.paths import SEGMENT_COLUMN
+from compactor.delta.store import TableChanges
 from compactor.domain.segments import Segment
-from compactor.errors import CompactorError
+from compactor.errors import CompactorError, LogGap
 
 RECENT_COMMITS = 50  # how far back the fast paths look before asking Delta itself
+_CACHED_COMMITS = 256  # per table; commits are immutable, so a cached one is never stale
+
+Actions = list[dict[str, Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,24 +43,131 @@ class CommitFacts:
     data_change: bool = True
 
 
-def commit_files(path: Path) -> list[tuple[int, Path]]:
-    """The table's commit files, newest first."""
-    commits = []
-    with os.scandir(path / "_delta_log") as entries:
-        for entry in entries:
-            stem, _, ext = entry.name.partition(".")
-            if ext == "json" and len(stem) == 20 and stem.isdigit():
-                commits.append((int(stem), Path(entry.path)))
-    return sorted(commits, reverse=True)
+class DeltaLogReader:
+    """The newest commits of one table, read through Hadoop and kept in memory."""
 
+    def __init__(self, files: HadoopFiles, table_uri: str, table: str) -> None:
+        self.files = files
+        self.table_uri = table_uri.rstrip("/")
+        self.log_uri = self.table_uri + "/_delta_log"
+        self.table = table
+        self._latest: int | None = None
+        self._commits: OrderedDict[int, Actions] = OrderedDict()
 
-def recent_commits(path: Path, depth: int) -> Iterator[tuple[int, list[str]]]:
-    """(version, JSON lines) of the last `depth` commits, newest first."""
-    for version, file in commit_files(path)[:depth]:
-        try:
-            yield version, file.read_text().splitlines()
-        except FileNotFoundError:  # removed by log cleanup after the listing
-            continue
+    def _file(self, version: int) -> str:
+        return f"{self.log_uri}/{version:020d}.json"
+
+    def latest_version(self) -> int:
+        """The newest committed version (-1 for no table), found without listing the log:
+        from the last checkpoint (or the last version seen), look for later versions' files,
+        doubling the step, then halve back to the last one that exists."""
+        if self._latest is None:
+            checkpoint = self.files.read_text(f"{self.log_uri}/_last_checkpoint")
+            self._latest = int(json.loads(checkpoint)["version"]) if checkpoint else -1
+        known, step = self._latest, 1
+        while self.files.exists(self._file(known + step)):
+            known, step = known + step, step * 2
+        missing = known + step  # commits are contiguous: the newest lies in [known, missing)
+        while missing - known > 1:
+            middle = (known + missing) // 2
+            if self.files.exists(self._file(middle)):
+                known = middle
+            else:
+                missing = middle
+        self._latest = known
+        return known
+
+    def commit(self, version: int) -> Actions | None:
+        """The actions of one commit, or None when its file is gone (log cleanup)."""
+        found = self._commits.get(version)
+        if found is not None:
+            self._commits.move_to_end(version)
+            return found
+        text = self.files.read_text(self._file(version))
+        if text is None:
+            return None
+        actions = [json.loads(line) for line in text.splitlines() if line.strip()]
+        self._commits[version] = actions
+        if len(self._commits) > _CACHED_COMMITS:
+            self._commits.popitem(last=False)
+        return actions
+
+    def recent(self, depth: int) -> Iterator[tuple[int, Actions]]:
+        """(version, actions) of the last `depth` commits, newest first, while they exist."""
+        latest = self.latest_version()
+        for version in range(latest, max(-1, latest - depth), -1):
+            actions = self.commit(version)
+            if actions is None:
+                return
+            yield version, actions
+
+    def since(self, version: int) -> list[tuple[int, Actions]]:
+        """Every commit after `version`, oldest first; `LogGap` if any was cleaned up."""
+        found = []
+        for v in range(version + 1, self.latest_version() + 1):
+            actions = self.commit(v)
+            if actions is None:
+                raise LogGap(f"{self.log_uri}: commit {v} is no longer in the log")
+            found.append((v, actions))
+        return found
+
+    def changes_since(self, version: int) -> TableChanges:
+        """Our commits after `version` as catalog records, and the versions of commits someone
+        else wrote that added or removed files (loads without metadata, deletes, OPTIMIZE)."""
+        records, foreign = [], []
+        latest = version
+        for v, actions in self.since(version):
+            latest = v
+            info: dict[str, Any] = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
+            meta = parse_metadata(info.get("userMetadata"))
+            if meta is not None:
+                records.append(commit_record(self.table, v, meta, info.get("operationMetrics")))
+            elif any("add" in a or "remove" in a for a in actions):
+                foreign.append(v)
+        return TableChanges(records, foreign, latest)
+
+    def find(self, marker: str, depth: int = RECENT_COMMITS) -> CommitFacts | None:
+        """The newest of the last `depth` commits whose metadata mentions `marker`."""
+        for version, actions in self.recent(depth):
+            info = next((a["commitInfo"] for a in actions if "commitInfo" in a), None)
+            if info is not None and marker in (info.get("userMetadata") or ""):
+                return commit_facts(self.table, version, info)
+        return None
+
+    def written(self, marker: str) -> CommitFacts:
+        """The facts of the commit this process just wrote (it is the newest or nearly)."""
+        found = self.find(marker)
+        if found is None:
+            raise CompactorError(
+                f"commit for {marker} not found in the last {RECENT_COMMITS} versions of {self.log_uri}"
+            )
+        return found
+
+    def added_recently(self, segment_ids: set[str], depth: int) -> set[str]:
+        """Ids whose partition got a non-empty file in one of the last `depth` commits, untouched since.
+
+        A file leaves the snapshot only through a later `remove`, so an `add` with
+        rows and no newer action on its partition proves the rows are there. An id
+        whose newest action is a `remove`, or that no recent commit touched, is left
+        for the caller to look up.
+        """
+        found: set[str] = set()
+        decided: set[str] = set()
+        for _, actions in self.recent(depth):
+            if decided >= segment_ids:
+                break
+            # id -> this commit added a file with rows for it; False (a remove, or no row count) settles
+            # nothing, but older commits cannot settle it either: the caller looks it up
+            touched: dict[str, bool] = {}
+            for action in actions:
+                entry = action.get("add") or action.get("remove")
+                sid = segment_partition_value(entry)
+                if sid in segment_ids and sid not in decided:
+                    stats = json.loads(action["add"].get("stats") or "{}") if "add" in action else {}
+                    touched[sid] = touched.get(sid, False) or bool(stats.get("numRecords", 0))
+            decided |= touched.keys()
+            found |= {sid for sid, added in touched.items() if added}
+        return found
 
 
 def commit_facts(table: str, version: int, info: dict[str, Any]) -> CommitFacts:
@@ -72,24 +185,6 @@ def commit_facts(table: str, version: int, info: dict[str, Any]) -> CommitFacts:
     )
 
 
-def find_commit(path: Path, marker: str, depth: int = RECENT_COMMITS) -> CommitFacts | None:
-    """The newest of the last `depth` commits whose metadata mentions `marker`."""
-    for version, lines in recent_commits(path, depth):
-        for line in lines:
-            info = json.loads(line).get("commitInfo") if '"commitInfo"' in line else None
-            if info is not None and marker in (info.get("userMetadata") or ""):
-                return commit_facts(path.name, version, info)
-    return None
-
-
-def written_commit(path: Path, marker: str) -> CommitFacts:
-    """The facts of the commit this process just wrote (it is the newest or nearly)."""
-    found = find_commit(path, marker)
-    if found is None:
-        raise CompactorError(f"commit for {marker} not found in the last {RECENT_COMMITS} versions of {path}")
-    return found
-
-
 def segment_partition_value(entry: dict[str, Any] | None) -> str | None:
     """The segment id of an `add` or `remove` action.
 
@@ -101,31 +196,3 @@ def segment_partition_value(entry: dict[str, Any] | None) -> str | None:
     if SEGMENT_COLUMN in values:
         return str(values[SEGMENT_COLUMN])
     return str(next(iter(values.values()))) if len(values) == 1 else None
-
-
-def added_recently(path: Path, segment_ids: set[str], depth: int) -> set[str]:
-    """Ids whose partition got a non-empty file in one of the last `depth` commits, untouched since.
-
-    A file leaves the snapshot only through a later `remove`, so an `add` with
-    rows and no newer action on its partition proves the rows are there. An id
-    whose newest action is a `remove`, or that no recent commit touched, is left
-    for the caller to look up.
-    """
-    found: set[str] = set()
-    decided: set[str] = set()
-    for _, lines in recent_commits(path, depth):
-        if decided >= segment_ids:
-            break
-        # id -> this commit added a file with rows for it; False (a remove, or no row count) settles
-        # nothing, but older commits cannot settle it either: the caller looks it up
-        touched: dict[str, bool] = {}
-        for line in lines:
-            action = json.loads(line)
-            entry = action.get("add") or action.get("remove")
-            sid = segment_partition_value(entry)
-            if sid in segment_ids and sid not in decided:
-                stats = json.loads(action["add"].get("stats") or "{}") if "add" in action else {}
-                touched[sid] = touched.get(sid, False) or bool(stats.get("numRecords", 0))
-        decided |= touched.keys()
-        found |= {sid for sid, added in touched.items() if added}
-    return found

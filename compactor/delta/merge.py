@@ -13,8 +13,9 @@ from pyspark.sql import functions as F
 
 from compactor.config.layout import UpsertConfig
 from compactor.delta.commit_metadata import commit_metadata, plan_marker
-from compactor.delta.log import RECENT_COMMITS, CommitFacts, written_commit
-from compactor.delta.paths import SEGMENT_COLUMN, TARGET_FILE_BYTES, table_path
+from compactor.delta.files import HadoopFiles
+from compactor.delta.log import RECENT_COMMITS, CommitFacts, DeltaLogReader
+from compactor.delta.paths import SEGMENT_COLUMN, TARGET_FILE_BYTES, table_uri
 from compactor.delta.predicates import in_list
 from compactor.delta.reads import app_id, committed
 from compactor.delta.snapshot import check_rewritable
@@ -28,6 +29,7 @@ def execute_merge(
     plan: MergePlan,
     upsert: UpsertConfig | None = None,
     depth: int = RECENT_COMMITS,
+    log: DeltaLogReader | None = None,
 ) -> Commit:
     """Replace the plan's input segments with its output in ONE Delta commit.
 
@@ -44,9 +46,10 @@ def execute_merge(
     feed skip it. Upsert compaction drops rows, so it commits as a data change.
     """
     started = time.monotonic()
-    path = table_path(warehouse, plan.table)
-    table = DeltaTable.forPath(spark, str(path))
-    done = committed(spark, path, plan.plan_id, depth)
+    path = table_uri(warehouse, plan.table)
+    table = DeltaTable.forPath(spark, path)
+    log = log or DeltaLogReader(HadoopFiles(spark), path, plan.table)
+    done = committed(spark, log, plan.plan_id, depth)
     if done is not None:
         return _merged(plan, done, 0, already_done=True)
     check_rewritable(spark, path)
@@ -69,9 +72,9 @@ def execute_merge(
         .option("txnVersion", 1)
         .option("dataChange", str(data_change).lower())
         .option("userMetadata", commit_metadata("merge", [plan.output], plan.input_ids, plan, data_change))
-        .save(str(path))
+        .save(path)
     )
-    facts = written_commit(path, plan_marker(plan.plan_id))
+    facts = log.written(plan_marker(plan.plan_id))
     return _merged(plan, facts, int((time.monotonic() - started) * 1000))
 
 

@@ -1,12 +1,14 @@
 """Where tables live and the columns every table has: the leaf of the Delta layer.
 
-Every table lives at `<warehouse>/<table>`, partitioned by `segment_id`, so a
-merge touches only its inputs' partitions and concurrent appends of new
-segments never conflict with it.
+A warehouse is a directory or a URI (`/data/wh`, `file:///data/wh`,
+`s3a://bucket/wh`, `abfss://...`, `gs://...`); every table lives at
+`<warehouse>/<table>`, partitioned by `segment_id`, so a merge touches only its
+inputs' partitions and concurrent appends of new segments never conflict with it.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from compactor.domain.segments import validate_table_name
@@ -14,20 +16,29 @@ from compactor.errors import CompactorError
 
 SEGMENT_COLUMN = "segment_id"
 TARGET_FILE_BYTES = 256 * 1024 * 1024  # a merge writes files of about this size
+RESERVED = "_compactor"  # the compactor's own state under the warehouse: not a table name
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 
-def table_path(warehouse: Path | str, table: str) -> Path:
-    """The table's directory; refuses any name that would leave the warehouse."""
-    root = Path(warehouse).resolve()
-    path = (root / validate_table_name(table)).resolve()
-    if path.parent != root:
-        raise CompactorError(f"table {table!r} resolves to {path}, outside the warehouse {root}")
-    return path
+def warehouse_uri(warehouse: Path | str) -> str:
+    """The warehouse as a URI Hadoop opens: URIs as given, local paths made absolute."""
+    text = str(warehouse)
+    if _SCHEME.match(text):
+        return text.rstrip("/")
+    return str(Path(text).expanduser().resolve())
 
 
-def list_tables(warehouse: Path | str) -> list[str]:
-    """The Delta tables directly under the warehouse."""
-    root = Path(warehouse)
-    if not root.is_dir():
-        return []
-    return sorted(p.name for p in root.iterdir() if (p / "_delta_log").is_dir())
+def is_local(uri: str) -> bool:
+    return not _SCHEME.match(uri) or uri.startswith("file:")
+
+
+def table_uri(warehouse: Path | str, table: str) -> str:
+    """The table's location; names are plain (letters, digits, `_`), so they never leave the warehouse."""
+    if validate_table_name(table) == RESERVED:
+        raise CompactorError(f"table name {table!r} is reserved for the compactor's own state")
+    return f"{warehouse_uri(warehouse)}/{table}"
+
+
+def state_uri(warehouse: Path | str, name: str) -> str:
+    """Where the compactor keeps its own state in the warehouse (`<warehouse>/_compactor/<name>`)."""
+    return f"{warehouse_uri(warehouse)}/{RESERVED}/{name}"

@@ -16,9 +16,10 @@ from compactor.config.layout import LayoutConfig
 from compactor.config.rules import RefreshRule
 from compactor.delta.commit_metadata import commit_metadata, plan_marker
 from compactor.delta.conform import changes_data, conform
+from compactor.delta.files import HadoopFiles
 from compactor.delta.index_check import partition_id
-from compactor.delta.log import RECENT_COMMITS, written_commit
-from compactor.delta.paths import SEGMENT_COLUMN, table_path
+from compactor.delta.log import RECENT_COMMITS, DeltaLogReader
+from compactor.delta.paths import SEGMENT_COLUMN, table_uri
 from compactor.delta.predicates import in_list
 from compactor.delta.reads import app_id, committed
 from compactor.delta.snapshot import check_rewritable
@@ -38,6 +39,7 @@ def execute_refresh(
     rule: RefreshRule,
     config_version: int,
     depth: int = RECENT_COMMITS,
+    log: DeltaLogReader | None = None,
 ) -> Commit:
     """Rewrite the plan's inputs into conforming outputs in ONE Delta commit.
 
@@ -50,9 +52,10 @@ def execute_refresh(
     overwrites the whole table with its new schema.
     """
     started = time.monotonic()
-    path = table_path(warehouse, plan.table)
-    table = DeltaTable.forPath(spark, str(path))
-    done = committed(spark, path, plan.plan_id, depth)
+    path = table_uri(warehouse, plan.table)
+    table = DeltaTable.forPath(spark, path)
+    log = log or DeltaLogReader(HadoopFiles(spark), path, plan.table)
+    done = committed(spark, log, plan.plan_id, depth)
     if done is not None:
         return Commit(done.version, done.added, done.records, done.bytes, 0, True, done.data_change)
     check_rewritable(spark, path)
@@ -72,10 +75,10 @@ def execute_refresh(
             # an overwrite deletes whatever the table holds when it commits: never rows read after
             raise CommitConflict(f"{plan.table} changed during a table-wide refresh; retry")
         with _session_conf(spark, "parquet.enable.dictionary", str(layout.encoding == "dictionary").lower()):
-            writer.save(str(path))
+            writer.save(path)
     finally:
         keyed.unpersist()
-    facts = written_commit(path, plan_marker(plan.plan_id))
+    facts = log.written(plan_marker(plan.plan_id))
     elapsed = int((time.monotonic() - started) * 1000)
     return Commit(facts.version, outputs, facts.records, facts.bytes, elapsed, data_change=data_change)
 

@@ -19,8 +19,13 @@ from compactor.errors import UnsupportedTableFeature
 def _snapshot(spark: SparkSession, path: Path | str) -> Any:
     jvm: Any = spark._jvm
     return jvm.org.apache.spark.sql.delta.DeltaLog.forTable(
-        spark._jsparkSession, str(path)
+        spark._jsparkSession, path
     ).unsafeVolatileSnapshot()
+
+
+def snapshot_files(spark: SparkSession, path: Path | str) -> Any:
+    """The snapshot's `add` actions as a JVM DataFrame (path, partitionValues, stats, deletionVector)."""
+    return _snapshot(spark, path).allFiles().toDF()
 
 
 def check_rewritable(spark: SparkSession, path: Path | str) -> None:

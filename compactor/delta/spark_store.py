@@ -14,11 +14,13 @@ from compactor.config.layout import LayoutConfig, UpsertConfig
 from compactor.config.rules import RefreshRule, RuleName
 from compactor.config.tables import TableSettings
 from compactor.delta import properties, reads
+from compactor.delta.files import HadoopFiles
 from compactor.delta.index_check import index_facts
-from compactor.delta.log import RECENT_COMMITS
+from compactor.delta.log import RECENT_COMMITS, DeltaLogReader
 from compactor.delta.merge import execute_merge
-from compactor.delta.paths import list_tables
+from compactor.delta.paths import RESERVED, table_uri, warehouse_uri
 from compactor.delta.refresh import execute_refresh
+from compactor.delta.store import TableChanges
 from compactor.delta.upsert import invalid_counts
 from compactor.domain.plans import Commit, MergePlan
 from compactor.domain.segments import Segment
@@ -57,11 +59,23 @@ class SparkTableStore:
 
     def __init__(self, spark: SparkSession, warehouse: Path | str, depth: int = RECENT_COMMITS) -> None:
         self.spark = spark
-        self.warehouse = Path(warehouse)
+        self.warehouse = warehouse_uri(warehouse)
+        self.files = HadoopFiles(spark)
         self.depth = depth
+        self._logs: dict[str, DeltaLogReader] = {}
+
+    def log(self, table: str) -> DeltaLogReader:
+        """The table's log reader, kept for the job's life: each commit is read once."""
+        found = self._logs.get(table)
+        if found is None:
+            found = self._logs[table] = DeltaLogReader(self.files, table_uri(self.warehouse, table), table)
+        return found
 
     def tables(self) -> list[str]:
-        return list_tables(self.warehouse)
+        names = self.files.list_names(self.warehouse)
+        return sorted(
+            n for n in names if n != RESERVED and self.files.exists(f"{self.warehouse}/{n}/_delta_log")
+        )
 
     def exists(self, table: str) -> bool:
         return reads.table_exists(self.spark, self.warehouse, table)
@@ -69,14 +83,17 @@ class SparkTableStore:
     def history(self, table: str) -> list[CommitRecord]:
         return reads.read_commits(self.spark, self.warehouse, table)
 
+    def changes_since(self, table: str, version: int) -> TableChanges:
+        return self.log(table).changes_since(version)
+
     def row_counts(self, table: str) -> dict[str, int]:
         return reads.segment_ids_present(self.spark, self.warehouse, table)
 
     def segments_with_rows(self, table: str, segment_ids: Sequence[str]) -> set[str]:
-        return reads.segments_with_rows(self.spark, self.warehouse, table, list(segment_ids), self.depth)
+        return reads.segments_with_rows(self.spark, self.log(table), list(segment_ids), self.depth)
 
     def latest_version(self, table: str) -> int:
-        return reads.latest_version(self.spark, self.warehouse, table)
+        return self.log(table).latest_version()
 
     def recorded_config(self, table: str) -> str | None:
         return properties.load_table_config(self.spark, self.warehouse, table)

@@ -13,6 +13,7 @@ not rewrite; anything else is a failure of that plan.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from compactor.catalog.changes import CommitRecord
@@ -23,6 +24,16 @@ from compactor.domain.segments import Segment
 from compactor.rules.refresh import IndexFacts
 
 
+@dataclass(frozen=True, slots=True)
+class TableChanges:
+    """What a table's log says happened after a version: our commits' records, the versions of
+    commits someone else wrote that added or removed files, and the newest version."""
+
+    records: list[CommitRecord]
+    foreign: list[int]
+    latest: int
+
+
 class TableStore(Protocol):
     def tables(self) -> list[str]:
         """Every table the warehouse holds."""
@@ -31,10 +42,14 @@ class TableStore(Protocol):
         """Whether the table exists (a new table may appear while the job runs)."""
 
     def history(self, table: str) -> list[CommitRecord]:
-        """Every compactor commit of the table, oldest first."""
+        """Every compactor commit of the table the log still holds, oldest first (slow: for a
+        table the catalog has never seen)."""
+
+    def changes_since(self, table: str, version: int) -> TableChanges:
+        """The table's commits after `version`; `LogGap` when the log no longer holds them all."""
 
     def row_counts(self, table: str) -> dict[str, int]:
-        """Rows per segment id, as the table holds them now."""
+        """Rows per segment id, as the table holds them now (from its file list, not its rows)."""
 
     def segments_with_rows(self, table: str, segment_ids: Sequence[str]) -> set[str]:
         """Which of these segments have rows now (cheap: answered from the newest commits)."""

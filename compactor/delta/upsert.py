@@ -15,7 +15,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from compactor.config.layout import UpsertConfig
-from compactor.delta.paths import SEGMENT_COLUMN, table_path
+from compactor.delta.paths import SEGMENT_COLUMN, table_uri
 
 LOADED_AT_COLUMN = "_loaded_at"
 _RANK = "__upsert_rank"
@@ -40,7 +40,7 @@ def with_validity(df: DataFrame, upsert: UpsertConfig) -> DataFrame:
 
 def latest_rows(spark: SparkSession, warehouse: Path | str, table: str, upsert: UpsertConfig) -> DataFrame:
     """The table as readers of an upsert table should see it: one row, the latest, per key."""
-    df = DeltaTable.forPath(spark, str(table_path(warehouse, table))).toDF()
+    df = DeltaTable.forPath(spark, table_uri(warehouse, table)).toDF()
     return with_validity(df, upsert).where("valid").drop("valid")
 
 
@@ -48,7 +48,7 @@ def invalid_counts(
     spark: SparkSession, warehouse: Path | str, table: str, upsert: UpsertConfig
 ) -> dict[str, int]:
     """Invalid (superseded) rows per segment id, from one scan of the current snapshot."""
-    df = with_validity(DeltaTable.forPath(spark, str(table_path(warehouse, table))).toDF(), upsert)
+    df = with_validity(DeltaTable.forPath(spark, table_uri(warehouse, table)).toDF(), upsert)
     rows = df.where(~F.col("valid")).groupBy(SEGMENT_COLUMN).count().collect()
     return {r[SEGMENT_COLUMN]: int(r["count"]) for r in rows}
 

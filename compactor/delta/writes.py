@@ -14,23 +14,24 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from compactor.delta.commit_metadata import commit_metadata
-from compactor.delta.log import written_commit
-from compactor.delta.paths import SEGMENT_COLUMN, table_path
+from compactor.delta.files import HadoopFiles
+from compactor.delta.log import DeltaLogReader
+from compactor.delta.paths import SEGMENT_COLUMN, table_uri
 from compactor.domain.segments import Segment
 from compactor.errors import CompactorError
 
 
 def write_segment(spark: SparkSession, warehouse: Path | str, segment: Segment, rows: DataFrame) -> Segment:
     """Append `rows` as `segment` (one Delta commit) and return it with exact counts."""
-    path = table_path(warehouse, segment.table)
+    path = table_uri(warehouse, segment.table)
     data = rows.withColumn(SEGMENT_COLUMN, F.lit(segment.id))
     writer = (
         data.write.format("delta").mode("append").option("userMetadata", commit_metadata("load", [segment]))
     )
-    if not DeltaTable.isDeltaTable(spark, str(path)):
+    if not DeltaTable.isDeltaTable(spark, path):
         writer = writer.partitionBy(SEGMENT_COLUMN)
-    writer.save(str(path))
-    facts = written_commit(path, f'"id":"{segment.id}"')
+    writer.save(path)
+    facts = DeltaLogReader(HadoopFiles(spark), path, segment.table).written(f'"id":"{segment.id}"')
     return replace(segment, records=facts.records, bytes=facts.bytes)
 
 
@@ -49,14 +50,14 @@ def write_sub_partition(
     belongs to the slice, and a merge of the segment committing meanwhile makes
     this write fail with a conflict instead of writing into a merged-away segment.
     """
-    path = table_path(warehouse, segment.table)
+    path = table_uri(warehouse, segment.table)
     data = rows.withColumn(SEGMENT_COLUMN, F.lit(segment.id))
     predicate = f"{SEGMENT_COLUMN} = '{segment.id}' AND `{column}` = {literal}"
     writer = data.write.format("delta").option("userMetadata", commit_metadata("sub_partition", [segment]))
-    if DeltaTable.isDeltaTable(spark, str(path)):
-        writer.mode("overwrite").option("replaceWhere", predicate).save(str(path))
+    if DeltaTable.isDeltaTable(spark, path):
+        writer.mode("overwrite").option("replaceWhere", predicate).save(path)
         return
     mismatched = data.where(~F.expr(predicate)).limit(1).count()
     if mismatched:
         raise CompactorError(f"rows for segment {segment.id} hold other values than {column} = {literal}")
-    writer.mode("append").partitionBy(SEGMENT_COLUMN).save(str(path))
+    writer.mode("append").partitionBy(SEGMENT_COLUMN).save(path)

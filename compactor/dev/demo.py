@@ -21,7 +21,7 @@ from confluent_kafka import Consumer
 
 from compactor.codec.events import default_codec
 from compactor.config.loading import load_config
-from compactor.delta.paths import table_path
+from compactor.delta.paths import table_uri
 from compactor.kafka.settings import KafkaSettings
 from compactor.loader import load_segment, sample_rows
 
@@ -90,7 +90,7 @@ def run_demo(workdir: Path, days: int, rows: int, bootstrap: str | None, echo: C
         warehouse = workdir / "warehouse"
         job_producer = EventProducer(kafka)
         stack.callback(job_producer.close)
-        handler = build_handler(spark, config, warehouse, kafka, workdir / "checkpoint", job_producer)
+        handler = build_handler(spark, config, warehouse, kafka, job_producer)
         query = start_query(spark, handler, kafka, workdir / "checkpoint")
         stack.callback(query.stop)
         stop = threading.Event()
@@ -132,7 +132,7 @@ def _load_days(
 
 def _report(spark: Any, warehouse: Path, handler: Any, loaded: int, echo: Callable[[str], None]) -> int:
     """The final segment layout and the conservation check; 1 if rows changed."""
-    path = str(table_path(warehouse, TABLE))
+    path = table_uri(warehouse, TABLE)
     counts = spark.read.format("delta").load(path).groupBy("segment_id").count().collect()
     by_id = {r["segment_id"]: r["count"] for r in counts}
     echo("\nfinal segment layout:")

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from compactor.catalog.changes import SegmentAdded, SegmentUpdated
+from compactor.catalog.store import CatalogStore
 from compactor.codec.events import Codec
 from compactor.config.rules import RuleName
 from compactor.delta.store import TableStore
@@ -52,12 +53,15 @@ class KnownTables:
 class Admission:
     """Decode -> validate -> record: what each message of a batch asks for."""
 
-    def __init__(self, codec: Codec, state: StreamState, tables: KnownTables) -> None:
+    def __init__(
+        self, codec: Codec, state: StreamState, tables: KnownTables, catalog_store: CatalogStore
+    ) -> None:
         self.codec = codec
         self.state = state
         self.catalog = state.catalog
         self.configs = state.configs
         self.tables = tables
+        self.catalog_store = catalog_store  # what is kept of segments retired before this process
 
     def decode(self, envelopes: Sequence[Envelope]) -> tuple[list[Decoded], list[DeadLetter]]:
         decoded, dead = [], []
@@ -106,11 +110,11 @@ class Admission:
 
     def _completed(self, segment: Segment, with_rows: set[str]) -> None:
         table = segment.table
-        if self.catalog.knows(table, segment.id) and (
-            segment.origin is not Origin.LOAD or self.catalog.retired(table, segment.id)
-        ):
-            return  # our own merge output, or a re-delivered event for a merged-away segment
         known = self.catalog.get(table, segment.id)
+        if known is None and self._retired_before(segment):
+            return  # a re-delivered event of a segment merged away since
+        if known is not None and segment.origin is not Origin.LOAD:
+            return  # our own merge or refresh output
         if known is None and self.configs.for_table(table).needs_disjoint_ranges:
             clash = [s.id for s in self.catalog.segments(table) if s.range.overlaps(segment.range)]
             if clash:
@@ -129,6 +133,24 @@ class Admission:
                 log.info("table %s: segment %s %s recorded", table, segment.id, segment.range)
         except InvalidSegmentError as exc:
             raise Rejected(DeadLetterReason.DUPLICATE_SEGMENT_ID, str(exc)) from None
+
+    def _retired_before(self, segment: Segment) -> bool:
+        """Was this id merged away already? True for an exact re-delivery of its event; a
+        different segment under a retired id is refused: ids are never reused."""
+        table, sid = segment.table, segment.id
+        if not self.catalog.may_be_retired(table, sid):
+            return False
+        record = self.catalog.retired_record(table, sid) or self.catalog_store.retired(table, [sid]).get(sid)
+        if record is None:
+            return False  # the filter's rare false positive
+        if segment.origin is not Origin.LOAD or record.same_event(segment):
+            return True
+        raise Rejected(
+            DeadLetterReason.DUPLICATE_SEGMENT_ID,
+            f"segment {sid} of table {table} was merged away (plan {record.retired_by}) with range "
+            f"{record.range} and {record.records} records; this event announces {segment.range} and "
+            f"{segment.records} records: a segment id is never reused",
+        )
 
     def _sub_partition_changed(self, segment: Segment) -> None:
         """A sub-partition was added to, or is being refreshed in, an existing segment."""

@@ -24,7 +24,6 @@ from compactor.kafka.messages import (
     Message,
 )
 from compactor.kafka.settings import KafkaSettings
-from compactor.stream.announced import AnnouncedVersions
 from compactor.stream.faults import BETWEEN_EMITS, fault_point
 from compactor.stream.runner import RunOutcome
 from compactor.stream.state import StreamState
@@ -39,18 +38,11 @@ class Publisher(Protocol):
 
 
 class Announcer:
-    def __init__(
-        self,
-        publisher: Publisher,
-        codec: Codec,
-        topics: KafkaSettings,
-        announced: AnnouncedVersions,
-        state: StreamState,
-    ) -> None:
+    def __init__(self, publisher: Publisher, codec: Codec, topics: KafkaSettings, state: StreamState) -> None:
         self.publisher = publisher
         self.codec = codec
         self.topics = topics
-        self.announced = announced
+        self.catalog = state.catalog  # it remembers, durably, which versions were announced
         self.clock = state.clock
         self.stats = state.stats
 
@@ -70,7 +62,7 @@ class Announcer:
             ]
         )
         if result.table_version is not None:
-            self.announced.advance(plan.table, result.table_version)
+            self.catalog.mark_announced(plan.table, result.table_version)
 
     def dead_letters(self, dead: Sequence[DeadLetter]) -> None:
         """Each refused message, its original bytes and why, on the dead-letter topic."""
@@ -92,17 +84,17 @@ class Announcer:
 
     def table_appeared(self, table: str) -> None:
         """A table born while the job runs: every merge of it is ours to announce."""
-        if self.announced.get(table) is None:
-            self.announced.advance(table, -1)
+        if self.catalog.announced(table) is None:
+            self.catalog.mark_announced(table, -1)
 
     def announce_unannounced(self, catalog: SegmentCatalog) -> None:
         """At start-up: announce the merges Delta holds but Kafka never heard (a crash between
         a commit and its events). A table seen for the first time starts from its present."""
         for table in catalog.table_names:
             executed = catalog.executed_plans(table)
-            floor = self.announced.get(table)
+            floor = self.catalog.announced(table)
             if floor is None:  # first start with this state: the past is not ours to announce
-                self.announced.advance(table, max((e.version for e in executed), default=-1))
+                self.catalog.mark_announced(table, max((e.version for e in executed), default=-1))
                 continue
             for e in sorted(executed, key=lambda e: e.version):
                 if e.version <= floor:

@@ -15,9 +15,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from compactor.catalog.store import CatalogStore
 from compactor.codec.events import Codec
 from compactor.config.tables import ProjectConfig
 from compactor.delta.store import TableStore
@@ -25,10 +25,9 @@ from compactor.domain.plans import MergePlan
 from compactor.errors import DeliveryError, Rejected
 from compactor.kafka.settings import KafkaSettings
 from compactor.stream.admission import Admission, KnownTables
-from compactor.stream.announced import AnnouncedVersions
 from compactor.stream.announcer import Announcer, Publisher
 from compactor.stream.planning import CoolDown, TablePlanner
-from compactor.stream.recovery import rebuild_catalog, reload_table
+from compactor.stream.recovery import catch_up, recover
 from compactor.stream.runner import RetryPolicy, Runner
 from compactor.stream.state import StreamState
 from compactor.stream.stats import HandlerStats
@@ -50,6 +49,7 @@ class BatchHandler:
     planner: TablePlanner
     runner: Runner
     announcer: Announcer
+    catalog_store: CatalogStore
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         rows = batch.select("key", "value", "topic", "partition", "offset").collect()
@@ -57,19 +57,29 @@ class BatchHandler:
         self.process([_envelope(row) for row in rows])
 
     def process(self, envelopes: Sequence[Envelope]) -> None:
-        """One batch: every valid event's work in order, then the batch's dead letters."""
+        """One batch: every valid event's work in order, the batch's dead letters, then the
+        catalog caught up with the tables it touched and saved, before Spark records the offsets."""
         self.state.stats.events += len(envelopes)
         decoded, dead = self.admission.decode(envelopes)
         present = self.admission.rows_present(decoded)
+        touched: set[str] = set()
         for item in decoded:
             try:
                 trigger = self.admission.admit(item.event, present)
                 self._announce_new_tables()
                 if trigger is not None:
+                    touched.add(trigger.table)
                     self._guarded(trigger)
             except Rejected as exc:
                 dead.append(DeadLetter(item.envelope, exc.reason, exc.detail))
         self.announcer.dead_letters(dead)
+        self.save(touched)
+
+    def save(self, tables: set[str]) -> None:
+        """Fold the touched tables' newest commits into the catalog, then make it durable."""
+        for table in sorted(tables):
+            catch_up(self.state.store, self.state.catalog, table)
+        self.catalog_store.save(self.state.catalog.take_changes())
 
     def work(self, trigger: Trigger) -> None:
         """Plan the trigger's work and run each plan."""
@@ -80,7 +90,7 @@ class BatchHandler:
         outcome = self.runner.run(plan)
         self.announcer.announce(outcome)
         if outcome.stale and may_replan:  # a concurrent writer changed the inputs: plan again, once
-            reload_table(self.state.store, self.state.catalog, plan.table)
+            catch_up(self.state.store, self.state.catalog, plan.table, check=True)
             for again in self.planner.plans(Trigger(plan.table, "replan")):
                 self._run(again, may_replan=False)
 
@@ -111,28 +121,29 @@ def _envelope(row: Any) -> Envelope:
 
 def assemble(
     store: TableStore,
+    catalog_store: CatalogStore,
     config: ProjectConfig,
     topics: KafkaSettings,
     publisher: Publisher,
     codec: Codec,
     clock: Callable[[], datetime],
-    state_dir: Path | None = None,
     retry: RetryPolicy | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> BatchHandler:
-    """Wire a handler and recover: the catalog rebuilt from the store, published configs
-    adopted, and merges a crash left unannounced announced."""
-    catalog = rebuild_catalog(store)
+    """Wire a handler and recover: the catalog read from its store and caught up with the
+    tables, published configs adopted, and merges a crash left unannounced announced."""
+    catalog = recover(store, catalog_store)
     state = StreamState(store, catalog, TableConfigs(config, store), clock, HandlerStats())
     state.configs.load_recorded(catalog.table_names)
-    announced = AnnouncedVersions(state_dir / "announced.json" if state_dir else None)
-    announcer = Announcer(publisher, codec, topics, announced, state)
+    announcer = Announcer(publisher, codec, topics, state)
     announcer.announce_unannounced(catalog)
+    catalog_store.save(catalog.take_changes())
     cool_down = CoolDown(clock)
     return BatchHandler(
         state,
-        Admission(codec, state, KnownTables(store, catalog.table_names)),
+        Admission(codec, state, KnownTables(store, catalog.table_names), catalog_store),
         TablePlanner(state, cool_down),
         Runner(state, cool_down, retry, sleep),
         announcer,
+        catalog_store,
     )

@@ -17,6 +17,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 from compactor.codec.events import Codec, default_codec
 from compactor.config.loading import load_config_file
 from compactor.config.tables import ProjectConfig
+from compactor.delta.catalog_table import DeltaCatalogStore
 from compactor.delta.spark_store import SparkTableStore
 from compactor.domain.clock import now_utc
 from compactor.kafka.producer import EventProducer
@@ -27,17 +28,11 @@ from compactor.stream.handler import BatchHandler, assemble
 log = logging.getLogger(__name__)
 
 
-def state_dir_for(checkpoint: Path) -> Path:
-    """The job's own small state (announced versions), kept beside Spark's checkpoint."""
-    return checkpoint.with_name(checkpoint.name + ".compactor")
-
-
 def build_handler(
     spark: SparkSession,
     config: ProjectConfig,
     warehouse: Path,
     kafka: KafkaSettings,
-    checkpoint: Path | None = None,
     producer: EventProducer | None = None,
     codec: Codec | None = None,
     clock: Callable[[], datetime] = now_utc,
@@ -46,12 +41,12 @@ def build_handler(
     ensure_topics(kafka, kafka.topics)
     return assemble(
         SparkTableStore(spark, warehouse),
+        DeltaCatalogStore(spark, warehouse),
         config,
         kafka,
         producer or EventProducer(kafka),
         codec or default_codec(),
         clock,
-        state_dir_for(checkpoint) if checkpoint else None,
     )
 
 
@@ -111,7 +106,7 @@ def main(argv: list[str] | None = None) -> None:
     spark = build_spark(fair_pools=config.pool_names(), scratch_dir=args.checkpoint.parent)
     kafka = KafkaSettings(args.bootstrap_servers, security=config.kafka)
     producer = EventProducer(kafka)
-    handler = build_handler(spark, config, args.warehouse, kafka, args.checkpoint, producer)
+    handler = build_handler(spark, config, args.warehouse, kafka, producer)
     try:
         start_query(spark, handler, kafka, args.checkpoint).awaitTermination()
     finally:

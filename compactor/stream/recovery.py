@@ -1,45 +1,99 @@
-"""Start-up and re-plan: the catalog rebuilt from what the tables record, then checked against them.
+"""Start-up and re-plan: the catalog brought up to date with the tables, and checked against them.
 
-Truth lives in Delta: segments whose rows are gone are dropped from the
-catalog; rows without compactor metadata are reported (and never merged,
-since nothing says what time range they cover).
+At start-up the catalog is read from its durable store, then each table's
+commits since the stored mark are folded in (they are recent, so Delta's log
+still holds them). Truth lives in Delta: where someone else changed a table,
+or the log no longer reaches back to the mark, the catalog is checked against
+the rows the table holds; segments whose rows are gone are dropped, and rows
+without compactor metadata are reported (never merged: nothing says what they cover).
 """
 
 from __future__ import annotations
 
 import logging
 
-from compactor.catalog.changes import TableReloaded
+from compactor.catalog.changes import CommitRecord, SegmentsGone
 from compactor.catalog.fold import SegmentCatalog
+from compactor.catalog.store import CatalogStore
 from compactor.delta.store import TableStore
+from compactor.errors import LogGap
 
 log = logging.getLogger(__name__)
 
+UNKNOWN_ROWS_ACTION = (
+    "announce it with a SegmentCompleted event (the producer contract), or delete its rows; "
+    "until then it is never merged"
+)
 
-def rebuild_catalog(store: TableStore) -> SegmentCatalog:
-    """Every table's recorded commits folded, then reconciled with the rows each table holds."""
-    commits = {table: store.history(table) for table in store.tables()}
-    catalog = SegmentCatalog.from_commits(commits)
-    for table in commits:
-        unknown, gone = catalog.reconcile(table, store.row_counts(table))
-        for sid in sorted(unknown):
-            log.warning(
-                "table %s: segment %s is in Delta without compactor metadata; it is never merged. "
-                "Announce it with a SegmentCompleted event, or remove its rows",
-                table,
-                sid,
-            )
-        if gone:
-            log.warning(
-                "table %s: dropped %d catalog segment(s) that Delta no longer holds", table, len(gone)
-            )
+
+def recover(store: TableStore, catalog_store: CatalogStore) -> SegmentCatalog:
+    """The catalog as stored, caught up with every table's commits since, and reconciled."""
+    catalog = SegmentCatalog.from_store(catalog_store.load())
+    tables = store.tables()
+    for table in tables:
+        catch_up(store, catalog, table)
+    for table in set(catalog.table_names) - set(tables):
+        log.warning("table %s: no longer in the warehouse; its segments leave the catalog", table)
+        catalog.apply(SegmentsGone(table, frozenset(s.id for s in catalog.segments(table))))
     return catalog
 
 
-def reload_table(store: TableStore, catalog: SegmentCatalog, table: str) -> None:
-    """Bring one table's view in line with its table now: recorded segments win over what
-    events said, and segments the table no longer holds are dropped (ones known only from
-    events, and present, stay)."""
-    fresh = SegmentCatalog.from_commits({table: store.history(table)})
-    catalog.apply(TableReloaded(table, tuple(fresh.segments(table)), fresh.retired_ids(table)))
-    catalog.reconcile(table, store.row_counts(table))
+def catch_up(store: TableStore, catalog: SegmentCatalog, table: str, check: bool = False) -> None:
+    """Fold the table's commits since the catalog's mark, so that the mark says exactly how far
+    the catalog reaches; check it against the table when others wrote to it, when the log no
+    longer reaches back to the mark, when the table is new to the catalog, or when asked."""
+    since = catalog.version(table)
+    if since is None:  # a table the catalog has never seen: its history, as far as Delta keeps it
+        log.info("table %s: not in the catalog yet; reading its history", table)
+        _fold(catalog, store.history(table))
+        catalog.advance(table, store.latest_version(table))
+        check = True
+    else:
+        try:
+            changes = store.changes_since(table, since)
+        except LogGap as exc:
+            log.warning("table %s: %s; checking the catalog against the table", table, exc)
+            catalog.advance(table, store.latest_version(table))
+            check = True
+        else:
+            _fold(catalog, changes.records)
+            catalog.advance(table, changes.latest)
+            if changes.foreign:
+                log.info("table %s: versions %s were written by others; checking", table, changes.foreign)
+                check = True
+    if check:
+        reconcile(store, catalog, table)
+
+
+def _fold(catalog: SegmentCatalog, records: list[CommitRecord]) -> None:
+    for record in records:
+        if not _told_already(catalog, record):
+            catalog.apply(record)
+
+
+def _told_already(catalog: SegmentCatalog, record: CommitRecord) -> bool:
+    """A sub-partition commit whose values the catalog already lists: its event told the
+    segment's new totals, which folding the commit's relative metrics again would double."""
+    if record.op != "sub_partition":
+        return False
+    known = [catalog.get(record.table, s.id) for s in record.added]
+    return all(
+        k is not None and s.sub_partitions <= k.sub_partitions
+        for k, s in zip(known, record.added, strict=True)
+    )
+
+
+def reconcile(store: TableStore, catalog: SegmentCatalog, table: str) -> None:
+    """Drop what the table no longer holds; report rows the compactor has no record of."""
+    unknown, gone = catalog.reconcile(table, store.row_counts(table))
+    for sid in sorted(unknown):
+        log.warning(
+            "table %s: segment %s is in Delta without compactor metadata: %s", table, sid, UNKNOWN_ROWS_ACTION
+        )
+    if gone:
+        log.warning(
+            "table %s: dropped %d catalog segment(s) Delta no longer holds: %s",
+            table,
+            len(gone),
+            sorted(gone),
+        )

@@ -15,6 +15,7 @@ from compactor.catalog.changes import (
     TableReloaded,
 )
 from compactor.catalog.fold import SegmentCatalog
+from compactor.catalog.retired import RetiredSegment
 from compactor.domain.plans import make_plan
 from compactor.errors import InvalidSegmentError
 from tests.helpers.segments import seg
@@ -85,6 +86,6 @@ def test_a_reloaded_table_takes_the_recorded_segments() -> None:
     catalog = SegmentCatalog()
     catalog.apply(SegmentAdded(A))
     recorded = replace(A, records=99)
-    catalog.apply(TableReloaded("sales", (recorded, C), frozenset({"b"})))
+    catalog.apply(TableReloaded("sales", (recorded, C), (RetiredSegment.of(B, "p1"),)))
     assert catalog.get("sales", "a") == recorded and catalog.retired("sales", "b")
     assert catalog.retired_ids("sales") == frozenset({"b"})

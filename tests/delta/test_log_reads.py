@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 from delta.tables import DeltaTable
 
-from compactor.delta.log import CommitFacts, find_commit
+from compactor.delta.files import HadoopFiles
+from compactor.delta.log import CommitFacts, DeltaLogReader
 from compactor.delta.merge import execute_merge
-from compactor.delta.paths import table_path
+from compactor.delta.paths import table_uri
 from compactor.delta.reads import segments_with_rows
 from compactor.delta.writes import write_segment
 from compactor.domain.plans import make_plan
@@ -31,6 +32,10 @@ def load(spark: Any, warehouse: Path, sid: str, day: int, rows: int = 20) -> Seg
     )
 
 
+def reader(spark: Any, warehouse: Path) -> DeltaLogReader:
+    return DeltaLogReader(HadoopFiles(spark), table_uri(warehouse, "t"), "t")
+
+
 def test_segments_with_rows_agrees_with_the_snapshot_through_adds_removes_and_old_commits(
     spark: Any, warehouse: Path
 ) -> None:
@@ -39,20 +44,19 @@ def test_segments_with_rows_agrees_with_the_snapshot_through_adds_removes_and_ol
     )  # ':' is escaped in paths
     assert (a.records, b.records) == (20, 20)
     ids = ["a:1", "b", "c", "ghost"]
-    assert segments_with_rows(spark, warehouse, "t", ids) == {"a:1", "b", "c"}
+    log = reader(spark, warehouse)
+    assert segments_with_rows(spark, log, ids) == {"a:1", "b", "c"}
 
     plan = make_plan("t", "test", [a, b])
     execute_merge(spark, warehouse, plan)  # removes a and b, adds the output
     output = plan.output.id
     expected = {"c", output}
-    assert segments_with_rows(spark, warehouse, "t", [*ids, output]) == expected
+    assert segments_with_rows(spark, log, [*ids, output]) == expected
     # depth 0 skips the commit files entirely: the snapshot lookup alone must agree
-    assert segments_with_rows(spark, warehouse, "t", [*ids, output], depth=0) == expected
+    assert segments_with_rows(spark, log, [*ids, output], depth=0) == expected
     # depth 1 sees only the merge commit: c (loaded earlier) comes from the snapshot lookup
-    assert segments_with_rows(spark, warehouse, "t", ["c", output, "a:1"], depth=1) == {"c", output}
-    snapshot = {
-        r.segment_id for r in DeltaTable.forPath(spark, str(table_path(warehouse, "t"))).toDF().collect()
-    }
+    assert segments_with_rows(spark, log, ["c", output, "a:1"], depth=1) == {"c", output}
+    snapshot = {r.segment_id for r in DeltaTable.forPath(spark, table_uri(warehouse, "t")).toDF().collect()}
     assert snapshot == expected
 
 
@@ -62,8 +66,8 @@ def test_commit_lookup_matches_delta_history_and_a_replayed_plan_is_not_written_
     a, b = load(spark, warehouse, "a", 0), load(spark, warehouse, "b", 1)
     plan = make_plan("t", "test", [a, b])
     first = execute_merge(spark, warehouse, plan)
-    path = table_path(warehouse, "t")
-    history = DeltaTable.forPath(spark, str(path)).history(1).collect()[0]
+    path = table_uri(warehouse, "t")
+    history = DeltaTable.forPath(spark, path).history(1).collect()[0]
     assert (first.version, first.records_out) == (history.version, 40)
     assert first.bytes_out == int(history.operationMetrics["numOutputBytes"]) > 0
     assert not first.already_done
@@ -71,11 +75,13 @@ def test_commit_lookup_matches_delta_history_and_a_replayed_plan_is_not_written_
     again = execute_merge(spark, warehouse, plan)
     assert again.already_done and again.version == first.version
     assert again.outputs == first.outputs and again.outputs[0].records == 40
-    assert find_commit(path, f'"plan_id":"{plan.plan_id}"') == CommitFacts(
+    log = reader(spark, warehouse)
+    assert log.find(f'"plan_id":"{plan.plan_id}"') == CommitFacts(
         first.version, 40, first.bytes_out, first.outputs, data_change=False
     )  # a plain merge only rearranged rows
-    assert find_commit(path, '"plan_id":"no-such-plan"') is None
-    assert DeltaTable.forPath(spark, str(path)).history().count() == first.version + 1  # no extra commit
+    assert log.find('"plan_id":"no-such-plan"') is None
+    assert log.latest_version() == first.version
+    assert DeltaTable.forPath(spark, path).history().count() == first.version + 1  # no extra commit
 
 
 def test_a_plan_committed_beyond_the_recent_commits_is_still_found_with_its_version(
@@ -88,10 +94,24 @@ def test_a_plan_committed_beyond_the_recent_commits_is_still_found_with_its_vers
     first = execute_merge(spark, warehouse, plan)
     for day in range(2, 6):  # four newer commits, more than the depth below
         load(spark, warehouse, f"later{day}", day, rows=2)
-    path = table_path(warehouse, "t")
-    assert find_commit(path, f'"plan_id":"{plan.plan_id}"', depth=3) is None
+    path = table_uri(warehouse, "t")
+    assert reader(spark, warehouse).find(f'"plan_id":"{plan.plan_id}"', depth=3) is None
 
     again = execute_merge(spark, warehouse, plan, depth=3)
     assert again.already_done
     assert (again.version, again.records_out, again.bytes_out) == (first.version, 40, first.bytes_out)
-    assert DeltaTable.forPath(spark, str(path)).history().count() == first.version + 5
+    assert DeltaTable.forPath(spark, path).history().count() == first.version + 5
+
+
+@pytest.mark.parametrize("commits", [1, 2, 5, 6, 17])
+def test_the_latest_version_is_found_without_listing_the_log(
+    tmp_path: Path, spark: Any, commits: int
+) -> None:
+    log_dir = tmp_path / "t" / "_delta_log"
+    log_dir.mkdir(parents=True)
+    for v in range(commits):
+        (log_dir / f"{v:020d}.json").write_text('{"commitInfo":{}}\n')
+    log = DeltaLogReader(HadoopFiles(spark), str(tmp_path / "t"), "t")
+    assert log.latest_version() == commits - 1
+    (log_dir / f"{commits:020d}.json").write_text('{"commitInfo":{}}\n')
+    assert log.latest_version() == commits, "a later commit is found from the version last seen"

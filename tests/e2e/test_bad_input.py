@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 from compactor.codec.events import SEGMENT_COMPLETED, default_codec
 from compactor.codec.framing import MAGIC
 from compactor.config.loading import load_config
-from compactor.delta.paths import table_path
+from compactor.delta.paths import table_uri
 from compactor.domain.clock import now_utc
 from compactor.domain.events import SegmentCompleted
 from compactor.domain.segments import Segment, TimeRange
@@ -56,8 +56,8 @@ def test_a_mixed_stream_with_every_kind_of_bad_event(
             "g%04d", F.floor((F.unix_seconds("event_time") - int(FIRST.timestamp())) / 86400).cast("int")
         ),
     )
-    rows.write.format("delta").partitionBy("segment_id").save(str(table_path(warehouse, TABLE)))
-    before = checksum(spark.read.format("delta").load(str(table_path(warehouse, TABLE))))
+    rows.write.format("delta").partitionBy("segment_id").save(table_uri(warehouse, TABLE))
+    before = checksum(spark.read.format("delta").load(table_uri(warehouse, TABLE)))
 
     rng = random.Random(7)
     good = [day_segment(d) for d in range(GOOD)]
@@ -114,7 +114,7 @@ def test_a_mixed_stream_with_every_kind_of_bad_event(
     assert got == Counter(kind for kind, _ in bad), "each bad event dead-lettered once, with its reason"
     assert sorted(m.value() or b"" for m in dead) == sorted(data for _, data in bad), "original bytes kept"
     assert handler.state.stats.attempt_errors == 0 and handler.state.stats.failed_merges == 0
-    table = spark.read.format("delta").load(str(table_path(warehouse, TABLE)))
+    table = spark.read.format("delta").load(table_uri(warehouse, TABLE))
     assert checksum(table) == before, "the good data is intact"
     covered = sorted(handler.state.catalog.segments(TABLE), key=lambda s: s.start)
     assert covered[0].start == FIRST and covered[-1].end == FIRST + timedelta(days=GOOD)

@@ -13,7 +13,7 @@ import pytest
 
 from compactor.codec.events import default_codec
 from compactor.config.loading import load_config
-from compactor.delta.paths import table_path
+from compactor.delta.paths import table_uri
 from compactor.dev.kafka_broker import LocalKafkaBroker
 from compactor.kafka.producer import EventProducer
 from compactor.kafka.settings import KafkaSettings
@@ -77,7 +77,7 @@ def test_the_job_survives_a_broker_kill_and_restart(spark: Any, warehouse: Path,
 
         (week,) = handler.state.catalog.segments("t")
         assert week.end - week.start == timedelta(days=7)
-        table = spark.read.format("delta").load(str(table_path(warehouse, "t")))
+        table = spark.read.format("delta").load(table_uri(warehouse, "t"))
         assert checksum(table)[0] == 28, "no row lost"
         results = [default_codec().decode_merge_result(m.value()) for m in consume_all(bootstrap, "res")]
         assert [r["output"]["segment_id"] for r in results] == [week.id]

@@ -14,7 +14,7 @@ import pytest
 from compactor.codec.events import default_codec
 from compactor.config.loading import load_config
 from compactor.delta import spark_store
-from compactor.delta.paths import table_path
+from compactor.delta.paths import table_uri
 from compactor.domain.events import MergeStatus
 from compactor.domain.plans import MergePlan
 from compactor.kafka.producer import EventProducer
@@ -65,7 +65,7 @@ def test_a_loader_appending_during_a_cascade_loses_and_doubles_nothing(
     JobRunner(spark, handler, kafka, tmp_path / "cp").run_until_quiet()  # drain the re-emitted events
 
     assert errors == []
-    table = spark.read.format("delta").load(str(table_path(warehouse, "flows")))
+    table = spark.read.format("delta").load(table_uri(warehouse, "flows"))
     assert checksum(table) == (sum(n for n, _ in expected), sum(h for _, h in expected)), (
         "no row lost or doubled"
     )

@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 from compactor.cli.dry_run import run_plan
 from compactor.codec.events import default_codec
 from compactor.config.loading import load_config
-from compactor.delta.paths import table_path
+from compactor.delta.paths import table_uri
 from compactor.domain.clock import now_utc
 from compactor.domain.events import SegmentCompleted
 from compactor.domain.segments import Segment, TimeRange
@@ -59,7 +59,7 @@ def bulk_load(spark: Any, warehouse: Path, kafka: KafkaSettings, days: int, rows
     data = frames[0]
     for frame in frames[1:]:
         data = data.unionByName(frame)
-    data.write.format("delta").partitionBy("segment_id").save(str(table_path(warehouse, TABLE)))
+    data.write.format("delta").partitionBy("segment_id").save(table_uri(warehouse, TABLE))
     segments = [
         Segment(
             f"d{d:02d}",
@@ -92,7 +92,7 @@ def test_a_hard_kill_at_each_fault_point_changes_nothing(
     kafka = make_kafka(kafka_bootstrap, unique)
     warehouse = tmp_path / "warehouse"
     loaded = bulk_load(spark, warehouse, kafka, days=14, rows=5)
-    path = str(table_path(warehouse, TABLE))
+    path = table_uri(warehouse, TABLE)
     before = checksum(spark.read.format("delta").load(path))
     config = tmp_path / "tables.yaml"
     config.write_text(CONFIG_YAML)

@@ -17,10 +17,11 @@ from typing import Any
 import pytest
 
 from compactor.codec.events import default_codec
-from compactor.delta.paths import table_path
+from compactor.delta.paths import table_uri
 from compactor.domain.events import MergeStatus
 from tests.helpers.sales import (
     TABLE,
+    create_table,
     handler_for,
     load_days,
     merge_versions,
@@ -41,17 +42,6 @@ pytestmark = pytest.mark.integration
 JAN = datetime(2024, 1, 1, tzinfo=UTC)  # a Monday
 
 
-def create_table(spark: Any, warehouse: Path, properties: dict[str, str]) -> Path:
-    """The table as a team would create it before loading, with its own Delta properties."""
-    path = table_path(warehouse, TABLE)
-    settings = ", ".join(f"'{k}' = '{v}'" for k, v in properties.items())
-    spark.sql(
-        f"CREATE TABLE delta.`{path}` (event_time TIMESTAMP, customer_id INT, amount DECIMAL(10,2), "
-        f"segment_id STRING) USING delta PARTITIONED BY (segment_id) TBLPROPERTIES ({settings})"
-    )
-    return path
-
-
 def results(kafka_bootstrap: str, topic: str) -> list[dict[str, Any]]:
     return [default_codec().decode_merge_result(m.value()) for m in consume_all(kafka_bootstrap, topic)]
 
@@ -62,7 +52,7 @@ def test_a_streaming_reader_survives_week_and_month_merges_and_sees_each_row_onc
     kafka = make_kafka(kafka_bootstrap, unique)
     handler = handler_for(spark, warehouse, kafka, ["week", "month"])
     job = JobRunner(spark, handler, kafka, tmp_path / "checkpoint")
-    path = table_path(warehouse, TABLE)
+    path = Path(table_uri(warehouse, TABLE))
     load_days(spark, warehouse, kafka, JAN, 7)
     reader = DownstreamReader(spark, path, tmp_path / "reader")
     reader.run()

@@ -22,7 +22,7 @@ from compactor.codec.events import default_codec
 from compactor.config.loading import load_config
 from compactor.config.tables import ProjectConfig
 from compactor.delta.index_check import index_facts
-from compactor.delta.paths import table_path
+from compactor.delta.paths import table_uri
 from compactor.domain.events import CompactionRequested
 from compactor.kafka.producer import EventProducer
 from compactor.kafka.settings import KafkaSettings
@@ -69,7 +69,7 @@ class Scenario:
     def __init__(self, spark: Any, warehouse: Path, kafka: KafkaSettings, tmp: Path) -> None:
         self.spark, self.warehouse, self.kafka, self.tmp = spark, warehouse, kafka, tmp
         self.producer = EventProducer(kafka)
-        self.path = str(table_path(warehouse, TABLE))
+        self.path = table_uri(warehouse, TABLE)
 
     def load(self, sid: str, data: Any, day: int, built: ProjectConfig, days: int = 1) -> None:
         settings = built.for_table(TABLE)

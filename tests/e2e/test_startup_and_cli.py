@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 from compactor.cli import main
 from compactor.codec.events import default_codec
 from compactor.config.loading import load_config
-from compactor.delta.paths import table_path
+from compactor.delta.paths import table_uri
 from compactor.kafka.producer import EventProducer
 from compactor.loader import load_segment, load_sub_partition, sample_rows
 from compactor.stream.job import build_handler
@@ -50,7 +50,7 @@ def test_startup_reconciles_the_catalog_with_delta(
             start + timedelta(days=1),
             segment_id=f"k{day}",
         )
-    path = str(table_path(warehouse, "rec"))
+    path = table_uri(warehouse, "rec")
     DeltaTable.forPath(spark, path).delete("segment_id = 'k1'")  # someone removed a segment behind our back
     sample_rows(spark, DAY, DAY + timedelta(days=1), 2).withColumn("segment_id", F.lit("stray")).write.format(
         "delta"

@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 
 from compactor.codec.events import default_codec
 from compactor.config.loading import load_config
-from compactor.delta.paths import table_path
+from compactor.delta.paths import table_uri
 from compactor.delta.reads import read_catalog
 from compactor.kafka.producer import EventProducer
 from compactor.loader import load_sub_partition, refresh_sub_partition, sample_rows
@@ -71,7 +71,7 @@ def test_regions_merge_only_when_their_sets_agree_and_refresh_is_atomic(
     (merged,) = handler.state.catalog.segments(TABLE)
     assert handler.state.stats.merges == 1
     assert merged.sub_partitions == frozenset({"eu", "us"}) and merged.records == 56
-    path = str(table_path(warehouse, TABLE))
+    path = table_uri(warehouse, TABLE)
     table = spark.read.format("delta").load(path)
     us_before = checksum(table.where("region = 'us'"))
     assert us_before[0] == 28

@@ -11,11 +11,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from compactor.catalog.changes import CommitRecord
+from compactor.catalog.retired import RetiredFilter, RetiredSegment
+from compactor.catalog.store import CatalogChanges, StoredCatalog, TableMark
 from compactor.config.layout import LayoutConfig, UpsertConfig
 from compactor.config.tables import TableSettings
+from compactor.delta.store import TableChanges
 from compactor.domain.plans import Commit, MergePlan
 from compactor.domain.segments import Segment
-from compactor.errors import CommitConflict, TableNotFoundError
+from compactor.errors import CommitConflict, LogGap, TableNotFoundError
 from compactor.rules.refresh import IndexFacts
 
 
@@ -29,6 +32,7 @@ class InMemoryTableStore:
     on_conflict: Callable[[MergePlan], None] | None = None  # what the concurrent writer did
     failures: dict[str, Exception] = field(default_factory=dict)  # plan id -> what its commit raises
     calls: list[str] = field(default_factory=list)  # plan ids, one per commit call
+    cleaned: dict[str, set[int]] = field(default_factory=dict)  # versions log cleanup removed
 
     # -- setting up ---------------------------------------------------------------
 
@@ -46,7 +50,9 @@ class InMemoryTableStore:
     def drop(self, table: str, segment_id: str) -> None:
         """Someone else removed a segment's rows (a concurrent writer)."""
         if self.rows[table].pop(segment_id, None) is not None:
-            self.commits[table].append(CommitRecord(table, self.latest_version(table) + 1, (), ()))
+            self.commits[table].append(
+                CommitRecord(table, self.latest_version(table) + 1, (), (), op="foreign")
+            )
 
     # -- the TableStore protocol ----------------------------------------------------
 
@@ -60,6 +66,14 @@ class InMemoryTableStore:
         if table not in self.commits:
             raise TableNotFoundError(table)
         return [c for c in self.commits[table] if c.added or c.removed]
+
+    def changes_since(self, table: str, version: int) -> TableChanges:
+        later = [c for c in self.commits[table] if c.version > version]
+        if any(c.version in self.cleaned.get(table, set()) for c in later):
+            raise LogGap(f"{table}: commits after {version} were cleaned up")
+        ours = [c for c in later if c.op != "foreign"]
+        foreign = [c.version for c in later if c.op == "foreign"]
+        return TableChanges(ours, foreign, self.latest_version(table))
 
     def row_counts(self, table: str) -> dict[str, int]:
         return dict(self.rows[table])
@@ -135,3 +149,35 @@ class RecordingPublisher:
 
     def on(self, topic: str) -> list[tuple[str, str, bytes, Sequence[tuple[str, bytes]] | None]]:
         return [m for m in self.sent if m[0] == topic]
+
+
+@dataclass
+class InMemoryCatalogStore:
+    """A `CatalogStore` that keeps what was saved, folded latest-wins as the Delta one is."""
+
+    live: dict[str, dict[str, Segment]] = field(default_factory=dict)
+    marks: dict[str, TableMark] = field(default_factory=dict)
+    retired_rows: dict[tuple[str, str], RetiredSegment] = field(default_factory=dict)
+    saves: int = 0
+
+    def load(self) -> StoredCatalog:
+        return StoredCatalog({t: list(s.values()) for t, s in self.live.items()}, dict(self.marks))
+
+    def save(self, changes: CatalogChanges) -> None:
+        if not changes:
+            return
+        self.saves += 1
+        for (table, sid), segment in changes.live.items():
+            if segment is None:
+                self.live.get(table, {}).pop(sid, None)
+            else:
+                self.live.setdefault(table, {})[sid] = segment
+        for r in changes.retired:
+            self.retired_rows[(r.table, r.segment_id)] = r
+        for table, mark in changes.marks.items():  # a saved filter is a copy, as bytes on disk are
+            self.marks[table] = replace(mark, retired=RetiredFilter.from_bytes(mark.retired.to_bytes()))
+
+    def retired(self, table: str, segment_ids: Sequence[str]) -> dict[str, RetiredSegment]:
+        return {
+            sid: self.retired_rows[(table, sid)] for sid in segment_ids if (table, sid) in self.retired_rows
+        }

@@ -9,7 +9,7 @@ from typing import Any
 from delta.tables import DeltaTable
 
 from compactor.config.loading import load_config
-from compactor.delta.paths import table_path
+from compactor.delta.paths import table_uri
 from compactor.domain.segments import Segment
 from compactor.kafka.producer import EventProducer
 from compactor.kafka.settings import KafkaSettings
@@ -43,7 +43,7 @@ def handler_for(spark: Any, warehouse: Path, kafka: KafkaSettings, levels: list[
 
 
 def merge_versions(spark: Any, warehouse: Path) -> list[int]:
-    history = DeltaTable.forPath(spark, str(table_path(warehouse, TABLE))).history().collect()
+    history = DeltaTable.forPath(spark, table_uri(warehouse, TABLE)).history().collect()
     return sorted(r.version for r in history if r.userMetadata and '"op":"merge"' in r.userMetadata)
 
 
@@ -51,4 +51,15 @@ def read_table(spark: Any, warehouse: Path, version: int | None = None) -> Any:
     reader = spark.read.format("delta")
     if version is not None:
         reader = reader.option("versionAsOf", version)
-    return reader.load(str(table_path(warehouse, TABLE)))
+    return reader.load(table_uri(warehouse, TABLE))
+
+
+def create_table(spark: Any, warehouse: Path, properties: dict[str, str]) -> Path:
+    """The table as a team would create it before loading, with its own Delta properties."""
+    path = Path(table_uri(warehouse, TABLE))
+    settings = ", ".join(f"'{k}' = '{v}'" for k, v in properties.items())
+    spark.sql(
+        f"CREATE TABLE delta.`{path}` (event_time TIMESTAMP, customer_id INT, amount DECIMAL(10,2), "
+        f"segment_id STRING) USING delta PARTITIONED BY (segment_id) TBLPROPERTIES ({settings})"
+    )
+    return path

@@ -17,7 +17,7 @@ from compactor.kafka.settings import KafkaSettings
 from compactor.stream.handler import BatchHandler, assemble
 from compactor.stream.runner import RetryPolicy
 from compactor.stream.triggers import Envelope
-from tests.helpers.memory_store import InMemoryTableStore, RecordingPublisher
+from tests.helpers.memory_store import InMemoryCatalogStore, InMemoryTableStore, RecordingPublisher
 
 TOPICS = KafkaSettings("memory:0", "segments", "results", "dead")
 DAY = datetime(2024, 1, 1, tzinfo=UTC)  # a Monday
@@ -37,6 +37,7 @@ class Harness:
 
     tmp: Path
     store: InMemoryTableStore = field(default_factory=InMemoryTableStore)
+    catalog_store: InMemoryCatalogStore = field(default_factory=InMemoryCatalogStore)
     publisher: RecordingPublisher = field(default_factory=RecordingPublisher)
     clock: Clock = field(default_factory=Clock)
     codec: Codec = field(default_factory=default_codec)
@@ -46,8 +47,8 @@ class Harness:
     def handler(self, config: dict[str, Any]) -> BatchHandler:
         """A handler as after a (re)start: recovered from the store and the state directory."""
         return assemble(
-            self.store, load_config(config), TOPICS, self.publisher, self.codec, self.clock,
-            self.tmp / "state", RetryPolicy(attempts=5), self.sleeps.append,
+            self.store, self.catalog_store, load_config(config), TOPICS, self.publisher, self.codec,
+            self.clock, RetryPolicy(attempts=5), self.sleeps.append,
         )  # fmt: skip
 
     def day(

@@ -3,8 +3,6 @@ a crash leaves unsaid stays unsaid; a delivery failure fails the batch."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from compactor.config.loading import load_config
@@ -30,7 +28,7 @@ def test_a_merge_is_announced_result_first_then_its_output_then_remembered(harne
     assert (result["records_in"], result["records_out"], result["table_version"]) == (20, 20, 2)
     assert event.segment.id == result["output"]["segment_id"] and event.segment.origin is Origin.MERGE
     assert event.segment.records == 20 and event.plan_id == result["plan_id"]
-    assert json.loads((harness.tmp / "state" / "announced.json").read_text()) == {"t": 2}
+    assert harness.catalog_store.marks["t"].announced == 2, "remembered durably"
 
 
 def test_a_failed_plan_is_reported_without_an_output_event(harness: Harness) -> None:

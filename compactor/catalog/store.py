@@ -1,0 +1,59 @@
+"""The catalog's durable store: where segment facts live so that they outlive the Delta log.
+
+Delta removes commit files older than `delta.logRetentionDuration` (30 days by
+default) and its checkpoints drop `commitInfo`, where each load and merge
+recorded its segments. The catalog store keeps those facts for good: the live
+segments (read at start-up, in time proportional to their number), what is
+kept of retired ones (looked up by id), and per table the data-table version
+the stored facts are complete to and the Bloom filter of retired ids.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from compactor.catalog.retired import RetiredFilter, RetiredSegment
+from compactor.domain.segments import Segment
+
+
+@dataclass(frozen=True, slots=True)
+class TableMark:
+    """How far the stored facts of one table go: every data-table commit up to `version` is
+    folded in; `announced` is the newest version whose merge events Kafka acknowledged."""
+
+    version: int
+    announced: int | None = None
+    retired: RetiredFilter = field(default_factory=RetiredFilter)
+
+
+@dataclass
+class CatalogChanges:
+    """What changed since the last save: segments now live (or gone: None), segments retired,
+    and the tables whose marks moved."""
+
+    live: dict[tuple[str, str], Segment | None] = field(default_factory=dict)
+    retired: list[RetiredSegment] = field(default_factory=list)
+    marks: dict[str, TableMark] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.live or self.retired or self.marks)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredCatalog:
+    segments: Mapping[str, Sequence[Segment]]  # live segments per table
+    marks: Mapping[str, TableMark]
+
+
+class CatalogStore(Protocol):
+    def load(self) -> StoredCatalog:
+        """Every table's live segments and marks (empty the first time)."""
+
+    def save(self, changes: CatalogChanges) -> None:
+        """Make the changes durable (one write; a crash before it loses none of them, since
+        the data tables' own commits are folded again from the last saved mark)."""
+
+    def retired(self, table: str, segment_ids: Sequence[str]) -> dict[str, RetiredSegment]:
+        """What is kept of these ids, for those that were retired."""

@@ -1,0 +1,171 @@
+"""The durable catalog as a Delta table in the warehouse: `<warehouse>/_compactor/catalog`.
+
+One row per segment per table, appended as things change and folded latest-wins
+on read. The `current` partition holds live segments, tombstones of segments
+that left, and one mark row per table (the data-table version the facts are
+complete to, the announced version, the filter of retired ids); start-up reads
+only it, and it is rewritten to its live rows whenever tombstones outnumber
+them. The `retired` partition keeps what is left of every merged-away segment
+for good, read by id only.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from delta.tables import DeltaTable
+from pyspark.sql import Row, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    BinaryType,
+    BooleanType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from compactor.catalog.retired import RetiredFilter, RetiredSegment
+from compactor.catalog.store import CatalogChanges, StoredCatalog, TableMark
+from compactor.delta.paths import state_uri
+from compactor.delta.predicates import in_list
+from compactor.domain.segment_json import segment_from_dict, segment_to_dict
+from compactor.domain.segments import Segment, TimeRange
+
+log = logging.getLogger(__name__)
+
+CURRENT, RETIRED = "current", "retired"
+MARK = ""  # the segment id of a table's mark row
+REWRITE_SLACK = 1000  # rows beyond twice the live ones before the current part is rewritten
+SCHEMA = StructType(
+    [
+        StructField("part", StringType(), False),
+        StructField("table", StringType(), False),
+        StructField("segment_id", StringType(), False),
+        StructField("seq", LongType(), False),
+        StructField("live", BooleanType(), True),
+        StructField("segment", StringType(), True),  # the segment's fields as JSON (live rows)
+        StructField("start", TimestampType(), True),  # retired rows: what is kept
+        StructField("end", TimestampType(), True),
+        StructField("records", LongType(), True),
+        StructField("fingerprint", StringType(), True),
+        StructField("retired_by", StringType(), True),
+        StructField("version", LongType(), True),  # mark rows
+        StructField("announced", LongType(), True),
+        StructField("retired_filter", BinaryType(), True),
+    ]
+)
+
+
+class DeltaCatalogStore:
+    """`CatalogStore` on a Delta table beside the data tables (same storage, same transactions)."""
+
+    def __init__(self, spark: SparkSession, warehouse: Path | str) -> None:
+        self.spark = spark
+        self.uri = state_uri(warehouse, "catalog")
+        self._seq = 0
+
+    def _exists(self) -> bool:
+        return bool(DeltaTable.isDeltaTable(self.spark, self.uri))
+
+    def load(self) -> StoredCatalog:
+        if not self._exists():
+            return StoredCatalog({}, {})
+        rows = self.spark.read.format("delta").load(self.uri).where(F.col("part") == CURRENT).collect()
+        latest: dict[tuple[str, str], Any] = {}
+        for row in rows:
+            key = (row.table, row.segment_id)
+            if key not in latest or row.seq > latest[key].seq:
+                latest[key] = row
+            self._seq = max(self._seq, row.seq)
+        segments: dict[str, list[Segment]] = {}
+        marks: dict[str, TableMark] = {}
+        for (table, sid), row in latest.items():
+            if sid == MARK:
+                marks[table] = TableMark(
+                    row.version, row.announced, RetiredFilter.from_bytes(row.retired_filter)
+                )
+            elif row.live:
+                segments.setdefault(table, []).append(segment_from_dict(json.loads(row.segment)))
+        live = sum(len(s) for s in segments.values()) + len(marks)
+        if len(rows) > 2 * live + REWRITE_SLACK:
+            self._rewrite(segments, marks)
+        return StoredCatalog(segments, marks)
+
+    def save(self, changes: CatalogChanges) -> None:
+        if not changes:
+            return
+        self._seq += 1
+        rows = [self._live_row(table, sid, segment) for (table, sid), segment in changes.live.items()]
+        rows += [self._retired_row(r) for r in changes.retired]
+        rows += [self._mark_row(table, mark) for table, mark in changes.marks.items()]
+        self._append(rows)
+
+    def retired(self, table: str, segment_ids: Sequence[str]) -> dict[str, RetiredSegment]:
+        if not segment_ids or not self._exists():
+            return {}
+        df = self.spark.read.format("delta").load(self.uri)
+        rows = df.where(
+            (F.col("part") == RETIRED)
+            & (F.col("table") == table)
+            & F.expr(f"segment_id IN ({in_list(segment_ids)})")
+        ).collect()
+        found: dict[str, Any] = {}
+        for row in rows:
+            if row.segment_id not in found or row.seq > found[row.segment_id].seq:
+                found[row.segment_id] = row
+        return {
+            sid: RetiredSegment(
+                table, sid, TimeRange(_utc(r.start), _utc(r.end)), r.records, r.fingerprint, r.retired_by
+            )
+            for sid, r in found.items()
+        }
+
+    def _append(self, rows: list[Row]) -> None:
+        df = self.spark.createDataFrame(rows, SCHEMA)
+        writer = df.write.format("delta").mode("append").option("userMetadata", "compactor catalog")
+        if not self._exists():
+            writer = writer.partitionBy("part")
+        writer.save(self.uri)
+
+    def _rewrite(self, segments: dict[str, list[Segment]], marks: dict[str, TableMark]) -> None:
+        """The current partition replaced by its live rows: start-up stays proportional to them."""
+        self._seq += 1
+        rows = [self._live_row(t, s.id, s) for t, members in segments.items() for s in members]
+        rows += [self._mark_row(t, m) for t, m in marks.items()]
+        df = self.spark.createDataFrame(rows, SCHEMA)
+        df.write.format("delta").mode("overwrite").option("replaceWhere", f"part = '{CURRENT}'").save(
+            self.uri
+        )
+        log.info("catalog: current partition rewritten to %d row(s)", len(rows))
+
+    def _row(self, part: str, table: str, segment_id: str, **values: Any) -> Row:
+        fields = dict.fromkeys(SCHEMA.fieldNames()) | {"part": part, "table": table, "segment_id": segment_id}
+        return Row(**(fields | {"seq": self._seq} | values))
+
+    def _live_row(self, table: str, segment_id: str, segment: Segment | None) -> Row:
+        text = json.dumps(segment_to_dict(segment)) if segment is not None else None
+        return self._row(CURRENT, table, segment_id, live=segment is not None, segment=text)
+
+    def _retired_row(self, r: RetiredSegment) -> Row:
+        return self._row(
+            RETIRED, r.table, r.segment_id, live=False, start=r.range.start, end=r.range.end,
+            records=r.records, fingerprint=r.fingerprint, retired_by=r.retired_by,
+        )  # fmt: skip
+
+    def _mark_row(self, table: str, mark: TableMark) -> Row:
+        return self._row(
+            CURRENT, table, MARK, version=mark.version, announced=mark.announced,
+            retired_filter=bytearray(mark.retired.to_bytes()),
+        )  # fmt: skip
+
+
+def _utc(value: datetime) -> datetime:
+    """Spark hands timestamps back as naive local times."""
+    return value.astimezone(UTC) if value.tzinfo is None else value

@@ -1,0 +1,68 @@
+"""Files on the warehouse's file system, through Hadoop: local disks, HDFS, S3, ADLS, GCS alike.
+
+Every read and write of table data goes through Spark; the few small files the
+compactor reads or writes itself (Delta's commit JSON, its own state) go
+through the same Hadoop file systems, with the same credentials and settings
+the user gave Spark (`spark.hadoop.fs.s3a.*`, core-site.xml, the environment).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+
+class HadoopFiles:
+    """Small-file operations on any URI Hadoop can open (`file:`, `s3a://`, `abfss://`, `gs://`)."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        self._jvm: Any = spark._jvm
+        self._conf = spark._jsc.hadoopConfiguration()
+
+    def _fs_path(self, uri: str) -> tuple[Any, Any]:
+        path = self._jvm.org.apache.hadoop.fs.Path(uri)
+        return path.getFileSystem(self._conf), path
+
+    def exists(self, uri: str) -> bool:
+        fs, path = self._fs_path(uri)
+        return bool(fs.exists(path))
+
+    def read_text(self, uri: str) -> str | None:
+        """The file's text, or None when there is no such file."""
+        fs, path = self._fs_path(uri)
+        try:
+            stream = fs.open(path)
+        except Exception as exc:  # py4j wraps java.io.FileNotFoundException
+            if "FileNotFoundException" in type(exc).__name__ or "FileNotFoundException" in str(exc):
+                return None
+            raise
+        try:
+            return str(self._jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
+        finally:
+            stream.close()
+
+    def write_text(self, uri: str, text: str) -> None:
+        """Write the file whole. Local and HDFS: a temporary file renamed over the target, so a
+        crash leaves the old file or the new one; object stores: one PUT, atomic already."""
+        fs, path = self._fs_path(uri)
+        scheme = path.toUri().getScheme() or "file"
+        target = path if scheme in {"s3a", "s3", "gs", "abfs", "abfss", "wasb", "wasbs"} else None
+        staging = target or self._jvm.org.apache.hadoop.fs.Path(uri + ".tmp")
+        out = fs.create(staging, True)
+        try:
+            out.write(bytearray(text.encode()))
+        finally:
+            out.close()
+        if target is None:
+            fs.delete(path, False)
+            fs.rename(staging, path)
+
+    def list_names(self, uri: str) -> list[str]:
+        """Names of the entries directly under a directory (empty when it does not exist)."""
+        fs, path = self._fs_path(uri)
+        if not fs.exists(path):
+            return []
+        # one round trip per entry: list directories with few entries (a warehouse's tables),
+        # never a busy `_delta_log` (the log reader finds versions without listing)
+        return [str(status.getPath().getName()) for status in fs.listStatus(path)]

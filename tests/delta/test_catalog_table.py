@@ -1,0 +1,59 @@
+"""The catalog store on Delta: saved changes fold latest-wins, retired segments are found by id,
+and the part read at start-up is rewritten to its live rows once tombstones outnumber them."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import functions as F
+
+from compactor.catalog.retired import RetiredFilter, RetiredSegment
+from compactor.catalog.store import CatalogChanges, TableMark
+from compactor.delta import catalog_table
+from compactor.delta.catalog_table import DeltaCatalogStore
+from tests.helpers.segments import seg
+
+pytestmark = pytest.mark.integration
+
+
+def test_saved_changes_come_back_folded_and_retired_segments_are_found_by_id(
+    spark: Any, warehouse: Path
+) -> None:
+    store = DeltaCatalogStore(spark, warehouse)
+    assert store.load().segments == {} and store.retired("t", ["a"]) == {}
+    a, b, c = (seg(i, f"2024-01-0{n}", table="t", records=n) for n, i in enumerate("abc", start=1))
+    kept = RetiredFilter()
+    kept.add("a")
+    store.save(CatalogChanges(live={("t", "a"): a, ("t", "b"): b}, marks={"t": TableMark(3)}))
+    store.save(
+        CatalogChanges(
+            live={("t", "a"): None, ("t", "c"): c, ("t", "b"): replace(b, records=20)},
+            retired=[RetiredSegment.of(a, "plan-1")],
+            marks={"t": TableMark(5, announced=4, retired=kept)},
+        )
+    )
+    loaded = DeltaCatalogStore(spark, warehouse).load()  # a new process
+    assert sorted((s.id, s.records) for s in loaded.segments["t"]) == [("b", 20), ("c", 3)]
+    mark = loaded.marks["t"]
+    assert (mark.version, mark.announced, mark.retired.might_contain("a")) == (5, 4, True)
+    (found,) = store.retired("t", ["a", "b"]).values()
+    assert found == RetiredSegment.of(a, "plan-1") and found.same_event(a)
+
+
+def test_the_start_up_part_is_rewritten_to_its_live_rows(
+    spark: Any, warehouse: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = DeltaCatalogStore(spark, warehouse)
+    for i in range(6):  # each segment added, then dropped: tombstones pile up
+        s = seg(f"s{i}", "2024-01-01", table="t")
+        store.save(CatalogChanges(live={("t", s.id): s}))
+        store.save(CatalogChanges(live={("t", s.id): None}))
+    store.save(CatalogChanges(live={("t", "keep"): seg("keep", "2024-01-02", table="t")}))
+    rows = spark.read.format("delta").load(store.uri).where(F.col("part") == "current")
+    assert rows.count() == 13
+    monkeypatch.setattr(catalog_table, "REWRITE_SLACK", 0)
+    assert [s.id for s in DeltaCatalogStore(spark, warehouse).load().segments["t"]] == ["keep"]
+    assert rows.count() == 1, "rewritten to the live row"
