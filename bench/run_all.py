@@ -27,7 +27,7 @@ from typing import Any
 from _common import RESULTS, machine_info, print_table, save_results
 
 BENCH = Path(__file__).parent
-SCRIPTS = ["plan_scale", "write_amplification", "query_benefit", "merge_throughput", "latency"]
+SCRIPTS = ["plan_scale", "write_amplification", "query_benefit", "merge_throughput", "latency", "startup"]
 
 
 def _load(name: str, quick: bool) -> dict[str, Any] | None:
@@ -89,7 +89,16 @@ def _latency(d: dict[str, Any]) -> str:
     )
 
 
+def _startup(d: dict[str, Any]) -> str:
+    parts = [f"{r['scenario']} {r['segments']:,} segments {r['total_s']:.1f}s" for r in d["rows"]]
+    return (
+        ", ".join(parts)
+        + f" (target < 15 s: {'met' if all(r['total_s'] < 15 for r in d['rows']) else 'missed'})"
+    )
+
+
 HEADLINES: dict[str, Callable[[dict[str, Any]], str]] = {
+    "startup": _startup,
     "plan_scale": _plan_scale,
     "write_amplification": _write_amplification,
     "query_benefit": _query_benefit,

@@ -63,6 +63,10 @@ SPARK_ARTIFACTS: tuple[Artifact, ...] = (
     Artifact(SPARK_TOKEN_PROVIDER, exclude=("org.apache.hadoop:*",)),
 )
 KAFKA_BROKER_ARTIFACTS: tuple[Artifact, ...] = (Artifact(KAFKA_BROKER), Artifact(KAFKA_LOG_BACKEND))
+# S3A for `s3a://` locations, matching pyspark's Hadoop (3.5.0); its AWS SDK bundle is ~700 MB,
+# so it is resolved only when an s3a location is configured, never for local warehouses.
+HADOOP_AWS = "org.apache.hadoop:hadoop-aws:3.5.0"
+S3_ARTIFACTS: tuple[Artifact, ...] = (Artifact(HADOOP_AWS),)
 
 
 def cache_root() -> Path:
@@ -144,6 +148,11 @@ def pyspark_jars_dir() -> Path:
 def spark_jars() -> list[Path]:
     """Delta Lake and Spark's Kafka connector, minus what pyspark already ships."""
     return resolve("spark", SPARK_ARTIFACTS, skip_present_in=pyspark_jars_dir())
+
+
+def s3_jars() -> list[Path]:
+    """Hadoop's S3A file system and the AWS SDK it needs, minus what pyspark already ships."""
+    return resolve("s3", S3_ARTIFACTS, skip_present_in=pyspark_jars_dir())
 
 
 def kafka_broker_jars() -> list[Path]:

@@ -6,7 +6,9 @@ import logging
 import os
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -63,10 +65,61 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def spark() -> Iterator[object]:
     from compactor.delta.session import build_spark
 
-    session = build_spark("compactor-tests", master="local[2]")
+    # with the S3A connector, so that tests on an S3 API server use the same session
+    session = build_spark("compactor-tests", master="local[2]", locations=("s3a://tests",))
     session.sparkContext.setLogLevel("WARN")
     yield session
     session.stop()
+
+
+@dataclass(frozen=True)
+class S3Server:
+    """A real S3 API (moto's server) on 127.0.0.1, with one bucket, and how clients reach it."""
+
+    endpoint: str
+    bucket: str
+
+    def spark_conf(self) -> dict[str, str]:
+        """What a user sets for an S3-compatible store: its endpoint and path-style access."""
+        return {
+            "spark.hadoop.fs.s3a.endpoint": self.endpoint,
+            "spark.hadoop.fs.s3a.path.style.access": "true",
+            "spark.hadoop.fs.s3a.connection.ssl.enabled": "false",
+            "spark.hadoop.fs.s3a.endpoint.region": "us-east-1",
+        }
+
+    def location(self, name: str) -> str:
+        return f"s3a://{self.bucket}/{name}"
+
+
+@pytest.fixture(scope="session")
+def s3(spark: Any) -> Iterator[S3Server]:
+    """moto's S3 server, started here and stopped at the end; credentials from the environment,
+    as S3A's default chain reads them (any value is accepted)."""
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "compactor-test")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "compactor-test")
+    os.environ.setdefault("AWS_REGION", "us-east-1")
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    found = S3Server(f"http://{host}:{port}", "compactor-test")
+    boto3.client("s3", endpoint_url=found.endpoint, region_name="us-east-1").create_bucket(
+        Bucket=found.bucket
+    )
+    hadoop = spark._jsc.hadoopConfiguration()  # type: ignore[attr-defined]
+    for key, value in found.spark_conf().items():
+        hadoop.set(key.removeprefix("spark.hadoop."), value)
+    # this session's JVM started before the variables were set: give it the keys directly
+    hadoop.set("fs.s3a.access.key", os.environ["AWS_ACCESS_KEY_ID"])
+    hadoop.set("fs.s3a.secret.key", os.environ["AWS_SECRET_ACCESS_KEY"])
+    try:
+        yield found
+    finally:
+        server.stop()
 
 
 @pytest.fixture

@@ -56,6 +56,7 @@ class SegmentCatalog:
     _filters: dict[str, RetiredFilter] = field(default_factory=dict)
     _versions: dict[str, int] = field(default_factory=dict)
     _announced: dict[str, int] = field(default_factory=dict)
+    _configs: dict[str, str] = field(default_factory=dict)  # published table configs (JSON)
     _history: dict[str, list[ExecutedPlan]] = field(default_factory=dict)  # filled from commits
     _journal: CatalogChanges = field(default_factory=CatalogChanges)
 
@@ -240,13 +241,26 @@ class SegmentCatalog:
             self._versions[table] = version
             self._journal.marks[table] = self._mark(table)
 
+    def published_config(self, table: str) -> str | None:
+        return self._configs.get(table)
+
+    def record_config(self, table: str, settings_json: str) -> None:
+        """Remember a published table config with the catalog (read back at start-up)."""
+        self._configs[table] = settings_json
+        self._journal.marks[table] = self._mark(table)
+
     def mark_announced(self, table: str, version: int) -> None:
         if version > self._announced.get(table, -2):
             self._announced[table] = version
             self._journal.marks[table] = self._mark(table)
 
     def _mark(self, table: str) -> TableMark:
-        return TableMark(self._versions.get(table, -1), self._announced.get(table), self._filter(table))
+        return TableMark(
+            self._versions.get(table, -1),
+            self._announced.get(table),
+            self._filter(table),
+            self._configs.get(table),
+        )
 
     def take_changes(self) -> CatalogChanges:
         """The journal since the last call, with every touched table's current mark."""
@@ -268,6 +282,8 @@ class SegmentCatalog:
             catalog._filters[table] = mark.retired
             if mark.announced is not None:
                 catalog._announced[table] = mark.announced
+            if mark.config is not None:
+                catalog._configs[table] = mark.config
         return catalog
 
     # -- Delta as the truth -----------------------------------------------------

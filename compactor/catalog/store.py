@@ -26,6 +26,7 @@ class TableMark:
     version: int
     announced: int | None = None
     retired: RetiredFilter = field(default_factory=RetiredFilter)
+    config: str | None = None  # the table config last published for it (JSON), if any
 
 
 @dataclass

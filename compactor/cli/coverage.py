@@ -23,7 +23,7 @@ from compactor.cli.options import config_option, instant, warehouse_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def coverage(
     table: str, start: datetime | None, end: datetime | None, values: tuple[str, ...],
-    config_path: Path, warehouse: Path, as_json: bool,
+    config_path: Path, warehouse: str, as_json: bool,
 ) -> None:  # fmt: skip
     """Which segments and sub-partitions can answer a time range and values."""
     from compactor.config.loading import load_config_file
@@ -32,8 +32,9 @@ def coverage(
     from compactor.rules.coverage import coverage as answer
     from compactor.rules.coverage import render
 
-    settings = load_config_file(config_path).for_table(table)
-    spark = build_spark("compactor-coverage")
+    project = load_config_file(config_path)
+    settings = project.for_table(table)
+    spark = build_spark("compactor-coverage", extra_conf=project.spark, locations=(warehouse,))
     spark.sparkContext.setLogLevel("ERROR")
     segments = read_catalog(spark, warehouse, table).segments(table)
     declared = settings.sub_partition.values if settings.sub_partition else ()

@@ -38,7 +38,7 @@ from compactor.cli.options import (
 @segments_topic_option
 def load(
     table: str, start: datetime, end: datetime | None, rows: int, parquet: Path | None,
-    segment_id: str | None, value: str | None, config_path: Path | None, warehouse: Path,
+    segment_id: str | None, value: str | None, config_path: Path | None, warehouse: str,
     bootstrap_servers: str, segments_topic: str,
 ) -> None:  # fmt: skip
     """Write one segment (or one sub-partition of it) and publish its SegmentCompleted event."""
@@ -55,7 +55,7 @@ def load(
     config = load_optional_config(config_path)
     kafka = kafka_settings(bootstrap_servers, config, segments_topic)
     ensure_topics(kafka, [segments_topic])
-    spark = build_spark("compactor-load")
+    spark = build_spark("compactor-load", extra_conf=config.spark if config else None, locations=(warehouse,))
     finish = end or start + timedelta(days=1)
     data = spark.read.parquet(str(parquet)) if parquet else sample_rows(spark, start, finish, rows)
     producer = EventProducer(kafka)

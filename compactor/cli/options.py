@@ -40,10 +40,9 @@ bootstrap_option = click.option(
 )
 warehouse_option = click.option(
     "--warehouse",
-    type=click.Path(path_type=Path, file_okay=False),
-    default=DEFAULT_HOME / "warehouse",
+    default=str(DEFAULT_HOME / "warehouse"),
     show_default=True,
-    help="Directory holding one Delta table per logical table.",
+    help="Directory or URI (s3a://, abfss://, gs://, file://) holding one Delta table per table.",
 )
 segments_topic_option = click.option(
     "--segments-topic", default=DEFAULT_SEGMENTS_TOPIC, show_default=True, help="Topic of completion events."

@@ -22,10 +22,9 @@ from compactor.kafka.settings import DEFAULT_DEAD_LETTER_TOPIC, DEFAULT_RESULTS_
 @warehouse_option
 @click.option(
     "--checkpoint",
-    type=click.Path(path_type=Path),
-    default=DEFAULT_HOME / "checkpoint",
+    default=str(DEFAULT_HOME / "checkpoint"),
     show_default=True,
-    help="Spark's checkpoint for the query (offsets); the job's own state sits beside it.",
+    help="Spark's checkpoint for the query (offsets): a directory or URI.",
 )
 @bootstrap_option
 @segments_topic_option
@@ -40,7 +39,7 @@ from compactor.kafka.settings import DEFAULT_DEAD_LETTER_TOPIC, DEFAULT_RESULTS_
 )
 @click.option("--until-idle", is_flag=True, help="Process what has arrived, cascade, and exit when idle.")
 def run(
-    config_path: Path, warehouse: Path, checkpoint: Path, bootstrap_servers: str,
+    config_path: Path, warehouse: str, checkpoint: str, bootstrap_servers: str,
     segments_topic: str, results_topic: str, dead_letter_topic: str, until_idle: bool,
 ) -> None:  # fmt: skip
     """Run the streaming compaction job until interrupted (or, with --until-idle, until idle)."""
@@ -51,7 +50,9 @@ def run(
 
     config = load_config_file(config_path)
     kafka = kafka_settings(bootstrap_servers, config, segments_topic, results_topic, dead_letter_topic)
-    spark = build_spark(fair_pools=config.pool_names(), scratch_dir=checkpoint.parent)
+    spark = build_spark(
+        fair_pools=config.pool_names(), extra_conf=config.spark, locations=(warehouse, checkpoint)
+    )
     producer = EventProducer(kafka)
     try:
         handler = build_handler(spark, config, warehouse, kafka, producer)

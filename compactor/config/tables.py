@@ -114,6 +114,20 @@ class ProjectConfig(Frozen):
     defaults: TableFields = TableFields()
     tables: Mapping[str, TableFields] = Field(default_factory=dict)
     kafka: KafkaSecurity | None = None
+    # Spark settings for the job and every Spark-using command (an object store's endpoint and
+    # path style, say); applied over the project's own defaults
+    spark: Mapping[str, str] = Field(default_factory=dict)
+
+    @field_validator("spark", mode="before")
+    @classmethod
+    def _spark_settings(cls, settings: Any) -> Any:
+        if not isinstance(settings, Mapping):
+            return settings
+        for key in settings:
+            if not str(key).startswith("spark."):
+                raise ValueError(f"{key!r} is not a Spark setting (they start with `spark.`)")
+        as_text = {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in settings.items()}
+        return MappingProxyType(as_text)
 
     @field_validator("tables")
     @classmethod

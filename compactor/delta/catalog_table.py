@@ -59,6 +59,7 @@ SCHEMA = StructType(
         StructField("version", LongType(), True),  # mark rows
         StructField("announced", LongType(), True),
         StructField("retired_filter", BinaryType(), True),
+        StructField("config", StringType(), True),
     ]
 )
 
@@ -89,7 +90,7 @@ class DeltaCatalogStore:
         for (table, sid), row in latest.items():
             if sid == MARK:
                 marks[table] = TableMark(
-                    row.version, row.announced, RetiredFilter.from_bytes(row.retired_filter)
+                    row.version, row.announced, RetiredFilter.from_bytes(row.retired_filter), row.config
                 )
             elif row.live:
                 segments.setdefault(table, []).append(segment_from_dict(json.loads(row.segment)))
@@ -162,7 +163,7 @@ class DeltaCatalogStore:
     def _mark_row(self, table: str, mark: TableMark) -> Row:
         return self._row(
             CURRENT, table, MARK, version=mark.version, announced=mark.announced,
-            retired_filter=bytearray(mark.retired.to_bytes()),
+            retired_filter=bytearray(mark.retired.to_bytes()), config=mark.config,
         )  # fmt: skip
 
 

@@ -62,7 +62,8 @@ class DeltaLogReader:
         from the last checkpoint (or the last version seen), look for later versions' files,
         doubling the step, then halve back to the last one that exists."""
         if self._latest is None:
-            checkpoint = self.files.read_text(f"{self.log_uri}/_last_checkpoint")
+            marker = f"{self.log_uri}/_last_checkpoint"  # absent until the first checkpoint
+            checkpoint = self.files.read_text(marker) if self.files.exists(marker) else None
             self._latest = int(json.loads(checkpoint)["version"]) if checkpoint else -1
         known, step = self._latest, 1
         while self.files.exists(self._file(known + step)):

@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import tempfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from pyspark.sql import SparkSession
 
 from compactor import jvm
+
+
+def on_s3(location: str | Path) -> bool:
+    return str(location).startswith(("s3a://", "s3://"))
+
+
+def jars_for(locations: Sequence[str | Path]) -> list[Path]:
+    """Delta and the Kafka connector always; S3A and its AWS SDK only for S3 locations."""
+    return jvm.spark_jars() + (jvm.s3_jars() if any(on_s3(loc) for loc in locations) else [])
+
 
 _FAIR_POOLS_XML = """<?xml version="1.0"?>
 <allocations>
@@ -22,14 +33,18 @@ def build_spark(
     extra_conf: Mapping[str, str] | None = None,
     fair_pools: tuple[str, ...] = (),
     scratch_dir: Path | None = None,
+    locations: Sequence[str | Path] = (),
 ) -> SparkSession:
     """Return a SparkSession with Delta's extension and catalog and the cached jars.
 
     The jars come from `compactor.jvm` (resolved once from Maven Central), so a
-    start with a warm cache downloads nothing. `fair_pools` turns on the FAIR
-    scheduler with one pool per name (bin-pack pools run in pools of the same name).
+    start with a warm cache downloads nothing; Hadoop's S3A connector is added
+    only when one of `locations` (the warehouse, the checkpoint) is on S3.
+    `fair_pools` turns on the FAIR scheduler with one pool per name (bin-pack
+    pools run in pools of the same name). `extra_conf` (the config file's
+    `spark:` block) is applied last, so it can change any setting here.
     """
-    jars = ",".join(str(p) for p in jvm.spark_jars())
+    jars = ",".join(str(p) for p in jars_for(locations))
     builder = (
         SparkSession.builder.appName(app_name)
         .master(master)
@@ -58,7 +73,7 @@ def build_spark(
             "<weight>1</weight><minShare>0</minShare></pool>"
             for name in fair_pools
         )
-        base = scratch_dir or Path.cwd()
+        base = scratch_dir or Path(tempfile.mkdtemp(prefix="compactor-spark-"))
         base.mkdir(parents=True, exist_ok=True)
         allocation = base / "fairscheduler.xml"
         allocation.write_text(_FAIR_POOLS_XML.format(pools=pools))

@@ -132,9 +132,9 @@ def assemble(
 ) -> BatchHandler:
     """Wire a handler and recover: the catalog read from its store and caught up with the
     tables, published configs adopted, and merges a crash left unannounced announced."""
-    catalog = recover(store, catalog_store)
-    state = StreamState(store, catalog, TableConfigs(config, store), clock, HandlerStats())
-    state.configs.load_recorded(catalog.table_names)
+    catalog, new_tables = recover(store, catalog_store)
+    state = StreamState(store, catalog, TableConfigs(config, store, catalog), clock, HandlerStats())
+    state.configs.load_recorded(catalog, new_tables)
     announcer = Announcer(publisher, codec, topics, state)
     announcer.announce_unannounced(catalog)
     catalog_store.save(catalog.take_changes())

@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 def build_handler(
     spark: SparkSession,
     config: ProjectConfig,
-    warehouse: Path,
+    warehouse: Path | str,
     kafka: KafkaSettings,
     producer: EventProducer | None = None,
     codec: Codec | None = None,
@@ -54,7 +54,7 @@ def start_query(
     spark: SparkSession,
     handler: BatchHandler,
     kafka: KafkaSettings,
-    checkpoint: Path,
+    checkpoint: Path | str,
     available_now: bool = False,
     trigger_interval: str = "1 second",
 ) -> StreamingQuery:
@@ -77,7 +77,9 @@ def start_query(
     return writer.queryName("segment-compactor").start()
 
 
-def run_until_idle(spark: SparkSession, handler: BatchHandler, kafka: KafkaSettings, checkpoint: Path) -> int:
+def run_until_idle(
+    spark: SparkSession, handler: BatchHandler, kafka: KafkaSettings, checkpoint: Path | str
+) -> int:
     """Drain the topic, re-run while merges keep emitting events, stop when a run sees none.
 
     For batch-style schedules (cron) and crash tests. Returns the number of runs.
@@ -95,15 +97,17 @@ def main(argv: list[str] | None = None) -> None:
     """The spark-submit entry: `compact_segments.py --config ... --warehouse ... --checkpoint ...`."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--config", type=Path, required=True)
-    parser.add_argument("--warehouse", type=Path, required=True)
-    parser.add_argument("--checkpoint", type=Path, required=True)
+    parser.add_argument("--warehouse", required=True, help="a directory or URI")
+    parser.add_argument("--checkpoint", required=True, help="a directory or URI")
     parser.add_argument("--bootstrap-servers", required=True)
     args = parser.parse_args(argv)
     from compactor.delta.session import build_spark
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = load_config_file(args.config)
-    spark = build_spark(fair_pools=config.pool_names(), scratch_dir=args.checkpoint.parent)
+    spark = build_spark(
+        fair_pools=config.pool_names(), extra_conf=config.spark, locations=(args.warehouse, args.checkpoint)
+    )
     kafka = KafkaSettings(args.bootstrap_servers, security=config.kafka)
     producer = EventProducer(kafka)
     handler = build_handler(spark, config, args.warehouse, kafka, producer)

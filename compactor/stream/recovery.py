@@ -26,16 +26,18 @@ UNKNOWN_ROWS_ACTION = (
 )
 
 
-def recover(store: TableStore, catalog_store: CatalogStore) -> SegmentCatalog:
-    """The catalog as stored, caught up with every table's commits since, and reconciled."""
+def recover(store: TableStore, catalog_store: CatalogStore) -> tuple[SegmentCatalog, list[str]]:
+    """The catalog as stored, caught up with every table's commits since, and reconciled; with
+    the tables that were new to it."""
     catalog = SegmentCatalog.from_store(catalog_store.load())
     tables = store.tables()
+    new = [t for t in tables if catalog.version(t) is None]
     for table in tables:
         catch_up(store, catalog, table)
     for table in set(catalog.table_names) - set(tables):
         log.warning("table %s: no longer in the warehouse; its segments leave the catalog", table)
         catalog.apply(SegmentsGone(table, frozenset(s.id for s in catalog.segments(table))))
-    return catalog
+    return catalog, new
 
 
 def catch_up(store: TableStore, catalog: SegmentCatalog, table: str, check: bool = False) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+from compactor.catalog.fold import SegmentCatalog
 from compactor.config.loading import settings_from_json
 from compactor.config.tables import ProjectConfig, TableSettings
 from compactor.delta.store import TableStore
@@ -16,13 +17,15 @@ log = logging.getLogger(__name__)
 class TableConfigs:
     """The config file plus the table configs published since (`compactor config apply`).
 
-    A published config is recorded with its table (truth lives in Delta), so a
-    restart adopts it again (`load_recorded`).
+    A published config is recorded with its table (truth lives in Delta) and in
+    the catalog, from which a restart adopts it again (`load_recorded`) without
+    opening every table.
     """
 
-    def __init__(self, project: ProjectConfig, store: TableStore) -> None:
+    def __init__(self, project: ProjectConfig, store: TableStore, catalog: SegmentCatalog) -> None:
         self.project = project
         self.store = store
+        self.catalog = catalog
         self._published: dict[str, TableSettings] = {}
 
     def for_table(self, table: str) -> TableSettings:
@@ -38,10 +41,15 @@ class TableConfigs:
         except ConfigError as exc:
             raise Rejected(DeadLetterReason.INVALID_CONFIG, str(exc)) from None
 
-    def load_recorded(self, tables: list[str]) -> None:
-        """Adopt the configs recorded with the tables that are newer than the file's."""
-        for table in tables:
-            recorded = self.store.recorded_config(table)
+    def load_recorded(self, catalog: SegmentCatalog, new_tables: list[str]) -> None:
+        """Adopt the published configs newer than the file's: those the catalog remembers, and
+        for tables new to it, those recorded with the table (where `config apply` put them)."""
+        for table in catalog.table_names:
+            recorded = catalog.published_config(table)
+            if recorded is None and table in new_tables:
+                recorded = self.store.recorded_config(table)
+                if recorded:
+                    catalog.record_config(table, recorded)
             if recorded:
                 settings = settings_from_json(recorded, table)
                 if settings.config_version > self.project.for_table(table).config_version:
@@ -64,6 +72,7 @@ class TableConfigs:
             )
             return None
         self.store.record_config(event.table, event.settings_json)
+        self.catalog.record_config(event.table, event.settings_json)
         self._published[event.table] = settings
         log.info("table %s: config version %d applied", event.table, settings.config_version)
         return settings

@@ -430,3 +430,15 @@ def test_checks_on_the_merged_result_name_the_table() -> None:
             {"defaults": {"rules": [{"rule": "refresh"}]}, "tables": {"events": {"preserve_latest": 2}}}
         )
     assert "table 'events'" in str(err.value) and "`layout`" in str(err.value)
+
+
+def test_spark_settings_in_the_config_are_text_and_must_be_spark_settings() -> None:
+    config = load_config(
+        {"spark": {"spark.hadoop.fs.s3a.path.style.access": True, "spark.sql.shuffle.partitions": 8}}
+    )
+    assert dict(config.spark) == {
+        "spark.hadoop.fs.s3a.path.style.access": "true",
+        "spark.sql.shuffle.partitions": "8",
+    }
+    with pytest.raises(ConfigError, match=r"key spark: .*'fs.s3a.endpoint' is not a Spark setting"):
+        load_config({"spark": {"fs.s3a.endpoint": "http://127.0.0.1:9000"}})

@@ -6,16 +6,22 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from compactor.codec.events import default_codec
 from compactor.delta.catalog_table import DeltaCatalogStore
 from compactor.delta.reads import read_commits
+from compactor.domain.clock import now_utc
+from compactor.domain.events import SegmentCompleted
+from compactor.domain.segments import TimeRange
+from compactor.kafka.producer import EventProducer
 from tests.helpers.sales import TABLE, create_table, handler_for, load_days, read_table
-from tests.helpers.streaming import JobRunner, checksum, make_kafka
+from tests.helpers.streaming import JobRunner, checksum, consume_all, make_kafka
 
 pytestmark = pytest.mark.integration
 
@@ -41,7 +47,7 @@ def test_a_month_merges_after_a_restart_although_the_log_lost_its_first_commits(
     kafka = make_kafka(kafka_bootstrap, unique)
     path = create_table(spark, warehouse, SHORT_LOG)
     log_dir = path / "_delta_log"
-    load_days(spark, warehouse, kafka, JAN, 10, rows=5)
+    loaded = load_days(spark, warehouse, kafka, JAN, 10, rows=5)
     handler = handler_for(spark, warehouse, kafka, ["week", "month"])
     JobRunner(spark, handler, kafka, tmp_path / "cp").run_until_quiet()
     assert len(handler.state.catalog.segments(TABLE)) == 4, "the first week merged; Jan 8-10 wait"
@@ -68,3 +74,19 @@ def test_a_month_merges_after_a_restart_although_the_log_lost_its_first_commits(
     stored = DeltaCatalogStore(spark, warehouse).load()
     assert [s.id for s in stored.segments[TABLE]] == [month.id]
     assert stored.marks[TABLE].version == restarted.state.store.latest_version(TABLE)
+
+    # a producer re-sends Jan 2's event (merged away before the restart, its commit long gone
+    # from the log), then reuses its id for other data: the first is harmless, the second refused
+    jan2 = next(s for s in loaded if s.id == "d20240102")
+    codec = default_codec()
+    reused = replace(jan2, range=TimeRange(JAN + timedelta(days=40), JAN + timedelta(days=41)))
+    EventProducer(kafka).send_all(
+        [(kafka.segments_topic, TABLE, codec.encode_segment_completed(SegmentCompleted(s, now_utc())), None)
+         for s in (jan2, reused)]
+    )  # fmt: skip
+    JobRunner(
+        spark, handler_for(spark, warehouse, kafka, ["week", "month"]), kafka, tmp_path / "cp"
+    ).run_until_quiet()
+    (dead,) = consume_all(kafka_bootstrap, kafka.dead_letter_topic)
+    assert dict(dead.headers())["compactor.dead_letter.reason"] == b"duplicate_segment_id"
+    assert codec.decode_segment_completed(dead.value()).segment == reused

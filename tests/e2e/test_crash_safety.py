@@ -4,85 +4,25 @@ and every executed merge announced (repeats only with the same plan id)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections import Counter
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from delta.tables import DeltaTable
-from pyspark.sql import functions as F
 
 from compactor.cli.dry_run import run_plan
 from compactor.codec.events import default_codec
 from compactor.config.loading import load_config
 from compactor.delta.paths import table_uri
-from compactor.domain.clock import now_utc
-from compactor.domain.events import SegmentCompleted
-from compactor.domain.segments import Segment, TimeRange
-from compactor.kafka.producer import EventProducer
-from compactor.kafka.settings import KafkaSettings
-from compactor.loader import sample_rows
-from compactor.stream.faults import FAULT_ENV, POINTS
+from compactor.stream.faults import POINTS
+from tests.helpers.jobs import TABLE, bulk_load, run_job
 from tests.helpers.streaming import checksum, consume_all, make_kafka
 
 pytestmark = pytest.mark.integration
 
-TABLE = "ledger"
 CONFIG_YAML = "defaults:\n  rules:\n    - rule: auto_merge\n      levels: [week]\n"
-COMPACTOR = str(Path(sys.executable).parent / "compactor")
-
-
-def run_job(args: list[str], fault: str | None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != FAULT_ENV}
-    if fault:
-        env[FAULT_ENV] = fault
-    return subprocess.run(
-        [COMPACTOR, "run", *args, "--until-idle"], env=env, capture_output=True, text=True, timeout=600
-    )
-
-
-def bulk_load(spark: Any, warehouse: Path, kafka: KafkaSettings, days: int, rows: int) -> list[Segment]:
-    """Daily segments written as a producer that writes Delta itself would: one append
-    for all of them (the rows carry their segment id), then one event each."""
-    first = datetime(2024, 1, 1, tzinfo=UTC)
-    frames = [
-        sample_rows(spark, first + timedelta(days=d), first + timedelta(days=d + 1), rows, seed=d).withColumn(
-            "segment_id", F.lit(f"d{d:02d}")
-        )
-        for d in range(days)
-    ]
-    data = frames[0]
-    for frame in frames[1:]:
-        data = data.unionByName(frame)
-    data.write.format("delta").partitionBy("segment_id").save(table_uri(warehouse, TABLE))
-    segments = [
-        Segment(
-            f"d{d:02d}",
-            TABLE,
-            TimeRange(first + timedelta(days=d), first + timedelta(days=d + 1)),
-            loaded_at=now_utc(),
-            records=rows,
-        )
-        for d in range(days)
-    ]
-    codec = default_codec()
-    EventProducer(kafka).send_all(
-        [
-            (
-                kafka.segments_topic,
-                TABLE,
-                codec.encode_segment_completed(SegmentCompleted(s, now_utc())),
-                None,
-            )
-            for s in segments
-        ]
-    )
-    return segments
 
 
 @pytest.mark.parametrize("point", POINTS)

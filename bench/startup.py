@@ -1,0 +1,186 @@
+"""Start-up time of the job with a large catalog: how long until it processes events.
+
+Two warehouses, each at two scales (a tenth, then the whole) to show how the
+time grows:
+- one table with 100,000 live segments in the catalog and 50,000 commits in its Delta log;
+- 1,000 tables of 100 segments each.
+
+The catalog store is written as the job leaves it (every segment and each
+table's mark saved). The log's commits beyond the first are minimal valid
+Delta commits written directly (writing 50,000 real ones through Spark would
+take hours); the start-up path never reads them, which is the point: its cost
+follows the live segments, not the history. Measured: the recovery that
+`build_handler` runs (catalog read, every table's log caught up), then one
+batch with one real load event (admission, planning, the catalog saved).
+
+Run: .venv/bin/python bench/startup.py [--quick]
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from _common import Stopwatch, bench_parser, print_table, save_results, spark_quiet
+
+from compactor.catalog.store import CatalogChanges, TableMark
+from compactor.codec.events import default_codec
+from compactor.config.loading import load_config
+from compactor.delta.catalog_table import DeltaCatalogStore
+from compactor.delta.paths import table_uri
+from compactor.delta.session import build_spark
+from compactor.delta.spark_store import SparkTableStore
+from compactor.delta.writes import write_segment
+from compactor.domain.events import SegmentCompleted
+from compactor.domain.segments import Segment, TimeRange
+from compactor.kafka.settings import KafkaSettings
+from compactor.loader import sample_rows
+from compactor.stream.handler import assemble
+from compactor.stream.triggers import Envelope
+
+START = datetime(2020, 1, 1, tzinfo=UTC)
+# the rules run on every event, but plan nothing: the figure is start-up, not a merge
+CONFIG = load_config({"defaults": {"rules": [{"rule": "minor", "level_thresholds": [0, 0]}]}})
+
+
+class NoPublisher:
+    """Results and dead letters go nowhere: the figure is the job's own start-up."""
+
+    def send_all(self, messages: Any) -> None:
+        return None
+
+
+def segment(table: str, i: int) -> Segment:
+    start = START + timedelta(hours=i)
+    return Segment(
+        f"s{i:07d}", table, TimeRange(start, start + timedelta(hours=1)), start, records=10, bytes=1000
+    )
+
+
+def real_table(spark: Any, warehouse: str, table: str) -> Segment:
+    """A table with one real segment, loaded as a producer loads it."""
+    s = Segment("real-0", table, TimeRange(START, START + timedelta(hours=1)), START)
+    return write_segment(spark, warehouse, s, sample_rows(spark, START, START + timedelta(hours=1), 10))
+
+
+def pad_log(warehouse: str, table: str, commits: int) -> None:
+    """Minimal valid commits after the first, as a busy table accumulates them."""
+    log = Path(table_uri(warehouse, table)) / "_delta_log"
+    for v in range(1, commits):
+        info = {
+            "commitInfo": {
+                "timestamp": 1_600_000_000_000 + v,
+                "operation": "WRITE",
+                "operationParameters": {},
+            }
+        }
+        (log / f"{v:020d}.json").write_text(json.dumps(info) + "\n")
+
+
+def empty_table(warehouse: str, table: str) -> None:
+    """A table's first commit (protocol and schema), written directly."""
+    log = Path(table_uri(warehouse, table)) / "_delta_log"
+    log.mkdir(parents=True)
+    schema = {"type": "struct", "fields": [{"name": n, "type": t, "nullable": True, "metadata": {}}
+              for n, t in (("event_time", "timestamp"), ("customer_id", "integer"), ("segment_id", "string"))]}  # fmt: skip
+    actions = [
+        {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
+        {"metaData": {"id": table, "format": {"provider": "parquet", "options": {}}, "schemaString": json.dumps(schema),
+                      "partitionColumns": ["segment_id"], "configuration": {}, "createdTime": 1_600_000_000_000}},
+        {"commitInfo": {"timestamp": 1_600_000_000_000, "operation": "CREATE TABLE", "operationParameters": {}}},
+    ]  # fmt: skip
+    (log / f"{0:020d}.json").write_text("\n".join(json.dumps(a) for a in actions) + "\n")
+
+
+def build_catalog(spark: Any, warehouse: str, tables: dict[str, int], versions: dict[str, int]) -> None:
+    changes = CatalogChanges()
+    for table, count in tables.items():
+        changes.live |= {(table, s.id): s for s in (segment(table, i) for i in range(count))}
+        changes.marks[table] = TableMark(versions[table], announced=versions[table])
+    DeltaCatalogStore(spark, warehouse).save(changes)
+
+
+def measure(spark: Any, warehouse: str, first: Segment) -> dict[str, float]:
+    kafka = KafkaSettings("127.0.0.1:1", "segments", "results", "dead")
+    codec = default_codec()
+    with Stopwatch() as recovery:
+        handler = assemble(
+            SparkTableStore(spark, warehouse), DeltaCatalogStore(spark, warehouse), CONFIG, kafka,
+            NoPublisher(), codec, lambda: datetime.now(UTC),
+        )  # fmt: skip
+    event = Envelope(
+        first.table, codec.encode_segment_completed(SegmentCompleted(first, first.loaded_at)), "bench"
+    )
+    with Stopwatch() as batch:
+        handler.process([event])
+    assert handler.state.catalog.get(first.table, first.id) is not None
+    segments = sum(len(handler.state.catalog.segments(t)) for t in handler.state.catalog.table_names)
+    return {"recovery_s": recovery.seconds, "first_batch_s": batch.seconds, "total_s": recovery.seconds + batch.seconds,
+            "segments_loaded": segments}  # fmt: skip
+
+
+def one_big_table(spark: Any, root: Path, segments: int, commits: int) -> dict[str, Any]:
+    warehouse = str(root / f"big-{segments}")
+    real = real_table(spark, warehouse, "events")
+    pad_log(warehouse, "events", commits)
+    build_catalog(spark, warehouse, {"events": segments}, {"events": commits - 1})
+    second = Segment("real-1", "events", TimeRange(START - timedelta(hours=1), START), START)
+    second = write_segment(
+        spark, warehouse, second, sample_rows(spark, START - timedelta(hours=1), START, 10)
+    )
+    del real
+    return {"scenario": "one table", "tables": 1, "segments": segments, "commits": commits} | measure(
+        spark, warehouse, second
+    )
+
+
+def many_tables(spark: Any, root: Path, tables: int, per_table: int) -> dict[str, Any]:
+    warehouse = str(root / f"many-{tables}")
+    real_table(spark, warehouse, "t0000")
+    for t in range(1, tables):
+        empty_table(warehouse, f"t{t:04d}")
+    versions = {f"t{t:04d}": 0 for t in range(tables)}
+    build_catalog(spark, warehouse, {name: per_table for name in versions}, versions)
+    second = Segment("real-1", "t0000", TimeRange(START - timedelta(hours=1), START), START)
+    second = write_segment(
+        spark, warehouse, second, sample_rows(spark, START - timedelta(hours=1), START, 10)
+    )
+    return {
+        "scenario": "many tables",
+        "tables": tables,
+        "segments": tables * per_table,
+        "commits": tables,
+    } | measure(spark, warehouse, second)
+
+
+def main() -> None:
+    args = bench_parser(__doc__, "1,000 and 10,000 segments; 20 and 100 tables").parse_args()
+    spark = build_spark("bench-startup", master="local[2]")
+    spark_quiet(spark)
+    root = Path(tempfile.mkdtemp(prefix="bench-startup-"))
+    big = [(1_000, 500), (10_000, 5_000)] if args.quick else [(10_000, 5_000), (100_000, 50_000)]
+    many = [(20, 10), (100, 10)] if args.quick else [(100, 100), (1_000, 100)]
+    rows = []
+    try:
+        rows += [one_big_table(spark, root, s, c) for s, c in big]
+        rows += [many_tables(spark, root, t, p) for t, p in many]
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print_table(
+        ["scenario", "tables", "segments", "commits", "recovery s", "first batch s", "total s"],
+        [[r["scenario"], r["tables"], r["segments"], r["commits"], r["recovery_s"], r["first_batch_s"], r["total_s"]]
+         for r in rows],
+    )  # fmt: skip
+    for name in ("one table", "many tables"):
+        small, large = (r for r in rows if r["scenario"] == name)
+        growth = large["total_s"] / small["total_s"]
+        print(f"{name}: x{large['segments'] / small['segments']:.0f} segments -> x{growth:.1f} time")
+    save_results("startup", args.quick, {"rows": rows})
+
+
+if __name__ == "__main__":
+    main()

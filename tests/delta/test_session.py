@@ -1,0 +1,23 @@
+"""The S3 connector (and its ~700 MB AWS SDK) is resolved only for S3 locations."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from compactor import jvm
+from compactor.delta.session import jars_for, on_s3
+
+
+def test_s3_jars_only_for_s3_locations(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(jvm, "spark_jars", lambda: [Path("delta.jar")])
+    monkeypatch.setattr(jvm, "s3_jars", lambda: [Path("hadoop-aws.jar")])
+    assert jars_for(["/data/warehouse", "file:///data/cp", "abfss://c@a.dfs.core.windows.net/w"]) == [
+        Path("delta.jar")
+    ]
+    assert jars_for(["/data/warehouse", "s3a://bucket/checkpoint"]) == [
+        Path("delta.jar"),
+        Path("hadoop-aws.jar"),
+    ]
+    assert on_s3("s3://bucket/w") and not on_s3(Path("/s3a/local"))

@@ -1,0 +1,73 @@
+"""The real job as a separate process (killed, restarted), and segments a producer writes itself."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import functions as F
+
+from compactor.codec.events import default_codec
+from compactor.delta.paths import table_uri
+from compactor.domain.clock import now_utc
+from compactor.domain.events import SegmentCompleted
+from compactor.domain.segments import Segment, TimeRange
+from compactor.kafka.producer import EventProducer
+from compactor.kafka.settings import KafkaSettings
+from compactor.loader import sample_rows
+from compactor.stream.faults import FAULT_ENV
+
+TABLE = "ledger"
+COMPACTOR = str(Path(sys.executable).parent / "compactor")
+
+
+def run_job(args: list[str], fault: str | None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != FAULT_ENV}
+    if fault:
+        env[FAULT_ENV] = fault
+    return subprocess.run(
+        [COMPACTOR, "run", *args, "--until-idle"], env=env, capture_output=True, text=True, timeout=600
+    )
+
+
+def bulk_load(spark: Any, warehouse: Path | str, kafka: KafkaSettings, days: int, rows: int) -> list[Segment]:
+    """Daily segments written as a producer that writes Delta itself would: one append
+    for all of them (the rows carry their segment id), then one event each."""
+    first = datetime(2024, 1, 1, tzinfo=UTC)
+    frames = [
+        sample_rows(spark, first + timedelta(days=d), first + timedelta(days=d + 1), rows, seed=d).withColumn(
+            "segment_id", F.lit(f"d{d:02d}")
+        )
+        for d in range(days)
+    ]
+    data = frames[0]
+    for frame in frames[1:]:
+        data = data.unionByName(frame)
+    data.write.format("delta").partitionBy("segment_id").save(table_uri(warehouse, TABLE))
+    segments = [
+        Segment(
+            f"d{d:02d}",
+            TABLE,
+            TimeRange(first + timedelta(days=d), first + timedelta(days=d + 1)),
+            loaded_at=now_utc(),
+            records=rows,
+        )
+        for d in range(days)
+    ]
+    codec = default_codec()
+    EventProducer(kafka).send_all(
+        [
+            (
+                kafka.segments_topic,
+                TABLE,
+                codec.encode_segment_completed(SegmentCompleted(s, now_utc())),
+                None,
+            )
+            for s in segments
+        ]
+    )
+    return segments
