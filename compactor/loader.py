@@ -46,14 +46,12 @@ def load_segment(
     segment_id: str | None = None,
     sub_partitions: Iterable[str] = (),
     codec: Codec | None = None,
-    stamp_loaded_at: bool = False,
     built_with: str = "",
 ) -> Segment:
     """Append `rows` to `table` as one segment covering [start, end) and publish it.
 
     Returns the segment as committed (exact record count and bytes). The event is
     produced only after the Delta commit, and only returns once Kafka acknowledged it.
-    `stamp_loaded_at` adds the `_loaded_at` column upsert tables need to order versions;
     `built_with` records the layout the rows were built to (see `rules.refresh.layout_record`).
     """
     time_range = TimeRange(start, end)
@@ -65,8 +63,6 @@ def load_segment(
         sub_partitions=frozenset(sub_partitions),
         built_with=built_with,
     )
-    if stamp_loaded_at:
-        rows = rows.withColumn("_loaded_at", F.lit(segment.loaded_at).cast("timestamp"))
     committed = write_segment(spark, warehouse, segment, rows)
     _Sink(spark, warehouse, kafka, producer, codec or default_codec()).publish(
         SegmentCompleted(committed, now_utc())

@@ -111,15 +111,19 @@ class BinPackRule(Frozen):
 class UpsertCompactionRule(Frozen):
     """Upsert compaction (Pinot): drop rows a newer version of their key supersedes, merge M:1.
 
-    A segment qualifies when its invalid rows reach both thresholds; qualifying
-    segments merge (or are rewritten alone) so each output's valid rows stay
-    within `max_records_per_segment`. Never splits, repartitions or rolls up.
+    A segment qualifies when its invalid rows reach both thresholds; a small
+    segment (under half of both output limits in valid rows and bytes) qualifies
+    too, to be merged with others. Qualifying segments merge M:1 in load order,
+    each output's valid rows within `max_records_per_segment` and its size
+    within `max_segment_size`; a lone segment is rewritten only to drop invalid
+    rows. Never splits, repartitions or rolls up.
     """
 
     rule: Literal["upsert_compaction"]
     invalid_records_threshold_percent: float = Field(default=0.0, ge=0, le=100)
     invalid_records_threshold_count: int = Field(default=1, ge=1)
     max_records_per_segment: int = Field(default=5_000_000, gt=0)
+    max_segment_size: ByteSize = 500 << 20
     trigger: Trigger = "on_load"
 
 

@@ -98,7 +98,23 @@ class TableSettings(TableFields):
                 "an upsert table may only use upsert_compaction: other rules would merge without removing "
                 "superseded rows"
             )
+        if self.upsert is not None:
+            self._upsert_keeps_its_keys()
         return self
+
+    def _upsert_keeps_its_keys(self) -> None:
+        """Seed 004: an upsert table's rows keep their primary keys, and segments map M:1."""
+        for rule in self.rules:
+            if isinstance(rule, RefreshRule) and rule.merge_type == "rollup":
+                raise ValueError(
+                    "an upsert table cannot roll up (refresh merge_type rollup): rows must keep their primary "
+                    "keys intact"
+                )
+        if self.layout is not None and self.layout.partitioning is not None:
+            raise ValueError(
+                f"an upsert table cannot be repartitioned (layout.partitioning on {self.layout.partitioning.column!r}): "
+                "its segments are merged M:1, never split by value"
+            )
 
 
 class ProjectConfig(Frozen):

@@ -19,7 +19,7 @@ from compactor.delta.paths import SEGMENT_COLUMN, TARGET_FILE_BYTES, table_uri
 from compactor.delta.predicates import in_list
 from compactor.delta.reads import app_id, committed
 from compactor.delta.snapshot import check_rewritable
-from compactor.delta.upsert import valid_rows_of
+from compactor.delta.upsert import LoadOrder, order_frame, valid_rows_of
 from compactor.domain.plans import Commit, MergePlan
 
 
@@ -30,6 +30,7 @@ def execute_merge(
     upsert: UpsertConfig | None = None,
     depth: int = RECENT_COMMITS,
     log: DeltaLogReader | None = None,
+    load_order: LoadOrder | None = None,
 ) -> Commit:
     """Replace the plan's input segments with its output in ONE Delta commit.
 
@@ -56,7 +57,7 @@ def execute_merge(
     data_change = upsert is not None
     inputs = list(plan.input_ids)
     if upsert is not None:
-        source = valid_rows_of(table.toDF(), inputs, upsert)
+        source = valid_rows_of(table.toDF(), inputs, upsert, order_frame(spark, load_order or {}))
     else:
         source = table.toDF().where(F.col(SEGMENT_COLUMN).isin(inputs))
     files = max(1, math.ceil(plan.bytes_in / TARGET_FILE_BYTES))

@@ -20,7 +20,7 @@ from compactor.delta.log import RECENT_COMMITS, DeltaLogReader
 from compactor.delta.merge import execute_merge
 from compactor.delta.paths import RESERVED, table_uri, warehouse_uri
 from compactor.delta.refresh import execute_refresh
-from compactor.delta.store import TableChanges
+from compactor.delta.store import LoadOrder, TableChanges
 from compactor.delta.upsert import invalid_counts
 from compactor.domain.plans import Commit, MergePlan
 from compactor.domain.segments import Segment
@@ -101,7 +101,7 @@ class SparkTableStore:
     def record_config(self, table: str, settings_json: str) -> None:
         properties.save_table_config(self.spark, self.warehouse, table, settings_json)
 
-    def commit(self, plan: MergePlan, settings: TableSettings) -> Commit:
+    def commit(self, plan: MergePlan, settings: TableSettings, load_order: LoadOrder | None = None) -> Commit:
         """The plan's commit, run in its FAIR scheduler pool (bin-pack pools), conflicts typed."""
         with self._pool(plan.pool), conflicts_as_commit_conflict():
             if plan.rule == RuleName.REFRESH:
@@ -119,10 +119,18 @@ class SparkTableStore:
                     settings.config_version,
                     self.depth,
                 )
-            return execute_merge(self.spark, self.warehouse, plan, settings.upsert, self.depth)
+            return execute_merge(
+                self.spark,
+                self.warehouse,
+                plan,
+                settings.upsert,
+                self.depth,
+                self.log(plan.table),
+                load_order,
+            )
 
-    def invalid_counts(self, table: str, upsert: UpsertConfig) -> dict[str, int]:
-        return invalid_counts(self.spark, self.warehouse, table, upsert)
+    def invalid_counts(self, table: str, upsert: UpsertConfig, load_order: LoadOrder) -> dict[str, int]:
+        return invalid_counts(self.spark, self.warehouse, table, upsert, load_order)
 
     def index_facts(self, table: str, segment: Segment, layout: LayoutConfig) -> IndexFacts:
         return index_facts(self.spark, self.warehouse, table, segment, layout)

@@ -12,8 +12,9 @@ not rewrite; anything else is a failure of that plan.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Protocol
 
 from compactor.catalog.changes import CommitRecord
@@ -22,6 +23,8 @@ from compactor.config.tables import TableSettings
 from compactor.domain.plans import Commit, MergePlan
 from compactor.domain.segments import Segment
 from compactor.rules.refresh import IndexFacts
+
+LoadOrder = Mapping[str, datetime]  # segment id -> when it was loaded
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,11 +66,12 @@ class TableStore(Protocol):
     def record_config(self, table: str, settings_json: str) -> None:
         """Record a published table config with the table, so a restart keeps it."""
 
-    def commit(self, plan: MergePlan, settings: TableSettings) -> Commit:
-        """Execute a plan as ONE commit (idempotent: a replay returns the earlier commit)."""
+    def commit(self, plan: MergePlan, settings: TableSettings, load_order: LoadOrder | None = None) -> Commit:
+        """Execute a plan as ONE commit (idempotent: a replay returns the earlier commit).
+        Upsert tables judge ties by `load_order` (segment id -> load time)."""
 
-    def invalid_counts(self, table: str, upsert: UpsertConfig) -> dict[str, int]:
-        """Upsert tables: superseded rows per segment id."""
+    def invalid_counts(self, table: str, upsert: UpsertConfig, load_order: LoadOrder) -> dict[str, int]:
+        """Upsert tables: superseded rows per segment id (ties judged by `load_order`)."""
 
     def index_facts(self, table: str, segment: Segment, layout: LayoutConfig) -> IndexFacts:
         """Refresh: what the segment's files and rows hold."""

@@ -1,13 +1,23 @@
 """Reading upsert tables: the latest row per primary key, and invalid-row counts.
 
-Rows of an upsert table carry `_loaded_at`, the load time of the segment that
-brought them (merges keep it). The valid row of a key is the one with the
-highest comparison value; ties go to the later load, then to the higher row
-hash, so every reader and the compactor agree on one winner per key.
+The valid row of a key is the one with the highest comparison value; ties go
+to the later load, then to the higher row hash, so every reader and the
+compactor agree on one winner per key. The load order is not a column of the
+rows (producers write upsert tables with their own writers): it is each
+segment's load time as the catalog knows it, joined on `segment_id`. A
+segment the catalog does not know yet was loaded after everything it knows,
+so it orders as the newest. A merge output carries the latest load time of
+its inputs, which keeps every tie decided as before the merge.
+
+`latest_rows` and `view_sql` give readers the same answer from plain SQL over
+the table and the catalog store; the compactor itself passes the load times
+it holds in memory.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 
 from delta.tables import DeltaTable
@@ -15,49 +25,105 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from compactor.config.layout import UpsertConfig
-from compactor.delta.paths import SEGMENT_COLUMN, table_uri
+from compactor.delta.paths import SEGMENT_COLUMN, state_uri, table_uri
 
-LOADED_AT_COLUMN = "_loaded_at"
+LOADED = "__loaded_at"  # the load time joined onto each row, never written
 _RANK = "__upsert_rank"
+LoadOrder = Mapping[str, datetime]  # segment id -> when it was loaded
 
 
-def _winner_order(df: DataFrame, upsert: UpsertConfig) -> list[Column]:
-    data = [c for c in df.columns if c not in (SEGMENT_COLUMN, _RANK)]
+def _winner_order(data_columns: Sequence[str], upsert: UpsertConfig) -> list[Column]:
     return [
         F.col(upsert.comparison_column).desc(),
-        F.col(LOADED_AT_COLUMN).desc(),
-        F.xxhash64(*data).desc(),
+        F.col(LOADED).desc_nulls_first(),  # not in the catalog yet: loaded after all it knows
+        F.xxhash64(*data_columns).desc(),
     ]
 
 
-def with_validity(df: DataFrame, upsert: UpsertConfig) -> DataFrame:
-    """`df` plus a boolean column `valid`: is this row its key's latest version?"""
-    window = Window.partitionBy(*upsert.primary_key).orderBy(*_winner_order(df, upsert))
-    return (
-        df.withColumn(_RANK, F.row_number().over(window)).withColumn("valid", F.col(_RANK) == 1).drop(_RANK)
-    )
+def _data_columns(df: DataFrame) -> list[str]:
+    return [c for c in df.columns if c not in (SEGMENT_COLUMN, LOADED, _RANK)]
 
 
-def latest_rows(spark: SparkSession, warehouse: Path | str, table: str, upsert: UpsertConfig) -> DataFrame:
-    """The table as readers of an upsert table should see it: one row, the latest, per key."""
-    df = DeltaTable.forPath(spark, table_uri(warehouse, table)).toDF()
-    return with_validity(df, upsert).where("valid").drop("valid")
+def with_validity(df: DataFrame, upsert: UpsertConfig, order: DataFrame) -> DataFrame:
+    """`df` plus a boolean column `valid`: is this row its key's latest version?
+
+    `order` has one row per segment: `segment_id` and its load time `__loaded_at`.
+    """
+    data = _data_columns(df)
+    joined = df.join(F.broadcast(order), SEGMENT_COLUMN, "left")
+    window = Window.partitionBy(*upsert.primary_key).orderBy(*_winner_order(data, upsert))
+    ranked = joined.withColumn(_RANK, F.row_number().over(window))
+    return ranked.withColumn("valid", F.col(_RANK) == 1).drop(_RANK, LOADED)
+
+
+def order_frame(spark: SparkSession, load_order: LoadOrder) -> DataFrame:
+    """The load times the compactor holds, as the frame `with_validity` joins."""
+    rows = [(sid, when) for sid, when in load_order.items()]
+    return spark.createDataFrame(rows, f"{SEGMENT_COLUMN} string, {LOADED} timestamp")
 
 
 def invalid_counts(
-    spark: SparkSession, warehouse: Path | str, table: str, upsert: UpsertConfig
+    spark: SparkSession, warehouse: Path | str, table: str, upsert: UpsertConfig, load_order: LoadOrder
 ) -> dict[str, int]:
     """Invalid (superseded) rows per segment id, from one scan of the current snapshot."""
-    df = with_validity(DeltaTable.forPath(spark, table_uri(warehouse, table)).toDF(), upsert)
-    rows = df.where(~F.col("valid")).groupBy(SEGMENT_COLUMN).count().collect()
+    df = DeltaTable.forPath(spark, table_uri(warehouse, table)).toDF()
+    judged = with_validity(df, upsert, order_frame(spark, load_order))
+    rows = judged.where(~F.col("valid")).groupBy(SEGMENT_COLUMN).count().collect()
     return {r[SEGMENT_COLUMN]: int(r["count"]) for r in rows}
 
 
-def valid_rows_of(df: DataFrame, segment_ids: list[str], upsert: UpsertConfig) -> DataFrame:
+def valid_rows_of(df: DataFrame, segment_ids: list[str], upsert: UpsertConfig, order: DataFrame) -> DataFrame:
     """The valid rows of `segment_ids`, judged against every row of `df` (the whole table).
 
     Safe under concurrent upserts: a row superseded now stays superseded, since
     newer versions are only ever added and a key's latest row is never removed.
     """
-    judged = with_validity(df, upsert)
+    judged = with_validity(df, upsert, order)
     return judged.where(F.col(SEGMENT_COLUMN).isin(segment_ids) & F.col("valid")).drop("valid")
+
+
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def view_sql(spark: SparkSession, warehouse: Path | str, table: str, upsert: UpsertConfig) -> str:
+    """A SELECT returning the latest row per key, for readers who never import this package.
+
+    It reads the table and the catalog store (for the load times), ranks as
+    `with_validity` does, and returns the table's columns. The column list is
+    the table's schema now: re-create a view built from it after a schema change.
+    """
+    data_uri, catalog_uri = table_uri(warehouse, table), state_uri(warehouse, "catalog")
+    columns = DeltaTable.forPath(spark, data_uri).toDF().columns
+    if not DeltaTable.isDeltaTable(spark, catalog_uri):  # the job has not run yet: no load is known
+        loads = "SELECT CAST(NULL AS STRING) AS segment_id, CAST(NULL AS TIMESTAMP) AS loaded_at WHERE false"
+    else:
+        loads = _loads_sql(catalog_uri, table)
+    data = ", ".join(_quoted(c) for c in columns if c != SEGMENT_COLUMN)
+    keys = ", ".join(_quoted(k) for k in upsert.primary_key)
+    return f"""SELECT {", ".join(_quoted(c) for c in columns)} FROM (
+  SELECT d.*, ROW_NUMBER() OVER (
+    PARTITION BY {keys}
+    ORDER BY d.{_quoted(upsert.comparison_column)} DESC, o.loaded_at DESC NULLS FIRST, xxhash64({data}) DESC
+  ) AS rank
+  FROM delta.`{data_uri}` AS d
+  LEFT JOIN ({loads}) AS o ON d.segment_id = o.segment_id
+) WHERE rank = 1"""
+
+
+def _loads_sql(catalog_uri: str, table: str) -> str:
+    """Each live segment's load time, from the catalog store (its rows fold latest-wins)."""
+    table_literal = "'" + table.replace("'", "''") + "'"
+    return f"""
+    SELECT segment_id, CAST(get_json_object(segment, '$.loaded_at') AS TIMESTAMP) AS loaded_at
+    FROM (
+      SELECT segment_id, segment, live,
+             ROW_NUMBER() OVER (PARTITION BY segment_id ORDER BY seq DESC) AS latest
+      FROM delta.`{catalog_uri}`
+      WHERE part = 'current' AND `table` = {table_literal} AND segment_id <> ''
+    ) WHERE latest = 1 AND live"""
+
+
+def latest_rows(spark: SparkSession, warehouse: Path | str, table: str, upsert: UpsertConfig) -> DataFrame:
+    """The table as readers of an upsert table should see it: one row, the latest, per key."""
+    return spark.sql(view_sql(spark, warehouse, table, upsert))

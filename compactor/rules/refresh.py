@@ -25,7 +25,7 @@ from compactor.domain.plans import Decision, MergePlan, RuleOutcome, SkipReason,
 from compactor.domain.segments import Segment
 
 RULE = RuleName.REFRESH
-HIDDEN_COLUMNS = frozenset({"segment_id", "_loaded_at"})
+HIDDEN_COLUMNS = frozenset({"segment_id"})
 
 
 class Drift(StrEnum):

@@ -1,16 +1,20 @@
-"""Upsert compaction (seed 004, Apache Pinot).
+"""Upsert compaction (seed 004, Apache Pinot): drop superseded rows, and merge small segments.
 
 A row is invalid when its key has a row with a higher comparison value (ties:
-the later load wins). Segments whose invalid rows reach both thresholds are
-rewritten without them and merged M:1 in load order, each output's valid rows
-staying within `max_records_per_segment`. One segment alone is still rewritten:
-dropping its invalid rows is the work. Counting invalid rows needs the data, so
-the caller passes the counts in (`invalid`), computed by the executor.
+the later load wins). A segment qualifies when its invalid rows reach both
+thresholds (dropping them is the work), or when it is small: under half of
+both output limits in valid rows and bytes (merging it is the work).
+Qualifying segments are taken in load order and merged M:1, each output's
+valid rows within `max_records_per_segment` and its valid bytes within
+`max_segment_size`; a group of one is rewritten only when it has rows to drop.
+Counting invalid rows needs the data, so the caller passes the counts in
+(`invalid`), computed by the executor.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from itertools import repeat
 from operator import attrgetter
 
@@ -23,22 +27,44 @@ from compactor.domain.segments import Segment
 
 RULE = RuleName.UPSERT_COMPACTION
 _RECORDS = attrgetter("records")
+_BYTES = attrgetter("bytes")
 _ID = attrgetter("id")
 
 
-def _qualifying(
-    segments: Sequence[Segment], invalid: Sequence[int], rule: UpsertCompactionRule
-) -> npt.NDArray[np.bool_]:
-    """Which segments' invalid rows reach both thresholds (vectorised: tables hold millions)."""
-    records = np.fromiter(map(_RECORDS, segments), np.int64, len(segments))
-    bad = np.asarray(invalid, dtype=np.int64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        percent = 100.0 * bad / records  # the same float64 operations as Python's 100.0 * bad / records
-    return (
-        (records > 0)
-        & (bad >= rule.invalid_records_threshold_count)
-        & (percent >= rule.invalid_records_threshold_percent)
-    )
+@dataclass(frozen=True, slots=True)
+class _Sizes:
+    """Per segment, vectorised (tables hold millions): rows, invalid rows, valid rows and bytes."""
+
+    records: npt.NDArray[np.int64]
+    invalid: npt.NDArray[np.int64]
+    valid: npt.NDArray[np.int64]
+    valid_bytes: npt.NDArray[np.float64]
+
+    @classmethod
+    def of(cls, segments: Sequence[Segment], invalid: Sequence[int]) -> _Sizes:
+        records = np.fromiter(map(_RECORDS, segments), np.int64, len(segments))
+        bad = np.asarray(invalid, dtype=np.int64)
+        size = np.fromiter(map(_BYTES, segments), np.float64, len(segments))
+        valid = np.maximum(records - bad, 0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            valid_bytes = np.where(records > 0, size * valid / records, size)
+        return cls(records, bad, valid, valid_bytes)
+
+    def dirty(self, rule: UpsertCompactionRule) -> npt.NDArray[np.bool_]:
+        """Whose invalid rows reach both thresholds."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            percent = 100.0 * self.invalid / self.records  # the same float64 operations as Python's
+        return (
+            (self.records > 0)
+            & (self.invalid >= rule.invalid_records_threshold_count)
+            & (percent >= rule.invalid_records_threshold_percent)
+        )
+
+    def small(self, rule: UpsertCompactionRule) -> npt.NDArray[np.bool_]:
+        """Under half of both output limits: worth merging with others."""
+        return (2 * self.valid < rule.max_records_per_segment) & (
+            2 * self.valid_bytes < rule.max_segment_size
+        )
 
 
 def plan(
@@ -48,47 +74,65 @@ def plan(
     invalid: Mapping[str, int] | None,
     explain: bool = True,
 ) -> RuleOutcome:
-    decisions: list[Decision] = []
     if invalid is None:
-        if explain:
-            decisions = [
-                Decision(s.id, RULE, False, SkipReason.NO_STATISTICS, "invalid-row counts not computed")
-                for s in segments
-            ]
-        return RuleOutcome((), tuple(decisions))
+        skipped = [
+            Decision(s.id, RULE, False, SkipReason.NO_STATISTICS, "invalid-row counts not computed")
+            for s in segments
+        ]
+        return RuleOutcome((), tuple(skipped) if explain else ())
     bad = list(map(invalid.get, map(_ID, segments), repeat(0)))
-    qualifying = _qualifying(segments, bad, rule)
-    # without explanations only the (few) qualifying segments need sorting and walking
-    considered = range(len(segments)) if explain else np.flatnonzero(qualifying).tolist()
-    groups: list[list[Segment]] = []
-    valid_in_group = 0
-    for i in sorted(considered, key=lambda i: (segments[i].loaded_at, segments[i].id)):
-        s = segments[i]
-        if not qualifying[i]:
-            decisions.append(
-                Decision(
-                    s.id,
-                    RULE,
-                    False,
-                    SkipReason.BELOW_INVALID_THRESHOLD,
-                    f"{bad[i]} of {s.records} rows invalid; thresholds {rule.invalid_records_threshold_count} rows "
-                    f"and {rule.invalid_records_threshold_percent}%",
-                )
-            )
-            continue
-        valid = s.records - bad[i]
-        if not groups or valid_in_group + valid > rule.max_records_per_segment:
+    sizes = _Sizes.of(segments, bad)
+    dirty, small = sizes.dirty(rule), sizes.small(rule)
+    candidates = np.flatnonzero(dirty | small).tolist()
+    groups = _groups(sorted(candidates, key=lambda i: (segments[i].loaded_at, segments[i].id)), sizes, rule)
+    kept = [g for g in groups if len(g) > 1 or dirty[g[0]]]  # a lone clean segment: nothing to do
+    plans = [make_plan(table, RULE, [segments[i] for i in g], allow_single=True) for g in kept]
+    if not explain:
+        return RuleOutcome(tuple(plans))
+    return RuleOutcome(tuple(plans), tuple(_explain(segments, sizes, dirty, kept, plans, rule)))
+
+
+def _groups(order: list[int], sizes: _Sizes, rule: UpsertCompactionRule) -> list[list[int]]:
+    """Consecutive segments (in load order) packed within both output limits."""
+    groups: list[list[int]] = []
+    rows = size = 0.0
+    for i in order:
+        valid, valid_bytes = int(sizes.valid[i]), float(sizes.valid_bytes[i])
+        if (
+            not groups
+            or rows + valid > rule.max_records_per_segment
+            or size + valid_bytes > rule.max_segment_size
+        ):
             groups.append([])
-            valid_in_group = 0
-        groups[-1].append(s)
-        valid_in_group += valid
-    plans: list[MergePlan] = []
-    for group in groups:
-        merge = make_plan(table, RULE, group, allow_single=True)
-        plans.append(merge)
-        if explain:
-            decisions += [
-                Decision(s.id, RULE, True, None, f"{invalid.get(s.id, 0)} invalid rows", merge.plan_id)
-                for s in group
-            ]
-    return RuleOutcome(tuple(plans), tuple(decisions))
+            rows = size = 0.0
+        groups[-1].append(i)
+        rows += valid
+        size += valid_bytes
+    return groups
+
+
+def _explain(
+    segments: Sequence[Segment],
+    sizes: _Sizes,
+    dirty: npt.NDArray[np.bool_],
+    kept: list[list[int]],
+    plans: list[MergePlan],
+    rule: UpsertCompactionRule,
+) -> list[Decision]:
+    chosen = {i: p for group, p in zip(kept, plans, strict=True) for i in group}
+    decisions = []
+    for i, s in enumerate(segments):
+        counts = f"{sizes.invalid[i]} of {s.records} rows invalid"
+        if i in chosen:
+            why = f"{counts}; dropped" if dirty[i] else f"{counts}; small, merged with others"
+            decisions.append(Decision(s.id, RULE, True, None, why, chosen[i].plan_id))
+        elif dirty[i] or 2 * sizes.valid[i] < rule.max_records_per_segment:
+            decisions.append(
+                Decision(s.id, RULE, False, SkipReason.NOTHING_TO_MERGE_WITH, f"{counts}; small, alone")
+            )
+        else:
+            thresholds = f"thresholds {rule.invalid_records_threshold_count} rows and {rule.invalid_records_threshold_percent}%"
+            decisions.append(
+                Decision(s.id, RULE, False, SkipReason.BELOW_INVALID_THRESHOLD, f"{counts}; {thresholds}")
+            )
+    return decisions

@@ -95,18 +95,24 @@ class BatchHandler:
                 self._run(again, may_replan=False)
 
     def _guarded(self, trigger: Trigger) -> None:
-        """One event's work; an internal failure is logged and counted, not fatal.
+        """One event's work; an internal failure is logged and counted, not fatal, and the
+        table is left alone for the cool-down instead of failing again on every event.
 
         Kafka delivery failures still propagate: the batch must fail and be
         replayed, or an event would be lost. Rejections go on to the dead letters.
         """
+        cool_down, key = self.planner.cool_down, f"table:{trigger.table}"
+        if cool_down.active(key):
+            self.state.stats.cooled_attempts += 1
+            return
         try:
             self.work(trigger)
         except (DeliveryError, Rejected):
             raise
         except Exception:
             self.state.stats.attempt_errors += 1
-            log.exception("table work failed for %s; the next event for the table tries again", trigger.table)
+            cool_down.start(key)
+            log.exception("table %s: its work failed; left alone for %s", trigger.table, cool_down.period)
 
     def _announce_new_tables(self) -> None:
         while self.admission.tables.new:

@@ -85,7 +85,7 @@ class TablePlanner:
         """Invalid rows per segment, scanned only when upsert compaction is about to run."""
         if settings.upsert is None or not _runs(settings, RuleName.UPSERT_COMPACTION, only_rule):
             return None
-        return self.state.store.invalid_counts(table, settings.upsert)
+        return self.state.store.invalid_counts(table, settings.upsert, self.state.load_order(table))
 
     def _index_facts(
         self, table: str, settings: TableSettings, only_rule: str | None, segments: Iterable[Segment]

@@ -114,7 +114,8 @@ class Runner:
                     gone = sorted(set(plan.input_ids) - present)
                     if gone:
                         raise StalePlan(f"inputs {gone} changed under the plan")
-                return self.state.store.commit(plan, settings)
+                order = self.state.load_order(plan.table) if settings.upsert is not None else None
+                return self.state.store.commit(plan, settings, order)
         raise AssertionError("unreachable: tenacity returns or re-raises")
 
     def _conflict_lost(self, plan: MergePlan) -> Callable[[RetryCallState], None]:

@@ -21,3 +21,7 @@ class StreamState:
     configs: TableConfigs
     clock: Callable[[], datetime]
     stats: HandlerStats
+
+    def load_order(self, table: str) -> dict[str, datetime]:
+        """When each live segment of the table was loaded (upsert tables break ties with it)."""
+        return {s.id: s.loaded_at for s in self.catalog.segments(table)}

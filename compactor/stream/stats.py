@@ -18,5 +18,6 @@ class HandlerStats:
     dead_letters: int = 0
     conflicts: int = 0
     attempt_errors: int = 0
+    cooled_attempts: int = 0  # attempts skipped while a table whose work failed cools down
     replans: int = 0
     attempts_by_origin: dict[str, int] = field(default_factory=dict)

@@ -71,7 +71,7 @@ def test_upsert_compaction_with_a_concurrent_loader(
     def load(i: int) -> None:
         load_segment(
             spark, warehouse, kafka, producer, TABLE, batch(spark, i), start + timedelta(hours=i),
-            start + timedelta(hours=i + 1), segment_id=f"u{i}", stamp_loaded_at=True,
+            start + timedelta(hours=i + 1), segment_id=f"u{i}",
         )  # fmt: skip
 
     load(0)
@@ -107,7 +107,8 @@ def test_upsert_compaction_with_a_concurrent_loader(
     assert problems == []
     view = {r.user_id: (r.version, r.value) for r in latest_rows(spark, warehouse, TABLE, upsert).collect()}
     assert view == expected(spark)
-    assert invalid_counts(spark, warehouse, TABLE, upsert) == {}, "no superseded row is left"
+    load_order = handler.state.load_order(TABLE)
+    assert invalid_counts(spark, warehouse, TABLE, upsert, load_order) == {}, "no superseded row is left"
     raw = spark.read.format("delta").load(str(warehouse / TABLE)).count()
     assert raw == len(view)
     results = [

@@ -15,7 +15,7 @@ from compactor.catalog.retired import RetiredFilter, RetiredSegment
 from compactor.catalog.store import CatalogChanges, StoredCatalog, TableMark
 from compactor.config.layout import LayoutConfig, UpsertConfig
 from compactor.config.tables import TableSettings
-from compactor.delta.store import TableChanges
+from compactor.delta.store import LoadOrder, TableChanges
 from compactor.domain.plans import Commit, MergePlan
 from compactor.domain.segments import Segment
 from compactor.errors import CommitConflict, LogGap, TableNotFoundError
@@ -90,7 +90,7 @@ class InMemoryTableStore:
     def record_config(self, table: str, settings_json: str) -> None:
         self.configs[table] = settings_json
 
-    def commit(self, plan: MergePlan, settings: TableSettings) -> Commit:
+    def commit(self, plan: MergePlan, settings: TableSettings, load_order: LoadOrder | None = None) -> Commit:
         self.calls.append(plan.plan_id)
         done = next((c for c in self.commits[plan.table] if c.plan_id == plan.plan_id), None)
         if done is not None:
@@ -109,7 +109,7 @@ class InMemoryTableStore:
         version = self._record(plan.table, (output,), plan.input_ids, plan, "merge")
         return Commit(version, (output,), records, output.bytes, duration_ms=3, data_change=False)
 
-    def invalid_counts(self, table: str, upsert: UpsertConfig) -> dict[str, int]:
+    def invalid_counts(self, table: str, upsert: UpsertConfig, load_order: LoadOrder) -> dict[str, int]:
         return {}
 
     def index_facts(self, table: str, segment: Segment, layout: LayoutConfig) -> IndexFacts:

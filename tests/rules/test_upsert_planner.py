@@ -14,6 +14,7 @@ from compactor.config.loading import load_config
 from compactor.config.rules import UpsertCompactionRule
 from compactor.config.tables import TableSettings
 from compactor.domain.plans import SkipReason
+from compactor.domain.segments import Segment
 from compactor.errors import ConfigError
 from compactor.rules.engine import evaluate
 from tests.helpers.segments import seg
@@ -39,10 +40,11 @@ def test_segments_with_invalid_rows_merge_in_load_order_within_the_valid_limit()
 
 def test_thresholds_both_apply() -> None:
     invalid = {"s0": 5, "s1": 30}
+    limits = {"invalid_records_threshold_count": 10, "invalid_records_threshold_percent": 20}
+    # with 150 rows an output, segments of 75 valid rows or more are not small: only invalid rows count
     evaluation = evaluate(
-        "t", SEGMENTS, table(invalid_records_threshold_count=10, invalid_records_threshold_percent=20), NOW,
-        invalid_counts=invalid,
-    )  # fmt: skip
+        "t", SEGMENTS, table(**limits, max_records_per_segment=150), NOW, invalid_counts=invalid
+    )
     assert [p.input_ids for p in evaluation.plans] == [("s1",)]
     reasons = {d.segment_id: d.reason for d in evaluation.decisions if not d.chosen}
     assert reasons["s0"] is SkipReason.BELOW_INVALID_THRESHOLD
@@ -98,7 +100,7 @@ def test_config_requires_keys_and_refuses_other_rules_on_upsert_tables() -> None
 def test_planning_matches_the_rule_stated_per_segment(
     rows: list[tuple[int, int]], count: int, percent: float, limit: int
 ) -> None:
-    """Qualification (vectorised) equals the seed's per-segment test; explain=False plans the same."""
+    """Planning (vectorised) equals the rule stated per segment in load order; explain=False plans the same."""
     segments = [seg(f"s{i}", f"2024-02-{i + 1:02d}", records=r) for i, (r, _) in enumerate(rows)]
     invalid = {s.id: min(bad, s.records) for s, (_, bad) in zip(segments, rows, strict=True)}
     cfg = table(
@@ -110,11 +112,57 @@ def test_planning_matches_the_rule_stated_per_segment(
     fast = evaluate("t", segments, cfg, NOW, invalid_counts=invalid, explain=False)
     assert fast.plans == explained.plans
 
-    def qualifies(records: int, bad: int) -> bool:
+    def dirty(s: Segment) -> bool:
+        records, bad = s.records, invalid[s.id]
         return records > 0 and bad >= count and 100.0 * bad / records >= percent
 
-    chosen = {sid for p in explained.plans for sid in p.input_ids}
-    assert chosen == {s.id for s in segments if qualifies(s.records, invalid[s.id])}
+    def small(s: Segment) -> bool:
+        return 2 * (s.records - invalid[s.id]) < limit  # bytes are 0 here: only rows limit
+
+    groups: list[list[Segment]] = []  # the rule, one segment at a time
+    total = 0
+    for s in sorted((s for s in segments if dirty(s) or small(s)), key=lambda s: (s.loaded_at, s.id)):
+        valid = s.records - invalid[s.id]
+        if not groups or total + valid > limit:
+            groups.append([])
+            total = 0
+        groups[-1].append(s)
+        total += valid
+    expected = [tuple(x.id for x in g) for g in groups if len(g) > 1 or dirty(g[0])]
+    assert sorted(p.input_ids for p in explained.plans) == sorted(expected)
     for p in explained.plans:  # M:1 within the valid-row limit, except a lone segment over it
         valid = sum(s.records - invalid[s.id] for s in p.inputs)
         assert valid <= limit or len(p.inputs) == 1
+
+
+def test_small_clean_segments_merge_and_a_lone_one_is_left_alone() -> None:
+    """Fifty small segments with nothing superseded merge M:1 within the output limits."""
+    small = [seg(f"k{i:02d}", f"2024-03-{1 + i % 28:02d}", records=10, bytes=1000) for i in range(50)]
+    plans = evaluate("t", small, table(max_records_per_segment=200), NOW, invalid_counts={}).plans
+    assert [len(p.inputs) for p in plans] == [20, 20, 10]
+    assert all(p.output.records == 200 for p in plans[:2])
+    by_size = evaluate("t", small, table(max_segment_size=5000), NOW, invalid_counts={}).plans
+    assert {len(p.inputs) for p in by_size} == {5}, "5 x 1000 bytes per output"
+    lone = evaluate("t", small[:1], table(), NOW, invalid_counts={})
+    assert lone.plans == () and [d.reason for d in lone.decisions] == [SkipReason.NOTHING_TO_MERGE_WITH]
+
+
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [
+        ({"rules": [{"rule": "upsert_compaction"}, {"rule": "refresh", "merge_type": "rollup", "aggregations": {"v": "sum"}}]}, "cannot roll up"),
+        ({"rules": [{"rule": "upsert_compaction"}, {"rule": "refresh"}],
+          "layout_partitioning": {"column": "id", "function": "modulo", "num_partitions": 4}}, "cannot be repartitioned"),
+    ],
+)  # fmt: skip
+def test_an_upsert_table_refuses_what_the_seed_forbids_there(extra: dict[str, object], named: str) -> None:
+    layout: dict[str, object] = {
+        "time_column": "t", "bucket_time_period": "1d",
+        "columns": {"t": {"type": "timestamp"}, "id": {"type": "int"}, "v": {"type": "int"}},
+    }  # fmt: skip
+    partitioning = extra.pop("layout_partitioning", None)
+    if partitioning:
+        layout["partitioning"] = partitioning
+    table_keys = {"upsert": {"primary_key": ["id"], "comparison_column": "v"}, "layout": layout} | extra
+    with pytest.raises(ConfigError, match=named):
+        load_config({"tables": {"p": table_keys}})

@@ -101,3 +101,23 @@ def test_merges_re_trigger_through_their_own_completion_events(harness: Harness)
 
 def _plan(segments: list[Segment]) -> MergePlan:
     return make_plan("t", "minor", segments, output_level=1)
+
+
+def test_a_table_whose_work_keeps_failing_is_left_alone_for_the_cool_down(harness: Harness) -> None:
+    harness.store.create("t")
+    calls: list[str] = []
+
+    def broken(table: str, upsert: object, load_order: object) -> dict[str, int]:
+        calls.append(table)
+        raise RuntimeError("the table cannot be read")
+
+    harness.store.invalid_counts = broken  # type: ignore[method-assign]
+    upsert = {"tables": {"t": {"upsert": {"primary_key": ["id"], "comparison_column": "v"},
+                               "rules": [{"rule": "upsert_compaction"}]}}}  # fmt: skip
+    handler = harness.handler(upsert)
+    handler.process(harness.loaded(harness.day(0), harness.day(1), harness.day(2)))
+    assert calls == ["t"] and handler.state.stats.attempt_errors == 1
+    assert handler.state.stats.cooled_attempts == 2, "the next events did not retry at once"
+    harness.clock.now += timedelta(minutes=6)
+    handler.process(harness.loaded(harness.day(3)))
+    assert calls == ["t", "t"], "tried again once the cool-down passed"
