@@ -7,7 +7,7 @@ so a merge planned in the stream is the one `compactor plan` prints.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from compactor.config.rules import RuleName
@@ -66,8 +66,37 @@ def evaluate(
                 ]
         given = RuleInput(table, free, segments, settings, now, explain, invalid_counts, index_facts)
         outcome = PLANNERS[RuleName(rule.rule)](rule, given)
-        decisions.extend(outcome.decisions)
+        dropped: set[str] = set()  # plans that must wait
+        kept_out: dict[str, Decision] = {}  # why the filters would have kept a rewritten segment out
         for p in outcome.plans:
+            if p.table_wide and claimed:  # it rewrites everything: it waits for the plans before it
+                dropped.add(p.plan_id)
+                decisions += _waiting(p, claimed) if explain else []
+                continue
+            if p.table_wide:
+                kept_out = {
+                    d.segment_id: d for d in decisions if d.segment_id in set(p.input_ids) and not d.chosen
+                }
+                decisions = [d for d in decisions if d.segment_id not in kept_out]
             claimed.update({sid: p.plan_id for sid in p.input_ids})
             plans.append(p)
+        decisions += [_although(d, kept_out) for d in outcome.decisions if d.plan_id not in dropped]
     return Evaluation(table, tuple(plans), tuple(decisions))
+
+
+def _although(decision: Decision, kept_out: Mapping[str, Decision]) -> Decision:
+    """A table-wide rewrite replaces every segment, those the shared filters keep out too: say so."""
+    filtered = kept_out.get(decision.segment_id)
+    if filtered is None:
+        return decision
+    detail = f"{decision.detail} (Delta has one schema), although {filtered.reason}: {filtered.detail}"
+    return replace(decision, detail=detail)
+
+
+def _waiting(plan: MergePlan, claimed: Mapping[str, str]) -> list[Decision]:
+    busy = sorted(set(claimed.values()))
+    return [
+        Decision(s.id, plan.rule, False, SkipReason.CLAIMED, f"the table-wide rewrite waits for plans {busy}")
+        for s in plan.inputs
+        if s.id not in claimed
+    ]

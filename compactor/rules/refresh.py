@@ -147,12 +147,14 @@ def plan(
     layout: LayoutConfig | None,
     facts: Mapping[str, IndexFacts] | None,
     explain: bool = True,
+    table_segments: Sequence[Segment] | None = None,
 ) -> RuleOutcome:
     """Tasks rewriting drifted segments, within the per-evaluation limits.
 
     Table-wide drifts (a column removed, a type or single/multi-value change)
-    rewrite every segment in one task, marked `table_wide`, as a Delta table has
-    one schema. Otherwise segments are taken in time order and packed into tasks
+    rewrite every segment of the table in one task, marked `table_wide`, as a
+    Delta table has one schema: `table_segments` (default: `segments`), the
+    ones the shared filters keep out included, since the overwrite replaces them too. Otherwise segments are taken in time order and packed into tasks
     of at most `max_records_per_task` rows and `max_data_size_per_task` bytes, at
     most `table_max_num_tasks` tasks; the rest waits for the next evaluation,
     which the tasks' own completion events trigger. Small conforming segments
@@ -169,7 +171,7 @@ def plan(
     ordered = sorted(segments, key=lambda s: (s.start, s.id))
     table_wide = any(set(k) & TABLE_WIDE for k in kinds.values())
     if table_wide:
-        tasks = [ordered]
+        tasks = [sorted(table_segments or segments, key=lambda s: (s.start, s.id))]
     else:
         _mark_undersized(ordered, kinds, rule, layout)
         tasks = _pack_tasks([s for s in ordered if s.id in kinds], rule)

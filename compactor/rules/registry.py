@@ -73,7 +73,9 @@ def _upsert_compaction(rule: RuleConfig, given: RuleInput) -> RuleOutcome:
 def _refresh(rule: RuleConfig, given: RuleInput) -> RuleOutcome:
     assert isinstance(rule, RefreshRule)
     layout = given.settings.layout
-    return refresh.plan(given.eligible, rule, given.table, layout, given.index_facts, given.explain)
+    return refresh.plan(
+        given.eligible, rule, given.table, layout, given.index_facts, given.explain, given.all_segments
+    )
 
 
 PLANNERS: Mapping[RuleName, Planner] = {

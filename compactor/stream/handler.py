@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +21,7 @@ from compactor.catalog.store import CatalogStore
 from compactor.codec.events import Codec
 from compactor.config.tables import ProjectConfig
 from compactor.delta.store import TableStore
+from compactor.domain.events import MergeStatus
 from compactor.domain.plans import MergePlan
 from compactor.errors import DeliveryError, Rejected
 from compactor.kafka.settings import KafkaSettings
@@ -50,6 +51,9 @@ class BatchHandler:
     runner: Runner
     announcer: Announcer
     catalog_store: CatalogStore
+    # tables a table-wide rewrite replaced: checked against the table when the batch saves,
+    # since the overwrite also took whatever was loaded between planning and its read
+    _rewritten: set[str] = field(default_factory=set)
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         rows = batch.select("key", "value", "topic", "partition", "offset").collect()
@@ -77,8 +81,9 @@ class BatchHandler:
 
     def save(self, tables: set[str]) -> None:
         """Fold the touched tables' newest commits into the catalog, then make it durable."""
-        for table in sorted(tables):
-            catch_up(self.state.store, self.state.catalog, table)
+        for table in sorted(tables | self._rewritten):
+            catch_up(self.state.store, self.state.catalog, table, check=table in self._rewritten)
+        self._rewritten.clear()
         self.catalog_store.save(self.state.catalog.take_changes())
 
     def work(self, trigger: Trigger) -> None:
@@ -89,6 +94,8 @@ class BatchHandler:
     def _run(self, plan: MergePlan, may_replan: bool) -> None:
         outcome = self.runner.run(plan)
         self.announcer.announce(outcome)
+        if plan.table_wide and outcome.result.status is MergeStatus.SUCCEEDED:
+            self._rewritten.add(plan.table)
         if outcome.stale and may_replan:  # a concurrent writer changed the inputs: plan again, once
             catch_up(self.state.store, self.state.catalog, plan.table, check=True)
             for again in self.planner.plans(Trigger(plan.table, "replan")):

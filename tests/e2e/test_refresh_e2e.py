@@ -184,16 +184,26 @@ def test_added_column_is_filled_with_its_default(scenario: Scenario) -> None:
     assert {r.region for r in after.select("region").collect()} == {"emea"}
 
 
-def test_removed_column_is_dropped_from_every_segment(scenario: Scenario) -> None:
+def test_removed_column_is_dropped_from_every_segment_the_preserved_one_too(scenario: Scenario) -> None:
+    """A table-wide rewrite replaces every segment, the one `preserve_latest` keeps out too:
+    the catalog must follow, or it would keep a segment Delta no longer has."""
     v1 = config(1)
-    v2 = config(2, columns={k: v for k, v in BASE_COLUMNS.items() if k != "channel"})
+    columns = {k: v for k, v in BASE_COLUMNS.items() if k != "channel"}
+    layout = {"time_column": "event_time", "bucket_time_period": "1d", "columns": columns}
+    rules = [{"rule": "refresh", "trigger": "manual"}]
+    v2 = load_config(
+        {"tables": {TABLE: {"config_version": 2, "layout": layout, "rules": rules, "preserve_latest": 1}}}
+    )
     scenario.load("a", rows(scenario.spark, 0), 0, v1)
     scenario.load("b", rows(scenario.spark, 1), 1, v1)
     before = tuples(scenario.table(), "event_time", "customer_id", "amount")
-    scenario.refresh(v2)
+    handler = scenario.refresh(v2)
     after = scenario.table()
     assert "channel" not in after.columns
     assert tuples(after, "event_time", "customer_id", "amount") == before
+    in_delta = {r.segment_id for r in after.select("segment_id").distinct().collect()}
+    assert {s.id for s in handler.state.catalog.segments(TABLE)} == in_delta
+    assert not in_delta & {"a", "b"}, "both were rewritten, the preserved one included"
 
 
 def test_changed_type_and_single_to_multi_value_are_cast(scenario: Scenario) -> None:

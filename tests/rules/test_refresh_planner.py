@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -11,6 +12,7 @@ from compactor.config.loading import load_config
 from compactor.config.rules import RefreshRule
 from compactor.config.tables import TableSettings
 from compactor.domain.plans import SkipReason
+from compactor.domain.segments import SegmentState
 from compactor.errors import ConfigError
 from compactor.rules.engine import evaluate
 from compactor.rules.refresh import Drift, IndexFacts, drift, layout_record
@@ -138,3 +140,39 @@ def test_refresh_config_is_validated() -> None:
     with pytest.raises(ConfigError, match="max_records_per_task must be at least max_records_per_segment"):
         table({"max_records_per_task": 10, "max_records_per_segment": 20})
     assert RefreshRule(rule="refresh").desired_segment_size == 500 << 20
+
+
+@pytest.mark.parametrize(
+    ("filters", "kept_out", "reason"),
+    [
+        ({"preserve_latest": 1}, "s4", "preserved"),
+        ({"allowed_compaction_days": 3}, "s0", "too_old"),
+        ({"lookback": "6d"}, "s0", "outside_lookback"),
+        ({}, "s2", "not_completed"),  # a segment still loading
+    ],
+)
+def test_a_table_wide_rewrite_takes_every_segment_and_says_which_the_filters_would_keep(
+    filters: dict[str, object], kept_out: str, reason: str
+) -> None:
+    """The overwrite replaces the whole table, so the plan lists every segment: otherwise the
+    catalog would keep entries Delta no longer has."""
+    old = layout(compression="gzip")
+    now = datetime(2024, 1, 10, tzinfo=UTC)
+    segments = [
+        replace(
+            seg(f"s{i}", f"2024-01-0{i + 1}", records=10, built_with=layout_record(old, 1)),
+            loaded_at=datetime(2024, 1, 2 * i + 1, tzinfo=UTC),
+            state=SegmentState.LOADING if i == 2 and not filters else SegmentState.ONLINE,
+        )
+        for i in range(5)
+    ]
+    settings = {k: timedelta(days=6) if k == "lookback" else v for k, v in filters.items()}
+    wide = table({"skip_index_check": True}, columns={"ts": {"type": "timestamp"}}).model_copy(
+        update=settings
+    )
+    evaluation = evaluate("t", segments, wide, now)
+    (plan,) = evaluation.plans
+    assert plan.table_wide and plan.input_ids == tuple(f"s{i}" for i in range(5))
+    (decision,) = [d for d in evaluation.decisions if d.segment_id == kept_out]
+    assert decision.chosen and decision.plan_id == plan.plan_id
+    assert f"although {reason}" in decision.detail and "table-wide" in decision.detail
