@@ -50,8 +50,12 @@ class MinorRule(Frozen):
             if not 0 <= n <= 100:
                 raise ValueError(f"each threshold must be 0..100 (0 disables the level), got {n}")
             if n == 1:
+                # CarbonData's range is 0..100, but a group of one merges nothing: each segment
+                # would be copied byte for byte only to raise its level
                 raise ValueError(
-                    "a threshold of 1 would 'merge' a single segment; use 0 to disable or 2..100"
+                    "a threshold of 1 is refused: it would rewrite every segment alone into the next "
+                    "level, copying its bytes without merging anything; use 0 to disable the level, "
+                    "or 2..100 segments per merge"
                 )
         return value
 
@@ -127,6 +131,9 @@ class UpsertCompactionRule(Frozen):
     trigger: Trigger = "on_load"
 
 
+ROLLUPS = ("sum", "min", "max", "distinct_count_hll")
+
+
 class RefreshRule(Frozen):
     """Segment refresh (Pinot SegmentRefreshTask): rewrite segments that do not match the layout,
     resized toward the targets, with optional rollup or dedup."""
@@ -140,13 +147,30 @@ class RefreshRule(Frozen):
     table_max_num_tasks: int = Field(default=10, gt=0)
     merge_type: Literal["concat", "rollup", "dedup"] = "concat"
     round_bucket_time_period: Duration | None = None
-    aggregations: Mapping[str, Literal["sum", "min", "max"]] = Field(default_factory=dict)
+    # metric column -> how rolled-up rows combine it: sum, min, max, or distinct_count_hll (the
+    # column holds HyperLogLog sketches, e.g. from Spark's hll_sketch_agg, and rolled-up rows hold
+    # their union)
+    aggregations: Mapping[str, str] = Field(default_factory=dict)
+
+    @field_validator("aggregations")
+    @classmethod
+    def _aggregations(cls, aggregations: Mapping[str, str]) -> Mapping[str, str]:
+        for column, how in aggregations.items():
+            if how == "count":
+                raise ValueError(
+                    f"{column}: count is refused: rolling up already rolled-up rows would count them again; "
+                    "load a column of 1 per row and roll it up with sum"
+                )
+            if how not in ROLLUPS:
+                raise ValueError(f"{column}: {how!r} is not one of {', '.join(ROLLUPS)}")
+        return aggregations
+
     trigger: Trigger = "on_load"
 
     @model_validator(mode="after")
     def _rollup(self) -> RefreshRule:
         if self.merge_type == "rollup" and not self.aggregations:
-            raise ValueError("merge_type rollup needs `aggregations` (metric column: sum, min or max)")
+            raise ValueError(f"merge_type rollup needs `aggregations` (metric column: {', '.join(ROLLUPS)})")
         if self.max_records_per_task < self.max_records_per_segment:
             raise ValueError(
                 "max_records_per_task must be at least max_records_per_segment, or no task could build one full segment"

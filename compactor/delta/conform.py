@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType
 
@@ -42,11 +42,17 @@ def conform(df: DataFrame, layout: LayoutConfig, rule: RefreshRule) -> DataFrame
         metrics = dict(rule.aggregations)
         dimensions = [c for c in out.columns if c not in metrics]
         # sum widens decimals and ints; the column keeps the layout's type (Delta has one schema)
-        aggregated = [
-            getattr(F, how)(F.col(m)).cast(out.schema[m].dataType).alias(m) for m, how in metrics.items()
-        ]
+        aggregated = [_rolled_up(m, how).cast(out.schema[m].dataType).alias(m) for m, how in metrics.items()]
         out = out.groupBy(*dimensions).agg(*aggregated).select(*layout.columns)
     return out
+
+
+_ROLLUP = {"sum": F.sum, "min": F.min, "max": F.max, "distinct_count_hll": F.hll_union_agg}
+
+
+def _rolled_up(column: str, how: str) -> Column:
+    """How rolled-up rows combine a metric; sketches of distinct values combine as their union."""
+    return _ROLLUP[how](F.col(column))
 
 
 def changes_data(source: DataFrame, conformed: DataFrame, rule: RefreshRule, table_wide: bool) -> bool:

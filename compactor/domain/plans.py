@@ -36,6 +36,7 @@ class SkipReason(StrEnum):
     ABOVE_SIZE_THRESHOLD = "above_size_threshold"
     NO_POOL = "no_pool"
     POOL_LIMIT = "pool_limit"
+    POOL_WIDTH = "pool_width"
     BELOW_INVALID_THRESHOLD = "below_invalid_threshold"
     NO_STATISTICS = "no_statistics"
     TASK_LIMIT = "task_limit"

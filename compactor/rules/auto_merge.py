@@ -4,7 +4,9 @@ An attempt walks the selected levels from the largest down. At each level,
 segments that cover their whole bucket or cross a bucket boundary are at or
 above the threshold and are skipped. A run of the remaining contiguous segments
 (same schema version, same sub-partitions, all in one bucket) merges when it
-reaches the bucket's end and starts at the bucket's start, at the end of an
+reaches the bucket's end, or the start of a skipped segment that crosses it (a
+load straddling the boundary covers the rest of the bucket, as a month covers
+the rest of a week it cuts), and starts at the bucket's start, at the end of an
 adjacent skipped segment, or where the table's first segment begins. At most one
 merge per attempt: the merge's own completion event triggers the next attempt.
 
@@ -96,7 +98,8 @@ def _scan(level: Level, st: Floats, en: Floats, kind: npt.NDArray[np.int64], fir
     anchored = (run_start == home_start) | np.isin(run_start, en[above])
     if first is not None:
         anchored |= run_start == first
-    complete = run_end == home_end
+    # a straddler starting where the run ends covers the rest of the bucket
+    complete = (run_end == home_end) | np.isin(run_end, st[above])
     mergeable = complete & anchored & (lasts > starts)
     return _Level(level, above, below, starts, lasts, complete, anchored, mergeable, touching & ~joins)
 
@@ -146,13 +149,13 @@ def _explain_level(scan: _Level, ordered: list[Segment], decisions: dict[str, De
     level = scan.level
     for i in np.flatnonzero(scan.above):
         s = ordered[i]
-        decisions[s.id] = Decision(
-            s.id,
-            RULE,
-            False,
-            SkipReason.AT_OR_ABOVE_THRESHOLD,
-            f"{level}: already spans {bucket(level, s.start)} or more",
+        home = bucket(level, s.start)
+        detail = (
+            f"{level}: {s.range} covers its whole bucket"
+            if s.range == home
+            else f"{level}: {s.range} crosses the bucket boundary {home.end.isoformat()}"
         )
+        decisions[s.id] = Decision(s.id, RULE, False, SkipReason.AT_OR_ABOVE_THRESHOLD, detail)
     for r in np.flatnonzero(~scan.mergeable):
         first, last = scan.run_first[r], scan.run_last[r]
         members = [ordered[i] for i in scan.below[first : last + 1]]

@@ -107,6 +107,27 @@ def _groups(order: npt.NDArray[np.int64], keys: npt.NDArray[np.int64]) -> list[n
     return [order[run] for run in runs]
 
 
+def _no_pool(s: Segment, pools: Sequence[PoolConfig], now: datetime) -> Decision:
+    age, width = now - s.end, s.range.duration
+    by_age_and_size = [p for p in pools if p.min_age <= age < p.max_age and s.bytes <= p.max_size]
+    if by_age_and_size and all(width > p.max_width for p in by_age_and_size):
+        widths = ", ".join(f"{p.name} {p.max_width}" for p in by_age_and_size)
+        detail = f"width {width} is over the max_width of every pool its age and size fit ({widths})"
+        return Decision(s.id, RULE, False, SkipReason.POOL_WIDTH, detail)
+    return Decision(
+        s.id, RULE, False, SkipReason.NO_POOL, f"age {age}, {s.bytes} bytes, width {width} fit no pool"
+    )
+
+
+def _alone(s: Segment, pool: PoolConfig) -> Decision:
+    width = s.range.duration
+    if width >= pool.max_width:  # any neighbour that does not overlap it would widen the bin past the limit
+        detail = f"pool {pool.name}: a {width} segment fills the pool's max_width {pool.max_width}; no neighbour fits"
+        return Decision(s.id, RULE, False, SkipReason.POOL_WIDTH, detail)
+    detail = f"pool {pool.name}: no partner fits within {pool.max_size} bytes and {pool.max_width}"
+    return Decision(s.id, RULE, False, SkipReason.POOL_LIMIT, detail)
+
+
 def plan(
     segments: Sequence[Segment], rule: BinPackRule, table: str, now: datetime, explain: bool = True
 ) -> RuleOutcome:
@@ -117,14 +138,7 @@ def plan(
     order = _by_start_then_id(start, segments)
     if explain:
         decisions += [
-            Decision(
-                s.id,
-                RULE,
-                False,
-                SkipReason.NO_POOL,
-                f"age {now - s.end}, {s.bytes} bytes, width {s.range.duration} fit no pool",
-            )
-            for s in (segments[i] for i in order[assigned[order] < 0].tolist())
+            _no_pool(s, rule.pools, now) for s in (segments[i] for i in order[assigned[order] < 0].tolist())
         ]
     order = order[assigned[order] >= 0]
     codes = _group_codes(segments)[order]  # (schema version, sub-partitions): only equal codes merge
@@ -143,15 +157,7 @@ def plan(
         for bin_ in bins:
             if len(bin_) < 2:
                 if explain:
-                    decisions.append(
-                        Decision(
-                            segments[int(members[bin_[0]])].id,
-                            RULE,
-                            False,
-                            SkipReason.POOL_LIMIT,
-                            f"pool {pool.name}: no partner fits within {pool.max_size} bytes and {pool.max_width}",
-                        )
-                    )
+                    decisions.append(_alone(segments[int(members[bin_[0]])], pool))
                 continue
             inputs = [segments[i] for i in members[bin_].tolist()]
             merge = make_plan(table, RULE, inputs, pool=pool.name)

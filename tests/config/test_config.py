@@ -442,3 +442,33 @@ def test_spark_settings_in_the_config_are_text_and_must_be_spark_settings() -> N
     }
     with pytest.raises(ConfigError, match=r"key spark: .*'fs.s3a.endpoint' is not a Spark setting"):
         load_config({"spark": {"fs.s3a.endpoint": "http://127.0.0.1:9000"}})
+
+
+def test_a_minor_threshold_of_one_is_refused_with_the_reason() -> None:
+    message = config_error({"tables": {"sales": {"rules": [{"rule": "minor", "level_thresholds": [1, 3]}]}}})
+    assert_names(
+        message, "'sales'", "level_thresholds", "threshold of 1 is refused", "without merging anything"
+    )
+
+
+@pytest.mark.parametrize(
+    ("how", "reason"),
+    [("count", "would count them again"), ("avg", "'avg' is not one of sum, min, max, distinct_count_hll")],
+)
+def test_rollup_functions_outside_the_supported_ones_are_refused_by_name(how: str, reason: str) -> None:
+    rule = {"rule": "refresh", "merge_type": "rollup", "aggregations": {"amount": how}}
+    message = config_error({"tables": {"sales": {"rules": [rule]}}})
+    assert_names(message, "'sales'", "aggregations", "amount", reason)
+
+
+def test_rollup_accepts_a_distinct_count_sketch() -> None:
+    rule = {
+        "rule": "refresh",
+        "merge_type": "rollup",
+        "aggregations": {"users": "distinct_count_hll", "n": "sum"},
+    }
+    columns = {"t": {"type": "timestamp"}, "users": {"type": "binary"}, "n": {"type": "bigint"}}
+    layout = {**LAYOUT, "columns": columns}
+    config = load_config({"tables": {"sales": {"layout": layout, "rules": [rule]}}})
+    refresh = config.for_table("sales").rules[0]
+    assert dict(refresh.aggregations) == {"users": "distinct_count_hll", "n": "sum"}  # type: ignore[union-attr]

@@ -261,6 +261,40 @@ def test_rollup_and_dedup_exact_results(scenario: Scenario) -> None:
     assert scenario.table().select("event_time").distinct().collect()[0][0].hour == 0
 
 
+def test_rollup_unions_distinct_count_sketches(scenario: Scenario) -> None:
+    """A sketch column rolls up as the union of its sketches: distinct customers, not a sum of counts."""
+    base = rows(scenario.spark, 0, n=6).withColumn(
+        "customer_id", F.floor(F.col("customer_id") / 4).cast("int")
+    )
+    # one sketch per row (each row's event time is unique), as a producer pre-aggregating would write
+    sketched = base.groupBy(*BASE_COLUMNS).agg(F.hll_sketch_agg("customer_id").alias("users"))
+    columns = {**BASE_COLUMNS, "users": {"type": "binary"}}
+    scenario.load("a", sketched, 0, config(1, columns=columns))
+    rollup = config(
+        2,
+        rule={
+            "merge_type": "rollup",
+            "aggregations": {"amount": "sum", "users": "distinct_count_hll"},
+            "round_bucket_time_period": "1d",
+        },
+        columns={key: columns[key] for key in ("event_time", "channel", "amount", "users")},
+    )
+    scenario.refresh(rollup)
+    got = {
+        r.channel: (r.amount, r.distinct)
+        for r in scenario.table()
+        .select("channel", "amount", F.hll_sketch_estimate("users").alias("distinct"))
+        .collect()
+    }
+    # customers 6..1 // 4: web (ids 0, 2, 4) has 1, 1, 0 and app (ids 1, 3, 5) 1, 0, 0: two each
+    expected = {
+        channel: (sum((r.amount for r in rs), Decimal(0)), len({r.customer_id for r in rs}))
+        for channel in ("web", "app")
+        for rs in [[r for r in base.collect() if r.channel == channel]]
+    }
+    assert got == expected == {"web": (Decimal("9.00"), 2), "app": (Decimal("13.50"), 2)}
+
+
 def test_sizing_limits_and_the_rest_next_time(scenario: Scenario) -> None:
     limits = {
         "max_records_per_segment": 4,

@@ -12,6 +12,7 @@ from compactor.config.tables import TableSettings
 from compactor.domain.calendar import Level
 from compactor.domain.plans import MergePlan, SkipReason
 from compactor.domain.segments import Segment, TimeRange
+from compactor.rules import auto_merge
 from compactor.rules.engine import evaluate
 from tests.helpers.segments import day, hours, seg
 
@@ -167,3 +168,34 @@ def test_plan_ids_and_outputs_are_deterministic() -> None:
     assert a.output.id == f"m-{a.plan_id}"
     assert (a.output.records, a.output.bytes) == (70, 700)
     assert a.output.range.start == day("2024-01-01") and a.output.range.end == day("2024-01-08")
+
+
+def test_a_load_straddling_the_week_boundary_closes_the_week_before_it() -> None:
+    """Mon 04-01 .. Sat 04-06 loaded daily, then one load for Sun 04-07 to Tue 04-09: the straddler
+    covers the rest of the week (as a month cuts a week), so the six days merge."""
+    days = [seg(f"d{d}", f"2024-04-0{d}") for d in range(1, 7)]
+    straddler = seg("sun-tue", "2024-04-07", "2024-04-08")
+    rule = AutoMergeRule(rule="auto_merge", levels=(Level.WEEK,))
+    outcome = auto_merge.plan([*days, straddler], rule, "t", days[0].range.start_ts)
+    (merge,) = outcome.plans
+    assert merge.input_ids == tuple(s.id for s in days)
+    assert (merge.output.start, merge.output.end) == (day("2024-04-01"), day("2024-04-07"))
+    (skipped,) = [d for d in outcome.decisions if d.segment_id == "sun-tue"]
+    assert skipped.reason is SkipReason.AT_OR_ABOVE_THRESHOLD
+    assert (
+        "[2024-04-07T00:00:00+00:00, 2024-04-09T00:00:00+00:00) crosses the bucket boundary 2024-04-08"
+        in skipped.detail
+    )
+
+
+def test_a_run_short_of_a_straddler_still_waits() -> None:
+    """Monday to Friday, then a gap on Saturday, then the straddler: the week is not complete."""
+    days = [seg(f"d{d}", f"2024-04-0{d}") for d in range(1, 6)]
+    outcome = auto_merge.plan(
+        [*days, seg("sun-tue", "2024-04-07", "2024-04-08")],
+        AutoMergeRule(rule="auto_merge", levels=(Level.WEEK,)), "t", days[0].range.start_ts,
+    )  # fmt: skip
+    assert outcome.plans == ()
+    assert {d.reason for d in outcome.decisions if d.segment_id.startswith("d")} == {
+        SkipReason.INCOMPLETE_BUCKET
+    }

@@ -21,6 +21,7 @@ from compactor.rules.bin_packing import pack, pack_indices
 from compactor.rules.engine import Evaluation, evaluate
 from compactor.rules.pools import pool_for
 from compactor.rules.simulation import Simulation
+from tests.helpers.segments import hours, seg
 
 MB = 1024 * 1024
 GB = 1024 * MB
@@ -483,3 +484,19 @@ def test_simulation_packs_fresh_arrivals_in_the_small_pool() -> None:
     (merged,) = sim.catalog.segments("t")
     assert merged.bytes == 6 * MB
     assert merged.range == TimeRange(start, start + minutes(30))
+
+
+def test_hourly_segments_never_merge_under_the_default_pools_and_say_why() -> None:
+    """Seed 003's pools are at most 1 h wide: two adjacent hourly segments span 2 h."""
+    now = datetime(2024, 1, 2, 12, tzinfo=UTC)
+    hourly = [hours(f"h{i}", now - timedelta(hours=3 - i)) for i in range(3)]
+    daily = seg("d1", "2023-12-31")
+    evaluation = evaluate("t", [*hourly, daily], TableSettings(rules=(BinPackRule(rule="bin_pack"),)), now)
+    assert evaluation.plans == ()
+    reasons = {d.segment_id: d for d in evaluation.decisions}
+    assert {reasons[s.id].reason for s in hourly} == {SkipReason.POOL_WIDTH}
+    assert "fills the pool's max_width 1:00:00" in reasons["h0"].detail
+    assert (
+        reasons["d1"].reason is SkipReason.POOL_WIDTH
+        and "over the max_width of every pool" in reasons["d1"].detail
+    )
