@@ -47,12 +47,14 @@ def load_segment(
     sub_partitions: Iterable[str] = (),
     codec: Codec | None = None,
     built_with: str = "",
+    indexes: Iterable[str] = (),
 ) -> Segment:
     """Append `rows` to `table` as one segment covering [start, end) and publish it.
 
     Returns the segment as committed (exact record count and bytes). The event is
     produced only after the Delta commit, and only returns once Kafka acknowledged it.
-    `built_with` records the layout the rows were built to (see `rules.refresh.layout_record`).
+    `built_with` records the layout the rows were built to (see `rules.refresh.layout_record`);
+    `indexes` names the indexes built for the segment (seed 001).
     """
     time_range = TimeRange(start, end)
     segment = Segment(
@@ -62,6 +64,7 @@ def load_segment(
         loaded_at=now_utc(),
         sub_partitions=frozenset(sub_partitions),
         built_with=built_with,
+        indexes=frozenset(indexes),
     )
     committed = write_segment(spark, warehouse, segment, rows)
     _Sink(spark, warehouse, kafka, producer, codec or default_codec()).publish(
@@ -101,6 +104,11 @@ def _sub_partition(settings: TableSettings, table: str, value: str) -> SubPartit
     config = settings.sub_partition
     if config is None:
         raise CompactorError(f"table {table} declares no sub-partition column")
+    if not config.enabled:
+        raise CompactorError(
+            f"table {table}: multi-level partitioning is off (sub_partition.enabled: false); "
+            "turn it on to build sub-partition values"
+        )
     if value not in config.values:
         raise CompactorError(
             f"table {table}: sub-partition value {value!r} is not declared for column {config.column} "
@@ -122,6 +130,7 @@ def load_sub_partition(
     value: str,
     segment_id: str | None = None,
     codec: Codec | None = None,
+    indexes: Iterable[str] = (),
 ) -> Segment:
     """Build one sub-partition of [start, end): a new segment, or added to the segment of that range.
 
@@ -142,6 +151,7 @@ def load_sub_partition(
             range=time_range,
             loaded_at=now_utc(),
             sub_partitions=frozenset({value}),
+            indexes=frozenset(indexes),
         )
         action = SegmentAction.CREATE
     else:

@@ -61,7 +61,7 @@ class TableReloaded:
 class CommitRecord:
     """What one Delta commit did to the segment set (from its user metadata).
 
-    `op` is load, merge, refresh or sub_partition; `metrics` are the commit's
+    `op` is load, merge, refresh, sub_partition or sub_partition_delete; `metrics` are the commit's
     operation metrics, which give the segments' true sizes.
     """
 
@@ -80,7 +80,7 @@ class CommitRecord:
     def sized(self, segment: Segment, before: Segment | None) -> Segment:
         """`segment` with the records and bytes this commit leaves it with."""
         m = self.metrics
-        if not m:
+        if not m or self.op == "sub_partition_delete":  # a value's rows left: its record is exact
             return segment
         if self.op == "refresh":  # several outputs: the commit's bytes shared by rows
             total = sum(s.records for s in self.added) or 1

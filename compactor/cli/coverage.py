@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from compactor.cli.options import config_option, instant, warehouse_option
+from compactor.errors import CompactorError
 
 
 @click.command()
@@ -18,25 +19,35 @@ from compactor.cli.options import config_option, instant, warehouse_option
 @click.option(
     "--sub-partition", "values", multiple=True, help="Asked value (repeatable; default: all declared)."
 )
+@click.option(
+    "--index",
+    "able",
+    multiple=True,
+    help="An index that can serve the question (repeatable); default: list the segments' indexes to judge.",
+)
 @config_option(required=True, text="Table config (the declared sub-partition values)")
 @warehouse_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def coverage(
-    table: str, start: datetime | None, end: datetime | None, values: tuple[str, ...],
+    table: str, start: datetime | None, end: datetime | None, values: tuple[str, ...], able: tuple[str, ...],
     config_path: Path, warehouse: str, as_json: bool,
 ) -> None:  # fmt: skip
-    """Which segments and sub-partitions can answer a time range and values."""
+    """Which segments, sub-partitions and indexes can answer a time range and values."""
     from compactor.config.loading import load_config_file
     from compactor.delta.reads import read_catalog
     from compactor.delta.session import build_spark
     from compactor.rules.coverage import coverage as answer
     from compactor.rules.coverage import render
+    from compactor.rules.engine import offline_reason
 
     project = load_config_file(config_path)
     settings = project.for_table(table)
     spark = build_spark("compactor-coverage", extra_conf=project.spark, locations=(warehouse,))
     spark.sparkContext.setLogLevel("ERROR")
     segments = read_catalog(spark, warehouse, table).segments(table)
+    offline = offline_reason(settings, segments)
+    if offline is not None:
+        raise CompactorError(f"table {table}: {offline}")
     declared = settings.sub_partition.values if settings.sub_partition else ()
-    result = answer(segments, declared, start, end, values)
+    result = answer(segments, declared, start, end, values, able)
     click.echo(json.dumps(result.to_json(), indent=2) if as_json else render(result))

@@ -32,13 +32,14 @@ from compactor.cli.options import (
 )
 @click.option("--segment-id", help="Default: <table>-<start>-<random>.")
 @click.option("--sub-partition", "value", help="Build this sub-partition value (needs --config).")
+@click.option("--index", "indexes", multiple=True, help="An index built for the segment (repeatable).")
 @config_option(required=False, text="Table config: sub-partitions and the `kafka:` block")
 @warehouse_option
 @bootstrap_option
 @segments_topic_option
 def load(
     table: str, start: datetime, end: datetime | None, rows: int, parquet: Path | None,
-    segment_id: str | None, value: str | None, config_path: Path | None, warehouse: str,
+    segment_id: str | None, value: str | None, indexes: tuple[str, ...], config_path: Path | None, warehouse: str,
     bootstrap_servers: str, segments_topic: str,
 ) -> None:  # fmt: skip
     """Write one segment (or one sub-partition of it) and publish its SegmentCompleted event."""
@@ -66,10 +67,23 @@ def load(
             if sub is not None and not parquet:  # sample rows get the value as their column
                 data = data.withColumn(sub.column, F.expr(sub_partition_literal(sub, value)))
             segment = load_sub_partition(
-                spark, warehouse, kafka, producer, settings, table, data, start, finish, value, segment_id
+                spark,
+                warehouse,
+                kafka,
+                producer,
+                settings,
+                table,
+                data,
+                start,
+                finish,
+                value,
+                segment_id,
+                indexes=indexes,
             )
         else:
-            segment = load_segment(spark, warehouse, kafka, producer, table, data, start, finish, segment_id)
+            segment = load_segment(
+                spark, warehouse, kafka, producer, table, data, start, finish, segment_id, indexes=indexes
+            )
     finally:
         producer.close()
     click.echo(f"loaded {segment.id} {segment.range}: {segment.records} rows, {segment.bytes} bytes")

@@ -15,6 +15,7 @@ from compactor.cli.local import demo, jars, kafka
 from compactor.cli.plan import plan
 from compactor.cli.request import request
 from compactor.cli.run import run
+from compactor.cli.subpartitions import subpartitions
 from compactor.cli.upsert import upsert
 from compactor.errors import CompactorError
 
@@ -51,5 +52,5 @@ def main(ctx: click.Context, verbose: bool) -> None:
     )
 
 
-for command in (run, load, request, plan, coverage, config_group, upsert, kafka, jars, demo):
+for command in (run, load, request, plan, coverage, subpartitions, config_group, upsert, kafka, jars, demo):
     main.add_command(command)

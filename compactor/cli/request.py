@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -15,6 +16,9 @@ from compactor.cli.options import (
     rule_choice,
     segments_topic_option,
 )
+
+if TYPE_CHECKING:
+    from compactor.domain.events import CompactionRequested
 
 
 @click.command()
@@ -29,19 +33,29 @@ def request(
     bootstrap_servers: str, segments_topic: str,
 ) -> None:  # fmt: skip
     """Ask the running job to run a rule now (e.g. a manual major) or merge named segments."""
-    from compactor.codec.events import default_codec
     from compactor.domain.clock import now_utc
     from compactor.domain.events import CompactionRequested
-    from compactor.kafka.producer import EventProducer
 
     ids = tuple(i.strip() for i in (merge_ids or "").split(",") if i.strip())
     if (rule is None) == (not ids):
         raise click.UsageError("give exactly one of --rule or --merge")
     event = CompactionRequested(uuid.uuid4().hex, table, now_utc(), rule, ids)
+    publish_request(event, config_path, bootstrap_servers, segments_topic)
+    click.echo(f"requested {rule or 'merge of ' + ','.join(ids)} on {table} (request {event.request_id})")
+
+
+def publish_request(
+    event: CompactionRequested, config_path: Path | None, bootstrap_servers: str, segments_topic: str
+) -> None:
+    """Put an operator's request on the segments topic, keyed by its table (ordered with its loads)."""
+    from compactor.codec.events import default_codec
+    from compactor.kafka.producer import EventProducer
+
     kafka = kafka_settings(bootstrap_servers, load_optional_config(config_path), segments_topic)
     producer = EventProducer(kafka)
     try:
-        producer.send_all([(segments_topic, table, default_codec().encode_compaction_requested(event), None)])
+        producer.send_all(
+            [(segments_topic, event.table, default_codec().encode_compaction_requested(event), None)]
+        )
     finally:
         producer.close()
-    click.echo(f"requested {rule or 'merge of ' + ','.join(ids)} on {table} (request {event.request_id})")

@@ -49,6 +49,7 @@ class Codec(SchemaSet):
                 "end": s.end,
                 "sub_partitions": sorted(s.sub_partitions),
                 "sub_partition_states": {v: str(st) for v, st in s.sub_partition_states},
+                "indexes": sorted(s.indexes),
                 "action": event.action.value,
                 "records": s.records,
                 "bytes": s.bytes,
@@ -110,6 +111,7 @@ class Codec(SchemaSet):
                 records=r["records"],
                 bytes=r["bytes"],
                 sub_partitions=frozenset(r["sub_partitions"]),
+                indexes=frozenset(r["indexes"]),
                 schema_version=r["schema_version"],
                 level=r["level"],
                 origin=Origin[r["origin"]],
@@ -131,6 +133,7 @@ class Codec(SchemaSet):
                 "table": request.table,
                 "rule": request.rule,
                 "segment_ids": list(request.segment_ids),
+                "delete_sub_partition": request.delete_sub_partition,
                 "requested_at": request.requested_at,
             },
         )
@@ -142,14 +145,16 @@ class Codec(SchemaSet):
                 validate_segment_id(sid)
         except CompactorError as exc:
             raise EventDecodeError(DeadLetterReason.INVALID_VALUE, str(exc)) from None
-        if (r["rule"] is None) == (not r["segment_ids"]):
+        asked = [r["rule"] is not None, bool(r["segment_ids"]), r["delete_sub_partition"] is not None]
+        if sum(asked) != 1:
             raise EventDecodeError(
                 DeadLetterReason.INVALID_VALUE,
-                "a request names either a rule or segment ids, not both or neither",
+                "a request names exactly one of a rule, segment ids or a sub-partition value to delete",
             )
         return CompactionRequested(
-            r["request_id"], r["table"], r["requested_at"], r["rule"], tuple(r["segment_ids"])
-        )
+            r["request_id"], r["table"], r["requested_at"], r["rule"], tuple(r["segment_ids"]),
+            r["delete_sub_partition"],
+        )  # fmt: skip
 
     def encode_config_applied(self, event: ConfigApplied) -> bytes:
         return self.encode(

@@ -50,6 +50,9 @@ class SubPartitionConfig(Frozen):
     column: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
     type: SubPartitionType = "string"
     values: tuple[str, ...] = ()
+    # off: the table is offline for merges while any segment still holds a sub-partition value
+    # (Kylin takes such a model offline); delete the values or turn it back on
+    enabled: bool = True
 
     @model_validator(mode="after")
     def _values(self) -> SubPartitionConfig:

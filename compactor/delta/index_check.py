@@ -28,9 +28,15 @@ def partition_id(column: Column, layout: LayoutConfig) -> Column:
 
 
 def index_facts(
-    spark: SparkSession, warehouse: Path | str, table: str, segment: Segment, layout: LayoutConfig
+    spark: SparkSession,
+    warehouse: Path | str,
+    table: str,
+    segment: Segment,
+    layout: LayoutConfig,
+    sub_column: str | None = None,
 ) -> IndexFacts:
-    """The costly index check: inspect one segment's files and rows."""
+    """The costly index check: inspect one segment's files and rows (and, for a sub-partitioned
+    table, which values of `sub_column` they hold)."""
     path = table_uri(warehouse, table)
     rows = DeltaTable.forPath(spark, path).toDF().where(F.col(SEGMENT_COLUMN) == segment.id)
     files = sorted(rows.inputFiles())
@@ -48,7 +54,13 @@ def index_facts(
         _sorted_file(spark, file, layout.sorted_column) for file in files
     )
     encoding, compression = _footer(spark, files[0])
-    return IndexFacts(columns, buckets, partitions, in_order, encoding, compression)
+    values = sub_partition_values(rows, sub_column) if sub_column and sub_column in columns else None
+    return IndexFacts(columns, buckets, partitions, in_order, encoding, compression, values)
+
+
+def sub_partition_values(rows: DataFrame, column: str) -> frozenset[str]:
+    """The distinct values of the sub-partition column, as the text the config declares them in."""
+    return frozenset(str(r[0]) for r in rows.select(F.col(column).cast("string")).distinct().collect())
 
 
 def _spread(rows: DataFrame, columns: dict[str, tuple[str, bool]], layout: LayoutConfig) -> tuple[int, int]:

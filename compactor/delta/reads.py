@@ -44,6 +44,12 @@ def read_catalog(spark: SparkSession, warehouse: Path | str, table: str) -> Segm
 def segment_ids_present(spark: SparkSession, warehouse: Path | str, table: str) -> dict[str, int]:
     """Live rows per segment id, from the snapshot's file list: each file's row count (from its
     statistics) less the rows its deletion vector removes. No data file is read."""
+    return {sid: rows for sid, (rows, _) in segment_sizes(spark, warehouse, table).items()}
+
+
+def segment_sizes(spark: SparkSession, warehouse: Path | str, table: str) -> dict[str, tuple[int, int]]:
+    """(live rows, bytes) per segment id with rows, from the snapshot's file list (rows -1 when
+    a file has no statistics)."""
     uri = table_uri(warehouse, table)
     DeltaTable.forPath(spark, uri)  # loads the newest snapshot
     files = DataFrame(snapshot_files(spark, uri), spark)
@@ -52,12 +58,17 @@ def segment_ids_present(spark: SparkSession, warehouse: Path | str, table: str) 
             F.map_values("partitionValues")[0].alias("sid"),  # partitioned by segment_id alone
             F.get_json_object("stats", "$.numRecords").cast("long").alias("n"),
             F.coalesce(F.col("deletionVector.cardinality"), F.lit(0)).alias("deleted"),
+            F.col("size"),
         )
         .groupBy("sid")
-        .agg(F.sum(F.col("n") - F.col("deleted")).alias("rows"))
+        .agg(F.sum(F.col("n") - F.col("deleted")).alias("rows"), F.sum("size").alias("bytes"))
         .collect()
     )
-    return {r.sid: int(r.rows) if r.rows is not None else -1 for r in rows if r.rows is None or r.rows > 0}
+    return {
+        r.sid: (int(r.rows) if r.rows is not None else -1, int(r.bytes))
+        for r in rows
+        if r.rows is None or r.rows > 0
+    }
 
 
 def latest_version(spark: SparkSession, warehouse: Path | str, table: str) -> int:

@@ -40,6 +40,7 @@ def execute_refresh(
     config_version: int,
     depth: int = RECENT_COMMITS,
     log: DeltaLogReader | None = None,
+    sub_column: str | None = None,
 ) -> Commit:
     """Rewrite the plan's inputs into conforming outputs in ONE Delta commit.
 
@@ -69,7 +70,7 @@ def execute_refresh(
     data_change = changes_data(source, rows, rule, plan.table_wide)
     keyed = _keyed(rows, plan, layout, rule).persist()
     try:
-        outputs = _outputs(keyed, plan, layout, config_version)
+        outputs = _outputs(keyed, plan, layout, config_version, sub_column)
         writer = _writer(keyed, plan, layout, outputs, data_change)
         if plan.table_wide and _version(table) != read_version:
             # an overwrite deletes whatever the table holds when it commits: never rows read after
@@ -102,12 +103,18 @@ def _keyed(rows: DataFrame, plan: MergePlan, layout: LayoutConfig, rule: Refresh
 
 
 def _outputs(
-    keyed: DataFrame, plan: MergePlan, layout: LayoutConfig, config_version: int
+    keyed: DataFrame, plan: MergePlan, layout: LayoutConfig, config_version: int, sub_column: str | None
 ) -> tuple[Segment, ...]:
-    """The segments the rewrite writes, one per output id, with their exact row counts."""
+    """The segments the rewrite writes, one per output id, with their exact row counts and, for a
+    sub-partitioned table, the values their rows hold (the column may have changed)."""
     period = timedelta(seconds=layout.bucket_time_period.total_seconds())
     built_with = layout_record(layout, config_version)
-    summary = keyed.groupBy(SEGMENT_COLUMN, "__bucket").count().collect()
+    values = F.collect_set(F.col(sub_column).cast("string")) if sub_column in keyed.columns else F.lit(None)
+    summary = (
+        keyed.groupBy(SEGMENT_COLUMN, "__bucket")
+        .agg(F.count("*").alias("count"), values.alias("values"))
+        .collect()
+    )
     return tuple(
         Segment(
             id=r[SEGMENT_COLUMN],
@@ -115,7 +122,7 @@ def _outputs(
             range=TimeRange(start := datetime.fromtimestamp(int(r["__bucket"]), UTC), start + period),
             loaded_at=plan.output.loaded_at,
             records=int(r["count"]),
-            sub_partitions=plan.output.sub_partitions,
+            sub_partitions=plan.output.sub_partitions if r["values"] is None else frozenset(r["values"]),
             origin=Origin.REFRESH,
             built_with=built_with,
         )

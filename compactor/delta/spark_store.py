@@ -12,6 +12,7 @@ from pyspark.sql import SparkSession
 from compactor.catalog.changes import CommitRecord
 from compactor.config.layout import LayoutConfig, UpsertConfig
 from compactor.config.rules import RefreshRule, RuleName
+from compactor.config.sub_partitions import SubPartitionConfig
 from compactor.config.tables import TableSettings
 from compactor.delta import properties, reads
 from compactor.delta.files import HadoopFiles
@@ -21,6 +22,7 @@ from compactor.delta.merge import execute_merge
 from compactor.delta.paths import RESERVED, table_uri, warehouse_uri
 from compactor.delta.refresh import execute_refresh
 from compactor.delta.store import LoadOrder, TableChanges
+from compactor.delta.sub_partition_delete import delete_sub_partition
 from compactor.delta.upsert import invalid_counts
 from compactor.domain.plans import Commit, MergePlan
 from compactor.domain.segments import Segment
@@ -118,6 +120,7 @@ class SparkTableStore:
                     rule,
                     settings.config_version,
                     self.depth,
+                    sub_column=settings.sub_partition.column if settings.sub_partition else None,
                 )
             return execute_merge(
                 self.spark,
@@ -132,8 +135,16 @@ class SparkTableStore:
     def invalid_counts(self, table: str, upsert: UpsertConfig, load_order: LoadOrder) -> dict[str, int]:
         return invalid_counts(self.spark, self.warehouse, table, upsert, load_order)
 
-    def index_facts(self, table: str, segment: Segment, layout: LayoutConfig) -> IndexFacts:
-        return index_facts(self.spark, self.warehouse, table, segment, layout)
+    def delete_sub_partition(
+        self, table: str, config: SubPartitionConfig, value: str, segments: Sequence[Segment]
+    ) -> CommitRecord:
+        with conflicts_as_commit_conflict():
+            return delete_sub_partition(self.spark, self.warehouse, table, config, value, segments)
+
+    def index_facts(
+        self, table: str, segment: Segment, layout: LayoutConfig, sub_column: str | None = None
+    ) -> IndexFacts:
+        return index_facts(self.spark, self.warehouse, table, segment, layout, sub_column)
 
     @contextlib.contextmanager
     def _pool(self, pool: str | None) -> Iterator[None]:

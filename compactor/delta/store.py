@@ -19,6 +19,7 @@ from typing import Protocol
 
 from compactor.catalog.changes import CommitRecord
 from compactor.config.layout import LayoutConfig, UpsertConfig
+from compactor.config.sub_partitions import SubPartitionConfig
 from compactor.config.tables import TableSettings
 from compactor.domain.plans import Commit, MergePlan
 from compactor.domain.segments import Segment
@@ -73,5 +74,12 @@ class TableStore(Protocol):
     def invalid_counts(self, table: str, upsert: UpsertConfig, load_order: LoadOrder) -> dict[str, int]:
         """Upsert tables: superseded rows per segment id (ties judged by `load_order`)."""
 
-    def index_facts(self, table: str, segment: Segment, layout: LayoutConfig) -> IndexFacts:
+    def delete_sub_partition(
+        self, table: str, config: SubPartitionConfig, value: str, segments: Sequence[Segment]
+    ) -> CommitRecord:
+        """Delete the value's rows from every segment in one commit; the commit as the catalog folds it."""
+
+    def index_facts(
+        self, table: str, segment: Segment, layout: LayoutConfig, sub_column: str | None = None
+    ) -> IndexFacts:
         """Refresh: what the segment's files and rows hold."""

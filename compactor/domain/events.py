@@ -97,13 +97,15 @@ class MergeResult:
 
 @dataclass(frozen=True, slots=True)
 class CompactionRequested:
-    """Run `rule` once now, or merge exactly `segment_ids` (a manual merge)."""
+    """Run `rule` once now, merge exactly `segment_ids` (a manual merge), or delete the rows of
+    the sub-partition value `delete_sub_partition` from every segment."""
 
     request_id: str
     table: str
     requested_at: datetime
     rule: str | None = None
     segment_ids: tuple[str, ...] = ()
+    delete_sub_partition: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

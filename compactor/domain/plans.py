@@ -30,6 +30,7 @@ class SkipReason(StrEnum):
     NOTHING_TO_MERGE_WITH = "nothing_to_merge_with"
     VERSION_MISMATCH = "version_mismatch"
     SUB_PARTITIONS_DIFFER = "sub_partitions_differ"
+    INDEXES_DIFFER = "indexes_differ"
     ONE_MERGE_PER_ATTEMPT = "one_merge_per_attempt"
     BELOW_LEVEL_COUNT = "below_level_count"
     FINAL_LEVEL = "final_level"
@@ -38,6 +39,7 @@ class SkipReason(StrEnum):
     POOL_LIMIT = "pool_limit"
     POOL_WIDTH = "pool_width"
     BELOW_INVALID_THRESHOLD = "below_invalid_threshold"
+    SUB_PARTITIONING_OFF = "sub_partitioning_off"
     NO_STATISTICS = "no_statistics"
     TASK_LIMIT = "task_limit"
     CONFORMS = "conforms"
@@ -143,6 +145,7 @@ def merged_output(plan_id: str, table: str, inputs: Sequence[Segment], level: in
         records=sum(s.records for s in inputs),
         bytes=sum(s.bytes for s in inputs),
         sub_partitions=first.sub_partitions,
+        indexes=first.indexes,
         state=SegmentState.ONLINE,
         schema_version=max(s.schema_version for s in inputs),
         level=max(s.level for s in inputs) if level is None else level,

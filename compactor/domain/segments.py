@@ -116,6 +116,8 @@ class Segment:
     sub_partition_states: tuple[tuple[str, SegmentState], ...] = ()
     # the table layout (config version and build settings, canonical JSON) the segment was built with
     built_with: str = ""
+    # indexes built for the segment (seed 001's Index A/B/C); merges keep them, so inputs must agree
+    indexes: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         validate_table_name(self.table)
@@ -143,6 +145,14 @@ class Segment:
         if value not in self.sub_partitions:
             return None
         return dict(self.sub_partition_states).get(value, SegmentState.ONLINE)
+
+    @property
+    def built(self) -> tuple[frozenset[str], frozenset[str]]:
+        """What was built for the segment: its sub-partition values and its indexes.
+
+        Kylin merges segments only when both agree, so every merge rule groups by this.
+        """
+        return self.sub_partitions, self.indexes
 
     @property
     def start(self) -> datetime:

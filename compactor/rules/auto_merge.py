@@ -121,9 +121,9 @@ def plan(
     ranges = list(map(_RANGE, segments))
     st = np.fromiter(map(_START_TS, ranges), np.float64, n)
     en = np.fromiter(map(_END_TS, ranges), np.float64, n)
-    # runs need one schema version and one sub-partition set: encode both as one integer
-    sub_codes: dict[frozenset[str], int] = {}
-    sub = np.fromiter((sub_codes.setdefault(s.sub_partitions, len(sub_codes)) for s in segments), np.int64, n)
+    # runs need one schema version and one build (sub-partition values, indexes): one integer for all
+    sub_codes: dict[tuple[frozenset[str], frozenset[str]], int] = {}
+    sub = np.fromiter((sub_codes.setdefault(s.built, len(sub_codes)) for s in segments), np.int64, n)
     kind = np.fromiter(map(_SCHEMA_VERSION, segments), np.int64, n) * (len(sub_codes) + 1) + sub
     order = np.lexsort((en, st))  # time order; ranges of an auto_merge table are disjoint
     st, en, kind = st[order], en[order], kind[order]
@@ -167,11 +167,17 @@ def _explain_level(scan: _Level, ordered: list[Segment], decisions: dict[str, De
             if other.schema_version != members[0].schema_version:
                 reason = SkipReason.VERSION_MISMATCH
                 detail = f"{level}: {other.id} has schema v{other.schema_version}, this run v{members[0].schema_version}"
-            else:
+            elif other.sub_partitions != members[0].sub_partitions:
                 reason = SkipReason.SUB_PARTITIONS_DIFFER
                 detail = (
                     f"{level}: {other.id} holds sub-partitions {sorted(other.sub_partitions)}, "
                     f"this run {sorted(members[0].sub_partitions)}"
+                )
+            else:
+                reason = SkipReason.INDEXES_DIFFER
+                detail = (
+                    f"{level}: {other.id} built indexes {sorted(other.indexes)}, "
+                    f"this run {sorted(members[0].indexes)}"
                 )
         elif not scan.complete[r]:
             reason, detail = (

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from compactor.config.rules import RuleName
+from compactor.config.rules import RuleConfig, RuleName
 from compactor.config.tables import TableSettings
 from compactor.domain.plans import Decision, MergePlan, SkipReason
 from compactor.domain.segments import Segment
@@ -49,6 +49,9 @@ def evaluate(
     index check found per segment) feeds the refresh rule.
     """
     rules = [r for r in settings.rules if (r.rule == only_rule if only_rule else r.trigger == trigger)]
+    offline = _offline(table, segments, settings, rules, explain)
+    if offline is not None:
+        return offline
     plans: list[MergePlan] = []
     decisions: list[Decision] = []
     claimed: dict[str, str] = {}
@@ -100,3 +103,37 @@ def _waiting(plan: MergePlan, claimed: Mapping[str, str]) -> list[Decision]:
         for s in plan.inputs
         if s.id not in claimed
     ]
+
+
+def _offline(
+    table: str,
+    segments: Sequence[Segment],
+    settings: TableSettings,
+    rules: Sequence[RuleConfig],
+    explain: bool,
+) -> Evaluation | None:
+    """No plans for an offline table, each segment told why."""
+    reason = offline_reason(settings, segments)
+    if reason is None:
+        return None
+    skipped = [
+        Decision(s.id, r.rule, False, SkipReason.SUB_PARTITIONING_OFF, reason)
+        for r in rules
+        for s in segments
+    ]
+    return Evaluation(table, (), tuple(skipped) if explain else ())
+
+
+def offline_reason(settings: TableSettings, segments: Sequence[Segment]) -> str | None:
+    """Why the table is offline, or None: multi-level partitioning turned off while segments
+    still hold sub-partition values (seed 001)."""
+    sub = settings.sub_partition
+    if sub is None or sub.enabled:
+        return None
+    holding = sum(1 for s in segments if s.sub_partitions)
+    if not holding:
+        return None
+    return (
+        f"table offline: multi-level partitioning is off but {holding} segment(s) hold {sub.column} values; "
+        "delete them (compactor subpartitions delete) or turn it back on (sub_partition.enabled: true)"
+    )

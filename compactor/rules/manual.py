@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from compactor.config.tables import TableSettings
 from compactor.domain.plans import MergePlan, make_plan
@@ -44,24 +44,32 @@ def plan(
     if len(versions) > 1:
         detail = ", ".join(f"{s.id}=v{s.schema_version}" for s in chosen)
         raise ManualMergeError(f"table {table}: inconsistent schema versions: {detail}")
-    sub_sets = {s.sub_partitions for s in chosen}
-    if len(sub_sets) > 1:
-        everywhere = frozenset.intersection(*sub_sets)
-        differing = sorted(frozenset().union(*sub_sets) - everywhere)
-        detail = "; ".join(f"{s.id}={sorted(s.sub_partitions)}" for s in chosen)
-        raise ManualMergeError(
-            f"table {table}: sub-partition values differ ({', '.join(differing)} not in every segment): {detail}"
-        )
+    # Kylin's three merge conditions: consistent indexes, consistent sub-partition values, continuous time
+    _consistent(table, chosen, "indexes", lambda s: s.indexes)
+    _consistent(table, chosen, "sub-partition values", lambda s: s.sub_partitions)
     if settings.needs_disjoint_ranges:
         ordered = sorted(chosen, key=lambda s: s.start)
         for prev, nxt in itertools.pairwise(ordered):
             if nxt.start > prev.end:
                 raise ManualMergeError(
                     f"table {table}: gap between {prev.id} (ends {prev.end.isoformat()}) "
-                    f"and {nxt.id} (starts {nxt.start.isoformat()}); time ranges must be continuous"
+                    f"and {nxt.id} (starts {nxt.start.isoformat()}): time ranges are not continuous"
                 )
             if nxt.start < prev.end:
                 raise ManualMergeError(
-                    f"table {table}: {prev.id} and {nxt.id} overlap; time ranges must be continuous"
+                    f"table {table}: {prev.id} and {nxt.id} overlap: time ranges are not continuous"
                 )
     return make_plan(table, RULE, chosen)
+
+
+def _consistent(
+    table: str, chosen: Sequence[Segment], what: str, built: Callable[[Segment], frozenset[str]]
+) -> None:
+    """Refuse, naming the condition, unless every chosen segment built the same `what`."""
+    sets = {built(s) for s in chosen}
+    if len(sets) > 1:
+        differing = sorted(frozenset().union(*sets) - frozenset.intersection(*sets))
+        detail = "; ".join(f"{s.id}={sorted(built(s))}" for s in chosen)
+        raise ManualMergeError(
+            f"table {table}: inconsistent {what} ({', '.join(differing)} not in every segment): {detail}"
+        )

@@ -41,7 +41,7 @@ _START = attrgetter("range.start_ts")
 _END = attrgetter("range.end_ts")
 _BYTES = attrgetter("bytes")
 _VERSION = attrgetter("schema_version")
-_SUB_PARTITIONS = attrgetter("sub_partitions")
+_BUILT = attrgetter("built")
 
 
 def _column(segments: Sequence[Segment], field: attrgetter[Any], dtype: type) -> npt.NDArray[Any]:
@@ -82,12 +82,13 @@ def _by_start_then_id(start: npt.NDArray[np.float64], segments: Sequence[Segment
 
 
 def _group_codes(segments: Sequence[Segment]) -> npt.NDArray[np.int64]:
-    """A code per segment for (schema version, sub-partitions): only equal codes merge."""
+    """A code per segment for (schema version, sub-partitions, indexes): only equal codes merge."""
     versions = _column(segments, _VERSION, np.int64)
-    if (len(versions) == 0 or versions.min() == versions.max()) and not any(map(_SUB_PARTITIONS, segments)):
+    one_version = len(versions) == 0 or versions.min() == versions.max()
+    if one_version and not any(s.sub_partitions or s.indexes for s in segments):
         return np.zeros(len(segments), np.int64)  # the common case, without a Python loop
-    codes: dict[tuple[int, frozenset[str]], int] = {}
-    keys = zip(versions.tolist(), map(_SUB_PARTITIONS, segments), strict=True)
+    codes: dict[tuple[int, tuple[frozenset[str], frozenset[str]]], int] = {}
+    keys = zip(versions.tolist(), map(_BUILT, segments), strict=True)
     return np.fromiter((codes.setdefault(k, len(codes)) for k in keys), np.int64, len(segments))
 
 

@@ -44,6 +44,7 @@ class Drift(StrEnum):
     SINGLE_MULTI_VALUE = "single_multi_value_changed"
     ENCODING = "encoding_changed"
     COMPRESSION = "compression_changed"
+    SUB_PARTITION_VALUES = "sub_partition_values_changed"
     OVERSIZED = "oversized"
     UNDERSIZED = "undersized"
 
@@ -80,6 +81,8 @@ class IndexFacts:
     sorted: bool  # rows sorted by the layout's sorted column (True without one)
     encoding: str
     compression: str
+    # distinct values of the table's sub-partition column in the rows, as text (None: no such column)
+    sub_partition_values: frozenset[str] | None = None
 
 
 def drift(segment: Segment, layout: LayoutConfig, facts: IndexFacts | None) -> list[Drift]:
@@ -125,6 +128,9 @@ def drift(segment: Segment, layout: LayoutConfig, facts: IndexFacts | None) -> l
             found.append(Drift.ENCODING)
         if facts.compression != layout.compression:
             found.append(Drift.COMPRESSION)
+        values = facts.sub_partition_values
+        if values is not None and values != segment.sub_partitions:
+            found.append(Drift.SUB_PARTITION_VALUES)  # e.g. the sub-partition column changed
     return list(dict.fromkeys(found))
 
 

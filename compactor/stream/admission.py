@@ -179,6 +179,14 @@ class Admission:
     def _requested(self, request: CompactionRequested) -> Trigger:
         """An operator's request: run one configured rule now, or a manual merge (planned later)."""
         self.tables.require(request.table)
+        if request.delete_sub_partition is not None:
+            if self.configs.for_table(request.table).sub_partition is None:
+                raise Rejected(
+                    DeadLetterReason.INVALID_VALUE,
+                    f"table {request.table} declares no sub-partition column; "
+                    f"there is no value {request.delete_sub_partition!r} to delete",
+                )
+            return Trigger(request.table, "request", delete_value=request.delete_sub_partition)
         if request.rule is None:
             return Trigger(request.table, "request", merge_ids=request.segment_ids)
         if request.rule not in {r.rule for r in self.configs.for_table(request.table).rules}:

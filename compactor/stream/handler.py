@@ -32,6 +32,7 @@ from compactor.stream.recovery import catch_up, recover
 from compactor.stream.runner import RetryPolicy, Runner
 from compactor.stream.state import StreamState
 from compactor.stream.stats import HandlerStats
+from compactor.stream.sub_partition_delete import delete_value
 from compactor.stream.table_configs import TableConfigs
 from compactor.stream.triggers import DeadLetter, Envelope, Trigger
 
@@ -87,7 +88,11 @@ class BatchHandler:
         self.catalog_store.save(self.state.catalog.take_changes())
 
     def work(self, trigger: Trigger) -> None:
-        """Plan the trigger's work and run each plan."""
+        """Plan the trigger's work and run each plan (after a requested sub-partition delete)."""
+        if trigger.delete_value is not None and delete_value(
+            self.runner, trigger.table, trigger.delete_value
+        ):
+            self._rewritten.add(trigger.table)  # the table is checked against the catalog after the batch
         for plan in self.planner.plans(trigger):
             self._run(plan, may_replan=True)
 

@@ -101,12 +101,15 @@ class TablePlanner:
             or not _runs(settings, rule.rule, only_rule)
         ):
             return None
-        key = layout.model_dump_json()
+        sub_column = settings.sub_partition.column if settings.sub_partition else None
+        key = f"{layout.model_dump_json()}|{sub_column}"
         found = {}
         for s in segments:
-            if (s.id, key) not in self._facts:
-                self._facts[(s.id, key)] = self.state.store.index_facts(table, s, layout)
-            found[s.id] = self._facts[(s.id, key)]
+            # a segment's files change only when a sub-partition is added or refreshed
+            cached = (s.id, f"{key}|{sorted(s.sub_partitions)}|{s.records}")
+            if cached not in self._facts:
+                self._facts[cached] = self.state.store.index_facts(table, s, layout, sub_column)
+            found[s.id] = self._facts[cached]
         return found
 
 

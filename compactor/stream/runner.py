@@ -38,6 +38,19 @@ class RetryPolicy:
     first_wait: float = 0.2  # seconds, doubling
     max_wait: float = 5.0
 
+    def retrying(
+        self, sleep: Callable[[float], None], before_sleep: Callable[[RetryCallState], None] | None = None
+    ) -> Retrying:
+        """Tenacity's loop: retry on `CommitConflict` within this policy, then re-raise."""
+        return Retrying(
+            retry=retry_if_exception_type(CommitConflict),
+            stop=stop_after_attempt(self.attempts),
+            wait=wait_exponential(multiplier=self.first_wait, max=self.max_wait),
+            before_sleep=before_sleep,
+            reraise=True,
+            sleep=sleep,
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class RunOutcome:
@@ -99,15 +112,7 @@ class Runner:
 
     def _commit(self, plan: MergePlan, settings: TableSettings) -> Commit:
         """The store's commit, retried on conflicts while the plan's inputs are all still there."""
-        retrying = Retrying(
-            retry=retry_if_exception_type(CommitConflict),
-            stop=stop_after_attempt(self.retry.attempts),
-            wait=wait_exponential(multiplier=self.retry.first_wait, max=self.retry.max_wait),
-            before_sleep=self._conflict_lost(plan),
-            reraise=True,
-            sleep=self.sleep,
-        )
-        for attempt in retrying:
+        for attempt in self.retry.retrying(self.sleep, self._conflict_lost(plan)):
             with attempt:
                 if attempt.retry_state.attempt_number > 1:
                     present = self.state.store.segments_with_rows(plan.table, plan.input_ids)

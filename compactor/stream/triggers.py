@@ -21,13 +21,15 @@ class Trigger:
     """One attempt to make for a table: after an event, an operator's request, or a re-plan.
 
     With `only_rule` that rule runs whatever its trigger; with `merge_ids` a
-    manual merge of exactly those segments is validated and run.
+    manual merge of exactly those segments is validated and run; with
+    `delete_value` that sub-partition value's rows are deleted first.
     """
 
     table: str
     origin: str  # load, merge, refresh, request, config or replan
     only_rule: str | None = None
     merge_ids: tuple[str, ...] = ()
+    delete_value: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

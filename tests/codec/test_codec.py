@@ -216,3 +216,16 @@ def test_a_reader_with_the_version_2_schema_still_reads_version_3_results(codec:
     writer = codec.writers[data[2:10]]
     old = fastavro.schemaless_reader(io.BytesIO(data[10:]), writer, _history_schema("merge_result.v2.avsc"))
     assert isinstance(old, dict) and "data_change" not in old and old["records_out"] == 2
+
+
+def test_indexes_round_trip_and_version_2_events_built_none(codec: Codec) -> None:
+    s = segment(indexes=frozenset({"A", "B"}))
+    event = SegmentCompleted(s, T1)
+    assert codec.decode_segment_completed(codec.encode_segment_completed(event)).segment.indexes == {"A", "B"}
+    v2 = _history_schema("segment_completed.v2.avsc")
+    body = io.BytesIO()
+    fastavro.schemaless_writer(body, v2, valid_record())
+    key = bytes.fromhex(
+        fastavro.schema.fingerprint(fastavro.schema.to_parsing_canonical_form(v2), "CRC-64-AVRO")
+    )
+    assert codec.decode_segment_completed(MAGIC + key + body.getvalue()).segment.indexes == frozenset()

@@ -97,6 +97,7 @@ def test_coverage_command_answers_from_the_delta_table(
         DAY + timedelta(days=1),
         "eu",
         segment_id="s1",
+        indexes=["by_day", "by_store"],
     )
     result = CliRunner().invoke(
         main,
@@ -112,6 +113,7 @@ def test_coverage_command_answers_from_the_delta_table(
             "start": "2024-05-01T00:00:00+00:00",
             "end": "2024-05-02T00:00:00+00:00",
             "values": ["eu"],
+            "indexes": ["by_day", "by_store"],
         }
     ]
     assert answer["not_built"] == [{"segment": "s1", "value": "us"}]
@@ -119,7 +121,15 @@ def test_coverage_command_answers_from_the_delta_table(
     assert answer["undefined_ranges"] == [
         {"start": "2024-05-02T00:00:00+00:00", "end": "2024-05-03T00:00:00+00:00"}
     ]
+    assert answer["answered_by"] == "pushdown"
     table = CliRunner().invoke(
         main, ["coverage", "--table", "shop", "--config", str(config_file), "--warehouse", str(warehouse)]
     )
-    assert "segment s1 has not built 'us': fall back to the raw source" in table.stdout
+    assert table.stdout.endswith(
+        "answered by: indexes by_day, by_store if they can answer, otherwise the pushdown query engine\n"
+    ), table.stdout
+    able = CliRunner().invoke(
+        main, ["coverage", "--table", "shop", "--config", str(config_file), "--warehouse", str(warehouse),
+               "--index", "by_store"],
+    )  # fmt: skip
+    assert "answered by: index by_store (built in every answering segment)" in able.stdout

@@ -14,6 +14,7 @@ from compactor.catalog.changes import CommitRecord
 from compactor.catalog.retired import RetiredFilter, RetiredSegment
 from compactor.catalog.store import CatalogChanges, StoredCatalog, TableMark
 from compactor.config.layout import LayoutConfig, UpsertConfig
+from compactor.config.sub_partitions import SubPartitionConfig
 from compactor.config.tables import TableSettings
 from compactor.delta.store import LoadOrder, TableChanges
 from compactor.domain.plans import Commit, MergePlan
@@ -112,7 +113,27 @@ class InMemoryTableStore:
     def invalid_counts(self, table: str, upsert: UpsertConfig, load_order: LoadOrder) -> dict[str, int]:
         return {}
 
-    def index_facts(self, table: str, segment: Segment, layout: LayoutConfig) -> IndexFacts:
+    def delete_sub_partition(
+        self, table: str, config: SubPartitionConfig, value: str, segments: Sequence[Segment]
+    ) -> CommitRecord:
+        """A segment's rows are spread evenly over its sub-partition values here."""
+        if self.always_conflicting:
+            raise CommitConflict("ConcurrentAppendException: a load of the value was appended")
+        holders = [s for s in segments if value in s.sub_partitions]
+        emptied = tuple(s.id for s in holders if s.sub_partitions == {value})
+        kept = []
+        for s in holders:
+            rows = self.rows[table].pop(s.id, 0)
+            if s.id not in emptied:
+                left = rows - rows // len(s.sub_partitions)
+                self.rows[table][s.id] = left
+                kept.append(replace(s, sub_partitions=s.sub_partitions - {value}, records=left))
+        version = self._record(table, tuple(kept), emptied, None, "sub_partition_delete")
+        return self.commits[table][version]
+
+    def index_facts(
+        self, table: str, segment: Segment, layout: LayoutConfig, sub_column: str | None = None
+    ) -> IndexFacts:
         raise NotImplementedError("no index check in memory")
 
     def _record(

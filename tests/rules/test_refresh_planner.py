@@ -176,3 +176,14 @@ def test_a_table_wide_rewrite_takes_every_segment_and_says_which_the_filters_wou
     (decision,) = [d for d in evaluation.decisions if d.segment_id == kept_out]
     assert decision.chosen and decision.plan_id == plan.plan_id
     assert f"although {reason}" in decision.detail and "table-wide" in decision.detail
+
+
+def test_rows_holding_other_sub_partition_values_than_the_catalog_drift() -> None:
+    """After the sub-partition column changes, the index check finds the new column's values."""
+    now = layout()
+    segment = seg("s", "2024-01-01", built_with=layout_record(now, 1), sub_partitions=frozenset({"eu"}))
+    assert drift(segment, now, replace(GOOD, sub_partition_values=frozenset({"eu"}))) == []
+    assert drift(segment, now, replace(GOOD, sub_partition_values=frozenset({"web", "app"}))) == [
+        Drift.SUB_PARTITION_VALUES
+    ]
+    assert drift(segment, now, GOOD) == [], "a table without sub-partitions checks no values"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given, settings
@@ -15,7 +15,7 @@ from compactor.config.tables import TableSettings
 from compactor.delta.predicates import sub_partition_literal
 from compactor.domain.calendar import Level
 from compactor.domain.plans import SkipReason
-from compactor.domain.segments import SegmentState
+from compactor.domain.segments import Segment, SegmentState, TimeRange
 from compactor.errors import ConfigError, InvalidSegmentError, ManualMergeError
 from compactor.rules import manual
 from compactor.rules.engine import evaluate
@@ -125,3 +125,83 @@ def test_every_plan_joins_settled_segments_with_one_set(parts: list, level: Leve
     for plan in sim.merges:
         assert all(s.settled for s in plan.inputs)
         assert {s.sub_partitions for s in plan.inputs} == {plan.output.sub_partitions}
+
+
+AB, AC = frozenset({"A", "B"}), frozenset({"A", "C"})
+
+
+def test_differing_indexes_do_not_merge_and_say_why() -> None:
+    segments = [
+        *week_of([EU_US] * 7, indexes=AB)[:6],
+        seg("d7", "2024-01-07", sub_partitions=EU_US, indexes=AC),
+    ]
+    evaluation = evaluate("t", segments, WEEK, NOW)
+    assert evaluation.plans == ()
+    reasons = {d.segment_id: d for d in evaluation.decisions}
+    assert reasons["d1"].reason is SkipReason.INDEXES_DIFFER
+    assert "d7 built indexes ['A', 'C'], this run ['A', 'B']" in reasons["d1"].detail
+
+
+def test_identical_indexes_merge_and_the_output_keeps_them() -> None:
+    (plan,) = evaluate("t", week_of([EU_US] * 7, indexes=AB), WEEK, NOW).plans
+    assert plan.output.indexes == AB and plan.output.sub_partitions == EU_US
+
+
+def test_bin_pack_groups_by_indexes() -> None:
+    config = load_config({"defaults": {"rules": [{"rule": "bin_pack"}]}})
+    start = datetime(2024, 1, 1, tzinfo=UTC)
+    tens = [
+        Segment(f"m{i}", "t", TimeRange(start, start + timedelta(minutes=10)), loaded_at=start, bytes=10,
+                indexes=AB if i < 3 else AC)
+        for i in range(6)
+    ]  # fmt: skip
+    plans = evaluate("t", tens, config.for_table("t"), start + timedelta(hours=2)).plans
+    assert sorted(sorted(p.input_ids) for p in plans) == [["m0", "m1", "m2"], ["m3", "m4", "m5"]]
+    assert {p.output.indexes for p in plans} == {AB, AC}
+
+
+@pytest.mark.parametrize(
+    ("segments", "condition"),
+    [
+        (
+            [seg("a", "2024-01-01", indexes=AB), seg("b", "2024-01-02", indexes=AC)],
+            "inconsistent indexes (B, C not in every segment): a=['A', 'B']; b=['A', 'C']",
+        ),
+        (
+            [seg("a", "2024-01-01", sub_partitions=EU_US), seg("b", "2024-01-02", sub_partitions=EU)],
+            "inconsistent sub-partition values (us not in every segment): a=['eu', 'us']; b=['eu']",
+        ),
+        (
+            [seg("a", "2024-01-01"), seg("b", "2024-01-03")],
+            "time ranges are not continuous",
+        ),
+    ],
+)
+def test_manual_merge_names_the_failed_kylin_condition(segments: list, condition: str) -> None:  # type: ignore[type-arg]
+    with pytest.raises(ManualMergeError) as err:
+        manual.plan("t", ["a", "b"], segments, WEEK)
+    assert condition in str(err.value)
+
+
+def test_turning_multi_level_partitioning_off_takes_a_table_holding_values_offline() -> None:
+    off = load_config(
+        {
+            "tables": {
+                "t": {
+                    "rules": [{"rule": "auto_merge", "levels": ["week"]}],
+                    "sub_partition": {"column": "region", "values": ["eu", "us"], "enabled": False},
+                }
+            }
+        }
+    ).for_table("t")
+    evaluation = evaluate("t", week_of([EU_US] * 7), off, NOW)
+    assert evaluation.plans == ()
+    assert {d.reason for d in evaluation.decisions} == {SkipReason.SUB_PARTITIONING_OFF}
+    assert "7 segment(s) hold region values" in evaluation.decisions[0].detail
+    assert "compactor subpartitions delete" in evaluation.decisions[0].detail
+    # once the values are deleted (segments without any), the table merges again
+    (plan,) = evaluate("t", week_of([frozenset()] * 7), off, NOW).plans
+    assert len(plan.inputs) == 7
+    # turned back on, the segments holding values merge as before
+    on = off.model_copy(update={"sub_partition": off.sub_partition.model_copy(update={"enabled": True})})  # type: ignore[union-attr]
+    assert len(evaluate("t", week_of([EU_US] * 7), on, NOW).plans) == 1
