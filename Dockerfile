@@ -1,15 +1,33 @@
-# The compactor service image: Python 3.11, Java 17 for Spark, Maven to resolve jars.
-FROM python:3.11-slim-bookworm
+# The compactor service image: Python 3.11, Java 17 for Spark, the Spark-side jars resolved at build.
+FROM python:3.11-slim-bookworm AS base
 RUN apt-get update \
- && apt-get install -y --no-install-recommends openjdk-17-jre-headless maven \
- && rm -rf /var/lib/apt/lists/*
+ && apt-get install -y --no-install-recommends openjdk-17-jre-headless \
+ && rm -rf /var/lib/apt/lists/* \
+ && useradd --system --uid 10001 --create-home compactor \
+ && mkdir /data && chown compactor /data
 ENV COMPACTOR_CACHE_DIR=/opt/compactor-cache
 WORKDIR /app
-COPY pyproject.toml README.md ./
+# Dependencies first, in their own layer: a source change does not reinstall pyspark.
+COPY pyproject.toml ./
+RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" > /tmp/requirements.txt \
+ && pip install --no-cache-dir -r /tmp/requirements.txt \
+ && rm /tmp/requirements.txt
+
+FROM base AS source
+COPY README.md ./
 COPY compactor ./compactor
 COPY streaming_jobs ./streaming_jobs
 COPY schemas ./schemas
-RUN pip install --no-cache-dir . && compactor jars > /dev/null
+RUN pip install --no-cache-dir --no-deps .
+
+# Maven runs only in this stage: its repository never reaches the final image.
+FROM source AS jars
+RUN apt-get update && apt-get install -y --no-install-recommends maven
+RUN compactor jars --spark-only > /dev/null
+
+FROM source
+COPY --from=jars /opt/compactor-cache /opt/compactor-cache
 COPY examples/tables.yaml /etc/compactor/tables.yaml
+USER compactor
 ENTRYPOINT ["compactor", "-v"]
 CMD ["run", "--config", "/etc/compactor/tables.yaml", "--warehouse", "/data/warehouse", "--checkpoint", "/data/checkpoint"]

@@ -25,7 +25,7 @@ unit: $(STAMP)
 	$(VENV)/bin/python -m pytest -m "not integration" -q
 
 test: lint
-	$(VENV)/bin/python -m pytest -q
+	$(VENV)/bin/python -m pytest -q -n 2  # two workers, each with its own Spark and broker
 
 # The benchmark suite's --quick run: checks every script still runs, not the figures.
 bench-smoke: $(STAMP)

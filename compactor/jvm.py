@@ -1,16 +1,21 @@
-"""Resolve JVM jars from Maven Central once and cache them on disk.
+"""Resolve JVM jars with Maven once and cache them on disk.
 
 Both Spark (Delta Lake, the Kafka source/sink) and the local Kafka broker need
 jars that pip does not ship. We resolve them with Maven into a cache folder keyed
 by the coordinates, so a second start reuses the folder and downloads nothing.
+Maven runs with the user's own settings (`~/.m2/settings.xml`, so a company
+mirror is used), or with `COMPACTOR_MAVEN_SETTINGS`; `COMPACTOR_OFFLINE=1`
+never touches the network.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -22,17 +27,17 @@ from compactor.errors import DependencyResolutionError
 # 4.4.1 jar for Spark 4.2 is not on Maven Central, so the PyPI pin is 4.4.0 too.
 DELTA_SPARK = "io.delta:delta-spark_4.2_2.13:4.4.0"
 SPARK_SQL_KAFKA = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0"
-# spark-sql-kafka 4.2.0 depends on spark-token-provider-kafka 4.2.0, which Maven
-# Central does not serve; 4.0.0 carries the same classes and API, so we swap it in.
-SPARK_TOKEN_PROVIDER = "org.apache.spark:spark-token-provider-kafka-0-10_2.13:4.0.0"
 KAFKA_BROKER = "org.apache.kafka:kafka_2.13:3.9.1"
 # Kafka's POM brings no logging backend; the distribution ships reload4j.
 KAFKA_LOG_BACKEND = "org.slf4j:slf4j-reload4j:1.7.36"
+# S3A for `s3a://` locations, matching pyspark's Hadoop (3.5.0); its AWS SDK bundle is ~700 MB,
+# so it is resolved only when an s3a location is configured, never for local warehouses.
+HADOOP_AWS = "org.apache.hadoop:hadoop-aws:3.5.0"
 
-_SETTINGS = """<settings><mirrors><mirror>
-<id>central-only</id><mirrorOf>*</mirrorOf><url>https://repo.maven.apache.org/maven2</url>
-</mirror></mirrors></settings>
-"""
+MAVEN_SETTINGS_ENV = "COMPACTOR_MAVEN_SETTINGS"
+OFFLINE_ENV = "COMPACTOR_OFFLINE"
+# Maven's `dependency:list` of a resolved set: group:artifact of every jar, for spark-submit.
+MODULES_FILE = "modules.txt"
 
 
 @dataclass(frozen=True)
@@ -54,18 +59,8 @@ class Artifact:
         )
 
 
-SPARK_ARTIFACTS: tuple[Artifact, ...] = (
-    Artifact(DELTA_SPARK),
-    Artifact(
-        SPARK_SQL_KAFKA,
-        exclude=("org.apache.spark:spark-token-provider-kafka-0-10_2.13",),
-    ),
-    Artifact(SPARK_TOKEN_PROVIDER, exclude=("org.apache.hadoop:*",)),
-)
+SPARK_ARTIFACTS: tuple[Artifact, ...] = (Artifact(DELTA_SPARK), Artifact(SPARK_SQL_KAFKA))
 KAFKA_BROKER_ARTIFACTS: tuple[Artifact, ...] = (Artifact(KAFKA_BROKER), Artifact(KAFKA_LOG_BACKEND))
-# S3A for `s3a://` locations, matching pyspark's Hadoop (3.5.0); its AWS SDK bundle is ~700 MB,
-# so it is resolved only when an s3a location is configured, never for local warehouses.
-HADOOP_AWS = "org.apache.hadoop:hadoop-aws:3.5.0"
 S3_ARTIFACTS: tuple[Artifact, ...] = (Artifact(HADOOP_AWS),)
 
 
@@ -76,14 +71,18 @@ def cache_root() -> Path:
     return root.expanduser().resolve()
 
 
-def _artifact_name(jar: str) -> str:
-    """`jackson-core-2.16.2.jar` -> `jackson-core` (the name without its version)."""
-    stem = jar.removesuffix(".jar")
-    parts = stem.split("-")
-    for i, part in enumerate(parts):
-        if part[:1].isdigit():
-            return "-".join(parts[:i])
-    return stem
+def artifact_name(jar: str) -> str:
+    """`jackson-core-2.16.2.jar` -> `jackson-core` (the name without its version).
+
+    The version is the first part that starts with a digit and has a dot but no
+    underscore, so `spark-sql-kafka-0-10_2.13-4.2.0.jar` keeps its `-0-10_2.13`.
+    """
+    parts = jar.removesuffix(".jar").split("-")
+    for strict in (True, False):
+        for i, part in enumerate(parts[1:], start=1):
+            if part[:1].isdigit() and (not strict or ("." in part and "_" not in part)):
+                return "-".join(parts[:i])
+    return "-".join(parts)
 
 
 def resolve(name: str, artifacts: Sequence[Artifact], skip_present_in: Path | None = None) -> list[Path]:
@@ -94,55 +93,132 @@ def resolve(name: str, artifacts: Sequence[Artifact], skip_present_in: Path | No
     already in `skip_present_in` (pyspark's own jars) are dropped so that the
     JVM never sees two versions of one library.
     """
-    key = hashlib.sha256(repr([(a.coordinate, a.exclude) for a in artifacts]).encode())
-    target = cache_root() / "jars" / f"{name}-{key.hexdigest()[:12]}"
+    target = resolved_folder(name, artifacts)
     done_marker = target / ".complete"
-    if not done_marker.exists():
-        _run_maven(artifacts, target)
+    if not (done_marker.exists() and (target / MODULES_FILE).exists()):
+        _run_maven(name, artifacts, target)
         done_marker.touch()
     present = _names(skip_present_in.glob("*.jar")) if skip_present_in else set()
-    return sorted(p for p in target.glob("*.jar") if _artifact_name(p.name) not in present)
+    return sorted(p for p in target.glob("*.jar") if artifact_name(p.name) not in present)
+
+
+def resolved_folder(name: str, artifacts: Sequence[Artifact]) -> Path:
+    key = hashlib.sha256(repr([(a.coordinate, a.exclude) for a in artifacts]).encode())
+    return cache_root() / "jars" / f"{name}-{key.hexdigest()[:12]}"
+
+
+def modules(name: str, artifacts: Sequence[Artifact]) -> list[str]:
+    """`group:artifact` of every jar in the resolved set (resolving it first if needed)."""
+    resolve(name, artifacts)
+    listing = resolved_folder(name, artifacts) / MODULES_FILE
+    found = (_MODULE_LINE.match(line) for line in listing.read_text().splitlines())
+    return sorted({f"{m[1]}:{m[2]}" for m in found if m})
+
+
+_MODULE_LINE = re.compile(r"^\s*([\w.\-]+):([\w.\-]+):jar:")
 
 
 def _names(jars: Iterable[Path]) -> set[str]:
-    return {_artifact_name(j.name) for j in jars}
+    return {artifact_name(j.name) for j in jars}
 
 
-def _run_maven(artifacts: Sequence[Artifact], target: Path) -> None:
+def offline() -> bool:
+    return os.environ.get(OFFLINE_ENV, "").strip().lower() in {"1", "true", "yes"}
+
+
+def maven_options() -> list[str]:
+    """Maven's flags from the environment: a settings file and offline mode.
+
+    Without `COMPACTOR_MAVEN_SETTINGS`, Maven reads the user's `~/.m2/settings.xml`
+    itself, mirrors and proxies included; we never override it.
+    """
+    options: list[str] = []
+    settings = os.environ.get(MAVEN_SETTINGS_ENV)
+    if settings:
+        path = Path(settings).expanduser()
+        if not path.is_file():
+            raise DependencyResolutionError(f"{MAVEN_SETTINGS_ENV}={settings}: no such file")
+        options += ["-s", str(path)]
+    if offline():
+        options.append("-o")
+    return options
+
+
+def _run_maven(name: str, artifacts: Sequence[Artifact], target: Path) -> None:
     mvn = shutil.which("mvn")
     if mvn is None:
         raise DependencyResolutionError("Maven (`mvn`) is not on PATH; install Maven 3.8+")
+    coordinates = [a.coordinate for a in artifacts]
     deps = "".join(a.to_pom() for a in artifacts)
     pom = (
         '<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>'
         "<groupId>local.compactor</groupId><artifactId>jar-cache</artifactId><version>1</version>"
         f"<dependencies>{deps}</dependencies></project>"
     )
+    mode = "offline, from Maven's local repository" if offline() else "downloading what Maven has not cached"
+    _progress(f"resolving {name} jars ({', '.join(coordinates)}) into {target} ({mode})")
     with tempfile.TemporaryDirectory(prefix="compactor-mvn-") as work:
         Path(work, "pom.xml").write_text(pom)
-        Path(work, "settings.xml").write_text(_SETTINGS)
         staging = Path(work, "jars")
         cmd = [
-            mvn, "-q", "-B", "-s", str(Path(work, "settings.xml")),
-            "dependency:copy-dependencies", "-DincludeScope=runtime",
-            f"-DoutputDirectory={staging}",
+            mvn, "-B", "--no-transfer-progress", *maven_options(),
+            "dependency:copy-dependencies", "dependency:list", "-DincludeScope=runtime",
+            f"-DoutputDirectory={staging}", f"-DoutputFile={staging / MODULES_FILE}",
         ]  # fmt: skip
-        proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True, check=False)
-        if proc.returncode != 0:
-            tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-15:])
-            raise DependencyResolutionError(
-                f"Maven could not resolve {[a.coordinate for a in artifacts]}:\n{tail}"
-            )
+        returncode, output = _stream_maven(cmd, work)
+        if returncode != 0:
+            raise DependencyResolutionError(_maven_failure(coordinates, output, target))
         if target.exists():
             shutil.rmtree(target)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(str(staging), str(target))
+    _progress(f"resolved {len(list(target.glob('*.jar')))} {name} jars")
+
+
+def _progress(line: str) -> None:
+    print(f"compactor: {line}", file=sys.stderr, flush=True)
+
+
+def _stream_maven(cmd: list[str], cwd: str) -> tuple[int, list[str]]:
+    """Run Maven, echoing each artifact it copies (the first resolution takes minutes)."""
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout is not None
+    output: list[str] = []
+    for line in proc.stdout:
+        output.append(line.rstrip())
+        if "Copying " in line:
+            _progress("  " + line.rsplit("Copying ", 1)[1].split(" to ")[0].strip())
+    return proc.wait(), output
+
+
+def _maven_failure(coordinates: list[str], output: list[str], target: Path) -> str:
+    errors = [line.removeprefix("[ERROR] ") for line in output if line.startswith("[ERROR]")]
+    detail = "\n".join((errors or output)[:6])
+    if offline():
+        return (
+            f"{OFFLINE_ENV}=1 and the jars for {', '.join(coordinates)} are neither in {target} nor in "
+            f"Maven's local repository; resolve them once with network access (`compactor jars`) "
+            f"or copy that folder from a machine that has it:\n{detail}"
+        )
+    return f"Maven could not resolve {', '.join(coordinates)}:\n{detail}"
 
 
 def pyspark_jars_dir() -> Path:
-    import pyspark  # local import: the broker path must not need pyspark
+    """The jars of the Spark this process runs: `$SPARK_HOME/jars`, else pyspark's own.
 
-    return Path(pyspark.__file__).parent / "jars"
+    Under spark-submit pyspark is imported from `pyspark.zip`, so its `__file__`
+    has no jars beside it; SPARK_HOME (which spark-submit sets) does.
+    """
+    from pyspark.find_spark_home import _find_spark_home  # local import: the broker must not need pyspark
+
+    home = os.environ.get("SPARK_HOME") or _find_spark_home()
+    return Path(home) / "jars"
+
+
+def shipped_by_spark(name: str, artifacts: Sequence[Artifact]) -> list[str]:
+    """`group:artifact` of the set's jars that Spark already ships (to leave out of --packages)."""
+    present = _names(pyspark_jars_dir().glob("*.jar"))
+    return [module for module in modules(name, artifacts) if module.split(":")[1] in present]
 
 
 def spark_jars() -> list[Path]:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from compactor.cli.options import config_option, instant, warehouse_option
+from compactor.cli.options import config_option, instant, spark_options, spark_session, warehouse_option
 from compactor.errors import CompactorError
 
 
@@ -28,6 +28,7 @@ from compactor.errors import CompactorError
 @config_option(required=True, text="Table config (the declared sub-partition values)")
 @warehouse_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@spark_options
 def coverage(
     table: str, start: datetime | None, end: datetime | None, values: tuple[str, ...], able: tuple[str, ...],
     config_path: Path, warehouse: str, as_json: bool,
@@ -35,14 +36,13 @@ def coverage(
     """Which segments, sub-partitions and indexes can answer a time range and values."""
     from compactor.config.loading import load_config_file
     from compactor.delta.reads import read_catalog
-    from compactor.delta.session import build_spark
     from compactor.rules.coverage import coverage as answer
     from compactor.rules.coverage import render
     from compactor.rules.engine import offline_reason
 
     project = load_config_file(config_path)
     settings = project.for_table(table)
-    spark = build_spark("compactor-coverage", extra_conf=project.spark, locations=(warehouse,))
+    spark = spark_session("compactor-coverage", project, (warehouse,))
     spark.sparkContext.setLogLevel("ERROR")
     segments = read_catalog(spark, warehouse, table).segments(table)
     offline = offline_reason(settings, segments)

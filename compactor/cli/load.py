@@ -14,6 +14,8 @@ from compactor.cli.options import (
     kafka_settings,
     load_optional_config,
     segments_topic_option,
+    spark_options,
+    spark_session,
     warehouse_option,
 )
 
@@ -37,6 +39,7 @@ from compactor.cli.options import (
 @warehouse_option
 @bootstrap_option
 @segments_topic_option
+@spark_options
 def load(
     table: str, start: datetime, end: datetime | None, rows: int, parquet: Path | None,
     segment_id: str | None, value: str | None, indexes: tuple[str, ...], config_path: Path | None, warehouse: str,
@@ -46,7 +49,6 @@ def load(
     from pyspark.sql import functions as F
 
     from compactor.delta.predicates import sub_partition_literal
-    from compactor.delta.session import build_spark
     from compactor.kafka.producer import EventProducer
     from compactor.kafka.topics import ensure_topics
     from compactor.loader import load_segment, load_sub_partition, sample_rows
@@ -56,7 +58,7 @@ def load(
     config = load_optional_config(config_path)
     kafka = kafka_settings(bootstrap_servers, config, segments_topic)
     ensure_topics(kafka, [segments_topic])
-    spark = build_spark("compactor-load", extra_conf=config.spark if config else None, locations=(warehouse,))
+    spark = spark_session("compactor-load", config, (warehouse,))
     finish = end or start + timedelta(days=1)
     data = spark.read.parquet(str(parquet)) if parquet else sample_rows(spark, start, finish, rows)
     producer = EventProducer(kafka)

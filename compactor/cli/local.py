@@ -42,11 +42,31 @@ def kafka_stop(data_dir: Path) -> None:
 
 
 @click.command()
-def jars() -> None:
-    """Resolve and cache the JVM jars (Delta, Kafka connector, Kafka broker)."""
-    from compactor import jvm
+@click.option(
+    "--spark-submit-args",
+    "submit_args",
+    is_flag=True,
+    help="Print the arguments that give spark-submit the jars and Delta's settings, on one line.",
+)
+@click.option("--s3", is_flag=True, help="Add Hadoop's S3A connector (for s3a:// locations).")
+@click.option("--spark-only", is_flag=True, help="Only Spark's jars, not the local Kafka broker's.")
+@click.option(
+    "--local-jars",
+    is_flag=True,
+    help="With --spark-submit-args: --jars with the cached files instead of --packages.",
+)
+def jars(submit_args: bool, s3: bool, spark_only: bool, local_jars: bool) -> None:
+    """Resolve and cache the JVM jars (Delta, Kafka connector, Kafka broker); print their paths."""
+    import shlex
 
-    for path in [*jvm.spark_jars(), *jvm.kafka_broker_jars()]:
+    from compactor import jvm
+    from compactor.delta.session import spark_submit_args
+
+    if submit_args:
+        click.echo(shlex.join(spark_submit_args(("s3a://",) if s3 else (), local_jars=local_jars)))
+        return
+    spark = [*jvm.spark_jars(), *(jvm.s3_jars() if s3 else [])]
+    for path in [*spark, *([] if spark_only else jvm.kafka_broker_jars())]:
         click.echo(path)
 
 

@@ -77,3 +77,57 @@ def load_optional_config(path: Path | None) -> ProjectConfig | None:
     from compactor.config.loading import load_config_file
 
     return load_config_file(path) if path is not None else None
+
+
+def _store_master(ctx: click.Context, _: click.Parameter, value: str | None) -> None:
+    ctx.meta["spark_master"] = value
+
+
+def _store_conf(ctx: click.Context, _: click.Parameter, values: tuple[str, ...]) -> None:
+    pairs: dict[str, str] = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--conf")
+        pairs[key.strip()] = value
+    ctx.meta["spark_conf"] = pairs
+
+
+def spark_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """`--master` and repeatable `--conf KEY=VALUE` for a command that starts Spark."""
+    command = click.option(
+        "--conf",
+        "spark_conf",
+        multiple=True,
+        expose_value=False,
+        callback=_store_conf,
+        metavar="KEY=VALUE",
+        help="A Spark setting (repeatable); beats spark-submit, spark-defaults.conf and the config's spark: block.",
+    )(command)
+    return click.option(
+        "--master",
+        "spark_master",
+        expose_value=False,
+        callback=_store_master,
+        help="Spark master URL (default: the one spark-submit or spark-defaults.conf gives, else local[*]).",
+    )(command)
+
+
+def spark_session(
+    app_name: str,
+    config: ProjectConfig | None,
+    locations: tuple[str, ...],
+    fair_pools: tuple[str, ...] = (),
+) -> Any:
+    """The command's SparkSession: the user's Spark settings, the config's `spark:` block, the CLI's."""
+    from compactor.delta.session import build_spark
+
+    meta = click.get_current_context().meta
+    return build_spark(
+        app_name,
+        master=meta.get("spark_master"),
+        extra_conf=config.spark if config is not None else None,
+        fair_pools=fair_pools,
+        locations=locations,
+        overrides=meta.get("spark_conf"),
+    )

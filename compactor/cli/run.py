@@ -12,6 +12,8 @@ from compactor.cli.options import (
     config_option,
     kafka_settings,
     segments_topic_option,
+    spark_options,
+    spark_session,
     warehouse_option,
 )
 from compactor.kafka.settings import DEFAULT_DEAD_LETTER_TOPIC, DEFAULT_RESULTS_TOPIC
@@ -38,21 +40,21 @@ from compactor.kafka.settings import DEFAULT_DEAD_LETTER_TOPIC, DEFAULT_RESULTS_
     help="Topic of refused events.",
 )
 @click.option("--until-idle", is_flag=True, help="Process what has arrived, cascade, and exit when idle.")
+@spark_options
 def run(
     config_path: Path, warehouse: str, checkpoint: str, bootstrap_servers: str,
     segments_topic: str, results_topic: str, dead_letter_topic: str, until_idle: bool,
 ) -> None:  # fmt: skip
     """Run the streaming compaction job until interrupted (or, with --until-idle, until idle)."""
     from compactor.config.loading import load_config_file
-    from compactor.delta.session import build_spark
     from compactor.kafka.producer import EventProducer
     from compactor.stream.job import build_handler, run_until_idle, start_query
 
     config = load_config_file(config_path)
     kafka = kafka_settings(bootstrap_servers, config, segments_topic, results_topic, dead_letter_topic)
-    spark = build_spark(
-        fair_pools=config.pool_names(), extra_conf=config.spark, locations=(warehouse, checkpoint)
-    )
+    spark = spark_session("streaming-compactor", config, (warehouse, checkpoint), config.pool_names())
+    context = spark.sparkContext
+    click.echo(f"spark: master {context.master}, UI {context.uiWebUrl or 'off'}")
     producer = EventProducer(kafka)
     try:
         handler = build_handler(spark, config, warehouse, kafka, producer)

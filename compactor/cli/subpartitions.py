@@ -8,7 +8,14 @@ from pathlib import Path
 
 import click
 
-from compactor.cli.options import bootstrap_option, config_option, segments_topic_option, warehouse_option
+from compactor.cli.options import (
+    bootstrap_option,
+    config_option,
+    segments_topic_option,
+    spark_options,
+    spark_session,
+    warehouse_option,
+)
 from compactor.cli.request import publish_request
 
 
@@ -21,13 +28,12 @@ def _show(table: str, config_path: Path, warehouse: str, search: str | None, as_
     from compactor.catalog.sub_partition_values import render_usage, value_usage
     from compactor.config.loading import load_config_file
     from compactor.delta.reads import read_catalog
-    from compactor.delta.session import build_spark
 
     project = load_config_file(config_path)
     sub = project.for_table(table).sub_partition
     if sub is None:
         raise click.UsageError(f"table {table} declares no sub-partition column in {config_path}")
-    spark = build_spark("compactor-subpartitions", extra_conf=project.spark, locations=(warehouse,))
+    spark = spark_session("compactor-subpartitions", project, (warehouse,))
     spark.sparkContext.setLogLevel("ERROR")
     segments = read_catalog(spark, warehouse, table).segments(table)
     usages = value_usage(segments, sub.values, search)
@@ -47,6 +53,7 @@ _as_json = click.option("--json", "as_json", is_flag=True, help="Print JSON inst
 @config_option(required=True, text="Table config (the declared sub-partition values)")
 @warehouse_option
 @_as_json
+@spark_options
 def list_values(table: str, config_path: Path, warehouse: str, as_json: bool) -> None:
     """Every value: declared or not, the segments that built it, those being built."""
     _show(table, config_path, warehouse, None, as_json)
@@ -58,6 +65,7 @@ def list_values(table: str, config_path: Path, warehouse: str, as_json: bool) ->
 @config_option(required=True, text="Table config (the declared sub-partition values)")
 @warehouse_option
 @_as_json
+@spark_options
 def search_values(table: str, text: str, config_path: Path, warehouse: str, as_json: bool) -> None:
     """The values containing TEXT (case-insensitive), as `list` shows them."""
     _show(table, config_path, warehouse, text, as_json)

@@ -1,14 +1,56 @@
-"""Build the SparkSession the compactor runs in: Delta Lake and the Kafka connector."""
+"""Build the SparkSession the compactor runs in: Delta Lake and the Kafka connector.
+
+The user's Spark settings win. Whatever spark-submit, `PYSPARK_SUBMIT_ARGS` or
+`spark-defaults.conf` set is read back from the JVM first; the project's
+defaults fill only the keys left unset. Precedence, lowest first: `DEFAULTS`,
+Spark's own settings, the config file's `spark:` block, the command line's
+`--master`/`--conf`. Jars are added only when this process starts the JVM
+itself; under spark-submit they must come with it, and a missing one is named
+with the arguments that supply it.
+"""
 
 from __future__ import annotations
 
+import os
+import shlex
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
+from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
 from compactor import jvm
+from compactor.errors import CompactorError
+
+DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+DEFAULT_MASTER = "local[*]"
+
+DEFAULTS: dict[str, str] = {
+    "spark.sql.catalog.spark_catalog": DELTA_CATALOG,
+    "spark.sql.shuffle.partitions": "4",
+    # A partitioned write sorts each task's rows by partition value unless it may keep
+    # several files open. Our writes carry one segment_id per task, so that sort only
+    # copies every row once more (~20% of a merge's time at a few hundred MB).
+    "spark.sql.maxConcurrentOutputFileWriters": "4",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    # Delta rebuilds table state with this many tasks; 50 (its default) is
+    # wasted scheduling for segment-sized tables on a few cores.
+    "spark.databricks.delta.snapshotPartitions": "2",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.databricks.delta.schema.autoMerge.enabled": "false",
+}
+
+# A class each jar set provides, to tell whether it is on the driver's class path.
+REQUIRED_CLASSES: dict[str, str] = {
+    DELTA_EXTENSION: jvm.DELTA_SPARK,
+    "org.apache.spark.sql.kafka010.KafkaSourceProvider": jvm.SPARK_SQL_KAFKA,
+}
+S3_REQUIRED_CLASSES: dict[str, str] = {"org.apache.hadoop.fs.s3a.S3AFileSystem": jvm.HADOOP_AWS}
 
 
 def on_s3(location: str | Path) -> bool:
@@ -20,6 +62,35 @@ def jars_for(locations: Sequence[str | Path]) -> list[Path]:
     return jvm.spark_jars() + (jvm.s3_jars() if any(on_s3(loc) for loc in locations) else [])
 
 
+def spark_submit_args(locations: Sequence[str | Path] = (), local_jars: bool = False) -> list[str]:
+    """The spark-submit arguments that bring the compactor's jars and Delta's session settings.
+
+    `--packages` (resolved by spark-submit, shipped to executors) unless `local_jars`,
+    then `--jars` with the cached files (for machines without Maven Central access).
+    """
+    s3 = any(on_s3(loc) for loc in locations)
+    if local_jars:
+        jars = ["--jars", ",".join(str(p) for p in jars_for(locations))]
+    else:
+        artifacts = [*jvm.SPARK_ARTIFACTS, *(jvm.S3_ARTIFACTS if s3 else ())]
+        # What Spark ships stays out: a second Hadoop or slf4j beside Spark's own breaks the driver.
+        shipped = sorted(
+            {*jvm.shipped_by_spark("spark", jvm.SPARK_ARTIFACTS)}
+            | ({*jvm.shipped_by_spark("s3", jvm.S3_ARTIFACTS)} if s3 else set())
+        )
+        jars = [
+            "--packages",
+            ",".join(a.coordinate for a in artifacts),
+            "--exclude-packages",
+            ",".join(shipped),
+        ]
+    return [
+        *jars,
+        "--conf", f"spark.sql.extensions={DELTA_EXTENSION}",
+        "--conf", f"spark.sql.catalog.spark_catalog={DELTA_CATALOG}",
+    ]  # fmt: skip
+
+
 _FAIR_POOLS_XML = """<?xml version="1.0"?>
 <allocations>
 {pools}
@@ -29,57 +100,125 @@ _FAIR_POOLS_XML = """<?xml version="1.0"?>
 
 def build_spark(
     app_name: str = "streaming-compactor",
-    master: str = "local[*]",
+    master: str | None = None,
     extra_conf: Mapping[str, str] | None = None,
     fair_pools: tuple[str, ...] = (),
     scratch_dir: Path | None = None,
     locations: Sequence[str | Path] = (),
+    overrides: Mapping[str, str] | None = None,
 ) -> SparkSession:
-    """Return a SparkSession with Delta's extension and catalog and the cached jars.
+    """Return a SparkSession with Delta's extension and catalog, honouring the user's settings.
 
-    The jars come from `compactor.jvm` (resolved once from Maven Central), so a
-    start with a warm cache downloads nothing; Hadoop's S3A connector is added
-    only when one of `locations` (the warehouse, the checkpoint) is on S3.
-    `fair_pools` turns on the FAIR scheduler with one pool per name (bin-pack
-    pools run in pools of the same name). `extra_conf` (the config file's
-    `spark:` block) is applied last, so it can change any setting here.
+    `master` (the CLI's `--master`) and `overrides` (its `--conf`) beat everything;
+    `extra_conf` (the config file's `spark:` block) beats Spark's own settings;
+    the project's `DEFAULTS` fill the rest. `fair_pools` turns on the FAIR
+    scheduler with one pool per name unless the user chose a scheduler mode.
     """
-    jars = ",".join(str(p) for p in jars_for(locations))
-    builder = (
-        SparkSession.builder.appName(app_name)
-        .master(master)
-        .config("spark.jars", jars)
-        .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
-        .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
-        .config("spark.sql.shuffle.partitions", "4")
-        # A partitioned write sorts each task's rows by partition value unless it may keep
-        # several files open. Our writes carry one segment_id per task, so that sort only
-        # copies every row once more (~20% of a merge's time at a few hundred MB).
-        .config("spark.sql.maxConcurrentOutputFileWriters", "4")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        # Delta rebuilds table state with this many tasks; 50 (its default) is
-        # wasted scheduling for segment-sized tables on a few cores.
-        .config("spark.databricks.delta.snapshotPartitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")
-        # Streaming reads only see merges as ordinary commits; keep Delta's default
-        # retention for time travel and let users vacuum explicitly.
-        .config("spark.databricks.delta.schema.autoMerge.enabled", "false")
-    )
-    if fair_pools:
-        pools = "\n".join(
-            f'  <pool name="{name}"><schedulingMode>FIFO</schedulingMode>'
-            "<weight>1</weight><minShare>0</minShare></pool>"
-            for name in fair_pools
-        )
-        base = scratch_dir or Path(tempfile.mkdtemp(prefix="compactor-spark-"))
-        base.mkdir(parents=True, exist_ok=True)
-        allocation = base / "fairscheduler.xml"
-        allocation.write_text(_FAIR_POOLS_XML.format(pools=pools))
-        builder = builder.config("spark.scheduler.mode", "FAIR").config(
-            "spark.scheduler.allocation.file", str(allocation)
-        )
-    for key, value in (extra_conf or {}).items():
+    user = user_conf(locations)
+    conf = {**DEFAULTS, **user, **(extra_conf or {}), **(overrides or {})}
+    conf["spark.master"] = master or conf.get("spark.master") or DEFAULT_MASTER
+    # spark-submit names an app it launched for pyspark "pyspark-shell"; a name the user chose stays.
+    user_name = user.get("spark.app.name")
+    conf["spark.app.name"] = user_name if user_name and user_name != "pyspark-shell" else app_name
+    conf["spark.sql.extensions"] = _with_delta_extension(conf.get("spark.sql.extensions", ""))
+    if fair_pools and "spark.scheduler.mode" not in conf:
+        conf["spark.scheduler.mode"] = "FAIR"
+        conf["spark.scheduler.allocation.file"] = str(_fair_pools_file(fair_pools, scratch_dir))
+    _require_classes(locations)
+    builder = SparkSession.builder
+    for key, value in conf.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def user_conf(locations: Sequence[str | Path] = ()) -> dict[str, str]:
+    """The Spark settings the user gave (spark-submit, PYSPARK_SUBMIT_ARGS, spark-defaults.conf).
+
+    They live in the JVM's system properties, so the JVM comes first: when this
+    process has none yet (no spark-submit), it is launched here with the
+    compactor's jars; settings the user gave for the same keys are applied after
+    ours and win.
+    """
+    if SparkContext._gateway is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
+        # Only what must exist at launch goes in as --conf (which beats spark-defaults.conf):
+        # the jars, merged with any the defaults file lists, and no console progress bar,
+        # which spark-submit otherwise turns on for pyspark-shell.
+        ours = [str(p) for p in jars_for(locations)]
+        launch = SparkConf(loadDefaults=False)
+        launch.set(
+            "spark.jars", ",".join([*_defaults_file().get("spark.jars", "").split(","), *ours]).strip(",")
+        )
+        launch.set("spark.ui.showConsoleProgress", DEFAULTS["spark.ui.showConsoleProgress"])
+        with _utc_jvm():
+            SparkContext._ensure_initialized(conf=launch)
+    else:
+        SparkContext._ensure_initialized()
+    active = SparkContext._active_spark_context
+    source = active.getConf() if active is not None else SparkConf()
+    return dict(source.getAll())
+
+
+def _defaults_file() -> dict[str, str]:
+    """spark-defaults.conf as spark-submit finds it (SPARK_CONF_DIR, else SPARK_HOME/conf)."""
+    conf_dir = os.environ.get("SPARK_CONF_DIR") or str(jvm.pyspark_jars_dir().parent / "conf")
+    path = Path(conf_dir) / "spark-defaults.conf"
+    if not path.is_file():
+        return {}
+    entries = (line.strip().split(None, 1) for line in path.read_text().splitlines())
+    return {e[0]: e[1].strip() for e in entries if len(e) == 2 and not e[0].startswith("#")}
+
+
+@contextmanager
+def _utc_jvm() -> Iterator[None]:
+    """The JVM we launch runs in UTC (its TZ), unless the user's environment names a zone."""
+    if "TZ" in os.environ:
+        yield
+        return
+    os.environ["TZ"] = "UTC"
+    try:
+        yield
+    finally:
+        del os.environ["TZ"]
+
+
+def missing_jars(locations: Sequence[str | Path] = ()) -> list[str]:
+    """Maven coordinates whose classes the driver cannot load (empty when all are there)."""
+    required = {**REQUIRED_CLASSES, **(S3_REQUIRED_CLASSES if any(on_s3(x) for x in locations) else {})}
+    jvm_view: Any = SparkContext._jvm
+    loader = jvm_view.java.lang.Thread.currentThread().getContextClassLoader()
+    missing = []
+    for class_name, coordinate in required.items():
+        try:
+            jvm_view.java.lang.Class.forName(class_name, False, loader)
+        except Exception:  # py4j wraps ClassNotFoundException
+            missing.append(coordinate)
+    return missing
+
+
+def _require_classes(locations: Sequence[str | Path]) -> None:
+    missing = missing_jars(locations)
+    if missing:
+        fix = shlex.join(spark_submit_args(locations))
+        raise CompactorError(
+            f"the Spark driver cannot load {', '.join(missing)}: the JVM was started without them "
+            f"(spark-submit adds no jars later); pass them to spark-submit: {fix} "
+            f"(`compactor jars --spark-submit-args` prints this line)"
+        )
+
+
+def _with_delta_extension(extensions: str) -> str:
+    names = [name.strip() for name in extensions.split(",") if name.strip()]
+    return ",".join(names if DELTA_EXTENSION in names else [*names, DELTA_EXTENSION])
+
+
+def _fair_pools_file(fair_pools: tuple[str, ...], scratch_dir: Path | None) -> Path:
+    pools = "\n".join(
+        f'  <pool name="{name}"><schedulingMode>FIFO</schedulingMode>'
+        "<weight>1</weight><minShare>0</minShare></pool>"
+        for name in fair_pools
+    )
+    base = scratch_dir or Path(tempfile.mkdtemp(prefix="compactor-spark-"))
+    base.mkdir(parents=True, exist_ok=True)
+    allocation = base / "fairscheduler.xml"
+    allocation.write_text(_FAIR_POOLS_XML.format(pools=pools))
+    return allocation

@@ -1,11 +1,10 @@
 """The compaction job: Kafka `SegmentCompleted` events -> foreachBatch(handler), on Spark and Delta.
 
-`compactor run` and `streaming_jobs/compact_segments.py` (for spark-submit) both start it here.
+`compactor run` starts it here, also under spark-submit (`streaming_jobs/compact_segments.py`).
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 from collections.abc import Callable
 from datetime import datetime
@@ -15,7 +14,6 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from compactor.codec.events import Codec, default_codec
-from compactor.config.loading import load_config_file
 from compactor.config.tables import ProjectConfig
 from compactor.delta.catalog_table import DeltaCatalogStore
 from compactor.delta.spark_store import SparkTableStore
@@ -91,27 +89,3 @@ def run_until_idle(
         runs += 1
         if handler.state.stats.events == seen:
             return runs
-
-
-def main(argv: list[str] | None = None) -> None:
-    """The spark-submit entry: `compact_segments.py --config ... --warehouse ... --checkpoint ...`."""
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--config", type=Path, required=True)
-    parser.add_argument("--warehouse", required=True, help="a directory or URI")
-    parser.add_argument("--checkpoint", required=True, help="a directory or URI")
-    parser.add_argument("--bootstrap-servers", required=True)
-    args = parser.parse_args(argv)
-    from compactor.delta.session import build_spark
-
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    config = load_config_file(args.config)
-    spark = build_spark(
-        fair_pools=config.pool_names(), extra_conf=config.spark, locations=(args.warehouse, args.checkpoint)
-    )
-    kafka = KafkaSettings(args.bootstrap_servers, security=config.kafka)
-    producer = EventProducer(kafka)
-    handler = build_handler(spark, config, args.warehouse, kafka, producer)
-    try:
-        start_query(spark, handler, kafka, args.checkpoint).awaitTermination()
-    finally:
-        producer.close()
