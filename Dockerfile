@@ -30,4 +30,5 @@ COPY --from=jars /opt/compactor-cache /opt/compactor-cache
 COPY examples/tables.yaml /etc/compactor/tables.yaml
 USER compactor
 ENTRYPOINT ["compactor", "-v"]
-CMD ["run", "--config", "/etc/compactor/tables.yaml", "--warehouse", "/data/warehouse", "--checkpoint", "/data/checkpoint"]
+EXPOSE 9108
+CMD ["run", "--config", "/etc/compactor/tables.yaml", "--warehouse", "/data/warehouse", "--checkpoint", "/data/checkpoint", "--metrics-port", "9108"]

@@ -57,6 +57,7 @@ class SegmentCatalog:
     _versions: dict[str, int] = field(default_factory=dict)
     _announced: dict[str, int] = field(default_factory=dict)
     _configs: dict[str, str] = field(default_factory=dict)  # published table configs (JSON)
+    _merging_off: set[str] = field(default_factory=set)  # tables an operator disabled
     _history: dict[str, list[ExecutedPlan]] = field(default_factory=dict)  # filled from commits
     _journal: CatalogChanges = field(default_factory=CatalogChanges)
 
@@ -249,6 +250,20 @@ class SegmentCatalog:
         self._configs[table] = settings_json
         self._journal.marks[table] = self._mark(table)
 
+    def merging_enabled(self, table: str) -> bool:
+        return table not in self._merging_off
+
+    def switch_merging(self, table: str, enabled: bool) -> bool:
+        """Turn merging on or off for a table (kept with its mark); True when that changed it."""
+        if enabled == self.merging_enabled(table):
+            return False
+        if enabled:
+            self._merging_off.discard(table)
+        else:
+            self._merging_off.add(table)
+        self._journal.marks[table] = self._mark(table)
+        return True
+
     def mark_announced(self, table: str, version: int) -> None:
         if version > self._announced.get(table, -2):
             self._announced[table] = version
@@ -260,6 +275,7 @@ class SegmentCatalog:
             self._announced.get(table),
             self._filter(table),
             self._configs.get(table),
+            self.merging_enabled(table),
         )
 
     def take_changes(self) -> CatalogChanges:
@@ -284,6 +300,8 @@ class SegmentCatalog:
                 catalog._announced[table] = mark.announced
             if mark.config is not None:
                 catalog._configs[table] = mark.config
+            if not mark.merging:
+                catalog._merging_off.add(table)
         return catalog
 
     # -- Delta as the truth -----------------------------------------------------

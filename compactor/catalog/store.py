@@ -27,6 +27,7 @@ class TableMark:
     announced: int | None = None
     retired: RetiredFilter = field(default_factory=RetiredFilter)
     config: str | None = None  # the table config last published for it (JSON), if any
+    merging: bool = True  # False after `compactor table disable`: no new plan starts
 
 
 @dataclass

@@ -16,7 +16,9 @@ from compactor.cli.plan import plan
 from compactor.cli.request import request
 from compactor.cli.run import run
 from compactor.cli.subpartitions import subpartitions
+from compactor.cli.table import table_group
 from compactor.cli.upsert import upsert
+from compactor.cli.vacuum import vacuum
 from compactor.errors import CompactorError
 
 log = logging.getLogger(__name__)
@@ -52,5 +54,20 @@ def main(ctx: click.Context, verbose: bool) -> None:
     )
 
 
-for command in (run, load, request, plan, coverage, subpartitions, config_group, upsert, kafka, jars, demo):
+commands = (
+    run,
+    load,
+    request,
+    plan,
+    coverage,
+    subpartitions,
+    table_group,
+    vacuum,
+    config_group,
+    upsert,
+    kafka,
+    jars,
+    demo,
+)
+for command in commands:
     main.add_command(command)

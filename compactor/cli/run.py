@@ -40,14 +40,26 @@ from compactor.kafka.settings import DEFAULT_DEAD_LETTER_TOPIC, DEFAULT_RESULTS_
     help="Topic of refused events.",
 )
 @click.option("--until-idle", is_flag=True, help="Process what has arrived, cascade, and exit when idle.")
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(0, 65535),
+    help="Serve /metrics, /healthz and /ready on this port (0: any free one); default: the config's "
+    "operations.metrics_port, else none.",
+)
+@click.option("--metrics-host", default="0.0.0.0", show_default=True, help="Address the metrics port binds.")
 @spark_options
 def run(
     config_path: Path, warehouse: str, checkpoint: str, bootstrap_servers: str,
     segments_topic: str, results_topic: str, dead_letter_topic: str, until_idle: bool,
+    metrics_port: int | None, metrics_host: str,
 ) -> None:  # fmt: skip
     """Run the streaming compaction job until interrupted (or, with --until-idle, until idle)."""
     from compactor.config.loading import load_config_file
     from compactor.kafka.producer import EventProducer
+    from compactor.observe.metrics import JobMetrics
+    from compactor.observe.readiness import ProgressListener, Readiness
+    from compactor.observe.server import ProbeServer
+    from compactor.stream.janitor import Janitor
     from compactor.stream.job import build_handler, run_until_idle, start_query
 
     config = load_config_file(config_path)
@@ -56,14 +68,25 @@ def run(
     context = spark.sparkContext
     click.echo(f"spark: master {context.master}, UI {context.uiWebUrl or 'off'}")
     producer = EventProducer(kafka)
+    metrics = JobMetrics()
+    port = metrics_port if metrics_port is not None else config.operations.metrics_port
+    probes = readiness = None
+    if port is not None:
+        readiness = Readiness(kafka)
+        probes = ProbeServer(metrics.registry, readiness.checks(), metrics_host, port).start()
+        spark.streams.addListener(ProgressListener(readiness, metrics))
+        click.echo(f"metrics: http://{metrics_host}:{probes.port}/metrics (and /healthz, /ready)")
     try:
-        handler = build_handler(spark, config, warehouse, kafka, producer)
+        handler = build_handler(spark, config, warehouse, kafka, producer, metrics=metrics)
+        if readiness is not None:
+            readiness.catalog = None
         if until_idle:
             runs = run_until_idle(spark, handler, kafka, checkpoint)
             click.echo(
                 f"idle after {runs} run(s): {handler.state.stats.events} events, {handler.state.stats.merges} merges"
             )
             return
+        Janitor(handler.state).start()  # VACUUM on each table's schedule, in a daemon thread
         query = start_query(spark, handler, kafka, checkpoint)
         click.echo(
             f"compactor running: {segments_topic} -> {warehouse} (checkpoint {checkpoint}); Ctrl-C stops"
@@ -74,3 +97,5 @@ def run(
             query.stop()
     finally:
         producer.close()
+        if probes is not None:
+            probes.stop()

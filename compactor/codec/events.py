@@ -134,6 +134,7 @@ class Codec(SchemaSet):
                 "rule": request.rule,
                 "segment_ids": list(request.segment_ids),
                 "delete_sub_partition": request.delete_sub_partition,
+                "merging": request.merging,
                 "requested_at": request.requested_at,
             },
         )
@@ -145,15 +146,19 @@ class Codec(SchemaSet):
                 validate_segment_id(sid)
         except CompactorError as exc:
             raise EventDecodeError(DeadLetterReason.INVALID_VALUE, str(exc)) from None
-        asked = [r["rule"] is not None, bool(r["segment_ids"]), r["delete_sub_partition"] is not None]
+        asked = [
+            r["rule"] is not None, bool(r["segment_ids"]), r["delete_sub_partition"] is not None,
+            r["merging"] is not None,
+        ]  # fmt: skip
         if sum(asked) != 1:
             raise EventDecodeError(
                 DeadLetterReason.INVALID_VALUE,
-                "a request names exactly one of a rule, segment ids or a sub-partition value to delete",
+                "a request names exactly one of a rule, segment ids, a sub-partition value to delete "
+                "or a merging switch",
             )
         return CompactionRequested(
             r["request_id"], r["table"], r["requested_at"], r["rule"], tuple(r["segment_ids"]),
-            r["delete_sub_partition"],
+            r["delete_sub_partition"], r["merging"],
         )  # fmt: skip
 
     def encode_config_applied(self, event: ConfigApplied) -> bytes:

@@ -19,7 +19,8 @@ from compactor.config.kafka import KafkaSecurity
 from compactor.config.layout import LayoutConfig, UpsertConfig
 from compactor.config.rules import AutoMergeRule, BinPackRule, RefreshRule, RuleConfig, RuleName
 from compactor.config.sub_partitions import SubPartitionConfig
-from compactor.config.units import Frozen, parse_duration
+from compactor.config.units import Duration, Frozen, parse_duration
+from compactor.config.vacuum import VacuumConfig
 from compactor.domain.segments import TABLE_NAME
 from compactor.errors import ConfigError
 
@@ -40,6 +41,7 @@ class TableFields(Frozen):
     upsert: UpsertConfig | None = None
     config_version: int = Field(default=1, ge=1)
     layout: LayoutConfig | None = None
+    vacuum: VacuumConfig = VacuumConfig()
 
     @field_validator("rules")
     @classmethod
@@ -117,6 +119,22 @@ class TableSettings(TableFields):
             )
 
 
+class OperationsConfig(Frozen):
+    """How the job runs, not what it merges: the failure cool-down and the metrics endpoint."""
+
+    # a failed plan, or a table whose work failed, is left alone this long before it is tried again
+    cool_down: Duration = timedelta(minutes=5)
+    # serve /metrics, /healthz and /ready on this port (`compactor run --metrics-port` overrides)
+    metrics_port: int | None = Field(default=None, ge=1, le=65535)
+
+    @field_validator("cool_down")
+    @classmethod
+    def _positive(cls, value: timedelta) -> timedelta:
+        if value <= timedelta(0):
+            raise ValueError(f"{value} is not a positive duration")
+        return value
+
+
 class ProjectConfig(Frozen):
     """The whole file: project defaults plus per-table overrides.
 
@@ -133,6 +151,7 @@ class ProjectConfig(Frozen):
     # Spark settings for the job and every Spark-using command (an object store's endpoint and
     # path style, say); applied over the project's own defaults
     spark: Mapping[str, str] = Field(default_factory=dict)
+    operations: OperationsConfig = OperationsConfig()
 
     @field_validator("spark", mode="before")
     @classmethod

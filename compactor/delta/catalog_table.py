@@ -90,7 +90,11 @@ class DeltaCatalogStore:
         for (table, sid), row in latest.items():
             if sid == MARK:
                 marks[table] = TableMark(
-                    row.version, row.announced, RetiredFilter.from_bytes(row.retired_filter), row.config
+                    row.version,
+                    row.announced,
+                    RetiredFilter.from_bytes(row.retired_filter),
+                    row.config,
+                    merging=row.live is not False,  # a mark row's `live` is its merging switch
                 )
             elif row.live:
                 segments.setdefault(table, []).append(segment_from_dict(json.loads(row.segment)))
@@ -162,7 +166,7 @@ class DeltaCatalogStore:
 
     def _mark_row(self, table: str, mark: TableMark) -> Row:
         return self._row(
-            CURRENT, table, MARK, version=mark.version, announced=mark.announced,
+            CURRENT, table, MARK, live=mark.merging, version=mark.version, announced=mark.announced,
             retired_filter=bytearray(mark.retired.to_bytes()), config=mark.config,
         )  # fmt: skip
 

@@ -43,6 +43,9 @@ DEFAULTS: dict[str, str] = {
     "spark.databricks.delta.snapshotPartitions": "2",
     "spark.sql.session.timeZone": "UTC",
     "spark.databricks.delta.schema.autoMerge.enabled": "false",
+    # VACUUM lists a table's directories with this many tasks; Spark's 10000 made a VACUUM of a
+    # small table take a minute on a few cores. Clusters with many cores raise it.
+    "spark.sql.sources.parallelPartitionDiscovery.parallelism": "16",
 }
 
 # A class each jar set provides, to tell whether it is on the driver's class path.

@@ -14,6 +14,7 @@ from compactor.config.layout import LayoutConfig, UpsertConfig
 from compactor.config.rules import RefreshRule, RuleName
 from compactor.config.sub_partitions import SubPartitionConfig
 from compactor.config.tables import TableSettings
+from compactor.config.vacuum import VacuumConfig
 from compactor.delta import properties, reads
 from compactor.delta.files import HadoopFiles
 from compactor.delta.index_check import index_facts
@@ -21,9 +22,10 @@ from compactor.delta.log import RECENT_COMMITS, DeltaLogReader
 from compactor.delta.merge import execute_merge
 from compactor.delta.paths import RESERVED, table_uri, warehouse_uri
 from compactor.delta.refresh import execute_refresh
-from compactor.delta.store import LoadOrder, TableChanges
+from compactor.delta.store import LoadOrder, TableChanges, VacuumReport
 from compactor.delta.sub_partition_delete import delete_sub_partition
 from compactor.delta.upsert import invalid_counts
+from compactor.delta.vacuum import vacuum
 from compactor.domain.plans import Commit, MergePlan
 from compactor.domain.segments import Segment
 from compactor.errors import CommitConflict, CompactorError
@@ -145,6 +147,10 @@ class SparkTableStore:
         self, table: str, segment: Segment, layout: LayoutConfig, sub_column: str | None = None
     ) -> IndexFacts:
         return index_facts(self.spark, self.warehouse, table, segment, layout, sub_column)
+
+    def vacuum(self, table: str, config: VacuumConfig, dry_run: bool = False) -> VacuumReport:
+        with self._pool("vacuum"):
+            return vacuum(self.spark, table_uri(self.warehouse, table), table, config, dry_run)
 
     @contextlib.contextmanager
     def _pool(self, pool: str | None) -> Iterator[None]:

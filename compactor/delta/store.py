@@ -21,6 +21,7 @@ from compactor.catalog.changes import CommitRecord
 from compactor.config.layout import LayoutConfig, UpsertConfig
 from compactor.config.sub_partitions import SubPartitionConfig
 from compactor.config.tables import TableSettings
+from compactor.config.vacuum import VacuumConfig
 from compactor.domain.plans import Commit, MergePlan
 from compactor.domain.segments import Segment
 from compactor.rules.refresh import IndexFacts
@@ -36,6 +37,15 @@ class TableChanges:
     records: list[CommitRecord]
     foreign: list[int]
     latest: int
+
+
+@dataclass(frozen=True, slots=True)
+class VacuumReport:
+    """A VACUUM: with `dry_run`, the files it would delete; otherwise none are listed."""
+
+    table: str
+    dry_run: bool
+    files: tuple[str, ...]
 
 
 class TableStore(Protocol):
@@ -83,3 +93,6 @@ class TableStore(Protocol):
         self, table: str, segment: Segment, layout: LayoutConfig, sub_column: str | None = None
     ) -> IndexFacts:
         """Refresh: what the segment's files and rows hold."""
+
+    def vacuum(self, table: str, config: VacuumConfig, dry_run: bool = False) -> VacuumReport:
+        """Delete (or, dry, list) the files no version inside the retention needs."""

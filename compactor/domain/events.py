@@ -97,8 +97,9 @@ class MergeResult:
 
 @dataclass(frozen=True, slots=True)
 class CompactionRequested:
-    """Run `rule` once now, merge exactly `segment_ids` (a manual merge), or delete the rows of
-    the sub-partition value `delete_sub_partition` from every segment."""
+    """Run `rule` once now, merge exactly `segment_ids` (a manual merge), delete the rows of
+    the sub-partition value `delete_sub_partition` from every segment, or turn the table's
+    merging off or on (`merging`)."""
 
     request_id: str
     table: str
@@ -106,6 +107,7 @@ class CompactionRequested:
     rule: str | None = None
     segment_ids: tuple[str, ...] = ()
     delete_sub_partition: str | None = None
+    merging: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)

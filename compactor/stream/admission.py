@@ -131,6 +131,8 @@ class Admission:
         try:
             if self.catalog.apply(SegmentAdded(segment)):
                 log.info("table %s: segment %s %s recorded", table, segment.id, segment.range)
+                if segment.origin is Origin.LOAD:
+                    self.state.metrics.on_load(segment, self.state.clock())
         except InvalidSegmentError as exc:
             raise Rejected(DeadLetterReason.DUPLICATE_SEGMENT_ID, str(exc)) from None
 
@@ -179,6 +181,8 @@ class Admission:
     def _requested(self, request: CompactionRequested) -> Trigger:
         """An operator's request: run one configured rule now, or a manual merge (planned later)."""
         self.tables.require(request.table)
+        if request.merging is not None:
+            return Trigger(request.table, "control", merging=request.merging)
         if request.delete_sub_partition is not None:
             if self.configs.for_table(request.table).sub_partition is None:
                 raise Rejected(

@@ -45,11 +45,13 @@ class Announcer:
         self.catalog = state.catalog  # it remembers, durably, which versions were announced
         self.clock = state.clock
         self.stats = state.stats
+        self.metrics = state.metrics
 
     def announce(self, outcome: RunOutcome) -> None:
         """The plan's result, then (if it committed) its outputs' completion events."""
         result = outcome.result
         plan = result.plan
+        self.metrics.on_merge(result, self.clock())
         self.publisher.send_all([self._result_message(result)])
         if result.status is not MergeStatus.SUCCEEDED:
             return
@@ -70,6 +72,7 @@ class Announcer:
             return
         messages: list[Message] = []
         for letter in dead:
+            self.metrics.on_dead_letter(str(letter.reason))
             log.warning("dead letter (%s) from %s: %s", letter.reason, letter.envelope.source, letter.detail)
             headers = [
                 (DEAD_LETTER_REASON_HEADER, str(letter.reason).encode()),

@@ -25,6 +25,7 @@ from compactor.domain.events import MergeStatus
 from compactor.domain.plans import MergePlan
 from compactor.errors import DeliveryError, Rejected
 from compactor.kafka.settings import KafkaSettings
+from compactor.observe.metrics import JobMetrics
 from compactor.stream.admission import Admission, KnownTables
 from compactor.stream.announcer import Announcer, Publisher
 from compactor.stream.planning import CoolDown, TablePlanner
@@ -57,9 +58,11 @@ class BatchHandler:
     _rewritten: set[str] = field(default_factory=set)
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        started = time.monotonic()
         rows = batch.select("key", "value", "topic", "partition", "offset").collect()
         log.info("batch %d: %d event(s)", batch_id, len(rows))
         self.process([_envelope(row) for row in rows])
+        self.state.metrics.on_batch(time.monotonic() - started)
 
     def process(self, envelopes: Sequence[Envelope]) -> None:
         """One batch: every valid event's work in order, the batch's dead letters, then the
@@ -74,11 +77,12 @@ class BatchHandler:
                 self._announce_new_tables()
                 if trigger is not None:
                     touched.add(trigger.table)
-                    self._guarded(trigger)
+                    self._dispatch(trigger)
             except Rejected as exc:
                 dead.append(DeadLetter(item.envelope, exc.reason, exc.detail))
         self.announcer.dead_letters(dead)
         self.save(touched)
+        self.state.metrics.on_events(len(envelopes))  # counted once their work is saved
 
     def save(self, tables: set[str]) -> None:
         """Fold the touched tables' newest commits into the catalog, then make it durable."""
@@ -105,6 +109,24 @@ class BatchHandler:
             catch_up(self.state.store, self.state.catalog, plan.table, check=True)
             for again in self.planner.plans(Trigger(plan.table, "replan")):
                 self._run(again, may_replan=False)
+
+    def _dispatch(self, trigger: Trigger) -> None:
+        """A merging switch first; then the trigger's work, unless merging is off for the table."""
+        table, catalog = trigger.table, self.state.catalog
+        if trigger.merging is not None:
+            state = "on" if trigger.merging else "off"
+            if catalog.switch_merging(table, trigger.merging):
+                log.warning("table %s: merging turned %s by an operator", table, state)
+            if not trigger.merging:
+                return
+        if not catalog.merging_enabled(table):
+            self.state.stats.disabled_attempts += 1
+            if trigger.origin == "request":
+                log.warning(
+                    "table %s: merging is off; the request is not run (compactor table enable)", table
+                )
+            return
+        self._guarded(trigger)
 
     def _guarded(self, trigger: Trigger) -> None:
         """One event's work; an internal failure is logged and counted, not fatal, and the
@@ -147,16 +169,21 @@ def assemble(
     clock: Callable[[], datetime],
     retry: RetryPolicy | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    metrics: JobMetrics | None = None,
 ) -> BatchHandler:
     """Wire a handler and recover: the catalog read from its store and caught up with the
     tables, published configs adopted, and merges a crash left unannounced announced."""
     catalog, new_tables = recover(store, catalog_store)
-    state = StreamState(store, catalog, TableConfigs(config, store, catalog), clock, HandlerStats())
+    configs = TableConfigs(config, store, catalog)
+    state = StreamState(store, catalog, configs, clock, HandlerStats(), metrics or JobMetrics())
     state.configs.load_recorded(catalog, new_tables)
+    state.metrics.watch(
+        lambda: [(t, catalog.segments(t), catalog.merging_enabled(t)) for t in catalog.table_names], clock
+    )
     announcer = Announcer(publisher, codec, topics, state)
     announcer.announce_unannounced(catalog)
     catalog_store.save(catalog.take_changes())
-    cool_down = CoolDown(clock)
+    cool_down = CoolDown(clock, config.operations.cool_down)
     return BatchHandler(
         state,
         Admission(codec, state, KnownTables(store, catalog.table_names), catalog_store),

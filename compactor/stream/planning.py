@@ -72,6 +72,8 @@ class TablePlanner:
             invalid_counts=self._invalid_counts(table, settings, trigger.only_rule),
             index_facts=self._index_facts(table, settings, trigger.only_rule, segments),
         )
+        if trigger.only_rule is None:  # a full evaluation: what waits to merge (the table's debt)
+            state.metrics.on_evaluation(table, evaluation.plans)
         plans = [p for p in evaluation.plans if not self.cool_down.active(p.plan_id)]
         if not plans:
             state.stats.empty_attempts += 1

@@ -81,7 +81,8 @@ class Runner:
         state = self.state
         settings = state.configs.for_table(plan.table)
         try:
-            commit = self._commit(plan, settings)
+            with state.metrics.merging():
+                commit = self._commit(plan, settings)
         except StalePlan as exc:
             log.warning("plan %s: %s; re-planning", plan.plan_id, exc)
             state.stats.replans += 1
@@ -126,6 +127,7 @@ class Runner:
     def _conflict_lost(self, plan: MergePlan) -> Callable[[RetryCallState], None]:
         def count(state: RetryCallState) -> None:
             self.state.stats.conflicts += 1
+            self.state.metrics.on_conflict(plan.table)
             log.warning("plan %s: Delta conflict, retry %d", plan.plan_id, state.attempt_number)
 
         return count

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from compactor.catalog.fold import SegmentCatalog
 from compactor.delta.store import TableStore
+from compactor.observe.metrics import JobMetrics
 from compactor.stream.stats import HandlerStats
 from compactor.stream.table_configs import TableConfigs
 
@@ -21,6 +22,7 @@ class StreamState:
     configs: TableConfigs
     clock: Callable[[], datetime]
     stats: HandlerStats
+    metrics: JobMetrics = field(default_factory=JobMetrics)
 
     def load_order(self, table: str) -> dict[str, datetime]:
         """When each live segment of the table was loaded (upsert tables break ties with it)."""

@@ -22,7 +22,8 @@ class Trigger:
 
     With `only_rule` that rule runs whatever its trigger; with `merge_ids` a
     manual merge of exactly those segments is validated and run; with
-    `delete_value` that sub-partition value's rows are deleted first.
+    `delete_value` that sub-partition value's rows are deleted first; with `merging` the
+    table's merging is switched off or on (and, on, its rules evaluated).
     """
 
     table: str
@@ -30,6 +31,7 @@ class Trigger:
     only_rule: str | None = None
     merge_ids: tuple[str, ...] = ()
     delete_value: str | None = None
+    merging: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -472,3 +472,35 @@ def test_rollup_accepts_a_distinct_count_sketch() -> None:
     config = load_config({"tables": {"sales": {"layout": layout, "rules": [rule]}}})
     refresh = config.for_table("sales").rules[0]
     assert dict(refresh.aggregations) == {"users": "distinct_count_hll", "n": "sum"}  # type: ignore[union-attr]
+
+
+def test_operations_block_cool_down_and_metrics_port() -> None:
+    from datetime import timedelta
+
+    from compactor.config.loading import load_config
+    from compactor.errors import ConfigError
+
+    assert load_config({}).operations.cool_down == timedelta(minutes=5)
+    ops = load_config({"operations": {"cool_down": "90s", "metrics_port": 9108}}).operations
+    assert ops.cool_down == timedelta(seconds=90) and ops.metrics_port == 9108
+    with pytest.raises(ConfigError, match="cool_down"):
+        load_config({"operations": {"cool_down": "0s"}})
+    with pytest.raises(ConfigError, match="metrics_port"):
+        load_config({"operations": {"metrics_port": 70000}})
+
+
+def test_vacuum_retention_under_deltas_safety_check_needs_an_explicit_override() -> None:
+    from datetime import timedelta
+
+    from compactor.config.loading import load_config
+    from compactor.errors import ConfigError
+
+    assert load_config({}).for_table("t").vacuum.retention == timedelta(days=7)
+    with pytest.raises(
+        ConfigError, match=r"retention 1 day, 0:00:00 is shorter than Delta's safety check \(7 days\)"
+    ):
+        load_config({"tables": {"t": {"vacuum": {"retention": "1d"}}}})
+    short = load_config({"tables": {"t": {"vacuum": {"retention": "1d", "allow_short_retention": True}}}})
+    assert short.for_table("t").vacuum.retain_hours == 24
+    with pytest.raises(ConfigError, match="interval"):
+        load_config({"defaults": {"vacuum": {"interval": "0s"}}})

@@ -27,7 +27,11 @@ def test_saved_changes_come_back_folded_and_retired_segments_are_found_by_id(
     a, b, c = (seg(i, f"2024-01-0{n}", table="t", records=n) for n, i in enumerate("abc", start=1))
     kept = RetiredFilter()
     kept.add("a")
-    store.save(CatalogChanges(live={("t", "a"): a, ("t", "b"): b}, marks={"t": TableMark(3)}))
+    store.save(
+        CatalogChanges(
+            live={("t", "a"): a, ("t", "b"): b}, marks={"t": TableMark(3), "u": TableMark(1, merging=False)}
+        )
+    )
     store.save(
         CatalogChanges(
             live={("t", "a"): None, ("t", "c"): c, ("t", "b"): replace(b, records=20)},
@@ -39,6 +43,7 @@ def test_saved_changes_come_back_folded_and_retired_segments_are_found_by_id(
     assert sorted((s.id, s.records) for s in loaded.segments["t"]) == [("b", 20), ("c", 3)]
     mark = loaded.marks["t"]
     assert (mark.version, mark.announced, mark.retired.might_contain("a")) == (5, 4, True)
+    assert mark.merging and not loaded.marks["u"].merging, "the merging switch is kept with the mark"
     (found,) = store.retired("t", ["a", "b"]).values()
     assert found == RetiredSegment.of(a, "plan-1") and found.same_event(a)
 

@@ -34,20 +34,22 @@ def run_job(args: list[str], fault: str | None) -> subprocess.CompletedProcess[s
     )
 
 
-def bulk_load(spark: Any, warehouse: Path | str, kafka: KafkaSettings, days: int, rows: int) -> list[Segment]:
-    """Daily segments written as a producer that writes Delta itself would: one append
-    for all of them (the rows carry their segment id), then one event each."""
+def bulk_load(
+    spark: Any, warehouse: Path | str, kafka: KafkaSettings, days: int, rows: int, first_day: int = 0
+) -> list[Segment]:
+    """Daily segments (`d<first_day>` on) written as a producer that writes Delta itself would:
+    one append for all of them (the rows carry their segment id), then one event each."""
     first = datetime(2024, 1, 1, tzinfo=UTC)
     frames = [
         sample_rows(spark, first + timedelta(days=d), first + timedelta(days=d + 1), rows, seed=d).withColumn(
             "segment_id", F.lit(f"d{d:02d}")
         )
-        for d in range(days)
+        for d in range(first_day, first_day + days)
     ]
     data = frames[0]
     for frame in frames[1:]:
         data = data.unionByName(frame)
-    data.write.format("delta").partitionBy("segment_id").save(table_uri(warehouse, TABLE))
+    data.write.format("delta").mode("append").partitionBy("segment_id").save(table_uri(warehouse, TABLE))
     segments = [
         Segment(
             f"d{d:02d}",
@@ -56,7 +58,7 @@ def bulk_load(spark: Any, warehouse: Path | str, kafka: KafkaSettings, days: int
             loaded_at=now_utc(),
             records=rows,
         )
-        for d in range(days)
+        for d in range(first_day, first_day + days)
     ]
     codec = default_codec()
     EventProducer(kafka).send_all(

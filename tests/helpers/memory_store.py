@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import timedelta
 
 from compactor.catalog.changes import CommitRecord
 from compactor.catalog.retired import RetiredFilter, RetiredSegment
@@ -16,7 +17,8 @@ from compactor.catalog.store import CatalogChanges, StoredCatalog, TableMark
 from compactor.config.layout import LayoutConfig, UpsertConfig
 from compactor.config.sub_partitions import SubPartitionConfig
 from compactor.config.tables import TableSettings
-from compactor.delta.store import LoadOrder, TableChanges
+from compactor.config.vacuum import VacuumConfig
+from compactor.delta.store import LoadOrder, TableChanges, VacuumReport
 from compactor.domain.plans import Commit, MergePlan
 from compactor.domain.segments import Segment
 from compactor.errors import CommitConflict, LogGap, TableNotFoundError
@@ -30,6 +32,7 @@ class InMemoryTableStore:
     configs: dict[str, str] = field(default_factory=dict)
     conflicts: dict[str, int] = field(default_factory=dict)  # plan id -> conflicts before it commits
     always_conflicting: bool = False  # every commit loses the race, however often it is tried
+    vacuums: list[tuple[str, timedelta, bool]] = field(default_factory=list)  # table, retention, dry run
     on_conflict: Callable[[MergePlan], None] | None = None  # what the concurrent writer did
     failures: dict[str, Exception] = field(default_factory=dict)  # plan id -> what its commit raises
     calls: list[str] = field(default_factory=list)  # plan ids, one per commit call
@@ -135,6 +138,10 @@ class InMemoryTableStore:
         self, table: str, segment: Segment, layout: LayoutConfig, sub_column: str | None = None
     ) -> IndexFacts:
         raise NotImplementedError("no index check in memory")
+
+    def vacuum(self, table: str, config: VacuumConfig, dry_run: bool = False) -> VacuumReport:
+        self.vacuums.append((table, config.retention, dry_run))
+        return VacuumReport(table, dry_run, ())
 
     def _record(
         self,

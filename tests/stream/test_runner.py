@@ -121,3 +121,17 @@ def test_a_table_whose_work_keeps_failing_is_left_alone_for_the_cool_down(harnes
     harness.clock.now += timedelta(minutes=6)
     handler.process(harness.loaded(harness.day(3)))
     assert calls == ["t", "t"], "tried again once the cool-down passed"
+
+
+def test_the_cool_down_is_a_config_setting(harness: Harness) -> None:
+    harness.store.create("t")
+    handler = harness.handler({**MINOR, "operations": {"cool_down": "30s"}})
+    segments = [harness.day(i) for i in range(3)]
+    harness.store.failures[_plan(segments).plan_id] = RuntimeError("disk full")
+    handler.process(harness.loaded(*segments))
+    harness.clock.now += timedelta(seconds=20)
+    handler.process(harness.loaded(harness.day(3)))
+    assert len(harness.store.calls) == 1, "20 s later the plan still cools down"
+    harness.clock.now += timedelta(seconds=15)
+    handler.process(harness.loaded(harness.day(4)))
+    assert len(harness.store.calls) == 2, "35 s later it is tried again, not after the old fixed 5 minutes"

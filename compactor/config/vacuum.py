@@ -1,0 +1,41 @@
+"""When the files of replaced segments are deleted (Delta's VACUUM): the Kylin seed's recycling."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from pydantic import model_validator
+
+from compactor.config.units import Duration, Frozen
+
+# Delta's own safety check refuses a VACUUM that keeps less than `delta.deletedFileRetentionDuration`
+# (7 days unless the table says otherwise): a reader or a time travel older than that would break.
+DELTA_SAFE_RETENTION = timedelta(days=7)
+
+
+class VacuumConfig(Frozen):
+    """`vacuum:` of a table: keep replaced files `retention` long, delete older ones every `interval`."""
+
+    enabled: bool = True
+    retention: Duration = DELTA_SAFE_RETENTION
+    interval: Duration = timedelta(days=1)
+    # a retention under Delta's 7 days is refused unless this says the operator knows the cost
+    allow_short_retention: bool = False
+
+    @model_validator(mode="after")
+    def _safe(self) -> VacuumConfig:
+        if self.retention < timedelta(0):
+            raise ValueError(f"retention {self.retention} is negative")
+        if self.interval <= timedelta(0):
+            raise ValueError(f"interval {self.interval} is not a positive duration")
+        if self.retention < DELTA_SAFE_RETENTION and not self.allow_short_retention:
+            raise ValueError(
+                f"retention {self.retention} is shorter than Delta's safety check ({DELTA_SAFE_RETENTION.days} days): "
+                "streaming readers and time travel older than it would fail on deleted files; "
+                "set allow_short_retention: true to accept that"
+            )
+        return self
+
+    @property
+    def retain_hours(self) -> float:
+        return self.retention.total_seconds() / 3600

@@ -1,0 +1,1 @@
+"""What an operator sees of the running job: metrics, health and readiness."""

@@ -1,0 +1,314 @@
+"""The job's Prometheus metrics (the Hydrolix seed's merge metrics, in Prometheus naming).
+
+Counters and histograms are moved by the stream's parts as things happen; what
+describes the catalog (segments tracked, actual and ideal segment counts, merge
+debt) is read from the job's state when Prometheus scrapes. Each job has its own
+registry, so several jobs in one process (the tests) never collide.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from compactor.domain.events import MergeResult, MergeStatus
+from compactor.domain.plans import MergePlan
+from compactor.domain.segments import Segment
+
+DURATION_BUCKETS = (0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800)
+AGE_BUCKETS = (60, 300, 900, 3600, 4 * 3600, 12 * 3600, 86400, 3 * 86400, 7 * 86400, 30 * 86400)
+INGEST_WINDOW = timedelta(hours=24)  # the recent ingest rate that debt is measured against
+# a table as the scrape sees it: its name, its live segments, whether merging is on
+TableView = tuple[str, Sequence[Segment], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class Debt:
+    """What the rules would merge now on one table (from its latest evaluation)."""
+
+    candidates: int  # plans
+    segments: int  # their inputs
+    bytes: int
+    oldest_loaded_at: datetime | None
+
+
+def _counter(r: CollectorRegistry, name: str, text: str, *labels: str) -> Counter:
+    return Counter(name, text, labels, registry=r)
+
+
+def _gauge(r: CollectorRegistry, name: str, text: str, *labels: str) -> Gauge:
+    return Gauge(name, text, labels, registry=r)
+
+
+def _histogram(
+    r: CollectorRegistry, name: str, text: str, buckets: tuple[float, ...], *labels: str
+) -> Histogram:
+    return Histogram(name, text, labels, buckets=buckets, registry=r)
+
+
+class JobMetrics:
+    """The job's metrics; the stream calls the `on_*` methods, Prometheus reads the registry."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = r = registry or CollectorRegistry()
+
+        # merges
+        self.merges_completed = _counter(
+            r, "compactor_merges_completed", "Merges committed.", "table", "rule"
+        )
+        self.merges_failed = _counter(
+            r, "compactor_merges_failed", "Merges that did not commit, by status.", "table", "rule", "reason"
+        )
+        self.merge_duration = _histogram(
+            r,
+            "compactor_merge_duration_seconds",
+            "Time a committed merge took.",
+            DURATION_BUCKETS,
+            "table",
+            "rule",
+        )
+        self.rows = _counter(
+            r, "compactor_merge_rows", "Rows read and written by merges.", "table", "direction"
+        )
+        self.bytes = _counter(
+            r, "compactor_merge_bytes", "Bytes read and written by merges.", "table", "direction"
+        )
+        self.conflicts_lost = _counter(
+            r, "compactor_conflicts_lost", "Commits another writer won (the seed's race lost).", "table"
+        )
+        self.retries = _counter(r, "compactor_merge_retries", "Merge commits tried again.", "table")
+        self.active_merges = _gauge(r, "compactor_active_merges", "Merges being committed now.")
+        self.busy_seconds = _counter(
+            r,
+            "compactor_merge_busy_seconds",
+            "Time spent committing merges; its rate is the executors' duty cycle.",
+        )
+        self.bucket_age = _histogram(
+            r,
+            "compactor_bucket_age_seconds",
+            "Age of a merge's oldest input when it committed.",
+            AGE_BUCKETS,
+            "table",
+        )
+        self._stream_metrics(r)
+        self._lock = threading.Lock()
+        self._debt: dict[str, dict[str, tuple[Segment, ...]]] = {}  # table -> plan id -> inputs
+        self.ingest = IngestWindow()
+
+    def _stream_metrics(self, r: CollectorRegistry) -> None:
+        self.events = _counter(
+            r, "compactor_events", "Events from the segments topic whose work is done and saved."
+        )
+        self.dead_letters = _counter(
+            r, "compactor_dead_letters", "Events refused to the dead-letter topic.", "reason"
+        )
+        self.batch_duration = _histogram(
+            r, "compactor_batch_duration_seconds", "Time one micro-batch took.", DURATION_BUCKETS
+        )
+        self.last_success = _gauge(
+            r, "compactor_last_batch_success_timestamp_seconds", "When a micro-batch last succeeded."
+        )
+        self.consumer_lag = _gauge(
+            r, "compactor_consumer_lag_events", "Events on the segments topic the query has not processed."
+        )
+        # cleanup
+        self.vacuums = _counter(r, "compactor_vacuums", "VACUUM runs that completed.", "table")
+        self.last_vacuum = _gauge(
+            r, "compactor_last_vacuum_timestamp_seconds", "When a table's VACUUM last completed.", "table"
+        )
+
+    # -- what the stream reports ------------------------------------------------------------
+
+    def on_events(self, count: int) -> None:
+        self.events.inc(count)
+
+    def on_batch(self, seconds: float) -> None:
+        self.batch_duration.observe(seconds)
+        self.last_success.set_to_current_time()
+
+    def on_merge(self, result: MergeResult, now: datetime) -> None:
+        plan = result.plan
+        table, rule = plan.table, str(plan.rule)
+        if result.status is not MergeStatus.SUCCEEDED:
+            self.merges_failed.labels(table, rule, str(result.status).lower()).inc()
+            return
+        with self._lock:
+            self._debt.get(table, {}).pop(plan.plan_id, None)
+        self.merges_completed.labels(table, rule).inc()
+        self.merge_duration.labels(table, rule).observe(result.duration_ms / 1000)
+        self.rows.labels(table, "in").inc(result.records_in)
+        self.rows.labels(table, "out").inc(result.records_out)
+        self.bytes.labels(table, "in").inc(result.bytes_in)
+        self.bytes.labels(table, "out").inc(result.bytes_out)
+        oldest = min((s.loaded_at for s in plan.inputs), default=None)
+        if oldest is not None:
+            self.bucket_age.labels(table).observe(max(0.0, (now - oldest).total_seconds()))
+
+    def on_load(self, segment: Segment, now: datetime) -> None:
+        self.ingest.add(segment.table, segment.bytes, now)
+
+    def on_vacuum(self, table: str) -> None:
+        self.vacuums.labels(table).inc()
+        self.last_vacuum.labels(table).set_to_current_time()
+
+    def on_conflict(self, table: str) -> None:
+        self.conflicts_lost.labels(table).inc()
+        self.retries.labels(table).inc()
+
+    def on_dead_letter(self, reason: str) -> None:
+        self.dead_letters.labels(reason).inc()
+
+    def merging(self) -> _Busy:
+        """A context around one merge's commit: the active gauge and the busy time."""
+        return _Busy(self)
+
+    def on_evaluation(self, table: str, plans: Sequence[MergePlan]) -> None:
+        """The latest evaluation of a table's rules: what is ready to merge (its debt)."""
+        with self._lock:
+            self._debt[table] = {p.plan_id: p.inputs for p in plans}
+
+    def debt(self, table: str) -> Debt:
+        """The table's ready plans that have not committed since its latest evaluation."""
+        with self._lock:
+            plans = list(self._debt.get(table, {}).values())
+        inputs = [s for p in plans for s in p]
+        return Debt(
+            candidates=len(plans),
+            segments=len(inputs),
+            bytes=sum(s.bytes for s in inputs),
+            oldest_loaded_at=min((s.loaded_at for s in inputs), default=None),
+        )
+
+    def watch(self, tables: Callable[[], Iterable[TableView]], clock: Callable[[], datetime]) -> None:
+        """Report the tables' segments and debt at each scrape (`tables` lists them then)."""
+        self.registry.register(_CatalogCollector(self, tables, clock))
+
+
+class _Busy:
+    def __init__(self, metrics: JobMetrics) -> None:
+        self.metrics = metrics
+        self.start = 0.0
+
+    def __enter__(self) -> None:
+        self.metrics.active_merges.inc()
+        self.start = time.monotonic()
+
+    def __exit__(self, *_: object) -> None:
+        self.metrics.active_merges.dec()
+        self.metrics.busy_seconds.inc(time.monotonic() - self.start)
+
+
+class _CatalogCollector(Collector):
+    """Gauges read off the catalog at scrape time: tracked segments, ideal counts, debt."""
+
+    def __init__(
+        self,
+        metrics: JobMetrics,
+        tables: Callable[[], Iterable[TableView]],
+        clock: Callable[[], datetime],
+    ) -> None:
+        self.metrics = metrics
+        self.tables = tables
+        self.clock = clock
+
+    def _snapshot(self) -> list[TableView]:
+        """The tables as the batch thread leaves them; a copy taken while it changed them is retaken."""
+        for _ in range(10):
+            try:
+                return list(self.tables())
+            except RuntimeError:  # a dict changed size while it was copied
+                time.sleep(0.01)
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        tracked = GaugeMetricFamily(
+            "compactor_segments",
+            "Segments tracked, by table, level and state.",
+            labels=["table", "level", "state"],
+        )
+        per_table = {
+            name: GaugeMetricFamily(name, text, labels=["table"]) for name, text in TABLE_GAUGES.items()
+        }
+        now = self.clock()
+        for table, segments, merging in self._snapshot():
+            counts: dict[tuple[str, str], int] = {}
+            for s in segments:
+                key = (str(s.level), str(s.state))
+                counts[key] = counts.get(key, 0) + 1
+            for (level, state), n in sorted(counts.items()):
+                tracked.add_metric([table, level, state], n)
+            for name, value in self._table_values(table, segments, merging, now).items():
+                per_table[name].add_metric([table], value)
+        yield tracked
+        yield from per_table.values()
+
+    def _table_values(
+        self, table: str, segments: Sequence[Segment], merging: bool, now: datetime
+    ) -> dict[str, float]:
+        debt = self.metrics.debt(table)
+        ideal = max(len(segments) - (debt.segments - debt.candidates), 0)  # each plan leaves one segment
+        oldest = debt.oldest_loaded_at
+        return {
+            "compactor_segment_bytes": sum(s.bytes for s in segments),
+            "compactor_actual_segments": len(segments),
+            "compactor_ideal_segments": ideal,
+            "compactor_merge_efficiency": ideal / len(segments) if segments else 1.0,
+            "compactor_merge_candidates": debt.candidates,
+            "compactor_debt_segments": debt.segments,
+            "compactor_debt_bytes": debt.bytes,
+            "compactor_debt_oldest_age_seconds": (now - oldest).total_seconds() if oldest else 0.0,
+            "compactor_debt_ingest_hours": ingest_hours(
+                debt.bytes, self.metrics.ingest.bytes_per_hour(table, now)
+            ),
+            "compactor_merging_enabled": 1.0 if merging else 0.0,
+        }
+
+
+# per-table gauges read off the catalog at scrape time
+TABLE_GAUGES = {
+    "compactor_segment_bytes": "Bytes of the tracked segments.",
+    "compactor_actual_segments": "Segments a table has now.",
+    "compactor_ideal_segments": "Segments the table would have if every ready merge were done.",
+    "compactor_merge_efficiency": "Ideal over actual segment count (1 when nothing waits).",
+    "compactor_merge_candidates": "Merges ready to run.",
+    "compactor_debt_segments": "Segments the rules would merge now.",
+    "compactor_debt_bytes": "Bytes the rules would merge now.",
+    "compactor_debt_oldest_age_seconds": "Age of the oldest segment waiting to merge.",
+    "compactor_debt_ingest_hours": "Debt in hours of ingest (its bytes over the last day's ingest rate).",
+    "compactor_merging_enabled": "1 unless an operator turned the table's merging off.",
+}
+
+
+class IngestWindow:
+    """Bytes loaded per table over the last `INGEST_WINDOW`, from the loads the job admitted."""
+
+    def __init__(self) -> None:
+        self._loads: dict[str, deque[tuple[datetime, int]]] = {}
+        self._lock = threading.Lock()
+
+    def add(self, table: str, size: int, at: datetime) -> None:
+        with self._lock:
+            self._loads.setdefault(table, deque()).append((at, size))
+
+    def bytes_per_hour(self, table: str, now: datetime) -> float:
+        with self._lock:
+            loads = self._loads.get(table, deque())
+            while loads and now - loads[0][0] > INGEST_WINDOW:
+                loads.popleft()
+            return sum(size for _, size in loads) / (INGEST_WINDOW.total_seconds() / 3600)
+
+
+def ingest_hours(pending_bytes: int, bytes_per_hour: float) -> float:
+    """Pending bytes as hours of recent ingest: 0 without debt, +Inf with debt and no ingest."""
+    if pending_bytes == 0:
+        return 0.0
+    return pending_bytes / bytes_per_hour if bytes_per_hour > 0 else math.inf

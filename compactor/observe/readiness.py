@@ -1,0 +1,82 @@
+"""Is the job ready? Its catalog loaded, its query running, its broker reachable; and its lag.
+
+The consumer lag comes from the query's own progress: for each partition, the
+latest offset Spark saw on the topic minus the offset the query has processed.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any
+
+from confluent_kafka.admin import AdminClient
+from pyspark.sql.streaming.listener import StreamingQueryListener
+
+from compactor.kafka.settings import KafkaSettings
+from compactor.observe.metrics import JobMetrics
+
+
+class Readiness:
+    """What `/ready` checks; the job moves it along as it starts."""
+
+    def __init__(self, kafka: KafkaSettings, broker_ttl: float = 10.0) -> None:
+        self.catalog: str | None = "loading the catalog from the warehouse"
+        self.query: str | None = "the streaming query has not started"
+        self._kafka = kafka
+        self._ttl = broker_ttl
+        self._broker: tuple[float, str | None] = (0.0, None)
+        self._lock = threading.Lock()
+
+    def checks(self) -> dict[str, Any]:
+        return {"catalog": lambda: self.catalog, "query": lambda: self.query, "broker": self.broker}
+
+    def broker(self) -> str | None:
+        """The broker answered a metadata request in the last `broker_ttl` seconds (2 s timeout)."""
+        with self._lock:
+            checked, problem = self._broker
+            if time.monotonic() - checked < self._ttl:
+                return problem
+            try:
+                admin = AdminClient(self._kafka.librdkafka(**{"socket.timeout.ms": 2000, "log_level": 0}))
+                admin.list_topics(self._kafka.segments_topic, timeout=2)
+                problem = None
+            except Exception as exc:  # KafkaException: unreachable, unauthorised
+                problem = f"{self._kafka.bootstrap_servers} unreachable ({exc})"
+            self._broker = (time.monotonic(), problem)
+            return problem
+
+
+class ProgressListener(StreamingQueryListener):
+    """Spark's query events: readiness follows the query, the lag gauge follows its progress."""
+
+    def __init__(self, readiness: Readiness, metrics: JobMetrics) -> None:
+        self.readiness = readiness
+        self.metrics = metrics
+
+    def onQueryStarted(self, event: Any) -> None:
+        self.readiness.query = None
+
+    def onQueryProgress(self, event: Any) -> None:
+        self.metrics.consumer_lag.set(
+            sum(offsets_behind(s.endOffset, s.latestOffset) for s in event.progress.sources)
+        )
+
+    def onQueryIdle(self, event: Any) -> None:
+        pass
+
+    def onQueryTerminated(self, event: Any) -> None:
+        self.readiness.query = f"the streaming query stopped ({event.exception or 'no error'})"
+
+
+def offsets_behind(end: str | None, latest: str | None) -> int:
+    """Events between what the query processed (`end`) and the topic's latest offsets, summed."""
+    if not end or not latest:
+        return 0
+    processed, newest = json.loads(end), json.loads(latest)
+    return sum(
+        max(0, int(offset) - int(processed.get(topic, {}).get(partition, 0)))
+        for topic, partitions in newest.items()
+        for partition, offset in partitions.items()
+    )

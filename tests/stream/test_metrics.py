@@ -1,0 +1,125 @@
+"""The job's metrics move as the stream works; the probes answer over HTTP."""
+
+from __future__ import annotations
+
+import math
+import urllib.error
+import urllib.request
+
+from compactor.observe.metrics import ingest_hours
+from compactor.observe.readiness import offsets_behind
+from compactor.observe.server import ProbeServer
+from tests.stream.conftest import Harness
+
+MINOR = {"defaults": {"rules": [{"rule": "minor", "level_thresholds": [3, 0]}]}}
+
+
+def value(harness_metrics: object, name: str, **labels: str) -> float | None:
+    registry = harness_metrics.registry  # type: ignore[attr-defined]
+    found: float | None = registry.get_sample_value(name, labels)
+    return found
+
+
+def test_merges_dead_letters_and_debt_are_counted(harness: Harness) -> None:
+    harness.store.create("t")
+    handler = harness.handler(MINOR)
+    metrics = handler.state.metrics
+    a, b = harness.day(0), harness.day(1)
+    handler.process(harness.loaded(a, b))
+    # two of three: nothing to merge yet, two segments tracked, no debt
+    assert value(metrics, "compactor_segments", table="t", level="0", state="ONLINE") == 2
+    assert value(metrics, "compactor_merge_candidates", table="t") == 0
+    assert value(metrics, "compactor_merge_efficiency", table="t") == 1.0
+
+    handler.process([*harness.loaded(harness.day(2)), harness.envelope(b"not an event")])
+    assert value(metrics, "compactor_events_total") == 4
+    assert value(metrics, "compactor_merges_completed_total", table="t", rule="minor") == 1
+    assert value(metrics, "compactor_merge_rows_total", table="t", direction="in") == 3 * a.records
+    assert value(metrics, "compactor_dead_letters_total", reason="undecodable") == 1
+    assert value(metrics, "compactor_merge_duration_seconds_count", table="t", rule="minor") == 1
+    assert value(metrics, "compactor_active_merges") == 0
+    # the plan committed: no debt left, and the one segment is the ideal count
+    assert value(metrics, "compactor_debt_segments", table="t") == 0
+    assert value(metrics, "compactor_ideal_segments", table="t") == 1
+    assert value(metrics, "compactor_actual_segments", table="t") == 1
+
+
+def test_conflicts_lost_and_failures_by_status(harness: Harness) -> None:
+    harness.store.create("t")
+    handler = harness.handler(MINOR)
+    harness.store.always_conflicting = True
+    handler.process(harness.loaded(harness.day(0), harness.day(1), harness.day(2)))
+    metrics = handler.state.metrics
+    assert value(metrics, "compactor_conflicts_lost_total", table="t") == 4
+    assert value(metrics, "compactor_merges_failed_total", table="t", rule="minor", reason="failed") == 1
+    # the failed plan is still debt: 3 segments where 1 would do
+    assert value(metrics, "compactor_debt_segments", table="t") == 3
+    assert value(metrics, "compactor_merge_candidates", table="t") == 1
+    assert value(metrics, "compactor_ideal_segments", table="t") == 1
+    assert value(metrics, "compactor_merge_efficiency", table="t") == 1 / 3
+    assert value(metrics, "compactor_debt_oldest_age_seconds", table="t") > 0
+
+
+def test_debt_in_hours_of_ingest() -> None:
+    assert ingest_hours(0, 0.0) == 0.0
+    assert ingest_hours(3600, 1800.0) == 2.0
+    assert math.isinf(ingest_hours(10, 0.0))
+
+
+def test_lag_sums_every_partition_behind_the_latest_offset() -> None:
+    end = '{"segments":{"0":10,"1":5}}'
+    latest = '{"segments":{"0":12,"1":5,"2":3}}'
+    assert offsets_behind(end, latest) == 2 + 0 + 3
+    assert offsets_behind(None, latest) == 0
+
+
+def test_probes_answer_health_readiness_and_metrics(harness: Harness) -> None:
+    handler = harness.handler(MINOR)
+    problems: dict[str, str | None] = {"catalog": "loading"}
+    server = ProbeServer(
+        handler.state.metrics.registry, {"catalog": lambda: problems["catalog"]}, "127.0.0.1", 0
+    )
+    server.start()
+    base = f"http://127.0.0.1:{server.port}"
+    try:
+        assert urllib.request.urlopen(base + "/healthz").read() == b"ok\n"
+        try:
+            urllib.request.urlopen(base + "/ready")
+            raise AssertionError("ready while the catalog loads")
+        except urllib.error.HTTPError as exc:
+            assert exc.code == 503 and exc.read() == b"not ready: catalog: loading\n"
+        problems["catalog"] = None
+        assert urllib.request.urlopen(base + "/ready").read() == b"ready\n"
+        text = urllib.request.urlopen(base + "/metrics").read().decode()
+        assert "# TYPE compactor_merges_completed_total counter" in text
+    finally:
+        server.stop()
+
+
+def test_the_grafana_dashboard_plots_only_metrics_the_job_exports(harness: Harness) -> None:
+    import json
+    import re
+    from pathlib import Path
+
+    from prometheus_client import generate_latest
+
+    harness.store.create("t")
+    handler = harness.handler(MINOR)
+    handler.process(harness.loaded(harness.day(0), harness.day(1), harness.day(2)))
+    handler.state.metrics.on_vacuum("t")
+    handler.state.metrics.consumer_lag.set(0)
+    text = generate_latest(handler.state.metrics.registry).decode()
+    declared = set(
+        re.findall(r"^# HELP (compactor_\w+)", text, re.M)
+    )  # labelled families without samples too
+    exported = (
+        declared | {f"{name}_bucket" for name in declared} | set(re.findall(r"^(compactor_\w+)", text, re.M))
+    )
+    dashboard = json.loads((Path(__file__).parents[2] / "ops" / "grafana-dashboard.json").read_text())
+    used = {
+        name
+        for panel in dashboard["panels"]
+        for t in panel["targets"]
+        for name in re.findall(r"compactor_\w+", t["expr"])
+    }
+    assert used and used <= exported, sorted(used - exported)
