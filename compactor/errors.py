@@ -39,6 +39,10 @@ class DependencyResolutionError(CompactorError):
     """JVM jars could not be resolved: check Maven and network access to Maven Central."""
 
 
+class ServiceUnreachable(CompactorError):
+    """A service the command needs (the Kafka broker) did not answer: check its address and the network."""
+
+
 class BrokerStartError(CompactorError):
     """The local Kafka broker did not come up: read the broker log it names."""
 

@@ -30,11 +30,14 @@ def config_apply(
     from compactor.config.publishing import config_events
     from compactor.domain.clock import now_utc
     from compactor.kafka.producer import EventProducer
+    from compactor.kafka.topics import require_broker
 
     project = load_config_file(config_path)
     events = config_events(project, tables or tuple(project.tables), now_utc())
     codec = default_codec()
-    producer = EventProducer(kafka_settings(bootstrap_servers, project, segments_topic))
+    kafka = kafka_settings(bootstrap_servers, project, segments_topic)
+    require_broker(kafka)
+    producer = EventProducer(kafka)
     try:
         producer.send_all([(segments_topic, e.table, codec.encode_config_applied(e), None) for e in events])
     finally:

@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 import click
+from confluent_kafka import KafkaException
 
 from compactor.cli.configs import config_group
 from compactor.cli.coverage import coverage
@@ -19,11 +20,13 @@ from compactor.cli.subpartitions import subpartitions
 from compactor.cli.table import table_group
 from compactor.cli.upsert import upsert
 from compactor.cli.vacuum import vacuum
-from compactor.errors import CompactorError
+from compactor.errors import CompactorError, ServiceUnreachable
+from compactor.kafka.settings import LIBRDKAFKA_LOG
 
 log = logging.getLogger(__name__)
 
 USAGE_ERROR = 2  # bad input: a config, a file, an option
+UNREACHABLE = 3  # a service the command needs did not answer (the Kafka broker)
 
 
 class CompactorGroup(click.Group):
@@ -35,11 +38,19 @@ class CompactorGroup(click.Group):
             return super().invoke(ctx)
         except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort, SystemExit):
             raise
+        except (ServiceUnreachable, KafkaException) as exc:
+            _report(ctx, exc)
+            sys.exit(UNREACHABLE)
         except (CompactorError, OSError) as exc:
-            if ctx.meta.get("verbose"):
-                log.exception("command failed")
-            click.echo(f"error: {exc}", err=True)
+            _report(ctx, exc)
             sys.exit(USAGE_ERROR)
+
+
+def _report(ctx: click.Context, exc: BaseException) -> None:
+    if ctx.meta.get("verbose"):
+        log.exception("command failed")
+    detail = exc.args[0].str() if isinstance(exc, KafkaException) and exc.args else str(exc)
+    click.echo(f"error: {detail}", err=True)
 
 
 @click.group(cls=CompactorGroup)
@@ -52,6 +63,8 @@ def main(ctx: click.Context, verbose: bool) -> None:
         level=logging.INFO if verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    # librdkafka retries what it logs; a command reports the failure that matters in one line
+    LIBRDKAFKA_LOG.setLevel(logging.DEBUG if verbose else logging.CRITICAL)
 
 
 commands = (

@@ -50,8 +50,10 @@ def publish_request(
     """Put an operator's request on the segments topic, keyed by its table (ordered with its loads)."""
     from compactor.codec.events import default_codec
     from compactor.kafka.producer import EventProducer
+    from compactor.kafka.topics import require_broker
 
     kafka = kafka_settings(bootstrap_servers, load_optional_config(config_path), segments_topic)
+    require_broker(kafka)
     producer = EventProducer(kafka)
     try:
         producer.send_all(

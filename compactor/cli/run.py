@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import signal
+import threading
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -16,6 +19,7 @@ from compactor.cli.options import (
     spark_session,
     warehouse_option,
 )
+from compactor.errors import CompactorError
 from compactor.kafka.settings import DEFAULT_DEAD_LETTER_TOPIC, DEFAULT_RESULTS_TOPIC
 
 
@@ -91,11 +95,25 @@ def run(
         click.echo(
             f"compactor running: {segments_topic} -> {warehouse} (checkpoint {checkpoint}); Ctrl-C stops"
         )
-        try:
-            query.awaitTermination()
-        except KeyboardInterrupt:
-            query.stop()
+        _until_stopped(query)
+        click.echo("compactor stopped")
     finally:
         producer.close()
         if probes is not None:
             probes.stop()
+
+
+def _until_stopped(query: Any) -> None:
+    """Wait for the query; SIGTERM or SIGINT stop it between batches, and the command exits 0.
+
+    The signal only sets a flag: raising inside a py4j call would cut its socket mid-answer.
+    """
+    stopping = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stopping.set())
+    while not stopping.is_set() and query.isActive:
+        query.awaitTermination(2)
+    if query.isActive:
+        query.stop()  # the running batch finishes; Spark records no offsets for an unfinished one
+    elif query.exception() is not None:
+        raise CompactorError(f"the streaming query failed: {query.exception()}")

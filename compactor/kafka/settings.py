@@ -7,10 +7,14 @@ client's inside Spark's Kafka source.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
 from compactor.config.kafka import KafkaSecurity
+
+# librdkafka's log (retried connection errors and the like); the CLI shows it only with --verbose
+LIBRDKAFKA_LOG = logging.getLogger("compactor.librdkafka")
 
 DEFAULT_SEGMENTS_TOPIC = "compactor.segments"
 DEFAULT_RESULTS_TOPIC = "compactor.results"
@@ -38,7 +42,8 @@ class KafkaSettings:
 
     def librdkafka(self, **overrides: Any) -> dict[str, Any]:
         secure = librdkafka_security(self.security) if self.security else {}
-        return {"bootstrap.servers": self.bootstrap_servers, **secure, **overrides}
+        # librdkafka's own log lines go through Python logging, not straight to stderr
+        return {"bootstrap.servers": self.bootstrap_servers, "logger": LIBRDKAFKA_LOG, **secure, **overrides}
 
     def spark_options(self) -> dict[str, str]:
         """The same settings for Spark's Kafka source (every `kafka.*` option passes through)."""

@@ -8,15 +8,27 @@ from collections.abc import Iterable
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
+from compactor.errors import ServiceUnreachable
 from compactor.kafka.settings import KafkaSettings
 
 log = logging.getLogger(__name__)
+
+
+def require_broker(settings: KafkaSettings, timeout: float = 10.0) -> None:
+    """Fail fast, with one line, when the broker does not answer a metadata request."""
+    try:
+        AdminClient(settings.librdkafka()).list_topics(timeout=timeout)
+    except KafkaException as exc:
+        raise ServiceUnreachable(
+            f"Kafka at {settings.bootstrap_servers} did not answer within {timeout:.0f}s ({exc.args[0].str()})"
+        ) from None
 
 
 def ensure_topics(
     settings: KafkaSettings, topics: Iterable[str], partitions: int = 1, timeout: float = 30
 ) -> None:
     """Create the topics that do not exist yet (idempotent)."""
+    require_broker(settings)
     admin = AdminClient(settings.librdkafka())
     existing = set(admin.list_topics(timeout=timeout).topics)
     missing = [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import time
 import urllib.error
@@ -50,24 +51,40 @@ def wait_for(check: Callable[[], bool], job: subprocess.Popen[str], what: str, t
         if check():
             return
         if job.poll() is not None:
-            pytest.fail(
-                f"the job exited with {job.returncode} before {what}: {job.stdout.read()[-3000:] if job.stdout else ''}"
-            )
+            pytest.fail(f"the job exited with {job.returncode} before {what}: {job.log.read_text()[-3000:]}")
         time.sleep(1)
     pytest.fail(f"no {what} within {timeout}s")
 
 
 def start_job(config: Path, warehouse: Path, checkpoint: Path, bootstrap: str, kafka: Any, port: int) -> Any:
-    return subprocess.Popen(
-        [
-            COMPACTOR, "run", "--config", str(config), "--warehouse", str(warehouse),
-            "--checkpoint", str(checkpoint), "--bootstrap-servers", bootstrap,
-            "--segments-topic", kafka.segments_topic, "--results-topic", kafka.results_topic,
-            "--dead-letter-topic", kafka.dead_letter_topic,
-            "--metrics-port", str(port), "--metrics-host", "127.0.0.1",
-        ],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+    """The job, its output in a file (a pipe nobody reads would fill and block it)."""
+    log = checkpoint.parent / f"job-{time.monotonic_ns()}.log"
+    with open(log, "w") as out:
+        job = subprocess.Popen(
+            [
+                COMPACTOR, "run", "--config", str(config), "--warehouse", str(warehouse),
+                "--checkpoint", str(checkpoint), "--bootstrap-servers", bootstrap,
+                "--segments-topic", kafka.segments_topic, "--results-topic", kafka.results_topic,
+                "--dead-letter-topic", kafka.dead_letter_topic,
+                "--metrics-port", str(port), "--metrics-host", "127.0.0.1",
+            ],
+            stdout=out, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+    job.log = log
+    return job
+
+
+def stop(job: Any) -> str:
+    """SIGTERM, as an orchestrator stops the job; its output (a kill if it does not stop in 2 minutes)."""
+    if job.poll() is None:
+        job.send_signal(signal.SIGTERM)
+    try:
+        job.wait(timeout=120)
+        return str(job.log.read_text())
+    except subprocess.TimeoutExpired:
+        job.kill()
+        job.wait()
+        return str(job.log.read_text()) + "\n(killed: SIGTERM did not stop it)"
 
 
 def switch(kafka: Any, bootstrap: str, verb: str) -> None:
@@ -104,9 +121,11 @@ def test_metrics_and_the_merging_switch_on_the_real_job_across_a_restart(
         assert after[enabled] == 0 and merged not in after, "a full week, and no merge: merging is off"
         assert after[("compactor_actual_segments", (("table", TABLE),))] == 7
         assert after[("compactor_merge_candidates", (("table", TABLE),))] == 0, "nothing planned while off"
+        output = stop(job)  # as an orchestrator stops it
+        assert job.returncode == 0, output[-3000:]
+        assert "Traceback" not in output and "compactor stopped" in output, output[-3000:]
     finally:
-        job.terminate()
-        job.wait(timeout=60)
+        stop(job)
 
     job = start_job(config, warehouse, checkpoint, kafka_bootstrap, kafka, port)
     try:
@@ -130,8 +149,7 @@ def test_metrics_and_the_merging_switch_on_the_real_job_across_a_restart(
         wait_for(lambda: ("compactor_consumer_lag_events", ()) in scrape(port), job, "a lag reading")
         assert scrape(port)[("compactor_consumer_lag_events", ())] >= 0
     finally:
-        job.terminate()
-        job.wait(timeout=60)
+        print(stop(job)[-5000:])
 
 
 def vacuum(config: Path, warehouse: Path, *extra: str) -> Any:

@@ -9,7 +9,7 @@ from confluent_kafka import Producer
 
 from compactor.config.loading import load_config
 from compactor.errors import ConfigError
-from compactor.kafka.settings import KafkaSettings
+from compactor.kafka.settings import LIBRDKAFKA_LOG, KafkaSettings
 
 SECRET = "s3cr3t-Pa55"
 
@@ -40,6 +40,7 @@ def test_settings_reach_confluent_kafka_and_spark(monkeypatch: pytest.MonkeyPatc
         "sasl.username": "compactor",
         "sasl.password": SECRET,
         "ssl.ca.location": "/etc/ssl/ca.pem",
+        "logger": LIBRDKAFKA_LOG,  # librdkafka's log through Python logging
     }
     # librdkafka accepts every key (the CA file itself is checked at creation, so leave it out here)
     Producer({k: v for k, v in client.items() if k != "ssl.ca.location"} | {"enable.idempotence": True})
