@@ -14,6 +14,19 @@ def config_group() -> None:
     """Table configs: validate and publish new versions to the running job."""
 
 
+@config_group.command("validate")
+@click.argument("config_path", type=click.Path(path_type=Path, dir_okay=False, exists=True))
+def config_validate(config_path: Path) -> None:
+    """Check FILE as the job would load it: every key, and each listed table's merged settings."""
+    from compactor.config.loading import load_config_file
+
+    project = load_config_file(config_path)
+    for table in project.tables:
+        project.for_table(table)  # cross-key checks run on the merged settings
+    names = ", ".join(project.tables) or "defaults only"
+    click.echo(f"{config_path}: valid ({len(project.tables)} table(s): {names})")
+
+
 @config_group.command("apply")
 @click.argument("config_path", type=click.Path(path_type=Path, dir_okay=False, exists=True))
 @click.option(

@@ -54,6 +54,7 @@ def _report(ctx: click.Context, exc: BaseException) -> None:
 
 
 @click.group(cls=CompactorGroup)
+@click.version_option(package_name="streaming-compactor", prog_name="compactor")
 @click.option("-v", "--verbose", is_flag=True, help="Log at INFO level and show tracebacks.")
 @click.pass_context
 def main(ctx: click.Context, verbose: bool) -> None:

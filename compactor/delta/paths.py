@@ -9,6 +9,7 @@ inputs' partitions and concurrent appends of new segments never conflict with it
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 from compactor.domain.segments import validate_table_name
@@ -30,6 +31,16 @@ def warehouse_uri(warehouse: Path | str) -> str:
 
 def is_local(uri: str) -> bool:
     return not _SCHEME.match(uri) or uri.startswith("file:")
+
+
+def free_bytes(uri: str) -> int | None:
+    """Free space on the file system holding `uri`, when it is a local one (None on object stores)."""
+    if not is_local(uri):
+        return None
+    path = Path(uri.removeprefix("file://").removeprefix("file:"))
+    while not path.exists() and path != path.parent:  # a table not written yet: its warehouse's disk
+        path = path.parent
+    return shutil.disk_usage(path).free
 
 
 def table_uri(warehouse: Path | str, table: str) -> str:

@@ -20,7 +20,7 @@ from compactor.delta.files import HadoopFiles
 from compactor.delta.index_check import index_facts
 from compactor.delta.log import RECENT_COMMITS, DeltaLogReader
 from compactor.delta.merge import execute_merge
-from compactor.delta.paths import RESERVED, table_uri, warehouse_uri
+from compactor.delta.paths import RESERVED, free_bytes, table_uri, warehouse_uri
 from compactor.delta.refresh import execute_refresh
 from compactor.delta.store import LoadOrder, TableChanges, VacuumReport
 from compactor.delta.sub_partition_delete import delete_sub_partition
@@ -147,6 +147,9 @@ class SparkTableStore:
         self, table: str, segment: Segment, layout: LayoutConfig, sub_column: str | None = None
     ) -> IndexFacts:
         return index_facts(self.spark, self.warehouse, table, segment, layout, sub_column)
+
+    def free_bytes(self, table: str) -> int | None:
+        return free_bytes(table_uri(self.warehouse, table))
 
     def vacuum(self, table: str, config: VacuumConfig, dry_run: bool = False) -> VacuumReport:
         with self._pool("vacuum"):

@@ -94,5 +94,8 @@ class TableStore(Protocol):
     ) -> IndexFacts:
         """Refresh: what the segment's files and rows hold."""
 
+    def free_bytes(self, table: str) -> int | None:
+        """Free space where the table's files go, when the file system says (None: unknown)."""
+
     def vacuum(self, table: str, config: VacuumConfig, dry_run: bool = False) -> VacuumReport:
         """Delete (or, dry, list) the files no version inside the retention needs."""

@@ -139,7 +139,9 @@ class JobMetrics:
         plan = result.plan
         table, rule = plan.table, str(plan.rule)
         if result.status is not MergeStatus.SUCCEEDED:
-            self.merges_failed.labels(table, rule, str(result.status).lower()).inc()
+            error = result.error or ""
+            reason = error.split(":", 1)[0] if error.startswith("insufficient_space") else str(result.status)
+            self.merges_failed.labels(table, rule, reason.lower()).inc()
             return
         with self._lock:
             self._debt.get(table, {}).pop(plan.plan_id, None)

@@ -61,6 +61,12 @@ class RunOutcome:
     stale: bool = False
 
 
+# A merge writes about its inputs' bytes again before the old files can go (VACUUM, later).
+SPACE_FACTOR = 1.1
+SPACE_MARGIN = 64 * 1024 * 1024
+INSUFFICIENT_SPACE = "insufficient_space"
+
+
 class Runner:
     def __init__(
         self,
@@ -80,6 +86,11 @@ class Runner:
         fault_point(AFTER_PLANNING)
         state = self.state
         settings = state.configs.for_table(plan.table)
+        short = self._space_short(plan)
+        if short is not None:  # skipped, not failed: tried again after the cool-down
+            log.warning("plan %s: %s; tried again in %s", plan.plan_id, short, self.cool_down.period)
+            self.cool_down.start(plan.plan_id)
+            return RunOutcome(MergeResult.unsuccessful(plan, MergeStatus.SKIPPED, short, state.clock()))
         try:
             with state.metrics.merging():
                 commit = self._commit(plan, settings)
@@ -110,6 +121,14 @@ class Runner:
         )  # fmt: skip
         upsert = plan.rule == RuleName.UPSERT_COMPACTION
         return RunOutcome(MergeResult.succeeded(plan, commit, state.clock(), upsert), commit.outputs)
+
+    def _space_short(self, plan: MergePlan) -> str | None:
+        """Why the plan's output would not fit where the table's files go (None: it fits, or unknown)."""
+        free = self.state.store.free_bytes(plan.table)
+        need = int(plan.bytes_in * SPACE_FACTOR) + SPACE_MARGIN
+        if free is None or free >= need:
+            return None
+        return f"{INSUFFICIENT_SPACE}: the output needs about {need} bytes with its margin, {free} are free"
 
     def _commit(self, plan: MergePlan, settings: TableSettings) -> Commit:
         """The store's commit, retried on conflicts while the plan's inputs are all still there."""

@@ -56,3 +56,22 @@ def test_an_invalid_config_is_one_line_per_problem_and_exit_2(tmp_path: Path) ->
     assert result.output.startswith("error: invalid config")
     assert "table 'sales', key preserve_latest: value -1" in result.output
     assert "Traceback" not in result.output
+
+
+def test_config_validate_checks_the_merged_settings_of_each_table(tmp_path: Path) -> None:
+    good = tmp_path / "good.yaml"
+    good.write_text("tables:\n  a: {}\n  b:\n    vacuum: {retention: 14d}\n")
+    result = CliRunner().invoke(main, ["config", "validate", str(good)])
+    assert result.exit_code == 0 and result.output == f"{good}: valid (2 table(s): a, b)\n"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("tables:\n  t:\n    vacuum: {retention: 1h}\n")
+    result = CliRunner().invoke(main, ["config", "validate", str(bad)])
+    assert result.exit_code == 2
+    assert "table 't', key vacuum" in result.output and "shorter than Delta's safety check" in result.output
+
+
+def test_version() -> None:
+    from importlib.metadata import version
+
+    result = CliRunner().invoke(main, ["--version"])
+    assert result.exit_code == 0 and result.output == f"compactor, version {version('streaming-compactor')}\n"

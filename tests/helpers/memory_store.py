@@ -33,6 +33,7 @@ class InMemoryTableStore:
     conflicts: dict[str, int] = field(default_factory=dict)  # plan id -> conflicts before it commits
     always_conflicting: bool = False  # every commit loses the race, however often it is tried
     vacuums: list[tuple[str, timedelta, bool]] = field(default_factory=list)  # table, retention, dry run
+    free: int | None = None  # free bytes on the warehouse's disk (None: not known, as on object stores)
     on_conflict: Callable[[MergePlan], None] | None = None  # what the concurrent writer did
     failures: dict[str, Exception] = field(default_factory=dict)  # plan id -> what its commit raises
     calls: list[str] = field(default_factory=list)  # plan ids, one per commit call
@@ -138,6 +139,9 @@ class InMemoryTableStore:
         self, table: str, segment: Segment, layout: LayoutConfig, sub_column: str | None = None
     ) -> IndexFacts:
         raise NotImplementedError("no index check in memory")
+
+    def free_bytes(self, table: str) -> int | None:
+        return self.free
 
     def vacuum(self, table: str, config: VacuumConfig, dry_run: bool = False) -> VacuumReport:
         self.vacuums.append((table, config.retention, dry_run))

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
+
+import pytest
 
 from compactor.domain.events import MergeStatus
 from compactor.domain.plans import MergePlan, make_plan
@@ -135,3 +138,44 @@ def test_the_cool_down_is_a_config_setting(harness: Harness) -> None:
     harness.clock.now += timedelta(seconds=15)
     handler.process(harness.loaded(harness.day(4)))
     assert len(harness.store.calls) == 2, "35 s later it is tried again, not after the old fixed 5 minutes"
+
+
+def test_a_merge_that_would_not_fit_on_the_disk_is_skipped_and_tried_again_later(harness: Harness) -> None:
+    harness.store.create("t")
+    harness.store.free = 10 * 1024 * 1024  # 10 MiB: less than the 64 MiB margin
+    handler = harness.handler(MINOR)
+    handler.process(harness.loaded(harness.day(0), harness.day(1), harness.day(2)))
+    (result,) = harness.results()
+    assert result["status"] is MergeStatus.SKIPPED
+    assert result["error"].startswith("insufficient_space: the output needs about")
+    assert harness.store.calls == [], "nothing was written"
+    failed = handler.state.metrics.registry.get_sample_value(
+        "compactor_merges_failed_total", {"table": "t", "rule": "minor", "reason": "insufficient_space"}
+    )
+    assert failed == 1
+    harness.store.free = 10 * 1024**3
+    harness.clock.now += timedelta(minutes=6)
+    handler.process(harness.loaded(harness.day(3)))
+    assert harness.statuses() == [MergeStatus.SKIPPED, MergeStatus.SUCCEEDED]
+
+
+def test_free_space_is_known_on_local_disks_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+    from collections import namedtuple
+
+    from compactor.delta import paths
+
+    asked: list[Path] = []
+    usage = namedtuple("usage", "total used free")
+
+    def disk_usage(path: Path) -> object:
+        asked.append(path)
+        return usage(100, 58, 42)
+
+    monkeypatch.setattr(shutil, "disk_usage", disk_usage)
+    assert paths.free_bytes(str(tmp_path / "warehouse" / "t")) == 42, (
+        "a table not written yet: its nearest folder"
+    )
+    assert paths.free_bytes(f"file://{tmp_path}") == 42
+    assert asked == [tmp_path, tmp_path]
+    assert paths.free_bytes("s3a://bucket/warehouse/t") is None
