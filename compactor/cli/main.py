@@ -16,6 +16,7 @@ from compactor.cli.local import demo, jars, kafka
 from compactor.cli.plan import plan
 from compactor.cli.request import request
 from compactor.cli.run import run
+from compactor.cli.status import status
 from compactor.cli.subpartitions import subpartitions
 from compactor.cli.table import table_group
 from compactor.cli.upsert import upsert
@@ -75,6 +76,7 @@ commands = (
     plan,
     coverage,
     subpartitions,
+    status,
     table_group,
     vacuum,
     config_group,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import time
@@ -174,6 +175,15 @@ def test_vacuum_keeps_time_travel_inside_the_retention_and_deletes_replaced_file
     assert run_job(args, fault=None).returncode == 0
     path = table_uri(warehouse, TABLE)
     assert spark.read.format("delta").load(path).select("segment_id").distinct().count() == 1, "merged"
+
+    shown = CliRunner().invoke(
+        main, ["status", "--config", str(config), "--warehouse", str(warehouse), "--json"]
+    )
+    assert shown.exit_code == 0, shown.output
+    (table,) = json.loads(shown.output)
+    assert (table["table"], table["merging"], table["segments"], table["ready"]) == (TABLE, "on", 1, [])
+    (last,) = table["last_merges"]
+    assert (last["rule"], last["level"], last["inputs"]) == ("auto_merge", "week", 7)
 
     kept = vacuum(config, warehouse, "--dry-run")
     assert kept.exit_code == 0 and kept.output.startswith(f"{TABLE}: 0 file(s) replaced more than 7 days"), (

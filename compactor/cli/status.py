@@ -1,0 +1,51 @@
+"""`compactor status`: what each table holds, waits for and last merged; read from the warehouse."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from compactor.cli.options import config_option, spark_options, spark_session, warehouse_option
+
+
+@click.command()
+@click.option("--table", "tables", multiple=True, help="A table (repeatable); default: every table.")
+@config_option(required=True, text="Table config (the rules that say what is ready to merge)")
+@warehouse_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+@spark_options
+def status(tables: tuple[str, ...], config_path: Path, warehouse: str, as_json: bool) -> None:
+    """Per table: segments by level and state, what is ready to merge, the last merges, the switch.
+
+    Reads the catalog the job saves and the tables' history, so it works while the job runs."""
+    from compactor.config.loading import load_config_file
+    from compactor.delta.catalog_table import DeltaCatalogStore
+    from compactor.delta.reads import read_catalog
+    from compactor.delta.spark_store import SparkTableStore
+    from compactor.domain.clock import now_utc
+    from compactor.errors import TableNotFoundError
+    from compactor.observe.status import render, table_status
+    from compactor.rules.engine import evaluate
+
+    project = load_config_file(config_path)
+    spark = spark_session("compactor-status", project, (warehouse,))
+    spark.sparkContext.setLogLevel("ERROR")
+    store = SparkTableStore(spark, warehouse)
+    stored = DeltaCatalogStore(spark, warehouse).load()
+    found = []
+    for table in tables or tuple(store.tables()):
+        if not store.exists(table):
+            raise TableNotFoundError(f"no table {table!r} in {warehouse}")
+        # the job's saved catalog; a table it has not seen yet, from the table's own history
+        segments = list(stored.segments.get(table) or read_catalog(spark, warehouse, table).segments(table))
+        mark = stored.marks.get(table)
+        ready = evaluate(table, segments, project.for_table(table), now_utc(), explain=False).plans
+        found.append(
+            table_status(table, mark.merging if mark else True, segments, ready, store.history(table))
+        )
+    if as_json:
+        click.echo(json.dumps([s.to_json() for s in found], indent=2))
+    else:
+        click.echo("\n".join(render(s) for s in found) or f"no tables in {warehouse}")

@@ -1,0 +1,76 @@
+"""`compactor status`: each table as the warehouse tells it, in words or JSON (pure; no Spark)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from compactor.catalog.changes import CommitRecord
+from compactor.domain.plans import MergePlan
+from compactor.domain.segments import Segment
+
+LAST_MERGES = 5
+
+
+@dataclass(frozen=True, slots=True)
+class TableStatus:
+    table: str
+    merging: bool
+    segments: Sequence[Segment]
+    ready: Sequence[MergePlan]  # what the rules would merge now
+    merges: Sequence[CommitRecord]  # the newest merge commits, newest first
+
+    def to_json(self) -> dict[str, Any]:
+        by_level = Counter((s.level, str(s.state)) for s in self.segments)
+        return {
+            "table": self.table,
+            "merging": "on" if self.merging else "off",
+            "segments": len(self.segments),
+            "bytes": sum(s.bytes for s in self.segments),
+            "by_level_and_state": [
+                {"level": level, "state": state, "segments": n} for (level, state), n in sorted(by_level.items())
+            ],
+            "ready": [
+                {"rule": str(p.rule), "inputs": len(p.inputs), "bytes": p.bytes_in, "plan_id": p.plan_id}
+                for p in self.ready
+            ],
+            "last_merges": [
+                {
+                    "version": c.version, "rule": c.rule, "level": c.level or c.pool, "inputs": len(c.removed),
+                    "outputs": [s.id for s in c.added], "plan_id": c.plan_id,
+                }
+                for c in self.merges
+            ],
+        }  # fmt: skip
+
+
+def table_status(
+    table: str,
+    merging: bool,
+    segments: Sequence[Segment],
+    ready: Sequence[MergePlan],
+    history: Sequence[CommitRecord],
+) -> TableStatus:
+    merges = [c for c in reversed(history) if c.op in {"merge", "refresh"}][:LAST_MERGES]
+    return TableStatus(table, merging, segments, ready, merges)
+
+
+def render(status: TableStatus) -> str:
+    doc = status.to_json()
+    lines = [
+        f"table {status.table}: merging {doc['merging']}, {doc['segments']} segment(s), {doc['bytes']} bytes"
+    ]
+    lines += [f"  level {e['level']} {e['state']}: {e['segments']}" for e in doc["by_level_and_state"]]
+    waiting = sum(p["inputs"] for p in doc["ready"])
+    lines.append(f"  ready to merge now: {len(doc['ready'])} plan(s) over {waiting} segment(s)")
+    if doc["last_merges"]:
+        lines.append("  last merges:")
+        lines += [
+            f"    v{m['version']} {m['rule']} ({m['level'] or '-'}): {m['inputs']} -> {', '.join(m['outputs'])}"
+            for m in doc["last_merges"]
+        ]
+    else:
+        lines.append("  no merge yet")
+    return "\n".join(lines)

@@ -1,0 +1,30 @@
+"""The status text and JSON, from segments, ready plans and merge commits (pure)."""
+
+from __future__ import annotations
+
+from compactor.catalog.changes import CommitRecord
+from compactor.domain.plans import make_plan
+from compactor.observe.status import render, table_status
+from tests.helpers.segments import seg
+
+
+def test_status_says_levels_what_waits_and_the_newest_merges_first() -> None:
+    a, b, c = (seg(i, f"2024-01-0{n}", table="t", records=n) for n, i in enumerate("abc", start=1))
+    plan = make_plan("t", "minor", [a, b], output_level=1)
+    history = [
+        CommitRecord("t", 1, (a,), ()),
+        CommitRecord("t", 2, (c,), ("x", "y"), plan_id="p1", op="merge", rule="minor", level="1"),
+        CommitRecord("t", 3, (c,), ("c0", "c1", "c2"), plan_id="p2", op="merge", rule="major", level="2"),
+    ]
+    status = table_status("t", False, [a, b, c], [plan], history)
+    assert render(status).splitlines() == [
+        f"table t: merging off, 3 segment(s), {a.bytes + b.bytes + c.bytes} bytes",
+        "  level 0 ONLINE: 3",
+        "  ready to merge now: 1 plan(s) over 2 segment(s)",
+        "  last merges:",
+        "    v3 major (2): 3 -> c",
+        "    v2 minor (1): 2 -> c",
+    ]
+    doc = status.to_json()
+    assert doc["ready"] == [{"rule": "minor", "inputs": 2, "bytes": plan.bytes_in, "plan_id": plan.plan_id}]
+    assert [m["plan_id"] for m in doc["last_merges"]] == ["p2", "p1"]
