@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import signal
 import threading
 from pathlib import Path
@@ -68,6 +69,8 @@ def run(
 
     config = load_config_file(config_path)
     kafka = kafka_settings(bootstrap_servers, config, segments_topic, results_topic, dead_letter_topic)
+    # at the default level the operator still sees one line per merge (dead letters warn anyway)
+    logging.getLogger("compactor.stream.runner").setLevel(logging.INFO)
     spark = spark_session("streaming-compactor", config, (warehouse, checkpoint), config.pool_names())
     context = spark.sparkContext
     click.echo(f"spark: master {context.master}, UI {context.uiWebUrl or 'off'}")

@@ -150,7 +150,9 @@ def test_metrics_and_the_merging_switch_on_the_real_job_across_a_restart(
         wait_for(lambda: ("compactor_consumer_lag_events", ()) in scrape(port), job, "a lag reading")
         assert scrape(port)[("compactor_consumer_lag_events", ())] >= 0
     finally:
-        print(stop(job)[-5000:])
+        output = stop(job)
+    assert f"table {TABLE}: auto_merge merged d00,d01,d02,d03,d04,d05,d06 -> m-" in output, output[-3000:]
+    assert "dead letter (undecodable)" in output, "one line per merge and per dead letter by default"
 
 
 def vacuum(config: Path, warehouse: Path, *extra: str) -> Any:
