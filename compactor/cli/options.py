@@ -12,6 +12,7 @@ import click
 from compactor.config.rules import RULE_NAMES
 from compactor.config.tables import ProjectConfig
 from compactor.domain.segments import utc
+from compactor.errors import TableNotFoundError
 from compactor.kafka.settings import (
     DEFAULT_DEAD_LETTER_TOPIC,
     DEFAULT_RESULTS_TOPIC,
@@ -77,6 +78,14 @@ def load_optional_config(path: Path | None) -> ProjectConfig | None:
     from compactor.config.loading import load_config_file
 
     return load_config_file(path) if path is not None else None
+
+
+def chosen_tables(store: Any, tables: tuple[str, ...], warehouse: str) -> tuple[str, ...]:
+    """The tables a command names (each must exist), or every table of the warehouse."""
+    for table in tables:
+        if not store.exists(table):
+            raise TableNotFoundError(f"no table {table!r} in {warehouse}")
+    return tables or tuple(store.tables())
 
 
 def _store_master(ctx: click.Context, _: click.Parameter, value: str | None) -> None:

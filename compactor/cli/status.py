@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from compactor.cli.options import config_option, spark_options, spark_session, warehouse_option
+from compactor.cli.options import chosen_tables, config_option, spark_options, spark_session, warehouse_option
 
 
 @click.command()
@@ -25,7 +25,6 @@ def status(tables: tuple[str, ...], config_path: Path, warehouse: str, as_json: 
     from compactor.delta.reads import read_catalog
     from compactor.delta.spark_store import SparkTableStore
     from compactor.domain.clock import now_utc
-    from compactor.errors import TableNotFoundError
     from compactor.observe.status import render, table_status
     from compactor.rules.engine import evaluate
 
@@ -35,9 +34,7 @@ def status(tables: tuple[str, ...], config_path: Path, warehouse: str, as_json: 
     store = SparkTableStore(spark, warehouse)
     stored = DeltaCatalogStore(spark, warehouse).load()
     found = []
-    for table in tables or tuple(store.tables()):
-        if not store.exists(table):
-            raise TableNotFoundError(f"no table {table!r} in {warehouse}")
+    for table in chosen_tables(store, tables, warehouse):
         # the job's saved catalog; a table it has not seen yet, from the table's own history
         segments = list(stored.segments.get(table) or read_catalog(spark, warehouse, table).segments(table))
         mark = stored.marks.get(table)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from compactor.cli.options import config_option, spark_options, spark_session, warehouse_option
+from compactor.cli.options import chosen_tables, config_option, spark_options, spark_session, warehouse_option
 
 
 @click.command()
@@ -21,15 +21,12 @@ def vacuum(tables: tuple[str, ...], dry_run: bool, config_path: Path, warehouse:
     """Delete the files no table version inside the retention needs (Delta's VACUUM)."""
     from compactor.config.loading import load_config_file
     from compactor.delta.spark_store import SparkTableStore
-    from compactor.errors import TableNotFoundError
 
     project = load_config_file(config_path)
     spark = spark_session("compactor-vacuum", project, (warehouse,))
     spark.sparkContext.setLogLevel("ERROR")
     store = SparkTableStore(spark, warehouse)
-    for table in tables or tuple(store.tables()):
-        if not store.exists(table):
-            raise TableNotFoundError(f"no table {table!r} in {warehouse}")
+    for table in chosen_tables(store, tables, warehouse):
         config = project.for_table(table).vacuum
         report = store.vacuum(table, config, dry_run=dry_run)
         if dry_run:

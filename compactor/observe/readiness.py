@@ -11,10 +11,11 @@ import threading
 import time
 from typing import Any
 
-from confluent_kafka.admin import AdminClient
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
+from compactor.errors import ServiceUnreachable
 from compactor.kafka.settings import KafkaSettings
+from compactor.kafka.topics import require_broker
 from compactor.observe.metrics import JobMetrics
 
 
@@ -39,11 +40,10 @@ class Readiness:
             if time.monotonic() - checked < self._ttl:
                 return problem
             try:
-                admin = AdminClient(self._kafka.librdkafka(**{"socket.timeout.ms": 2000, "log_level": 0}))
-                admin.list_topics(self._kafka.segments_topic, timeout=2)
+                require_broker(self._kafka, timeout=2)
                 problem = None
-            except Exception as exc:  # KafkaException: unreachable, unauthorised
-                problem = f"{self._kafka.bootstrap_servers} unreachable ({exc})"
+            except ServiceUnreachable as exc:
+                problem = str(exc)
             self._broker = (time.monotonic(), problem)
             return problem
 

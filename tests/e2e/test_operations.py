@@ -20,7 +20,7 @@ from compactor.cli.main import main
 from compactor.delta.paths import table_uri
 from compactor.dev.broker_process import free_ports
 from compactor.kafka.producer import EventProducer
-from tests.helpers.jobs import COMPACTOR, TABLE, bulk_load, run_job
+from tests.helpers.jobs import COMPACTOR, TABLE, bulk_load, run_job, wait_while_running
 from tests.helpers.streaming import make_kafka
 
 pytestmark = pytest.mark.integration
@@ -46,15 +46,8 @@ def status(port: int, path: str) -> int:
         return 0
 
 
-def wait_for(check: Callable[[], bool], job: subprocess.Popen[str], what: str, timeout: float = 180) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        if job.poll() is not None:
-            pytest.fail(f"the job exited with {job.returncode} before {what}: {job.log.read_text()[-3000:]}")
-        time.sleep(1)
-    pytest.fail(f"no {what} within {timeout}s")
+def wait_for(check: Callable[[], bool], job: Any, what: str) -> None:
+    wait_while_running(check, job, job.log, what)
 
 
 def start_job(config: Path, warehouse: Path, checkpoint: Path, bootstrap: str, kafka: Any, port: int) -> Any:

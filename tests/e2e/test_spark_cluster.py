@@ -10,7 +10,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ import pytest
 from compactor.delta.paths import table_uri
 from compactor.dev.broker_process import free_ports
 from compactor.jvm import artifact_name
-from tests.helpers.jobs import TABLE, bulk_load
+from tests.helpers.jobs import TABLE, bulk_load, wait_while_running
 from tests.helpers.spark_cluster import BIN, cluster_env, standalone_cluster
 from tests.helpers.streaming import checksum, make_kafka
 
@@ -40,17 +39,6 @@ def readme_block(containing: str) -> str:
 def segment_ids(spark: Any, warehouse: Path) -> set[str]:
     table = spark.read.format("delta").load(table_uri(warehouse, TABLE))
     return {r.segment_id for r in table.select("segment_id").distinct().collect()}
-
-
-def wait_until(check: Callable[[], bool], driver: subprocess.Popen[str], log: Path, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        if driver.poll() is not None:
-            pytest.fail(f"the driver exited with {driver.returncode}: {log.read_text()[-3000:]}")
-        time.sleep(2)
-    pytest.fail(f"no merge within {timeout}s: {log.read_text()[-3000:]}")
 
 
 def test_the_readme_spark_submit_line_merges_a_week_on_a_standalone_cluster(
@@ -83,7 +71,9 @@ def test_the_readme_spark_submit_line_merges_a_week_on_a_standalone_cluster(
                 ["bash", "-c", command], cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, text=True
             )
         try:
-            wait_until(lambda: len(segment_ids(spark, warehouse)) == 1, driver, log, timeout=300)
+            wait_while_running(
+                lambda: len(segment_ids(spark, warehouse)) == 1, driver, log, "a merge", 300, 2
+            )
         finally:
             driver.terminate()
             driver.wait(timeout=60)

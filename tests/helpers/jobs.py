@@ -5,10 +5,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pyspark.sql import functions as F
 
 from compactor.codec.events import default_codec
@@ -73,3 +76,20 @@ def bulk_load(
         ]
     )
     return segments
+
+
+def wait_while_running(
+    check: Callable[[], bool], process: subprocess.Popen[str], log: Path, what: str,
+    timeout: float = 180, every: float = 1.0,
+) -> None:  # fmt: skip
+    """Poll `check` until it holds; fail at once, with the log's tail, if the process exits first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        if process.poll() is not None:
+            pytest.fail(
+                f"the process exited with {process.returncode} before {what}: {log.read_text()[-3000:]}"
+            )
+        time.sleep(every)
+    pytest.fail(f"no {what} within {timeout}s: {log.read_text()[-3000:]}")
