@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 
 from compactor.catalog.retired import RetiredSegment
 from compactor.domain.plans import MergePlan
@@ -76,6 +77,7 @@ class CommitRecord:
     level: str | None = None
     pool: str | None = None
     data_change: bool = True
+    committed_at: datetime | None = None  # the commit's time, when read from the table's history
 
     def sized(self, segment: Segment, before: Segment | None) -> Segment:
         """`segment` with the records and bytes this commit leaves it with."""

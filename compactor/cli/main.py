@@ -19,6 +19,7 @@ from compactor.cli.run import run
 from compactor.cli.status import status
 from compactor.cli.subpartitions import subpartitions
 from compactor.cli.table import table_group
+from compactor.cli.timeline import timeline
 from compactor.cli.upsert import upsert
 from compactor.cli.vacuum import vacuum
 from compactor.errors import CompactorError, ServiceUnreachable
@@ -77,6 +78,7 @@ commands = (
     coverage,
     subpartitions,
     status,
+    timeline,
     table_group,
     vacuum,
     config_group,

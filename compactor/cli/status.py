@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from compactor.cli.options import chosen_tables, config_option, spark_options, spark_session, warehouse_option
+
+if TYPE_CHECKING:
+    from compactor.domain.segments import Segment
 
 
 @click.command()
@@ -22,7 +26,6 @@ def status(tables: tuple[str, ...], config_path: Path, warehouse: str, as_json: 
     Reads the catalog the job saves and the tables' history, so it works while the job runs."""
     from compactor.config.loading import load_config_file
     from compactor.delta.catalog_table import DeltaCatalogStore
-    from compactor.delta.reads import read_catalog
     from compactor.delta.spark_store import SparkTableStore
     from compactor.domain.clock import now_utc
     from compactor.observe.status import render, table_status
@@ -35,8 +38,7 @@ def status(tables: tuple[str, ...], config_path: Path, warehouse: str, as_json: 
     stored = DeltaCatalogStore(spark, warehouse).load()
     found = []
     for table in chosen_tables(store, tables, warehouse):
-        # the job's saved catalog; a table it has not seen yet, from the table's own history
-        segments = list(stored.segments.get(table) or read_catalog(spark, warehouse, table).segments(table))
+        segments = table_segments(spark, warehouse, stored, table)
         mark = stored.marks.get(table)
         ready = evaluate(table, segments, project.for_table(table), now_utc(), explain=False).plans
         found.append(
@@ -46,3 +48,11 @@ def status(tables: tuple[str, ...], config_path: Path, warehouse: str, as_json: 
         click.echo(json.dumps([s.to_json() for s in found], indent=2))
     else:
         click.echo("\n".join(render(s) for s in found) or f"no tables in {warehouse}")
+
+
+def table_segments(spark: Any, warehouse: str, stored: Any, table: str) -> list[Segment]:
+    """The table's segments from the job's saved catalog; a table the job has not seen yet, from
+    the table's own history."""
+    from compactor.delta.reads import read_catalog
+
+    return list(stored.segments.get(table) or read_catalog(spark, warehouse, table).segments(table))

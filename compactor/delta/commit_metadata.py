@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from compactor.catalog.changes import CommitRecord
 from compactor.domain.plans import MergePlan
 from compactor.domain.segment_json import segment_from_dict, segment_to_dict
-from compactor.domain.segments import Segment
+from compactor.domain.segments import Segment, utc
 
 METADATA_KEY = "compactor"
 
@@ -61,7 +62,11 @@ def parse_metadata(text: str | None) -> dict[str, Any] | None:
 
 
 def commit_record(
-    table: str, version: int, meta: Mapping[str, Any], metrics: Mapping[str, Any] | None
+    table: str,
+    version: int,
+    meta: Mapping[str, Any],
+    metrics: Mapping[str, Any] | None,
+    committed_at: datetime | None = None,
 ) -> CommitRecord:
     """One commit as the catalog folds it."""
     numbers = {k: int(v) for k, v in (metrics or {}).items() if str(v).lstrip("-").isdigit()}
@@ -77,4 +82,5 @@ def commit_record(
         pool=meta.get("pool"),
         metrics=numbers,
         data_change=bool(meta.get("data_change", True)),
+        committed_at=utc(committed_at) if committed_at else None,
     )

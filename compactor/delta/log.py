@@ -15,6 +15,7 @@ import json
 from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from compactor.delta.commit_metadata import commit_record, parse_metadata
@@ -122,7 +123,9 @@ class DeltaLogReader:
             info: dict[str, Any] = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
             meta = parse_metadata(info.get("userMetadata"))
             if meta is not None:
-                records.append(commit_record(self.table, v, meta, info.get("operationMetrics")))
+                records.append(
+                    commit_record(self.table, v, meta, info.get("operationMetrics"), commit_time(info))
+                )
             elif any("add" in a or "remove" in a for a in actions):
                 foreign.append(v)
         return TableChanges(records, foreign, latest)
@@ -169,6 +172,12 @@ class DeltaLogReader:
             decided |= touched.keys()
             found |= {sid for sid, added in touched.items() if added}
         return found
+
+
+def commit_time(info: dict[str, Any]) -> datetime | None:
+    """When a commit was made, from its `commitInfo` (epoch milliseconds)."""
+    millis = info.get("timestamp")
+    return datetime.fromtimestamp(millis / 1000, UTC) if isinstance(millis, int) else None
 
 
 def commit_facts(table: str, version: int, info: dict[str, Any]) -> CommitFacts:

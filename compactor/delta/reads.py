@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 from delta.tables import DeltaTable
@@ -27,12 +28,19 @@ def read_commits(spark: SparkSession, warehouse: Path | str, table: str) -> list
     if not DeltaTable.isDeltaTable(spark, path):
         raise TableNotFoundError(f"no Delta table for {table!r} at {path}")
     history = DeltaTable.forPath(spark, path).history()
-    rows = history.select("version", "userMetadata", "operationMetrics").collect()
+    # epoch seconds: a timestamp column would come back in the Python process's local zone
+    rows = history.selectExpr(
+        "version", "cast(timestamp as double) as at", "userMetadata", "operationMetrics"
+    ).collect()
     records = []
     for row in sorted(rows, key=lambda r: r.version):
         meta = parse_metadata(row.userMetadata)
         if meta is not None:
-            records.append(commit_record(table, row.version, meta, row.operationMetrics))
+            records.append(
+                commit_record(
+                    table, row.version, meta, row.operationMetrics, datetime.fromtimestamp(row.at, UTC)
+                )
+            )
     return records
 
 

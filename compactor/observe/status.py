@@ -40,6 +40,7 @@ class TableStatus:
                 {
                     "version": c.version, "rule": c.rule, "level": c.level or c.pool, "inputs": len(c.removed),
                     "outputs": [s.id for s in c.added], "plan_id": c.plan_id,
+                    "committed_at": c.committed_at.isoformat() if c.committed_at else None,
                 }
                 for c in self.merges
             ],
@@ -68,7 +69,9 @@ def render(status: TableStatus) -> str:
     if doc["last_merges"]:
         lines.append("  last merges:")
         lines += [
-            f"    v{m['version']} {m['rule']} ({m['level'] or '-'}): {m['inputs']} -> {', '.join(m['outputs'])}"
+            f"    v{m['version']} {m['rule']} ({m['level'] or '-'})"
+            + (f" at {m['committed_at']}" if m["committed_at"] else "")
+            + f": {m['inputs']} -> {', '.join(m['outputs'])}"
             for m in doc["last_merges"]
         ]
     else:

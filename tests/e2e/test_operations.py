@@ -9,11 +9,13 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from PIL import Image
 from prometheus_client.parser import text_string_to_metric_families
 
 from compactor.cli.main import main
@@ -154,6 +156,18 @@ def vacuum(config: Path, warehouse: Path, *extra: str) -> Any:
     )
 
 
+def timeline(warehouse: Path, out: Path) -> str:
+    """The picture's description (from its metadata), less the byte count."""
+    args = ["timeline", "--table", TABLE, "--warehouse", str(warehouse), "--out", str(out)]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    with Image.open(out) as image:
+        text = image.text["Description"]
+    assert result.output.strip() == f"{out}: {text}"
+    counts, _, merged = text.removeprefix(f"table {TABLE}: ").partition(" bytes, ")
+    return counts.rsplit(", ", 1)[0] + ", " + merged.removesuffix(" in the last 6 h")
+
+
 def test_vacuum_keeps_time_travel_inside_the_retention_and_deletes_replaced_files_after_it(
     spark: Any, kafka_bootstrap: str, unique: Callable[[str], str], tmp_path: Path
 ) -> None:
@@ -179,6 +193,8 @@ def test_vacuum_keeps_time_travel_inside_the_retention_and_deletes_replaced_file
     assert (table["table"], table["merging"], table["segments"], table["ready"]) == (TABLE, "on", 1, [])
     (last,) = table["last_merges"]
     assert (last["rule"], last["level"], last["inputs"]) == ("auto_merge", "week", 7)
+    assert time.time() - datetime.fromisoformat(last["committed_at"]).timestamp() < 600
+    assert timeline(warehouse, tmp_path / "merged.png") == "1 segments, 1 rows; 1 written by merges"
 
     kept = vacuum(config, warehouse, "--dry-run")
     assert kept.exit_code == 0 and kept.output.startswith(f"{TABLE}: 0 file(s) replaced more than 7 days"), (
