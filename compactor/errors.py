@@ -43,6 +43,11 @@ class ServiceUnreachable(CompactorError):
     """A service the command needs (the Kafka broker) did not answer: check its address and the network."""
 
 
+class LeaseHeld(CompactorError):
+    """Another `compactor run` holds the controller lease of this warehouse and topic (or this
+    one lost it)."""
+
+
 class BrokerStartError(CompactorError):
     """The local Kafka broker did not come up: read the broker log it names."""
 

@@ -52,7 +52,9 @@ def config_apply(
     require_broker(kafka)
     producer = EventProducer(kafka)
     try:
-        producer.send_all([(segments_topic, e.table, codec.encode_config_applied(e), None) for e in events])
+        producer.send_all(
+            [(kafka.segments_topic, e.table, codec.encode_config_applied(e), None) for e in events]
+        )
     finally:
         producer.close()
     for e in events:

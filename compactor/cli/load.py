@@ -57,7 +57,7 @@ def load(
         raise click.UsageError("--sub-partition needs --config (the table's declared sub-partition column)")
     config = load_optional_config(config_path)
     kafka = kafka_settings(bootstrap_servers, config, segments_topic)
-    ensure_topics(kafka, [segments_topic])
+    ensure_topics(kafka, [kafka.segments_topic])
     spark = spark_session("compactor-load", config, (warehouse,))
     finish = end or start + timedelta(days=1)
     data = spark.read.parquet(str(parquet)) if parquet else sample_rows(spark, start, finish, rows)

@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 from confluent_kafka import KafkaException
+from pythonjsonlogger.json import JsonFormatter
 
 from compactor.cli.configs import config_group
 from compactor.cli.coverage import coverage
@@ -22,13 +23,15 @@ from compactor.cli.table import table_group
 from compactor.cli.timeline import timeline
 from compactor.cli.upsert import upsert
 from compactor.cli.vacuum import vacuum
-from compactor.errors import CompactorError, ServiceUnreachable
+from compactor.errors import CompactorError, LeaseHeld, ServiceUnreachable
 from compactor.kafka.settings import LIBRDKAFKA_LOG
 
 log = logging.getLogger(__name__)
+JSON_FIELDS = ["levelname", "name", "message"]
 
 USAGE_ERROR = 2  # bad input: a config, a file, an option
 UNREACHABLE = 3  # a service the command needs did not answer (the Kafka broker)
+LEASE_HELD = 4  # another `compactor run` controls this warehouse and topic (or this one lost it)
 
 
 class CompactorGroup(click.Group):
@@ -43,6 +46,9 @@ class CompactorGroup(click.Group):
         except (ServiceUnreachable, KafkaException) as exc:
             _report(ctx, exc)
             sys.exit(UNREACHABLE)
+        except LeaseHeld as exc:
+            _report(ctx, exc)
+            sys.exit(LEASE_HELD)
         except (CompactorError, OSError) as exc:
             _report(ctx, exc)
             sys.exit(USAGE_ERROR)
@@ -52,20 +58,31 @@ def _report(ctx: click.Context, exc: BaseException) -> None:
     if ctx.meta.get("verbose"):
         log.exception("command failed")
     detail = exc.args[0].str() if isinstance(exc, KafkaException) and exc.args else str(exc)
-    click.echo(f"error: {detail}", err=True)
+    if ctx.meta.get("log_format") == "json":
+        log.error("error: %s", detail)
+    else:
+        click.echo(f"error: {detail}", err=True)
 
 
 @click.group(cls=CompactorGroup)
 @click.version_option(package_name="streaming-compactor", prog_name="compactor")
 @click.option("-v", "--verbose", is_flag=True, help="Log at INFO level and show tracebacks.")
+@click.option(
+    "--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True,
+    help="json: one JSON object per log line (and per operator message of `run`), for log collectors.",
+)  # fmt: skip
 @click.pass_context
-def main(ctx: click.Context, verbose: bool) -> None:
+def main(ctx: click.Context, verbose: bool, log_format: str) -> None:
     """Event-driven compactor for Delta Lake segments."""
     ctx.meta["verbose"] = verbose
-    logging.basicConfig(
-        level=logging.INFO if verbose else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    ctx.meta["log_format"] = log_format
+    handler = logging.StreamHandler()
+    handler.setFormatter(
+        JsonFormatter(JSON_FIELDS, rename_fields={"levelname": "level", "name": "logger"}, timestamp=True)
+        if log_format == "json"
+        else logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
     )
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, handlers=[handler])
     # librdkafka retries what it logs; a command reports the failure that matters in one line
     LIBRDKAFKA_LOG.setLevel(logging.DEBUG if verbose else logging.CRITICAL)
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from compactor.config.rules import RULE_NAMES
 from compactor.config.tables import ProjectConfig
@@ -21,6 +23,8 @@ from compactor.kafka.settings import (
 )
 
 DEFAULT_HOME = Path(".compactor")
+OPERATOR_LOG = logging.getLogger("compactor.operator")  # `say` under --log-format json
+OPERATOR_LOG.setLevel(logging.INFO)
 
 
 def instant(_: click.Context, __: click.Parameter, value: str | None) -> datetime | None:
@@ -46,7 +50,11 @@ warehouse_option = click.option(
     help="Directory or URI (s3a://, abfss://, gs://, file://) holding one Delta table per table.",
 )
 segments_topic_option = click.option(
-    "--segments-topic", default=DEFAULT_SEGMENTS_TOPIC, show_default=True, help="Topic of completion events."
+    "--segments-topic",
+    envvar="COMPACTOR_SEGMENTS_TOPIC",
+    default=DEFAULT_SEGMENTS_TOPIC,
+    show_default=True,
+    help="Topic of completion events (env COMPACTOR_SEGMENTS_TOPIC; else the config's kafka.topics.segments).",
 )
 rule_choice = click.Choice(RULE_NAMES)
 
@@ -69,15 +77,38 @@ def kafka_settings(
     results_topic: str = DEFAULT_RESULTS_TOPIC,
     dead_letter_topic: str = DEFAULT_DEAD_LETTER_TOPIC,
 ) -> KafkaSettings:
-    """Every command's Kafka settings: the broker and topics, and the config's `kafka:` block."""
-    security = config.kafka if config is not None else None
-    return KafkaSettings(bootstrap_servers, segments_topic, results_topic, dead_letter_topic, security)
+    """Every command's Kafka settings: the broker and topics, and the config's `kafka:` block.
+    A topic named on the command line (or its environment) wins over the config's `kafka.topics`,
+    which wins over the default."""
+    block = config.kafka if config is not None else None
+    named = block.topics if block is not None else None
+
+    def topic(option: str, given: str, configured: str | None) -> str:
+        source = click.get_current_context().get_parameter_source(option)
+        explicit = source in {ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT}
+        return given if explicit or configured is None else configured
+
+    return KafkaSettings(
+        bootstrap_servers,
+        topic("segments_topic", segments_topic, named.segments if named else None),
+        topic("results_topic", results_topic, named.results if named else None),
+        topic("dead_letter_topic", dead_letter_topic, named.dead_letter if named else None),
+        block,
+    )
 
 
 def load_optional_config(path: Path | None) -> ProjectConfig | None:
     from compactor.config.loading import load_config_file
 
     return load_config_file(path) if path is not None else None
+
+
+def say(message: str) -> None:
+    """A line for the operator: plain text on stdout, or a log record under --log-format json."""
+    if click.get_current_context().meta.get("log_format") == "json":
+        OPERATOR_LOG.info("%s", message)
+    else:
+        click.echo(message)
 
 
 def chosen_tables(store: Any, tables: tuple[str, ...], warehouse: str) -> tuple[str, ...]:

@@ -57,7 +57,7 @@ def publish_request(
     producer = EventProducer(kafka)
     try:
         producer.send_all(
-            [(segments_topic, event.table, default_codec().encode_compaction_requested(event), None)]
+            [(kafka.segments_topic, event.table, default_codec().encode_compaction_requested(event), None)]
         )
     finally:
         producer.close()

@@ -8,7 +8,7 @@ This package re-exports its public names for users of the library; modules of
 the compactor import from the submodules.
 """
 
-from compactor.config.kafka import KafkaSecurity
+from compactor.config.kafka import KafkaConfig
 from compactor.config.layout import ColumnConfig, LayoutConfig, PartitioningConfig, UpsertConfig
 from compactor.config.loading import load_config, load_config_file, settings_from_json
 from compactor.config.rules import (
@@ -34,7 +34,7 @@ __all__ = [
     "AutoMergeRule",
     "BinPackRule",
     "ColumnConfig",
-    "KafkaSecurity",
+    "KafkaConfig",
     "LayoutConfig",
     "MajorRule",
     "MinorRule",

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from compactor.config.describe import problems
-from compactor.config.kafka import KafkaSecurity
+from compactor.config.kafka import KafkaConfig
 from compactor.config.layout import LayoutConfig, UpsertConfig
 from compactor.config.rules import AutoMergeRule, BinPackRule, RefreshRule, RuleConfig, RuleName
 from compactor.config.sub_partitions import SubPartitionConfig
@@ -120,12 +120,15 @@ class TableSettings(TableFields):
 
 
 class OperationsConfig(Frozen):
-    """How the job runs, not what it merges: the failure cool-down and the metrics endpoint."""
+    """How the job runs, not what it merges: the failure cool-down, the metrics endpoint, and
+    what a second controller does."""
 
     # a failed plan, or a table whose work failed, is left alone this long before it is tried again
     cool_down: Duration = timedelta(minutes=5)
     # serve /metrics, /healthz and /ready on this port (`compactor run --metrics-port` overrides)
     metrics_port: int | None = Field(default=None, ge=1, le=65535)
+    # a second `compactor run` on the same warehouse and topic waits for the lease instead of refusing
+    standby: bool = False
 
     @field_validator("cool_down")
     @classmethod
@@ -147,7 +150,7 @@ class ProjectConfig(Frozen):
 
     defaults: TableFields = TableFields()
     tables: Mapping[str, TableFields] = Field(default_factory=dict)
-    kafka: KafkaSecurity | None = None
+    kafka: KafkaConfig | None = None
     # Spark settings for the job and every Spark-using command (an object store's endpoint and
     # path style, say); applied over the project's own defaults
     spark: Mapping[str, str] = Field(default_factory=dict)

@@ -11,6 +11,7 @@ with the arguments that supply it.
 
 from __future__ import annotations
 
+import logging
 import os
 import shlex
 import tempfile
@@ -28,6 +29,9 @@ from compactor.errors import CompactorError
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 DEFAULT_MASTER = "local[*]"
+LOG_CONFIG = Path(__file__).with_name("spark-log4j2.properties")
+# Spark's warnings, when we launch the JVM (COMPACTOR_LOG_DIR moves them)
+SPARK_LOG_DIR = Path(os.environ.get("COMPACTOR_LOG_DIR") or Path.home() / ".compactor" / "logs")
 
 DEFAULTS: dict[str, str] = {
     "spark.sql.catalog.spark_catalog": DELTA_CATALOG,
@@ -120,6 +124,9 @@ def build_spark(
     user = user_conf(locations)
     conf = {**DEFAULTS, **user, **(extra_conf or {}), **(overrides or {})}
     conf["spark.master"] = master or conf.get("spark.master") or DEFAULT_MASTER
+    if conf["spark.master"].startswith("local"):  # nothing outside this host needs the driver
+        conf.setdefault("spark.driver.bindAddress", "127.0.0.1")
+        conf.setdefault("spark.driver.host", "127.0.0.1")
     # spark-submit names an app it launched for pyspark "pyspark-shell"; a name the user chose stays.
     user_name = user.get("spark.app.name")
     conf["spark.app.name"] = user_name if user_name and user_name != "pyspark-shell" else app_name
@@ -152,6 +159,9 @@ def user_conf(locations: Sequence[str | Path] = ()) -> dict[str, str]:
             "spark.jars", ",".join([*_defaults_file().get("spark.jars", "").split(","), *ours]).strip(",")
         )
         launch.set("spark.ui.showConsoleProgress", DEFAULTS["spark.ui.showConsoleProgress"])
+        java_options = _with_our_log_config(_defaults_file().get("spark.driver.extraJavaOptions", ""))
+        if java_options:
+            launch.set("spark.driver.extraJavaOptions", java_options)
         with _utc_jvm():
             SparkContext._ensure_initialized(conf=launch)
     else:
@@ -161,10 +171,26 @@ def user_conf(locations: Sequence[str | Path] = ()) -> dict[str, str]:
     return dict(source.getAll())
 
 
+def _with_our_log_config(java_options: str) -> str:
+    """The driver's Java options with our log4j2 file, unless the user configured Spark's log
+    (in those options or a log4j2.properties of their Spark conf directory)."""
+    if "log4j2.configurationFile" in java_options or (_conf_dir() / "log4j2.properties").is_file():
+        return java_options
+    console = "warn" if logging.getLogger().isEnabledFor(logging.INFO) else "error"  # -v
+    ours = (
+        f"-Dlog4j2.configurationFile={LOG_CONFIG.as_uri()} -Dcompactor.console.level={console} "
+        f"-Dcompactor.log.dir={SPARK_LOG_DIR}"
+    )
+    return f"{java_options} {ours}".strip()
+
+
+def _conf_dir() -> Path:
+    return Path(os.environ.get("SPARK_CONF_DIR") or str(jvm.pyspark_jars_dir().parent / "conf"))
+
+
 def _defaults_file() -> dict[str, str]:
     """spark-defaults.conf as spark-submit finds it (SPARK_CONF_DIR, else SPARK_HOME/conf)."""
-    conf_dir = os.environ.get("SPARK_CONF_DIR") or str(jvm.pyspark_jars_dir().parent / "conf")
-    path = Path(conf_dir) / "spark-defaults.conf"
+    path = _conf_dir() / "spark-defaults.conf"
     if not path.is_file():
         return {}
     entries = (line.strip().split(None, 1) for line in path.read_text().splitlines())

@@ -1,6 +1,6 @@
 """Kafka settings, built once and used by every command: broker, topics, security.
 
-The security block of the config (`config.kafka.KafkaSecurity`) is mapped here
+The security block of the config (`config.kafka.KafkaConfig`) is mapped here
 to the two clients' own keys: librdkafka's (confluent-kafka) and the Java
 client's inside Spark's Kafka source.
 """
@@ -11,7 +11,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from compactor.config.kafka import KafkaSecurity
+from compactor.config.kafka import KafkaConfig
 
 # librdkafka's log (retried connection errors and the like); the CLI shows it only with --verbose
 LIBRDKAFKA_LOG = logging.getLogger("compactor.librdkafka")
@@ -34,26 +34,41 @@ class KafkaSettings:
     segments_topic: str = DEFAULT_SEGMENTS_TOPIC
     results_topic: str = DEFAULT_RESULTS_TOPIC
     dead_letter_topic: str = DEFAULT_DEAD_LETTER_TOPIC
-    security: KafkaSecurity | None = None
+    security: KafkaConfig | None = None
 
     @property
     def topics(self) -> tuple[str, str, str]:
         return (self.segments_topic, self.results_topic, self.dead_letter_topic)
 
     def librdkafka(self, **overrides: Any) -> dict[str, Any]:
-        secure = librdkafka_security(self.security) if self.security else {}
+        """confluent-kafka's settings: the modelled ones, the config's `librdkafka:` map over them,
+        and the calling client's own (a group id, say) last."""
+        block = self.security
+        secure = librdkafka_security(block) if block else {}
+        passed = {k: v.get_secret_value() for k, v in block.librdkafka.items()} if block else {}
         # librdkafka's own log lines go through Python logging, not straight to stderr
-        return {"bootstrap.servers": self.bootstrap_servers, "logger": LIBRDKAFKA_LOG, **secure, **overrides}
+        return {
+            "bootstrap.servers": self.bootstrap_servers, "logger": LIBRDKAFKA_LOG, **secure, **passed, **overrides
+        }  # fmt: skip
 
     def spark_options(self) -> dict[str, str]:
-        """The same settings for Spark's Kafka source (every `kafka.*` option passes through)."""
+        """The same settings for Spark's Kafka source (every `kafka.*` option passes through),
+        and the config's `spark_source:` options."""
         options = {"kafka.bootstrap.servers": self.bootstrap_servers}
         if self.security:
             options.update({f"kafka.{k}": v for k, v in java_security(self.security).items()})
+            options.update({k: v.get_secret_value() for k, v in self.security.spark_source.items()})
         return options
 
+    @property
+    def new_topics(self) -> tuple[int, int]:
+        """Partitions and replication factor of topics the compactor creates (-1: the broker's)."""
+        topics = self.security.topics if self.security else None
+        partitions = topics.partitions if topics and topics.partitions else -1
+        return partitions, topics.replication_factor if topics and topics.replication_factor else -1
 
-def librdkafka_security(security: KafkaSecurity) -> dict[str, str]:
+
+def librdkafka_security(security: KafkaConfig) -> dict[str, str]:
     """confluent-kafka (librdkafka) settings."""
     config: dict[str, str] = {"security.protocol": security.security_protocol}
     if security.sasl_mechanism and security.sasl_username and security.sasl_password:
@@ -67,7 +82,7 @@ def librdkafka_security(security: KafkaSecurity) -> dict[str, str]:
     return config
 
 
-def java_security(security: KafkaSecurity) -> dict[str, str]:
+def java_security(security: KafkaConfig) -> dict[str, str]:
     """The same settings for the Java client inside Spark's Kafka source (without `kafka.`)."""
     config: dict[str, str] = {"security.protocol": security.security_protocol}
     if security.sasl_mechanism and security.sasl_username and security.sasl_password:

@@ -25,14 +25,18 @@ def require_broker(settings: KafkaSettings, timeout: float = 10.0) -> None:
 
 
 def ensure_topics(
-    settings: KafkaSettings, topics: Iterable[str], partitions: int = 1, timeout: float = 30
+    settings: KafkaSettings, topics: Iterable[str], partitions: int | None = None, timeout: float = 30
 ) -> None:
-    """Create the topics that do not exist yet (idempotent)."""
+    """Create the topics that do not exist yet (idempotent): with `partitions` if given, else the
+    config's `kafka.topics` settings, else the broker's defaults."""
     require_broker(settings)
     admin = AdminClient(settings.librdkafka())
     existing = set(admin.list_topics(timeout=timeout).topics)
+    configured, replicas = settings.new_topics
     missing = [
-        NewTopic(t, num_partitions=partitions, replication_factor=1) for t in topics if t not in existing
+        NewTopic(t, num_partitions=partitions or configured, replication_factor=replicas)
+        for t in topics
+        if t not in existing
     ]
     if not missing:
         return

@@ -52,7 +52,9 @@ def wait_for(check: Callable[[], bool], job: Any, what: str) -> None:
     wait_while_running(check, job, job.log, what)
 
 
-def start_job(config: Path, warehouse: Path, checkpoint: Path, bootstrap: str, kafka: Any, port: int) -> Any:
+def start_job(
+    config: Path, warehouse: Path, checkpoint: Path, bootstrap: str, kafka: Any, port: int, *extra: str
+) -> Any:
     """The job, its output in a file (a pipe nobody reads would fill and block it)."""
     log = checkpoint.parent / f"job-{time.monotonic_ns()}.log"
     with open(log, "w") as out:
@@ -62,7 +64,7 @@ def start_job(config: Path, warehouse: Path, checkpoint: Path, bootstrap: str, k
                 "--checkpoint", str(checkpoint), "--bootstrap-servers", bootstrap,
                 "--segments-topic", kafka.segments_topic, "--results-topic", kafka.results_topic,
                 "--dead-letter-topic", kafka.dead_letter_topic,
-                "--metrics-port", str(port), "--metrics-host", "127.0.0.1",
+                "--metrics-port", str(port), "--metrics-host", "127.0.0.1", *extra,
             ],
             stdout=out, stderr=subprocess.STDOUT, text=True,
         )  # fmt: skip
@@ -91,7 +93,7 @@ def switch(kafka: Any, bootstrap: str, verb: str) -> None:
     assert result.exit_code == 0, result.output
 
 
-def test_metrics_and_the_merging_switch_on_the_real_job_across_a_restart(
+def test_metrics_the_merging_switch_and_one_controller_on_the_real_job_across_a_take_over(
     spark: Any, kafka_bootstrap: str, unique: Callable[[str], str], tmp_path: Path
 ) -> None:
     kafka = make_kafka(kafka_bootstrap, unique)
@@ -117,15 +119,21 @@ def test_metrics_and_the_merging_switch_on_the_real_job_across_a_restart(
         assert after[enabled] == 0 and merged not in after, "a full week, and no merge: merging is off"
         assert after[("compactor_actual_segments", (("table", TABLE),))] == 7
         assert after[("compactor_merge_candidates", (("table", TABLE),))] == 0, "nothing planned while off"
+        second = start_job(config, warehouse, checkpoint, kafka_bootstrap, kafka, port)
+        assert second.wait(timeout=60) == 4, "one controller per warehouse and topic"
+        assert second.log.read_text().startswith("error: compactor-run@"), second.log.read_text()
+        assert "already runs for warehouse" in second.log.read_text()
+        standby = start_job(config, warehouse, checkpoint, kafka_bootstrap, kafka, port, "--standby")
+        wait_for(lambda: "standby: compactor-run@" in standby.log.read_text(), standby, "the standby")
         output = stop(job)  # as an orchestrator stops it
         assert job.returncode == 0, output[-3000:]
         assert "Traceback" not in output and "compactor stopped" in output, output[-3000:]
     finally:
         stop(job)
 
-    job = start_job(config, warehouse, checkpoint, kafka_bootstrap, kafka, port)
+    job = standby  # takes over at once: the stopped job left the lease's group
     try:
-        wait_for(lambda: status(port, "/ready") == 200, job, "readiness after the restart")
+        wait_for(lambda: status(port, "/ready") == 200, job, "readiness after the take-over")
         assert scrape(port)[enabled] == 0, "still off after a restart"
         switch(kafka, kafka_bootstrap, "enable")
         EventProducer(kafka).send_all([(kafka.segments_topic, TABLE, b"\x00not an event", None)])

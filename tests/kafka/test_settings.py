@@ -85,3 +85,46 @@ def test_incomplete_or_missing_secrets_are_refused(monkeypatch: pytest.MonkeyPat
             }
         )
     assert "environment variable NOPE_NOT_SET is not set" in str(err.value)
+
+
+def test_pass_through_settings_reach_each_client_masked_and_after_the_modelled_ones(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("COMPACTOR_TEST_OAUTH_SECRET", SECRET)
+    config = load_config(
+        {
+            "kafka": {
+                "security_protocol": "SSL",
+                "librdkafka": {
+                    "client.id": "compactor-eu", "security.protocol": "SASL_SSL", "sasl.mechanisms": "OAUTHBEARER",
+                    "sasl.oauthbearer.client.secret": "env:COMPACTOR_TEST_OAUTH_SECRET",
+                    "socket.keepalive.enable": True, "message.timeout.ms": 30000,
+                },
+                "spark_source": {"maxOffsetsPerTrigger": 5000, "kafka.client.id": "compactor-eu-spark"},
+            }
+        }
+    )  # fmt: skip
+    kafka = KafkaSettings("broker:9093", security=config.kafka)
+    client = kafka.librdkafka(**{"group.id": "g"})
+    assert {k: client[k] for k in ("client.id", "security.protocol", "socket.keepalive.enable", "group.id")} == {
+        "client.id": "compactor-eu", "security.protocol": "SASL_SSL", "socket.keepalive.enable": "true",
+        "group.id": "g",
+    }  # fmt: skip
+    assert (client["sasl.oauthbearer.client.secret"], client["message.timeout.ms"]) == (SECRET, "30000")
+    # librdkafka takes every key (the SASL ones would need a token endpoint)
+    Producer({k: v for k, v in client.items() if not k.startswith("sasl")} | {"security.protocol": "SSL"})
+    spark = kafka.spark_options()
+    assert (spark["maxOffsetsPerTrigger"], spark["kafka.client.id"]) == ("5000", "compactor-eu-spark")
+    assert SECRET not in repr(config.kafka) and SECRET not in config.kafka.model_dump_json()  # type: ignore[union-attr]
+
+
+def test_options_the_job_owns_and_bad_topic_settings_are_refused() -> None:
+    with pytest.raises(ConfigError, match=r"kafka\.spark_source.*\['subscribe'\] are set by the compactor"):
+        load_config({"kafka": {"spark_source": {"subscribe": "other"}}})
+    with pytest.raises(ConfigError, match=r"kafka\.topics\.segments"):
+        load_config({"kafka": {"topics": {"segments": "no spaces allowed"}}})
+    with pytest.raises(ConfigError, match=r"kafka\.topics\.replication_factor"):
+        load_config({"kafka": {"topics": {"replication_factor": 0}}})
+    topics = load_config({"kafka": {"topics": {"partitions": 6}}}).kafka
+    assert KafkaSettings("b:1", security=topics).new_topics == (6, -1), "replication: the broker's default"
+    assert KafkaSettings("b:1").new_topics == (-1, -1)

@@ -1,0 +1,66 @@
+"""One line a minute for the operator: what the job did since the last line, and where it stands."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import replace
+
+from compactor.stream.state import StreamState
+from compactor.stream.stats import HandlerStats
+
+log = logging.getLogger(__name__)
+
+INTERVAL_S = 60.0
+
+
+def summary_line(
+    before: HandlerStats, after: HandlerStats, seconds: float, segments: int, tables: int, lag: int
+) -> str:
+    """`before` and `after` are the counters at both ends of the interval."""
+    return (
+        f"last {seconds:.0f}s: {after.events - before.events} events, {after.merges - before.merges} merges, "
+        f"{after.failed_merges - before.failed_merges} failed, {after.conflicts - before.conflicts} conflicts lost, "
+        f"{after.dead_letters - before.dead_letters} dead letters; "
+        f"tracking {segments} segments in {tables} tables, {lag} events behind the topic"
+    )
+
+
+class Summary:
+    """Logs `summary_line` every `interval` seconds from a daemon thread."""
+
+    def __init__(
+        self,
+        state: StreamState,
+        interval: float = INTERVAL_S,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.state = state
+        self.interval = interval
+        self.monotonic = monotonic
+        self._before = replace(state.stats)
+        self._since = monotonic()
+
+    def line(self) -> str:
+        state, now = self.state, self.monotonic()
+        tables = state.catalog.table_names
+        segments = sum(len(state.catalog.segments(t)) for t in tables)
+        (lag,) = next(iter(state.metrics.consumer_lag.collect())).samples
+        text = summary_line(
+            self._before, state.stats, now - self._since, segments, len(tables), int(lag.value)
+        )
+        self._before, self._since = replace(state.stats), now
+        return text
+
+    def start(self) -> threading.Event:
+        """Set the returned event to stop the thread."""
+        stop = threading.Event()
+
+        def loop() -> None:
+            while not stop.wait(self.interval):
+                log.info("%s", self.line())
+
+        threading.Thread(target=loop, name="summary", daemon=True).start()
+        return stop

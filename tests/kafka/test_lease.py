@@ -1,0 +1,109 @@
+"""The controller lease on a real broker: one holder, a refused or waiting second, a dead holder's
+lease passing on after its session."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from compactor.errors import LeaseHeld
+from compactor.kafka.lease import SESSION_TIMEOUT_MS, ControllerLease, lease_group
+from compactor.kafka.settings import KafkaSettings
+
+pytestmark = pytest.mark.integration
+
+HOLD = """
+import sys, time
+from compactor.kafka.lease import ControllerLease
+from compactor.kafka.settings import KafkaSettings
+lease = ControllerLease(KafkaSettings(sys.argv[1], segments_topic=sys.argv[2]), sys.argv[3])
+lease.acquire(standby=False)
+print("holding", lease.identity, flush=True)
+time.sleep(600)
+"""
+
+
+def standby_in_thread(lease: ControllerLease) -> tuple[threading.Thread, list[str]]:
+    said: list[str] = []
+    thread = threading.Thread(target=lease.acquire, args=(True, said.append), daemon=True)
+    thread.start()
+    return thread, said
+
+
+def test_one_holder_a_refused_second_and_a_standby_that_takes_over_on_close(
+    kafka_bootstrap: str, unique: Callable[[str], str], tmp_path: Path
+) -> None:
+    kafka = KafkaSettings(kafka_bootstrap, segments_topic=unique("segments"))
+    first = ControllerLease(kafka, str(tmp_path / "wh"))
+    first.acquire(standby=False)
+    assert first.held.is_set()
+    try:
+        refused = ControllerLease(kafka, str(tmp_path / "wh"))
+        started = time.monotonic()
+        with pytest.raises(LeaseHeld, match=rf"{first.identity} \(127\.0\.0\.1\) already runs for warehouse"):
+            refused.acquire(standby=False)
+        assert time.monotonic() - started < 15, "refused in seconds"
+
+        other = ControllerLease(kafka, str(tmp_path / "other-wh"))  # another warehouse: its own lease
+        other.acquire(standby=False)
+        other.close()
+
+        second = ControllerLease(kafka, str(tmp_path / "wh"))
+        thread, said = standby_in_thread(second)
+        deadline = time.monotonic() + 30
+        while not said and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert said == [f"standby: {first.identity} (127.0.0.1) holds the lease for {tmp_path / 'wh'}; "
+                        "waiting for it to stop"]  # fmt: skip
+        assert not second.held.is_set()
+    finally:
+        first.close()
+    thread.join(timeout=30)
+    assert second.held.is_set() and not first.lost.is_set(), "a clean stop hands the lease on"
+    second.close()
+
+
+def test_a_killed_holders_lease_passes_to_the_standby_after_its_session(
+    kafka_bootstrap: str, unique: Callable[[str], str], tmp_path: Path
+) -> None:
+    kafka = KafkaSettings(kafka_bootstrap, segments_topic=unique("segments"))
+    warehouse = str(tmp_path / "wh")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, kafka_bootstrap, kafka.segments_topic, warehouse],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().startswith("holding compactor-run@")
+        standby = ControllerLease(kafka, warehouse)
+        thread, said = standby_in_thread(standby)
+        time.sleep(3)
+        assert not standby.held.is_set()
+        holder.kill()  # SIGKILL: no goodbye to the group
+        killed = time.monotonic()
+        thread.join(timeout=60)
+        assert standby.held.is_set(), said
+        waited = time.monotonic() - killed
+        assert waited < SESSION_TIMEOUT_MS / 1000 + 20, f"took over {waited:.0f}s after the kill"
+        assert said and said[0].startswith("standby: compactor-run@"), said
+        standby.close()
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_the_group_is_named_by_the_warehouse_as_a_uri_and_the_topic(tmp_path: Path) -> None:
+    kafka = KafkaSettings("127.0.0.1:1", segments_topic="s")
+    relative = Path("wh")
+    assert lease_group(kafka, str(relative)) == lease_group(kafka, str(relative.resolve()))
+    assert lease_group(kafka, "s3a://b/wh/") == lease_group(kafka, "s3a://b/wh")
+    assert lease_group(kafka, "s3a://b/wh") != lease_group(kafka, "s3a://b/other")
+    assert lease_group(kafka, "s3a://b/wh") != lease_group(
+        KafkaSettings("x:1", segments_topic="t"), "s3a://b/wh"
+    )
+    assert lease_group(kafka, "s3a://b/wh").startswith("compactor-controller-")
