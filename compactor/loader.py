@@ -16,7 +16,7 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from compactor.codec.events import Codec, default_codec
+from compactor.codec.events import Codec, codec_for
 from compactor.config.sub_partitions import SubPartitionConfig
 from compactor.config.tables import TableSettings
 from compactor.delta.predicates import sub_partition_literal
@@ -67,7 +67,7 @@ def load_segment(
         indexes=frozenset(indexes),
     )
     committed = write_segment(spark, warehouse, segment, rows)
-    _Sink(spark, warehouse, kafka, producer, codec or default_codec()).publish(
+    _Sink(spark, warehouse, kafka, producer, codec or codec_for(kafka)).publish(
         SegmentCompleted(committed, now_utc())
     )
     return committed
@@ -162,7 +162,7 @@ def load_sub_partition(
         segment = replace(existing, sub_partitions=existing.sub_partitions | {value}, sub_partition_states=())
         action = SegmentAction.ADD_SUB_PARTITION
     busy = SegmentState.LOADING if action is SegmentAction.ADD_SUB_PARTITION else None
-    sink = _Sink(spark, warehouse, kafka, producer, codec or default_codec())
+    sink = _Sink(spark, warehouse, kafka, producer, codec or codec_for(kafka))
     return _write_slice(sink, segment, rows, config, value, action, busy)
 
 
@@ -188,7 +188,7 @@ def refresh_sub_partition(
         raise CompactorError(
             f"segment {segment_id} has not built {config.column} = {value!r}; load it instead"
         )
-    sink = _Sink(spark, warehouse, kafka, producer, codec or default_codec())
+    sink = _Sink(spark, warehouse, kafka, producer, codec or codec_for(kafka))
     return _write_slice(
         sink, segment, rows, config, value, SegmentAction.REFRESH_SUB_PARTITION, SegmentState.REFRESHING
     )

@@ -38,7 +38,7 @@ def config_apply(
     config_path: Path, tables: tuple[str, ...], bootstrap_servers: str, segments_topic: str
 ) -> None:
     """Publish each table's config (a ConfigApplied event); the job adopts newer versions."""
-    from compactor.codec.events import default_codec
+    from compactor.codec.events import codec_for
     from compactor.config.loading import load_config_file
     from compactor.config.publishing import config_events
     from compactor.domain.clock import now_utc
@@ -47,8 +47,8 @@ def config_apply(
 
     project = load_config_file(config_path)
     events = config_events(project, tables or tuple(project.tables), now_utc())
-    codec = default_codec()
     kafka = kafka_settings(bootstrap_servers, project, segments_topic)
+    codec = codec_for(kafka)
     require_broker(kafka)
     producer = EventProducer(kafka)
     try:

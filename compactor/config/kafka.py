@@ -69,6 +69,10 @@ class KafkaConfig(Frozen):
     librdkafka: Mapping[str, Setting] = Field(default_factory=dict)
     # options of Spark's Kafka source (`kafka.`-prefixed consumer settings, maxOffsetsPerTrigger, ...)
     spark_source: Mapping[str, Setting] = Field(default_factory=dict)
+    # how events are framed: Avro single-object encoding, or the Confluent wire format with ids
+    # from `schema_registry` (confluent-kafka's client settings: url, basic.auth.user.info, ...)
+    encoding: Literal["single_object", "confluent"] = "single_object"
+    schema_registry: Mapping[str, Setting] = Field(default_factory=dict)
 
     @field_validator("spark_source")
     @classmethod
@@ -85,5 +89,9 @@ class KafkaConfig(Frozen):
         ):
             raise ValueError(
                 f"{self.security_protocol} needs sasl_mechanism, sasl_username and sasl_password"
+            )
+        if self.encoding == "confluent" and "url" not in self.schema_registry:
+            raise ValueError(
+                "encoding confluent needs schema_registry.url (the registry that issues schema ids)"
             )
         return self

@@ -14,13 +14,16 @@ from __future__ import annotations
 import logging
 import os
 import shlex
+import subprocess
 import tempfile
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from pyspark import SparkConf, SparkContext
+from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
 from compactor import jvm
@@ -29,6 +32,7 @@ from compactor.errors import CompactorError
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 DEFAULT_MASTER = "local[*]"
+JVM_LAUNCH_NOTES = (b"WARNING: Using incubator modules",)
 LOG_CONFIG = Path(__file__).with_name("spark-log4j2.properties")
 # Spark's warnings, when we launch the JVM (COMPACTOR_LOG_DIR moves them)
 SPARK_LOG_DIR = Path(os.environ.get("COMPACTOR_LOG_DIR") or Path.home() / ".compactor" / "logs")
@@ -163,12 +167,26 @@ def user_conf(locations: Sequence[str | Path] = ()) -> dict[str, str]:
         if java_options:
             launch.set("spark.driver.extraJavaOptions", java_options)
         with _utc_jvm():
-            SparkContext._ensure_initialized(conf=launch)
+            SparkContext._ensure_initialized(gateway=_launch_quietly(launch), conf=launch)
     else:
         SparkContext._ensure_initialized()
     active = SparkContext._active_spark_context
     source = active.getConf() if active is not None else SparkConf()
     return dict(source.getAll())
+
+
+def _launch_quietly(conf: SparkConf) -> Any:
+    """Launch the JVM with its stderr relayed to ours, less the launch notes nobody can act on
+    (Spark's launcher always adds an incubator module, and the JVM says so on every start)."""
+    gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})  # type: ignore[no-untyped-call]
+    threading.Thread(target=_relay, args=(gateway.proc.stderr,), name="jvm-stderr", daemon=True).start()
+    return gateway
+
+
+def _relay(stream: IO[bytes]) -> None:
+    for line in iter(stream.readline, b""):
+        if not line.startswith(JVM_LAUNCH_NOTES):
+            os.write(2, line)  # the descriptor the JVM would have written to
 
 
 def _with_our_log_config(java_options: str) -> str:

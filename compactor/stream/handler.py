@@ -29,7 +29,7 @@ from compactor.observe.metrics import JobMetrics
 from compactor.stream.admission import Admission, KnownTables
 from compactor.stream.announcer import Announcer, Publisher
 from compactor.stream.planning import CoolDown, TablePlanner
-from compactor.stream.recovery import catch_up, recover
+from compactor.stream.recovery import Unannounced, catch_up, recover
 from compactor.stream.runner import RetryPolicy, Runner
 from compactor.stream.state import StreamState
 from compactor.stream.stats import HandlerStats
@@ -87,8 +87,11 @@ class BatchHandler:
     def save(self, tables: set[str]) -> None:
         """Fold the touched tables' newest commits into the catalog, then make it durable."""
         for table in sorted(tables | self._rewritten):
-            catch_up(self.state.store, self.state.catalog, table, check=table in self._rewritten)
+            catch_up(
+                self.state.store, self.state.catalog, table, self.state.unannounced, table in self._rewritten
+            )
         self._rewritten.clear()
+        self.state.unannounced.report(self.state.catalog)
         self.catalog_store.save(self.state.catalog.take_changes())
 
     def work(self, trigger: Trigger) -> None:
@@ -106,7 +109,7 @@ class BatchHandler:
         if plan.table_wide and outcome.result.status is MergeStatus.SUCCEEDED:
             self._rewritten.add(plan.table)
         if outcome.stale and may_replan:  # a concurrent writer changed the inputs: plan again, once
-            catch_up(self.state.store, self.state.catalog, plan.table, check=True)
+            catch_up(self.state.store, self.state.catalog, plan.table, self.state.unannounced, check=True)
             for again in self.planner.plans(Trigger(plan.table, "replan")):
                 self._run(again, may_replan=False)
 
@@ -173,9 +176,10 @@ def assemble(
 ) -> BatchHandler:
     """Wire a handler and recover: the catalog read from its store and caught up with the
     tables, published configs adopted, and merges a crash left unannounced announced."""
-    catalog, new_tables = recover(store, catalog_store)
+    unannounced = Unannounced(clock)
+    catalog, new_tables = recover(store, catalog_store, unannounced)
     configs = TableConfigs(config, store, catalog)
-    state = StreamState(store, catalog, configs, clock, HandlerStats(), metrics or JobMetrics())
+    state = StreamState(store, catalog, configs, clock, HandlerStats(), unannounced, metrics or JobMetrics())
     state.configs.load_recorded(catalog, new_tables)
     state.metrics.watch(
         lambda: [(t, catalog.segments(t), catalog.merging_enabled(t)) for t in catalog.table_names], clock

@@ -13,7 +13,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
-from compactor.codec.events import Codec, default_codec
+from compactor.codec.events import Codec, codec_for
 from compactor.config.tables import ProjectConfig
 from compactor.delta.catalog_table import DeltaCatalogStore
 from compactor.delta.spark_store import SparkTableStore
@@ -45,7 +45,7 @@ def build_handler(
         config,
         kafka,
         producer or EventProducer(kafka),
-        codec or default_codec(),
+        codec or codec_for(kafka),
         clock,
         metrics=metrics,
     )

@@ -11,6 +11,8 @@ without compactor metadata are reported (never merged: nothing says what they co
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from datetime import datetime, timedelta
 
 from compactor.catalog.changes import CommitRecord, SegmentsGone
 from compactor.catalog.fold import SegmentCatalog
@@ -20,27 +22,32 @@ from compactor.errors import LogGap
 
 log = logging.getLogger(__name__)
 
+UNANNOUNCED_GRACE = timedelta(minutes=10)
 UNKNOWN_ROWS_ACTION = (
     "announce it with a SegmentCompleted event (the producer contract), or delete its rows; "
     "until then it is never merged"
 )
 
 
-def recover(store: TableStore, catalog_store: CatalogStore) -> tuple[SegmentCatalog, list[str]]:
+def recover(
+    store: TableStore, catalog_store: CatalogStore, unannounced: Unannounced
+) -> tuple[SegmentCatalog, list[str]]:
     """The catalog as stored, caught up with every table's commits since, and reconciled; with
     the tables that were new to it."""
     catalog = SegmentCatalog.from_store(catalog_store.load())
     tables = store.tables()
     new = [t for t in tables if catalog.version(t) is None]
     for table in tables:
-        catch_up(store, catalog, table)
+        catch_up(store, catalog, table, unannounced)
     for table in set(catalog.table_names) - set(tables):
         log.warning("table %s: no longer in the warehouse; its segments leave the catalog", table)
         catalog.apply(SegmentsGone(table, frozenset(s.id for s in catalog.segments(table))))
     return catalog, new
 
 
-def catch_up(store: TableStore, catalog: SegmentCatalog, table: str, check: bool = False) -> None:
+def catch_up(
+    store: TableStore, catalog: SegmentCatalog, table: str, unannounced: Unannounced, check: bool = False
+) -> None:
     """Fold the table's commits since the catalog's mark, so that the mark says exactly how far
     the catalog reaches; check it against the table when others wrote to it, when the log no
     longer reaches back to the mark, when the table is new to the catalog, or when asked."""
@@ -64,7 +71,7 @@ def catch_up(store: TableStore, catalog: SegmentCatalog, table: str, check: bool
                 log.info("table %s: versions %s were written by others; checking", table, changes.foreign)
                 check = True
     if check:
-        reconcile(store, catalog, table)
+        reconcile(store, catalog, table, unannounced)
 
 
 def _fold(catalog: SegmentCatalog, records: list[CommitRecord]) -> None:
@@ -85,13 +92,10 @@ def _told_already(catalog: SegmentCatalog, record: CommitRecord) -> bool:
     )
 
 
-def reconcile(store: TableStore, catalog: SegmentCatalog, table: str) -> None:
-    """Drop what the table no longer holds; report rows the compactor has no record of."""
+def reconcile(store: TableStore, catalog: SegmentCatalog, table: str, unannounced: Unannounced) -> None:
+    """Drop what the table no longer holds; note rows the compactor has no record of yet."""
     unknown, gone = catalog.reconcile(table, store.row_counts(table))
-    for sid in sorted(unknown):
-        log.warning(
-            "table %s: segment %s is in Delta without compactor metadata: %s", table, sid, UNKNOWN_ROWS_ACTION
-        )
+    unannounced.saw(table, unknown)
     if gone:
         log.warning(
             "table %s: dropped %d catalog segment(s) Delta no longer holds: %s",
@@ -99,3 +103,43 @@ def reconcile(store: TableStore, catalog: SegmentCatalog, table: str) -> None:
             len(gone),
             sorted(gone),
         )
+
+
+class Unannounced:
+    """Rows in Delta that no SegmentCompleted event has described. A producer writes Delta first
+    and announces after, so its event may simply not have arrived (mid-batch, or still in the
+    topic at start-up): a segment is reported as a problem only when its event is still missing
+    `grace` after it was first seen."""
+
+    def __init__(self, clock: Callable[[], datetime], grace: timedelta = UNANNOUNCED_GRACE) -> None:
+        self.clock = clock
+        self.grace = grace
+        self._first_seen: dict[tuple[str, str], datetime] = {}
+        self._reported: set[tuple[str, str]] = set()
+
+    def saw(self, table: str, segment_ids: set[str]) -> None:
+        """The ids a check of `table` found without a record (the others of the table are fine now)."""
+        now = self.clock()
+        for key in [k for k in self._first_seen if k[0] == table and k[1] not in segment_ids]:
+            del self._first_seen[key]
+        for sid in sorted(segment_ids):
+            if (table, sid) not in self._first_seen:
+                self._first_seen[(table, sid)] = now
+                log.info("table %s: segment %s is in Delta but not announced yet", table, sid)
+
+    def report(self, catalog: SegmentCatalog) -> list[tuple[str, str]]:
+        """Warn (once) about each segment whose event is still missing after the grace."""
+        now, due = self.clock(), []
+        for (table, sid), first in sorted(self._first_seen.items()):
+            if catalog.knows(table, sid):  # its event came (it may be merged away already)
+                del self._first_seen[(table, sid)]
+            elif now - first >= self.grace and (table, sid) not in self._reported:
+                self._reported.add((table, sid))
+                due.append((table, sid))
+                log.warning(
+                    "table %s: segment %s is in Delta without compactor metadata: %s",
+                    table,
+                    sid,
+                    UNKNOWN_ROWS_ACTION,
+                )
+        return due

@@ -9,6 +9,7 @@ from datetime import datetime
 from compactor.catalog.fold import SegmentCatalog
 from compactor.delta.store import TableStore
 from compactor.observe.metrics import JobMetrics
+from compactor.stream.recovery import Unannounced
 from compactor.stream.stats import HandlerStats
 from compactor.stream.table_configs import TableConfigs
 
@@ -22,6 +23,7 @@ class StreamState:
     configs: TableConfigs
     clock: Callable[[], datetime]
     stats: HandlerStats
+    unannounced: Unannounced
     metrics: JobMetrics = field(default_factory=JobMetrics)
 
     def load_order(self, table: str) -> dict[str, datetime]:

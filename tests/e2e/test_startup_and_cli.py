@@ -56,8 +56,11 @@ def test_startup_reconciles_the_catalog_with_delta(
         "delta"
     ).mode("append").save(path)  # rows written without the compactor's metadata
     config = load_config({"defaults": {"rules": [{"rule": "auto_merge", "levels": ["week"]}]}})
-    with caplog.at_level(logging.WARNING, logger="compactor"):
+    with caplog.at_level(logging.INFO, logger="compactor"):
         handler = build_handler(spark, config, warehouse, kafka, producer=producer, codec=default_codec())
+        assert "segment stray is in Delta but not announced yet" in caplog.text
+        handler.state.unannounced.grace = timedelta(0)  # its event is still missing after the grace
+        assert handler.state.unannounced.report(handler.state.catalog) == [("rec", "stray")]
     assert [s.id for s in handler.state.catalog.segments("rec")] == ["k0"], (
         "the segment Delta no longer holds is dropped"
     )

@@ -52,6 +52,14 @@ class InMemoryTableStore:
         self._record(segment.table, (segment,), (), None, "load")
         return segment
 
+    def write_unrecorded(self, segment: Segment) -> None:
+        """A producer's own append: the segment's rows, and no compactor metadata in the commit."""
+        self.create(segment.table)
+        self.rows[segment.table][segment.id] = segment.records
+        self.commits[segment.table].append(
+            CommitRecord(segment.table, self.latest_version(segment.table) + 1, (), (), op="foreign")
+        )
+
     def drop(self, table: str, segment_id: str) -> None:
         """Someone else removed a segment's rows (a concurrent writer)."""
         if self.rows[table].pop(segment_id, None) is not None:

@@ -3,11 +3,13 @@ caught up with what the tables recorded since, and checked against them when it 
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 
 import pytest
 
 from compactor.domain.events import MergeStatus, SegmentCompleted
+from compactor.stream.recovery import UNANNOUNCED_GRACE, UNKNOWN_ROWS_ACTION
 from tests.stream.conftest import DAY, Harness
 
 MINOR = {"defaults": {"rules": [{"rule": "minor", "level_thresholds": [2, 0]}]}}
@@ -90,3 +92,24 @@ def test_a_table_dropped_while_the_job_was_down_leaves_the_catalog(harness: Harn
     restarted = harness.handler(MINOR)
     assert restarted.state.catalog.segments("t") == []
     assert harness.catalog_store.live["t"] == {}, "and the store forgets them too"
+
+
+def test_rows_without_an_event_are_reported_only_when_the_event_is_still_missing_after_the_grace(
+    harness: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    harness.store.create("t")
+    harness.handler(MINOR).process(harness.loaded(harness.day(0)))
+    harness.store.write_unrecorded(harness.day(3, sid="stray"))  # by a producer that never announces it
+    harness.store.write_unrecorded(harness.day(4, sid="late"))  # its event on its way
+    with caplog.at_level(logging.INFO, logger="compactor"):
+        restarted = harness.handler(MINOR)
+        assert "segment late is in Delta but not announced yet" in caplog.text
+        assert "without compactor metadata" not in caplog.text, "a producer announces after it writes"
+        restarted.process(harness.loaded(harness.day(4, sid="late")))
+        harness.clock.now += UNANNOUNCED_GRACE
+        restarted.process(harness.loaded(harness.day(5)))
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warned == [f"table t: segment stray is in Delta without compactor metadata: {UNKNOWN_ROWS_ACTION}"]
+    caplog.clear()
+    restarted.process(harness.loaded(harness.day(6)))
+    assert "stray" not in caplog.text, "reported once"

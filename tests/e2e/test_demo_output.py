@@ -1,0 +1,34 @@
+"""`compactor demo` as a newcomer runs it: only its own lines, no JVM, Spark or librdkafka noise."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.jobs import COMPACTOR
+
+pytestmark = pytest.mark.integration
+
+
+def test_the_demo_prints_its_story_and_nothing_else(kafka_bootstrap: str, tmp_path: Path) -> None:
+    env = {
+        **os.environ,
+        "KAFKA_BOOTSTRAP_SERVERS": kafka_bootstrap,
+        "COMPACTOR_LOG_DIR": str(tmp_path / "logs"),
+    }
+    result = subprocess.run(
+        [COMPACTOR, "demo", "--workdir", str(tmp_path / "demo"), "--days", "7", "--rows", "20"],
+        capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stderr == "", "no JVM, Spark or librdkafka line on the console"
+    lines = result.stdout.splitlines()
+    assert lines[:2] == [f"Kafka at {kafka_bootstrap}", "starting Spark with Delta Lake ..."]
+    assert sum(line.startswith("loaded d2024") for line in lines) == 7
+    assert sum("MERGED by auto_merge (week)" in line for line in lines) == 1
+    assert lines[-1] == "row count unchanged: every merge replaced its inputs atomically"
+    assert not [line for line in lines if "WARN" in line or line.startswith("%")]
+    assert (tmp_path / "logs" / "spark.log").is_file(), "Spark's warnings are kept in a file"
