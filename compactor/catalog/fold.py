@@ -21,6 +21,7 @@ from compactor.catalog.changes import (
     SegmentUpdated,
     TableReloaded,
 )
+from compactor.catalog.failures import Failure, noted
 from compactor.catalog.retired import RetiredFilter, RetiredSegment
 from compactor.catalog.store import CatalogChanges, StoredCatalog, TableMark
 from compactor.domain.plans import MergePlan
@@ -58,6 +59,7 @@ class SegmentCatalog:
     _announced: dict[str, int] = field(default_factory=dict)
     _configs: dict[str, str] = field(default_factory=dict)  # published table configs (JSON)
     _merging_off: set[str] = field(default_factory=set)  # tables an operator disabled
+    _failures: dict[str, tuple[Failure, ...]] = field(default_factory=dict)
     _history: dict[str, list[ExecutedPlan]] = field(default_factory=dict)  # filled from commits
     _journal: CatalogChanges = field(default_factory=CatalogChanges)
 
@@ -264,6 +266,14 @@ class SegmentCatalog:
         self._journal.marks[table] = self._mark(table)
         return True
 
+    def failures(self, table: str) -> tuple[Failure, ...]:
+        return self._failures.get(table, ())
+
+    def note_failure(self, table: str, failure: Failure) -> None:
+        """Keep a failed plan (or table) with the table's mark, newest first."""
+        self._failures[table] = noted(self.failures(table), failure)
+        self._journal.marks[table] = self._mark(table)
+
     def mark_announced(self, table: str, version: int) -> None:
         if version > self._announced.get(table, -2):
             self._announced[table] = version
@@ -276,6 +286,7 @@ class SegmentCatalog:
             self._filter(table),
             self._configs.get(table),
             self.merging_enabled(table),
+            self.failures(table),
         )
 
     def take_changes(self) -> CatalogChanges:
@@ -302,6 +313,8 @@ class SegmentCatalog:
                 catalog._configs[table] = mark.config
             if not mark.merging:
                 catalog._merging_off.add(table)
+            if mark.failures:
+                catalog._failures[table] = mark.failures
         return catalog
 
     # -- Delta as the truth -----------------------------------------------------

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from compactor.catalog.failures import Failure
 from compactor.catalog.retired import RetiredFilter, RetiredSegment
 from compactor.domain.segments import Segment
 
@@ -28,6 +29,7 @@ class TableMark:
     retired: RetiredFilter = field(default_factory=RetiredFilter)
     config: str | None = None  # the table config last published for it (JSON), if any
     merging: bool = True  # False after `compactor table disable`: no new plan starts
+    failures: tuple[Failure, ...] = ()  # the newest failed plans, with their cool-downs
 
 
 @dataclass

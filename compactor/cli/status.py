@@ -41,9 +41,8 @@ def status(tables: tuple[str, ...], config_path: Path, warehouse: str, as_json: 
         segments = table_segments(spark, warehouse, stored, table)
         mark = stored.marks.get(table)
         ready = evaluate(table, segments, project.for_table(table), now_utc(), explain=False).plans
-        found.append(
-            table_status(table, mark.merging if mark else True, segments, ready, store.history(table))
-        )
+        merging, failures = (mark.merging, mark.failures) if mark else (True, ())
+        found.append(table_status(table, merging, segments, ready, store.history(table), failures, now_utc()))
     if as_json:
         click.echo(json.dumps([s.to_json() for s in found], indent=2))
     else:

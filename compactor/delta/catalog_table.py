@@ -31,6 +31,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from compactor.catalog.failures import Failure
 from compactor.catalog.retired import RetiredFilter, RetiredSegment
 from compactor.catalog.store import CatalogChanges, StoredCatalog, TableMark
 from compactor.delta.paths import state_uri
@@ -95,6 +96,7 @@ class DeltaCatalogStore:
                     RetiredFilter.from_bytes(row.retired_filter),
                     row.config,
                     merging=row.live is not False,  # a mark row's `live` is its merging switch
+                    failures=tuple(Failure.from_dict(f) for f in json.loads(row.segment or "[]")),
                 )
             elif row.live:
                 segments.setdefault(table, []).append(segment_from_dict(json.loads(row.segment)))
@@ -168,6 +170,8 @@ class DeltaCatalogStore:
         return self._row(
             CURRENT, table, MARK, live=mark.merging, version=mark.version, announced=mark.announced,
             retired_filter=bytearray(mark.retired.to_bytes()), config=mark.config,
+            # a mark row's `segment` holds its failures: no column added to existing catalogs
+            segment=json.dumps([f.to_dict() for f in mark.failures]) if mark.failures else None,
         )  # fmt: skip
 
 

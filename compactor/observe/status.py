@@ -5,9 +5,11 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from compactor.catalog.changes import CommitRecord
+from compactor.catalog.failures import Failure
 from compactor.domain.plans import MergePlan
 from compactor.domain.segments import Segment
 
@@ -21,6 +23,8 @@ class TableStatus:
     segments: Sequence[Segment]
     ready: Sequence[MergePlan]  # what the rules would merge now
     merges: Sequence[CommitRecord]  # the newest merge commits, newest first
+    failures: Sequence[Failure] = ()  # the newest failed plans, newest first
+    now: datetime | None = None  # for what is still cooling down
 
     def to_json(self) -> dict[str, Any]:
         by_level = Counter((s.level, str(s.state)) for s in self.segments)
@@ -44,6 +48,9 @@ class TableStatus:
                 }
                 for c in self.merges
             ],
+            "failures": [
+                f.to_dict() | {"cooling": self.now is not None and f.until > self.now} for f in self.failures
+            ],
         }  # fmt: skip
 
 
@@ -53,9 +60,11 @@ def table_status(
     segments: Sequence[Segment],
     ready: Sequence[MergePlan],
     history: Sequence[CommitRecord],
+    failures: Sequence[Failure] = (),
+    now: datetime | None = None,
 ) -> TableStatus:
     merges = [c for c in reversed(history) if c.op in {"merge", "refresh"}][:LAST_MERGES]
-    return TableStatus(table, merging, segments, ready, merges)
+    return TableStatus(table, merging, segments, ready, merges, failures, now)
 
 
 def render(status: TableStatus) -> str:
@@ -76,4 +85,11 @@ def render(status: TableStatus) -> str:
         ]
     else:
         lines.append("  no merge yet")
+    if doc["failures"]:
+        lines.append("  failures:")
+        lines += [
+            f"    {f['at']} {f['rule'] or 'table'} {f['key']}: {f['reason']}"
+            + (f" (cooling down until {f['until']})" if f["cooling"] else "")
+            for f in doc["failures"]
+        ]
     return "\n".join(lines)

@@ -146,9 +146,9 @@ class BatchHandler:
             self.work(trigger)
         except (DeliveryError, Rejected):
             raise
-        except Exception:
+        except Exception as exc:
             self.state.stats.attempt_errors += 1
-            cool_down.start(key)
+            cool_down.start(key, trigger.table, f"{type(exc).__name__}: {exc}")
             log.exception("table %s: its work failed; left alone for %s", trigger.table, cool_down.period)
 
     def _announce_new_tables(self) -> None:
@@ -187,7 +187,7 @@ def assemble(
     announcer = Announcer(publisher, codec, topics, state)
     announcer.announce_unannounced(catalog)
     catalog_store.save(catalog.take_changes())
-    cool_down = CoolDown(clock, config.operations.cool_down)
+    cool_down = CoolDown(clock, config.operations.cool_down, catalog)
     return BatchHandler(
         state,
         Admission(codec, state, KnownTables(store, catalog.table_names), catalog_store),

@@ -11,6 +11,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from datetime import datetime, timedelta
 
+from compactor.catalog.failures import Failure
+from compactor.catalog.fold import SegmentCatalog
 from compactor.config.rules import RefreshRule, RuleName
 from compactor.config.tables import TableSettings
 from compactor.domain.plans import MergePlan
@@ -25,18 +27,32 @@ DEFAULT_COOLDOWN = timedelta(minutes=5)
 
 
 class CoolDown:
-    """Plans that failed, left alone for a while instead of failing again on every event."""
+    """Plans (and tables) that failed, left alone for a while instead of failing again on every
+    event. Each start is noted with the table in the catalog: status shows it, and a restarted
+    job keeps cooling what was cooling."""
 
-    def __init__(self, clock: Callable[[], datetime], period: timedelta = DEFAULT_COOLDOWN) -> None:
+    def __init__(
+        self,
+        clock: Callable[[], datetime],
+        period: timedelta = DEFAULT_COOLDOWN,
+        catalog: SegmentCatalog | None = None,
+    ) -> None:
         self.clock = clock
         self.period = period
+        self.catalog = catalog
         self._until: dict[str, datetime] = {}
+        for table in catalog.table_names if catalog is not None else ():
+            for failure in catalog.failures(table) if catalog is not None else ():
+                self._until[failure.key] = failure.until
 
-    def start(self, plan_id: str) -> None:
-        self._until[plan_id] = self.clock() + self.period
+    def start(self, key: str, table: str, reason: str, rule: str | None = None) -> None:
+        now = self.clock()
+        self._until[key] = now + self.period
+        if self.catalog is not None:
+            self.catalog.note_failure(table, Failure(key, rule, reason, now, now + self.period))
 
-    def active(self, plan_id: str) -> bool:
-        until = self._until.get(plan_id)
+    def active(self, key: str) -> bool:
+        until = self._until.get(key)
         return until is not None and self.clock() < until
 
 

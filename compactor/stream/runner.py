@@ -89,7 +89,7 @@ class Runner:
         short = self._space_short(plan)
         if short is not None:  # skipped, not failed: tried again after the cool-down
             log.warning("plan %s: %s; tried again in %s", plan.plan_id, short, self.cool_down.period)
-            self.cool_down.start(plan.plan_id)
+            self.cool_down.start(plan.plan_id, plan.table, short, plan.rule)
             return RunOutcome(MergeResult.unsuccessful(plan, MergeStatus.SKIPPED, short, state.clock()))
         try:
             with state.metrics.merging():
@@ -105,7 +105,7 @@ class Runner:
         except Exception as exc:  # report, never crash the stream on one plan
             log.exception("plan %s failed; not tried again for %s", plan.plan_id, self.cool_down.period)
             state.stats.failed_merges += 1
-            self.cool_down.start(plan.plan_id)
+            self.cool_down.start(plan.plan_id, plan.table, _short(exc), plan.rule)
             return RunOutcome(MergeResult.unsuccessful(plan, MergeStatus.FAILED, _short(exc), state.clock()))
         fault_point(AFTER_COMMIT)
         state.catalog.apply(PlanApplied(plan, commit.outputs, commit.version, commit.data_change))

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 from compactor.catalog.changes import CommitRecord
+from compactor.catalog.failures import Failure
 from compactor.domain.plans import make_plan
 from compactor.observe.status import render, table_status
 from tests.helpers.segments import seg
@@ -28,3 +31,19 @@ def test_status_says_levels_what_waits_and_the_newest_merges_first() -> None:
     doc = status.to_json()
     assert doc["ready"] == [{"rule": "minor", "inputs": 2, "bytes": plan.bytes_in, "plan_id": plan.plan_id}]
     assert [m["plan_id"] for m in doc["last_merges"]] == ["p2", "p1"]
+
+
+def test_failures_show_newest_first_with_what_still_cools_down() -> None:
+    at = datetime(2024, 3, 1, 12, tzinfo=UTC)
+    failures = [
+        Failure("p2", "minor", "insufficient_space: 5 bytes free", at, at + timedelta(minutes=5)),
+        Failure("table:t", None, "RuntimeError: boom", at - timedelta(hours=1), at - timedelta(minutes=55)),
+    ]
+    status = table_status("t", True, [], [], [], failures, now=at + timedelta(minutes=1))
+    assert render(status).splitlines()[-3:] == [
+        "  failures:",
+        "    2024-03-01T12:00:00+00:00 minor p2: insufficient_space: 5 bytes free "
+        "(cooling down until 2024-03-01T12:05:00+00:00)",
+        "    2024-03-01T11:00:00+00:00 table table:t: RuntimeError: boom",
+    ]
+    assert [f["cooling"] for f in status.to_json()["failures"]] == [True, False]

@@ -4,12 +4,14 @@ and the part read at start-up is rewritten to its live rows once tombstones outn
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pyspark.sql import functions as F
 
+from compactor.catalog.failures import Failure
 from compactor.catalog.retired import RetiredFilter, RetiredSegment
 from compactor.catalog.store import CatalogChanges, TableMark
 from compactor.delta import catalog_table
@@ -17,6 +19,9 @@ from compactor.delta.catalog_table import DeltaCatalogStore
 from tests.helpers.segments import seg
 
 pytestmark = pytest.mark.integration
+
+AT = datetime(2024, 3, 1, 12, tzinfo=UTC)
+FAILED = Failure("plan-9", "minor", "RuntimeError: disk full", AT, AT + timedelta(minutes=5))
 
 
 def test_saved_changes_come_back_folded_and_retired_segments_are_found_by_id(
@@ -29,7 +34,8 @@ def test_saved_changes_come_back_folded_and_retired_segments_are_found_by_id(
     kept.add("a")
     store.save(
         CatalogChanges(
-            live={("t", "a"): a, ("t", "b"): b}, marks={"t": TableMark(3), "u": TableMark(1, merging=False)}
+            live={("t", "a"): a, ("t", "b"): b},
+            marks={"t": TableMark(3), "u": TableMark(1, merging=False, failures=(FAILED,))},
         )
     )
     store.save(
@@ -44,6 +50,7 @@ def test_saved_changes_come_back_folded_and_retired_segments_are_found_by_id(
     mark = loaded.marks["t"]
     assert (mark.version, mark.announced, mark.retired.might_contain("a")) == (5, 4, True)
     assert mark.merging and not loaded.marks["u"].merging, "the merging switch is kept with the mark"
+    assert (mark.failures, loaded.marks["u"].failures) == ((), (FAILED,)), "and the failures"
     (found,) = store.retired("t", ["a", "b"]).values()
     assert found == RetiredSegment.of(a, "plan-1") and found.same_event(a)
 

@@ -58,6 +58,24 @@ def test_a_plan_that_fails_cools_down_instead_of_failing_on_every_event(harness:
     assert harness.results()[0]["error"] == "RuntimeError: disk full"
     assert harness.store.calls == [plan_id] and handler.state.stats.failed_merges == 1
     assert len(handler.state.catalog.segments("t")) == 4, "nothing changed"
+    (failure,) = handler.state.catalog.failures("t")
+    assert (failure.key, failure.rule, failure.reason) == (plan_id, "minor", "RuntimeError: disk full")
+    assert failure.until == failure.at + timedelta(minutes=5)
+
+
+def test_a_restarted_job_keeps_cooling_what_was_cooling(harness: Harness) -> None:
+    harness.store.create("t")
+    segments = [harness.day(i) for i in range(3)]
+    plan_id = _plan(segments).plan_id
+    harness.store.failures[plan_id] = RuntimeError("disk full")
+    harness.handler(MINOR).process(harness.loaded(*segments))
+    del harness.store.failures[plan_id]
+    restarted = harness.handler(MINOR)  # reads the saved catalog, failures and all
+    restarted.process(harness.loaded(harness.day(3)))
+    assert harness.store.calls == [plan_id], "not retried at once by the restart"
+    harness.clock.now += timedelta(minutes=5)
+    restarted.process(harness.loaded(harness.day(4)))
+    assert harness.statuses() == [MergeStatus.FAILED, MergeStatus.SUCCEEDED]
 
 
 def test_a_stale_plan_is_skipped_and_re_planned_once_against_the_table(harness: Harness) -> None:
