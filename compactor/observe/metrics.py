@@ -8,6 +8,7 @@ registry, so several jobs in one process (the tests) never collide.
 
 from __future__ import annotations
 
+import collections
 import math
 import threading
 import time
@@ -178,10 +179,14 @@ class JobMetrics:
         with self._lock:
             self._debt[table] = {p.plan_id: p.inputs for p in plans}
 
+    def debt_inputs(self, table: str) -> list[tuple[Segment, ...]]:
+        """The inputs of the table's ready plans that have not committed since its latest evaluation."""
+        with self._lock:
+            return list(self._debt.get(table, {}).values())
+
     def debt(self, table: str) -> Debt:
         """The table's ready plans that have not committed since its latest evaluation."""
-        with self._lock:
-            plans = list(self._debt.get(table, {}).values())
+        plans = self.debt_inputs(table)
         inputs = [s for p in plans for s in p]
         return Debt(
             candidates=len(plans),
@@ -240,18 +245,33 @@ class _CatalogCollector(Collector):
         per_table = {
             name: GaugeMetricFamily(name, text, labels=["table"]) for name, text in TABLE_GAUGES.items()
         }
+        per_level = {
+            name: GaugeMetricFamily(name, text, labels=["table", "level"])
+            for name, text in LEVEL_GAUGES.items()
+        }
         now = self.clock()
         for table, segments, merging in self._snapshot():
-            counts: dict[tuple[str, str], int] = {}
-            for s in segments:
-                key = (str(s.level), str(s.state))
-                counts[key] = counts.get(key, 0) + 1
-            for (level, state), n in sorted(counts.items()):
+            for (level, state), n in sorted(
+                collections.Counter((str(s.level), str(s.state)) for s in segments).items()
+            ):
                 tracked.add_metric([table, level, state], n)
             for name, value in self._table_values(table, segments, merging, now).items():
                 per_table[name].add_metric([table], value)
+            for waiting_level, (count, size) in self._debt_by_level(table).items():
+                per_level["compactor_debt_level_segments"].add_metric([table, waiting_level], count)
+                per_level["compactor_debt_level_bytes"].add_metric([table, waiting_level], size)
         yield tracked
         yield from per_table.values()
+        yield from per_level.values()
+
+    def _debt_by_level(self, table: str) -> dict[str, tuple[int, int]]:
+        """Segments and bytes waiting to merge, by the waiting segments' level."""
+        found: dict[str, tuple[int, int]] = {}
+        for inputs in self.metrics.debt_inputs(table):
+            for s in inputs:
+                count, size = found.get(str(s.level), (0, 0))
+                found[str(s.level)] = (count + 1, size + s.bytes)
+        return dict(sorted(found.items()))
 
     def _table_values(
         self, table: str, segments: Sequence[Segment], merging: bool, now: datetime
@@ -287,6 +307,13 @@ TABLE_GAUGES = {
     "compactor_debt_oldest_age_seconds": "Age of the oldest segment waiting to merge.",
     "compactor_debt_ingest_hours": "Debt in hours of ingest (its bytes over the last day's ingest rate).",
     "compactor_merging_enabled": "1 unless an operator turned the table's merging off.",
+}
+
+
+# merge debt by the level of the waiting segments (0: as loaded)
+LEVEL_GAUGES = {
+    "compactor_debt_level_segments": "Segments of this level the rules would merge now.",
+    "compactor_debt_level_bytes": "Bytes of this level's segments the rules would merge now.",
 }
 
 

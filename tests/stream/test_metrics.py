@@ -54,6 +54,10 @@ def test_conflicts_lost_and_failures_by_status(harness: Harness) -> None:
     assert value(metrics, "compactor_merges_failed_total", table="t", rule="minor", reason="failed") == 1
     # the failed plan is still debt: 3 segments where 1 would do
     assert value(metrics, "compactor_debt_segments", table="t") == 3
+    assert value(metrics, "compactor_debt_level_segments", table="t", level="0") == 3
+    assert value(metrics, "compactor_debt_level_bytes", table="t", level="0") == value(
+        metrics, "compactor_debt_bytes", table="t"
+    )
     assert value(metrics, "compactor_merge_candidates", table="t") == 1
     assert value(metrics, "compactor_ideal_segments", table="t") == 1
     assert value(metrics, "compactor_merge_efficiency", table="t") == 1 / 3
