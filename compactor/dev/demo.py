@@ -102,7 +102,7 @@ def run_demo(workdir: Path, days: int, rows: int, bootstrap: str | None, echo: C
         producer = EventProducer(kafka)
         stack.callback(producer.close)
         loaded = _load_days(spark, warehouse, kafka, producer, days, rows, echo)
-        _wait_for_quiet(handler, timeout=180)
+        _wait_for_quiet(handler, query, timeout=300)
         time.sleep(1.5)  # let the watcher print the last result
         return _report(spark, warehouse, handler, loaded, echo)
     return 0
@@ -150,13 +150,14 @@ def _report(spark: Any, warehouse: Path, handler: Any, loaded: int, echo: Callab
     return 0
 
 
-def _wait_for_quiet(handler: object, timeout: float) -> None:
-    """Wait until the job has seen no new event for a few seconds."""
+def _wait_for_quiet(handler: object, query: Any, timeout: float) -> None:
+    """Wait until the job has seen no new event for a few seconds and no batch is running (a
+    merge may take longer than that on a busy machine; stopping the query would cut it)."""
     stats = handler.state.stats  # type: ignore[attr-defined]
     deadline = time.monotonic() + timeout
     last, quiet_since = -1, time.monotonic()
     while time.monotonic() < deadline:
-        if stats.events != last:
+        if stats.events != last or query.status["isTriggerActive"]:
             last, quiet_since = stats.events, time.monotonic()
         elif time.monotonic() - quiet_since > 6:
             return

@@ -96,14 +96,14 @@ def test_the_readme_spark_submit_line_merges_a_week_on_a_standalone_cluster(
     assert ran > 0, "the executor ran no task: the work stayed on the driver"
 
 
-def test_spark_submit_without_the_jars_names_them_in_one_line(tmp_path: Path) -> None:
+def test_spark_submit_without_the_jars_names_them_in_one_line(kafka_bootstrap: str, tmp_path: Path) -> None:
     config = tmp_path / "tables.yaml"
     config.write_text(CONFIG_YAML)
     result = subprocess.run(
         [
             str(BIN / "spark-submit"), "--master", "local[1]", str(REPO / "streaming_jobs" / "compact_segments.py"),
             "--config", str(config), "--warehouse", str(tmp_path / "w"), "--checkpoint", str(tmp_path / "cp"),
-            "--bootstrap-servers", "127.0.0.1:9",
+            "--bootstrap-servers", kafka_bootstrap,  # reachable: the lease comes before Spark
         ],
         env=cluster_env(), capture_output=True, text=True, timeout=300,
     )  # fmt: skip
