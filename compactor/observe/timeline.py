@@ -40,7 +40,7 @@ class Timeline:
         total = sum(b.segment.bytes for b in self.boxes)
         hours = self.recent.total_seconds() / 3600
         return (
-            f"table {self.table}: {len(self.boxes)} segments, {total} bytes, {len(self.rows)} rows; "
+            f"table {self.table}: {len(self.boxes)} segments, {total} bytes, {len(self.rows)} lanes; "
             f"{self.recently_merged} written by merges in the last {hours:g} h"
         )
 

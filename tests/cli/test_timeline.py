@@ -41,7 +41,7 @@ def test_rows_are_levels_and_sub_partition_sets_and_only_recent_merges_are_flagg
         "w1": 2, "w2": 2, "d0": 0, "s0": 1, "d1": 0, "d2": 0, "d3": 0
     }  # fmt: skip
     assert [b.segment.id for b in drawn.boxes if b.recent] == ["w2"]
-    assert drawn.describe() == "table t: 7 segments, 9730 bytes, 3 rows; 1 written by merges in the last 6 h"
+    assert drawn.describe() == "table t: 7 segments, 9730 bytes, 3 lanes; 1 written by merges in the last 6 h"
 
 
 def test_the_picture_is_drawn_with_its_segment_count_in_the_metadata(tmp_path: Path) -> None:

@@ -202,7 +202,7 @@ def test_vacuum_keeps_time_travel_inside_the_retention_and_deletes_replaced_file
     (last,) = table["last_merges"]
     assert (last["rule"], last["level"], last["inputs"]) == ("auto_merge", "week", 7)
     assert time.time() - datetime.fromisoformat(last["committed_at"]).timestamp() < 600
-    assert timeline(warehouse, tmp_path / "merged.png") == "1 segments, 1 rows; 1 written by merges"
+    assert timeline(warehouse, tmp_path / "merged.png") == "1 segments, 1 lanes; 1 written by merges"
 
     kept = vacuum(config, warehouse, "--dry-run")
     assert kept.exit_code == 0 and kept.output.startswith(f"{TABLE}: 0 file(s) replaced more than 7 days"), (
