@@ -6,6 +6,8 @@ which runs the planners exactly as the stream would (each merge triggers another
 attempt) at `now = loaded_at`. Policies:
 
 - time layers: auto_merge, levels [day, week, month]
+- the same, with well-sized files moved instead of rewritten (what the job does by default:
+  `promote_files_over`, half the 256 MiB write target)
 - level thresholds: minor, [4, 3]
 - size threshold: major, 1 GB, trigger on_load
 - bin packing: bin_pack with the default pools. Their max width is 1 h, so two
@@ -36,6 +38,7 @@ import matplotlib.pyplot as plt
 from _common import MIB, RESULTS, machine_info, print_table, save_results
 
 from compactor.config.loading import load_config
+from compactor.delta.promote import PROMOTE_MIN_FILE_BYTES
 from compactor.domain.segments import Segment, TimeRange
 from compactor.rules.simulation import Simulation
 
@@ -50,8 +53,11 @@ WIDE_POOLS = [
     {"name": "large", "min_age": "70m", "max_age": "90d", "max_size": "4GB", "max_width": "1d"},
 ]
 
+TIME_LAYERS = {"rule": "auto_merge", "levels": ["day", "week", "month"]}
+PROMOTED = "time layers, well-sized files moved"
 POLICIES: dict[str, dict[str, Any] | None] = {
-    "time layers [day, week, month]": {"rule": "auto_merge", "levels": ["day", "week", "month"]},
+    "time layers [day, week, month]": TIME_LAYERS,
+    PROMOTED: TIME_LAYERS,
     "level thresholds [4, 3]": {"rule": "minor", "level_thresholds": [4, 3]},
     "size threshold 1GB": {"rule": "major", "size_threshold": "1GB", "trigger": "on_load"},
     "bin packing (default pools)": {"rule": "bin_pack"},
@@ -65,6 +71,7 @@ class Outcome:
     policy: str
     counts: list[int] = field(default_factory=list)  # segments after each load (and its cascade)
     merges: int = 0
+    promoted: int = 0  # merges that moved some inputs' files instead of rewriting them
     rewritten: int = 0
     largest_merge: int = 0
     seconds: float = 0.0
@@ -79,17 +86,31 @@ def hourly_loads(hours: int) -> list[Segment]:
     return out
 
 
-def simulate(policy: str, rule: dict[str, Any], loads: list[Segment]) -> Outcome:
+def simulate(
+    policy: str, rule: dict[str, Any], loads: list[Segment], promote_over: int | None = None
+) -> Outcome:
+    """With `promote_over`, a merge moves the files of inputs whose files are all at least that
+    large and rewrites only the others (as `compactor.delta.promote` does). A rewrite writes
+    files of about the target size, so they are at least half the target when its bytes are;
+    a 64 MB load is one small file."""
     sim = Simulation(load_config({"defaults": {"rules": [rule]}}))
     out = Outcome(policy)
+    well_sized: set[str] = set()
     began = time.perf_counter()
     for segment in loads:
         before = len(sim.merges)
         sim.arrive(segment)
         for plan in sim.merges[before:]:
             out.merges += 1
-            out.rewritten += plan.output.bytes
-            out.largest_merge = max(out.largest_merge, plan.output.bytes)
+            # only inputs with a small file are rewritten; the others' files move
+            rewrite = plan.output.bytes
+            if promote_over is not None:
+                rewrite = sum(s.bytes for s in plan.inputs if s.id not in well_sized)
+                out.promoted += rewrite < plan.output.bytes
+                if rewrite == 0 or rewrite >= promote_over:  # new files of at least half the target
+                    well_sized.add(plan.output.id)
+            out.rewritten += rewrite
+            out.largest_merge = max(out.largest_merge, rewrite)
         out.counts.append(len(sim.catalog.segments(TABLE)))
     out.seconds = time.perf_counter() - began
     return out
@@ -140,20 +161,27 @@ def main() -> None:
     loads = hourly_loads(days * 24)
     ingested = sum(s.bytes for s in loads)
     outcomes = [
-        naive(name, loads) if rule is None else simulate(name, rule, loads) for name, rule in POLICIES.items()
+        naive(name, loads)
+        if rule is None
+        else simulate(name, rule, loads, PROMOTE_MIN_FILE_BYTES if name == PROMOTED else None)
+        for name, rule in POLICIES.items()
     ]
     print(f"{len(loads)} hourly loads of {SEGMENT_BYTES // MIB} MB = {ingested / GIB:.1f} GiB ingested\n")
     print_table(
-        ["policy", "merges", "GiB rewritten", "write ampl.", "largest merge GiB", "max segs", "final segs",
-         "mean segs", "sim s"],
+        ["policy", "merges", "moved", "GiB rewritten", "write ampl.", "largest merge GiB", "max segs",
+         "final segs", "mean segs", "sim s"],
         [
-            [o.policy, o.merges, o.rewritten / GIB, f"{o.rewritten / ingested:.2f}x", o.largest_merge / GIB,
+            [o.policy, o.merges, o.promoted, o.rewritten / GIB, f"{o.rewritten / ingested:.2f}x", o.largest_merge / GIB,
              max(o.counts), o.counts[-1], sum(o.counts) / len(o.counts), o.seconds]
             for o in outcomes
         ],
     )  # fmt: skip
     by_name = {o.policy: o for o in outcomes}
-    notes = ["write ampl. = bytes rewritten by merges / bytes ingested (total written = 1 + that)."]
+    notes = [
+        "write ampl. = bytes rewritten by merges / bytes ingested (total written = 1 + that).",
+        f"moved: merges that moved the files of inputs whose files were all at least {PROMOTE_MIN_FILE_BYTES // MIB} MiB\n"
+        "  (half the write target) into the output, rewriting only the other inputs (promote_files_over).",
+    ]
     if by_name["bin packing (default pools)"].merges == 0:
         notes.append(
             "bin packing with the default pools never merged: every pool's max width is 1 h and two\n"
@@ -183,6 +211,7 @@ def main() -> None:
                     "policy": o.policy,
                     "rule": POLICIES[o.policy],
                     "merges": o.merges,
+                    "merges_moving_files": o.promoted,
                     "bytes_rewritten": o.rewritten,
                     "write_amplification": o.rewritten / ingested,
                     "largest_merge_bytes": o.largest_merge,

@@ -19,7 +19,7 @@ from compactor.config.kafka import KafkaConfig
 from compactor.config.layout import LayoutConfig, UpsertConfig
 from compactor.config.rules import AutoMergeRule, BinPackRule, RefreshRule, RuleConfig, RuleName
 from compactor.config.sub_partitions import SubPartitionConfig
-from compactor.config.units import Duration, Frozen, parse_duration
+from compactor.config.units import ByteSize, Duration, Frozen, parse_duration
 from compactor.config.vacuum import VacuumConfig
 from compactor.domain.segments import TABLE_NAME
 from compactor.errors import ConfigError
@@ -42,6 +42,9 @@ class TableFields(Frozen):
     config_version: int = Field(default=1, ge=1)
     layout: LayoutConfig | None = None
     vacuum: VacuumConfig = VacuumConfig()
+    # a plain merge whose input files are all at least this large moves them into its output by
+    # metadata instead of rewriting them (half the 256 MiB write target); null: always rewrite
+    promote_files_over: ByteSize | None = Field(default=128 * 1024 * 1024, ge=1)
 
     @field_validator("rules")
     @classmethod

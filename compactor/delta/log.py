@@ -169,6 +169,9 @@ class DeltaLogReader:
                 if sid in segment_ids and sid not in decided:
                     stats = json.loads(action["add"].get("stats") or "{}") if "add" in action else {}
                     touched[sid] = touched.get(sid, False) or bool(stats.get("numRecords", 0))
+                # a merge that moved its inputs' files (promote) removes no file: its metadata says
+                for sid in _removed_by(action) & segment_ids - decided:
+                    touched.setdefault(sid, False)
             decided |= touched.keys()
             found |= {sid for sid, added in touched.items() if added}
         return found
@@ -186,13 +189,20 @@ def commit_facts(table: str, version: int, info: dict[str, Any]) -> CommitFacts:
     meta = parse_metadata(info.get("userMetadata")) or {}
     record = commit_record(table, version, meta, metrics) if meta else None
     added = tuple(record.sized(s, None) for s in record.added) if record else ()
+    # a merge that moved files (promote) writes no rows: its metadata carries the output's size
     return CommitFacts(
         version,
-        int(metrics.get("numOutputRows", 0)),
-        int(metrics.get("numOutputBytes", 0)),
+        int(metrics.get("numOutputRows", sum(s.records for s in added))),
+        int(metrics.get("numOutputBytes", sum(s.bytes for s in added))),
         added,
         bool(meta.get("data_change", True)),
     )
+
+
+def _removed_by(action: dict[str, Any]) -> set[str]:
+    """The segment ids a commit's compactor metadata says it replaced (none for other actions)."""
+    meta = parse_metadata(action["commitInfo"].get("userMetadata")) if "commitInfo" in action else None
+    return set(meta.get("removed", [])) if meta else set()
 
 
 def segment_partition_value(entry: dict[str, Any] | None) -> str | None:

@@ -17,6 +17,7 @@ from compactor.delta.files import HadoopFiles
 from compactor.delta.log import RECENT_COMMITS, CommitFacts, DeltaLogReader
 from compactor.delta.paths import SEGMENT_COLUMN, TARGET_FILE_BYTES, table_uri
 from compactor.delta.predicates import in_list
+from compactor.delta.promote import PROMOTE_MIN_FILE_BYTES, promote
 from compactor.delta.reads import app_id, committed
 from compactor.delta.snapshot import check_rewritable
 from compactor.delta.upsert import LoadOrder, order_frame, valid_rows_of
@@ -31,6 +32,7 @@ def execute_merge(
     depth: int = RECENT_COMMITS,
     log: DeltaLogReader | None = None,
     load_order: LoadOrder | None = None,
+    promote_min_bytes: int | None = PROMOTE_MIN_FILE_BYTES,
 ) -> Commit:
     """Replace the plan's input segments with its output in ONE Delta commit.
 
@@ -42,6 +44,7 @@ def execute_merge(
     valid rows (latest per key over the whole table) are written: the rest are
     dropped in the same commit.
 
+    A plain merge over files all at least `promote_min_bytes` rewrites nothing (`promote`).
     A plain merge only rearranges rows, so its adds and removes carry
     `dataChange=false` (as Delta's OPTIMIZE does): streaming readers and the change
     feed skip it. Upsert compaction drops rows, so it commits as a data change.
@@ -54,6 +57,10 @@ def execute_merge(
     if done is not None:
         return _merged(plan, done, 0, already_done=True)
     check_rewritable(spark, path)
+    if upsert is None and promote_min_bytes is not None:  # well-sized files move, unrewritten
+        promoted = promote(spark, path, plan, promote_min_bytes)
+        if promoted is not None:
+            return promoted
     data_change = upsert is not None
     inputs = list(plan.input_ids)
     if upsert is not None:

@@ -6,7 +6,6 @@ import contextlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-import delta.exceptions as delta_errors  # also installs the JVM -> Python exception conversion
 from pyspark.sql import SparkSession
 
 from compactor.catalog.changes import CommitRecord
@@ -16,6 +15,7 @@ from compactor.config.sub_partitions import SubPartitionConfig
 from compactor.config.tables import TableSettings
 from compactor.config.vacuum import VacuumConfig
 from compactor.delta import properties, reads
+from compactor.delta.conflicts import conflicts_as_commit_conflict
 from compactor.delta.files import HadoopFiles
 from compactor.delta.index_check import index_facts
 from compactor.delta.log import RECENT_COMMITS, DeltaLogReader
@@ -28,30 +28,10 @@ from compactor.delta.upsert import invalid_counts
 from compactor.delta.vacuum import vacuum
 from compactor.domain.plans import Commit, MergePlan
 from compactor.domain.segments import Segment
-from compactor.errors import CommitConflict, CompactorError
+from compactor.errors import CompactorError
 from compactor.rules.refresh import IndexFacts
 
 POOL_PROPERTY = "spark.scheduler.pool"
-# Delta's optimistic-concurrency failures: another writer committed first; a retry can resolve them
-DELTA_CONFLICTS: tuple[type[BaseException], ...] = (
-    delta_errors.DeltaConcurrentModificationException,
-    delta_errors.ConcurrentWriteException,
-    delta_errors.MetadataChangedException,
-    delta_errors.ProtocolChangedException,
-    delta_errors.ConcurrentAppendException,
-    delta_errors.ConcurrentDeleteReadException,
-    delta_errors.ConcurrentDeleteDeleteException,
-    delta_errors.ConcurrentTransactionException,
-)
-
-
-@contextlib.contextmanager
-def conflicts_as_commit_conflict() -> Iterator[None]:
-    """Delta's typed conflict exceptions become `CommitConflict`; everything else passes."""
-    try:
-        yield
-    except DELTA_CONFLICTS as exc:
-        raise CommitConflict(f"{type(exc).__name__}: {exc}") from exc
 
 
 class SparkTableStore:
@@ -132,6 +112,7 @@ class SparkTableStore:
                 self.depth,
                 self.log(plan.table),
                 load_order,
+                settings.promote_files_over,
             )
 
     def invalid_counts(self, table: str, upsert: UpsertConfig, load_order: LoadOrder) -> dict[str, int]:

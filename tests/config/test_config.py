@@ -504,3 +504,14 @@ def test_vacuum_retention_under_deltas_safety_check_needs_an_explicit_override()
     assert short.for_table("t").vacuum.retain_hours == 24
     with pytest.raises(ConfigError, match="interval"):
         load_config({"defaults": {"vacuum": {"interval": "0s"}}})
+
+
+def test_files_are_promoted_over_half_the_write_target_unless_switched_off() -> None:
+    config = load_config(
+        {"tables": {"off": {"promote_files_over": None}, "big": {"promote_files_over": "1GiB"}}}
+    )
+    assert config.for_table("t").promote_files_over == 128 * 1024 * 1024
+    assert config.for_table("off").promote_files_over is None
+    assert config.for_table("big").promote_files_over == 1 << 30
+    with pytest.raises(ConfigError, match="promote_files_over"):
+        load_config({"defaults": {"promote_files_over": 0}})

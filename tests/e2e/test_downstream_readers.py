@@ -46,11 +46,18 @@ def results(kafka_bootstrap: str, topic: str) -> list[dict[str, Any]]:
     return [default_codec().decode_merge_result(m.value()) for m in consume_all(kafka_bootstrap, topic)]
 
 
+@pytest.mark.parametrize("promote_over", [None, 1], ids=["rewritten", "files moved"])
 def test_a_streaming_reader_survives_week_and_month_merges_and_sees_each_row_once(
-    spark: Any, kafka_bootstrap: str, unique: Callable[[str], str], warehouse: Path, tmp_path: Path
+    spark: Any,
+    kafka_bootstrap: str,
+    unique: Callable[[str], str],
+    warehouse: Path,
+    tmp_path: Path,
+    promote_over: int | None,
 ) -> None:
     kafka = make_kafka(kafka_bootstrap, unique)
-    handler = handler_for(spark, warehouse, kafka, ["week", "month"])
+    # files moved: every file counts as well sized, so each merge moves its inputs' files
+    handler = handler_for(spark, warehouse, kafka, ["week", "month"], promote_files_over=promote_over)
     job = JobRunner(spark, handler, kafka, tmp_path / "checkpoint")
     path = Path(table_uri(warehouse, TABLE))
     load_days(spark, warehouse, kafka, JAN, 7)
@@ -74,6 +81,13 @@ def test_a_streaming_reader_survives_week_and_month_merges_and_sees_each_row_onc
     assert reader.seen().count() == 31 * 20
     assert checksum(reader.seen()) == checksum(read_table(spark, warehouse))
     assert_delta_rs_agrees(spark, path)
+    files = {f.split(f"/{TABLE}/", 1)[1] for f in read_table(spark, warehouse).inputFiles()}
+    moved = {f for f in files if not f.startswith(f"segment_id={month.id}/")}
+    assert {f.split("/")[0] for f in moved} == (
+        {f"segment_id=d202401{d:02d}" for d in range(1, 32)} if promote_over else set()
+    )
+    checkpoints = sorted(p.name for p in (path / "_delta_log").glob("*.checkpoint.parquet"))
+    assert checkpoints == [f"{v:020d}.checkpoint.parquet" for v in (10, 20, 30)], "the log's integrity holds"
 
 
 def test_the_change_feed_holds_the_loads_and_nothing_for_merges(

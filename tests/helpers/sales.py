@@ -37,8 +37,10 @@ def load_days(
     return loaded
 
 
-def handler_for(spark: Any, warehouse: Path, kafka: KafkaSettings, levels: list[str]) -> BatchHandler:
-    config = load_config({"defaults": {"rules": [{"rule": "auto_merge", "levels": levels}]}})
+def handler_for(
+    spark: Any, warehouse: Path, kafka: KafkaSettings, levels: list[str], **table_keys: Any
+) -> BatchHandler:
+    config = load_config({"defaults": {"rules": [{"rule": "auto_merge", "levels": levels}], **table_keys}})
     return build_handler(spark, config, warehouse, kafka)
 
 

@@ -1,0 +1,148 @@
+"""A merge over well-sized files moves them into the output segment without rewriting a byte:
+Delta's readers (delta-spark and delta-rs) see the new segment, time travel the old ones,
+VACUUM keeps the files until a later rewrite, a replay is skipped, the catalog reads it back."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from delta.tables import DeltaTable
+from deltalake import DeltaTable as RustDeltaTable
+
+from compactor.delta import promote as promote_module
+from compactor.delta.checksum import rows_checksum
+from compactor.delta.merge import execute_merge
+from compactor.delta.paths import table_uri
+from compactor.delta.reads import read_commits, segment_sizes, segments_with_rows
+from compactor.delta.writes import write_segment
+from compactor.domain.plans import make_plan
+from compactor.domain.segments import Segment, TimeRange
+from compactor.errors import CommitConflict
+from compactor.loader import sample_rows
+from tests.delta.test_log_reads import reader
+
+pytestmark = pytest.mark.integration
+
+WEEK = datetime(2024, 3, 4, tzinfo=UTC)
+
+
+def load(spark: Any, warehouse: Path, n: int, rows: int = 50) -> Segment:
+    start = WEEK + timedelta(weeks=n)
+    end = start + timedelta(weeks=1)
+    segment = Segment(f"w{n}", "t", TimeRange(start, end), loaded_at=end)
+    return write_segment(spark, warehouse, segment, sample_rows(spark, start, end, rows, seed=n))
+
+
+def data_files(warehouse: Path) -> set[str]:
+    return {str(p.relative_to(warehouse)) for p in warehouse.rglob("*.parquet")}
+
+
+def test_a_month_merge_over_well_sized_files_writes_no_data_byte(spark: Any, warehouse: Path) -> None:
+    weeks = [load(spark, warehouse, n) for n in range(4)]
+    path = table_uri(warehouse, "t")
+    before_rows = rows_checksum(spark.read.format("delta").load(path))
+    files_before = data_files(warehouse)
+    plan = make_plan("t", "auto_merge", weeks, level="month")
+    smallest = min((warehouse / f).stat().st_size for f in files_before)
+
+    commit = execute_merge(spark, warehouse, plan, promote_min_bytes=smallest)
+
+    assert data_files(warehouse) == files_before, "no data file written"
+    assert (commit.data_change, commit.records_out) == (False, 200)
+    assert commit.bytes_out == sum((warehouse / f).stat().st_size for f in files_before)
+    table = spark.read.format("delta").load(path)
+    assert rows_checksum(table) == before_rows
+    assert {r.segment_id for r in table.select("segment_id").distinct().collect()} == {plan.output.id}
+    assert Counter(RustDeltaTable(path).to_pyarrow_table()["segment_id"].to_pylist()) == {plan.output.id: 200}
+    old = spark.read.format("delta").option("versionAsOf", commit.version - 1).load(path)
+    assert sorted(r.segment_id for r in old.select("segment_id").distinct().collect()) == [
+        "w0",
+        "w1",
+        "w2",
+        "w3",
+    ]
+
+    # the catalog's readers: sizes from the snapshot, presence from the log, the commit's record
+    assert segment_sizes(spark, warehouse, "t") == {plan.output.id: (200, commit.bytes_out)}
+    assert segments_with_rows(spark, reader(spark, warehouse), ["w0", "w3", plan.output.id]) == {
+        plan.output.id
+    }
+    record = read_commits(spark, warehouse, "t")[-1]
+    assert (record.op, record.removed, record.data_change) == ("merge", plan.input_ids, False)
+    assert [(s.id, s.records, s.bytes) for s in record.added] == [(plan.output.id, 200, commit.bytes_out)]
+    again = execute_merge(spark, warehouse, plan, promote_min_bytes=smallest)
+    assert again.already_done and again.version == commit.version, "a replay commits nothing"
+    assert (again.records_out, again.bytes_out) == (200, commit.bytes_out), "and reads the sizes back"
+
+    spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
+    try:
+        DeltaTable.forPath(spark, path).vacuum(0.0)
+        assert data_files(warehouse) == files_before, "VACUUM keeps files the table still references"
+        later = [*weeks[:0], Segment(plan.output.id, "t", plan.output.range, plan.output.loaded_at, 200)]
+        fifth = load(spark, warehouse, 4)
+        rewrite = make_plan("t", "auto_merge", [*later, fifth])
+        execute_merge(spark, warehouse, rewrite)  # small files: rewritten as usual
+        DeltaTable.forPath(spark, path).vacuum(0.0)
+        assert not data_files(warehouse) & files_before, "rewritten away, then vacuumed"
+        assert spark.read.format("delta").load(path).count() == 250
+    finally:
+        spark.conf.unset("spark.databricks.delta.retentionDurationCheck.enabled")
+
+
+def test_only_the_small_inputs_are_rewritten_in_the_same_commit(spark: Any, warehouse: Path) -> None:
+    big = [load(spark, warehouse, n, rows=2000) for n in range(2)]
+    big_files = data_files(warehouse)
+    small = load(spark, warehouse, 2, rows=10)
+    small_files = data_files(warehouse) - big_files
+    path = table_uri(warehouse, "t")
+    before = rows_checksum(spark.read.format("delta").load(path))
+    plan = make_plan("t", "auto_merge", [*big, small], level="month")
+    threshold = min((warehouse / f).stat().st_size for f in big_files)
+    assert max((warehouse / f).stat().st_size for f in small_files) < threshold
+
+    commit = execute_merge(spark, warehouse, plan, promote_min_bytes=threshold)
+
+    table = spark.read.format("delta").load(path)
+    assert rows_checksum(table) == before and commit.records_out == 4010
+    assert {r.segment_id for r in table.select("segment_id").distinct().collect()} == {plan.output.id}
+    live = {"t/" + f.split("/t/", 1)[1] for f in table.inputFiles()}
+    (written,) = live - big_files
+    assert big_files < live and not small_files & live, "the big files moved, the small ones were rewritten"
+    assert written.startswith(f"t/segment_id={plan.output.id}/")
+    (record,) = [c for c in read_commits(spark, warehouse, "t") if c.op == "merge"]
+    assert record.version == commit.version and not record.data_change
+
+
+def test_a_small_file_in_every_input_means_a_rewrite(spark: Any, warehouse: Path) -> None:
+    weeks = [load(spark, warehouse, n) for n in range(2)]
+    files_before = data_files(warehouse)
+    biggest = max((warehouse / f).stat().st_size for f in files_before)
+    commit = execute_merge(
+        spark, warehouse, make_plan("t", "auto_merge", weeks), promote_min_bytes=biggest + 1
+    )
+    assert len(data_files(warehouse) - files_before) == 1, "one new file: the rewrite"
+    assert commit.records_out == 100
+
+
+def test_a_concurrent_delete_of_an_input_fails_the_move_as_a_conflict(
+    spark: Any, warehouse: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    weeks = [load(spark, warehouse, n) for n in range(2)]
+    path = table_uri(warehouse, "t")
+    read_files = promote_module._read_files
+
+    def then_someone_deletes(*args: Any) -> list[Any]:
+        files = read_files(*args)
+        DeltaTable.forPath(spark, path).delete("segment_id = 'w1'")  # commits between read and commit
+        return files
+
+    monkeypatch.setattr(promote_module, "_read_files", then_someone_deletes)
+    with pytest.raises(CommitConflict, match="Concurrent"):
+        execute_merge(spark, warehouse, make_plan("t", "auto_merge", weeks), promote_min_bytes=1)
+    table = spark.read.format("delta").load(path)
+    assert sorted(r.segment_id for r in table.select("segment_id").distinct().collect()) == ["w0"]
+    assert table.count() == 50, "the deleted rows stay deleted: no file came back"
