@@ -74,6 +74,7 @@ from compactor.domain.segments import Segment, TimeRange
 from compactor.kafka.producer import EventProducer
 from compactor.kafka.settings import KafkaSettings
 from compactor.kafka.topics import ensure_topics
+from compactor.observe.metrics import BATCH_PHASES
 from compactor.stream.job import build_handler, start_query
 
 TABLE = "latency"
@@ -275,7 +276,20 @@ def measure_merges(
         producer.close()
         job_producer.close()
     stats = handler.state.stats
+    registry = handler.state.metrics.registry
+    phases = {
+        phase: {
+            "calls": int(
+                registry.get_sample_value("compactor_batch_phase_seconds_count", {"phase": phase}) or 0
+            ),
+            "seconds": registry.get_sample_value("compactor_batch_phase_seconds_sum", {"phase": phase})
+            or 0.0,
+        }
+        for phase in BATCH_PHASES
+    }
     return samples, {
+        "batch_seconds_total": registry.get_sample_value("compactor_batch_duration_seconds_sum") or 0.0,
+        "phases": phases,
         "events": stats.events,
         "batches": len(batches),
         "merges": stats.merges,
@@ -426,6 +440,15 @@ def main() -> None:
             [name, s["n"], s["p50"], s["p95"], s["p99"], s["max"],
              f"{s['p50'] / floor_stats['p50']:.1f}x" if s["p50"] and floor_stats["p50"] else "-"]
             for name, s in rows
+        ],
+    )  # fmt: skip
+    in_batches = job["batch_seconds_total"] or 1.0
+    print("\nwhere the job's batches spent their time (all batches of the run, warm-up included):")
+    print_table(
+        ["phase", "calls", "total s", "mean ms per call", "share of batch time"],
+        [
+            [name, p["calls"], p["seconds"], 1000 * p["seconds"] / max(1, p["calls"]), f"{p['seconds'] / in_batches:.0%}"]
+            for name, p in job["phases"].items()
         ],
     )  # fmt: skip
     mismatched = sum(not s["result_version_matches"] for s in samples)

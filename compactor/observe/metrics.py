@@ -9,6 +9,7 @@ registry, so several jobs in one process (the tests) never collide.
 from __future__ import annotations
 
 import collections
+import contextlib
 import math
 import threading
 import time
@@ -26,6 +27,11 @@ from compactor.domain.plans import MergePlan
 from compactor.domain.segments import Segment
 
 DURATION_BUCKETS = (0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800)
+PHASE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30)
+# where a batch's time goes: Spark hands the rows over, events decoded, the tables asked which
+# segments have rows, the rules evaluated, the commits (with their read-back), events and results
+# published, the catalog caught up and saved
+BATCH_PHASES = ("collect", "decode", "rows_present", "plan", "commit", "publish", "catalog")
 AGE_BUCKETS = (60, 300, 900, 3600, 4 * 3600, 12 * 3600, 86400, 3 * 86400, 7 * 86400, 30 * 86400)
 INGEST_WINDOW = timedelta(hours=24)  # the recent ingest rate that debt is measured against
 # a table as the scrape sees it: its name, its live segments, whether merging is on
@@ -118,6 +124,10 @@ class JobMetrics:
         self.last_success = _gauge(
             r, "compactor_last_batch_success_timestamp_seconds", "When a micro-batch last succeeded."
         )
+        self.batch_phase = _histogram(
+            r, "compactor_batch_phase_seconds", "Time a micro-batch spent in one phase (see BATCH_PHASES).",
+            PHASE_BUCKETS, "phase",
+        )  # fmt: skip
         self.consumer_lag = _gauge(
             r, "compactor_consumer_lag_events", "Events on the segments topic the query has not processed."
         )
@@ -131,6 +141,15 @@ class JobMetrics:
 
     def on_events(self, count: int) -> None:
         self.events.inc(count)
+
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        """Time one phase of the batch (`BATCH_PHASES`)."""
+        began = time.monotonic()
+        try:
+            yield
+        finally:
+            self.batch_phase.labels(name).observe(time.monotonic() - began)
 
     def on_batch(self, seconds: float) -> None:
         self.batch_duration.observe(seconds)

@@ -59,7 +59,8 @@ class BatchHandler:
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
-        rows = batch.select("key", "value", "topic", "partition", "offset").collect()
+        with self.state.metrics.phase("collect"):
+            rows = batch.select("key", "value", "topic", "partition", "offset").collect()
         log.info("batch %d: %d event(s)", batch_id, len(rows))
         self.process([_envelope(row) for row in rows])
         self.state.metrics.on_batch(time.monotonic() - started)
@@ -68,8 +69,11 @@ class BatchHandler:
         """One batch: every valid event's work in order, the batch's dead letters, then the
         catalog caught up with the tables it touched and saved, before Spark records the offsets."""
         self.state.stats.events += len(envelopes)
-        decoded, dead = self.admission.decode(envelopes)
-        present = self.admission.rows_present(decoded)
+        phase = self.state.metrics.phase
+        with phase("decode"):
+            decoded, dead = self.admission.decode(envelopes)
+        with phase("rows_present"):
+            present = self.admission.rows_present(decoded)
         touched: set[str] = set()
         for item in decoded:
             try:
@@ -80,8 +84,10 @@ class BatchHandler:
                     self._dispatch(trigger)
             except Rejected as exc:
                 dead.append(DeadLetter(item.envelope, exc.reason, exc.detail))
-        self.announcer.dead_letters(dead)
-        self.save(touched)
+        with phase("publish"):
+            self.announcer.dead_letters(dead)
+        with phase("catalog"):
+            self.save(touched)
         self.state.metrics.on_events(len(envelopes))  # counted once their work is saved
 
     def save(self, tables: set[str]) -> None:
@@ -100,12 +106,17 @@ class BatchHandler:
             self.runner, trigger.table, trigger.delete_value
         ):
             self._rewritten.add(trigger.table)  # the table is checked against the catalog after the batch
-        for plan in self.planner.plans(trigger):
+        with self.state.metrics.phase("plan"):
+            plans = self.planner.plans(trigger)
+        for plan in plans:
             self._run(plan, may_replan=True)
 
     def _run(self, plan: MergePlan, may_replan: bool) -> None:
-        outcome = self.runner.run(plan)
-        self.announcer.announce(outcome)
+        phase = self.state.metrics.phase
+        with phase("commit"):
+            outcome = self.runner.run(plan)
+        with phase("publish"):
+            self.announcer.announce(outcome)
         if plan.table_wide and outcome.result.status is MergeStatus.SUCCEEDED:
             self._rewritten.add(plan.table)
         if outcome.stale and may_replan:  # a concurrent writer changed the inputs: plan again, once

@@ -6,7 +6,7 @@ import math
 import urllib.error
 import urllib.request
 
-from compactor.observe.metrics import ingest_hours
+from compactor.observe.metrics import BATCH_PHASES, ingest_hours
 from compactor.observe.readiness import offsets_behind
 from compactor.observe.server import ProbeServer
 from tests.stream.conftest import Harness
@@ -42,6 +42,11 @@ def test_merges_dead_letters_and_debt_are_counted(harness: Harness) -> None:
     assert value(metrics, "compactor_debt_segments", table="t") == 0
     assert value(metrics, "compactor_ideal_segments", table="t") == 1
     assert value(metrics, "compactor_actual_segments", table="t") == 1
+    # each batch's time by phase: two batches, three attempts (one per load), one commit
+    counts = {p: value(metrics, "compactor_batch_phase_seconds_count", phase=p) for p in BATCH_PHASES}
+    assert counts == {
+        "collect": None, "decode": 2, "rows_present": 2, "plan": 3, "commit": 1, "publish": 3, "catalog": 2
+    }  # fmt: skip
 
 
 def test_conflicts_lost_and_failures_by_status(harness: Harness) -> None:
