@@ -26,9 +26,12 @@ def commit_metadata(
     removed: tuple[str, ...] = (),
     plan: MergePlan | None = None,
     data_change: bool = True,
+    exact_sizes: bool = False,
 ) -> str:
     """The commit's userMetadata: what it did to the segment set, which plan did it, and
-    whether it changed rows (False: the commit only rearranged them, `dataChange=false`)."""
+    whether it changed rows (False: the commit only rearranged them, `dataChange=false`).
+    `exact_sizes`: the added segments' records and bytes are the commit's (a merge that moved
+    files has no write metrics to take them from)."""
     return json.dumps(
         {
             METADATA_KEY: 1,
@@ -40,6 +43,7 @@ def commit_metadata(
             "level": plan.level if plan else None,
             "pool": plan.pool if plan else None,
             "data_change": data_change,
+            **({"exact_sizes": True} if exact_sizes else {}),
         },
         separators=(",", ":"),
     )

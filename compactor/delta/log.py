@@ -189,11 +189,14 @@ def commit_facts(table: str, version: int, info: dict[str, Any]) -> CommitFacts:
     meta = parse_metadata(info.get("userMetadata")) or {}
     record = commit_record(table, version, meta, metrics) if meta else None
     added = tuple(record.sized(s, None) for s in record.added) if record else ()
-    # a merge that moved files (promote) writes no rows: its metadata carries the output's size
+    if meta.get("exact_sizes"):  # a merge that moved files: no write metrics, its metadata is exact
+        records, size = sum(s.records for s in added), sum(s.bytes for s in added)
+    else:  # an overwrite that wrote nothing has no numOutputRows
+        records, size = int(metrics.get("numOutputRows", 0)), int(metrics.get("numOutputBytes", 0))
     return CommitFacts(
         version,
-        int(metrics.get("numOutputRows", sum(s.records for s in added))),
-        int(metrics.get("numOutputBytes", sum(s.bytes for s in added))),
+        records,
+        size,
         added,
         bool(meta.get("data_change", True)),
     )

@@ -44,7 +44,7 @@ def execute_merge(
     valid rows (latest per key over the whole table) are written: the rest are
     dropped in the same commit.
 
-    A plain merge over files all at least `promote_min_bytes` rewrites nothing (`promote`).
+    A plain merge moves inputs made of files of `promote_min_bytes` or more (`promote`).
     A plain merge only rearranges rows, so its adds and removes carry
     `dataChange=false` (as Delta's OPTIMIZE does): streaming readers and the change
     feed skip it. Upsert compaction drops rows, so it commits as a data change.
@@ -57,10 +57,9 @@ def execute_merge(
     if done is not None:
         return _merged(plan, done, 0, already_done=True)
     check_rewritable(spark, path)
-    if upsert is None and promote_min_bytes is not None:  # well-sized files move, unrewritten
-        promoted = promote(spark, path, plan, promote_min_bytes)
-        if promoted is not None:
-            return promoted
+    moved = None if upsert is not None else _moved(spark, path, plan, promote_min_bytes)
+    if moved is not None:
+        return moved
     data_change = upsert is not None
     inputs = list(plan.input_ids)
     if upsert is not None:
@@ -84,6 +83,14 @@ def execute_merge(
     )
     facts = log.written(plan_marker(plan.plan_id))
     return _merged(plan, facts, int((time.monotonic() - started) * 1000))
+
+
+def _moved(spark: SparkSession, path: str, plan: MergePlan, min_bytes: int | None) -> Commit | None:
+    """The plan committed by moving its well-sized inputs' files, or None (nothing committed). A
+    segment under the threshold cannot be made of well-sized files: small merges skip the look."""
+    if min_bytes is None or all(s.bytes < min_bytes for s in plan.inputs):
+        return None
+    return promote(spark, path, plan, min_bytes)
 
 
 def _merged(plan: MergePlan, facts: CommitFacts, duration_ms: int, already_done: bool = False) -> Commit:

@@ -104,7 +104,7 @@ def _promote(
         jvm.org.apache.spark.sql.SaveMode.Overwrite,
         option.apply(_seq(jvm, [SEGMENT_COLUMN])),
         option.apply(f"{SEGMENT_COLUMN} IN ({in_list(inputs)})"),
-        option.apply(commit_metadata("merge", [output], plan.input_ids, plan, data_change=False)),
+        option.apply(commit_metadata("merge", [output], plan.input_ids, plan, False, exact_sizes=True)),
         option.empty(), option.empty(), option.empty(), option.empty(), option.empty(),
     )  # fmt: skip
     with conflicts_as_commit_conflict():
@@ -125,7 +125,8 @@ def _read_files(spark: SparkSession, jvm: Any, txn: Any, path: str, inputs: list
 
 def _moved(jvm: Any, f: Any, segment_id: str) -> Any:
     """The file re-added under `segment_id`, everything else as it was (`dataChange=false`)."""
-    values = jvm.org.apache.spark.api.python.PythonUtils.toScalaMap({SEGMENT_COLUMN: segment_id})
+    key = str(f.partitionValues().keys().head())  # the partition column's name in the log
+    values = jvm.org.apache.spark.api.python.PythonUtils.toScalaMap({key: segment_id})
     return f.copy(
         f.path(), values, f.size(), f.modificationTime(), False, f.stats(), f.tags(), f.deletionVector(),
         f.baseRowId(), f.defaultRowCommitVersion(), f.clusteringProvider(), f.backReference(), f.amtPassthrough(),
@@ -152,7 +153,9 @@ def _rewrite(
 
 
 def _segment_of(file: Any) -> str:
-    return str(file.partitionValues().get(SEGMENT_COLUMN).get())
+    """The file's segment id: its one partition value (under column mapping the log keys it by
+    the column's physical name, `col-<uuid>`)."""
+    return str(file.partitionValues().values().head())
 
 
 def _live_rows(file: Any) -> int | None:
