@@ -73,7 +73,8 @@ def _query_benefit(d: dict[str, Any]) -> str:
 def _merge_throughput(d: dict[str, Any]) -> str:
     s = d["summary"]
     return "; ".join(
-        f"pair {p['pair'][0]}: ours {s[p['ours']]['mb_per_s_median']:.1f} vs OPTIMIZE "
+        f"pair {p['pair'][0]}: ours {s[p['ours']]['mb_per_s_median']:.1f} vs "
+        f"{'raw Parquet' if p['optimize'] == 'parquet' else 'OPTIMIZE'} "
         f"{s[p['optimize']]['mb_per_s_median']:.1f} MiB/s = {p['ratio_ours_over_optimize']:.2f}x"
         for p in d["pairs"]
     ) + ("" if d.get("all_checksums_match") else "; CHECKSUM MISMATCH")
