@@ -271,6 +271,13 @@ def main() -> None:
         "--name", default="merge_throughput", help="results file name (default merge_throughput)"
     )
     parser.add_argument("--workdir", type=Path, default=None, help="scratch dir (default: a temp dir)")
+    parser.add_argument(
+        "--spark-conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting to try (repeatable)",
+    )
     args = parser.parse_args()
     segments = args.segments or (20 if args.quick else 200)
     rows = args.rows or (2_000 if args.quick else 46_000)
@@ -284,7 +291,8 @@ def main() -> None:
     began = time.perf_counter()
     scratch = Path(tempfile.mkdtemp(prefix="bench-merge-", dir=args.workdir))
     machine = machine_info()
-    spark = build_spark("bench-merge-throughput", master="local[2]")
+    extra = dict(item.split("=", 1) for item in args.spark_conf)
+    spark = build_spark("bench-merge-throughput", master="local[2]", extra_conf=extra)
     spark_quiet(spark)
     runs: list[dict[str, Any]] = []
     try:
@@ -430,6 +438,7 @@ def main() -> None:
                 "files_per_segment": per_file,
                 "repeats": repeats,
                 "methods": list(methods),
+                "spark_conf": extra,
             },
             "reference": {"rows": reference[0], "checksum": str(reference[1])},
             "setup_seconds": setup_seconds,
