@@ -229,6 +229,22 @@ LABELS = {
 }
 
 
+def run_method(
+    spark: SparkSession, method: str, source: Path, wh: Path, name: str, rows: int
+) -> dict[str, Any]:
+    """One timed run on its own copy (the ceiling reads the source and writes beside it), with
+    the checksum of what it left."""
+    if method == "parquet":
+        run = run_parquet(spark, source, wh / name)
+        return run | {"checksum": rows_checksum(spark.read.parquet(str(wh / name)))}
+    shutil.copytree(source, wh / name)
+    if method == "ours":
+        run = run_ours(spark, wh, name, rows)
+    else:
+        run = run_optimize(spark, wh / name, partitioned=method == "opt_part")
+    return run | {"checksum": checksum(spark, wh / name)}
+
+
 def summarise(runs: list[dict[str, Any]], methods: tuple[str, ...]) -> dict[str, dict[str, Any]]:
     out = {}
     for method in methods:
@@ -322,27 +338,9 @@ def main() -> None:
             )  # no method always first
             for method in order:
                 name = f"{method}_{round_}"
-                if method == "parquet":  # reads the source; writes beside it
-                    run = run_parquet(spark, sources[method], wh / name)
-                    written = spark.read.parquet(str(wh / name))
-                    run["checksum_ok"] = rows_checksum(written) == reference
-                    run.update(key=method, copy=name, round=round_)
-                    runs.append(run)
-                    shutil.rmtree(wh / name)
-                    print(
-                        f"  round {round_}: {LABELS[method]:<34} {run['seconds']:7.2f}s "
-                        f"{run['mb_per_s']:7.2f} MiB/s  files {run['files_before']} -> {run['files_after']}",
-                        flush=True,
-                    )
-                    continue
-                shutil.copytree(sources[method], wh / name)
-                run = (
-                    run_ours(spark, wh, name, rows)
-                    if method == "ours"
-                    else run_optimize(spark, wh / name, partitioned=method == "opt_part")
-                )
+                run = run_method(spark, method, sources[method], wh, name, rows)
                 run.update(key=method, copy=name, round=round_)
-                run["checksum_ok"] = checksum(spark, wh / name) == reference
+                run["checksum_ok"] = run.pop("checksum") == reference
                 runs.append(run)
                 shutil.rmtree(wh / name)
                 print(
