@@ -36,13 +36,13 @@ def status(tables: tuple[str, ...], config_path: Path, warehouse: str, as_json: 
     spark.sparkContext.setLogLevel("ERROR")
     store = SparkTableStore(spark, warehouse)
     stored = DeltaCatalogStore(spark, warehouse).load()
-    found = []
+    found, now = [], now_utc()
     for table in chosen_tables(store, tables, warehouse):
         segments = table_segments(spark, warehouse, stored, table)
         mark = stored.marks.get(table)
-        ready = evaluate(table, segments, project.for_table(table), now_utc(), explain=False).plans
+        ready = evaluate(table, segments, project.for_table(table), now, explain=False).plans
         merging, failures = (mark.merging, mark.failures) if mark else (True, ())
-        found.append(table_status(table, merging, segments, ready, store.history(table), failures, now_utc()))
+        found.append(table_status(table, merging, segments, ready, store.history(table), failures, now))
     if as_json:
         click.echo(json.dumps([s.to_json() for s in found], indent=2))
     else:

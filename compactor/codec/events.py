@@ -211,7 +211,7 @@ def default_codec() -> Codec:
 
 def codec_for(kafka: KafkaSettings) -> Codec:
     """The codec the config's `kafka.encoding` asks for (single-object encoding by default)."""
-    block = kafka.security
+    block = kafka.config
     if block is None or block.encoding == "single_object":
         return default_codec()
     from compactor.codec.registry import ConfluentRegistry

@@ -88,10 +88,11 @@ def _promote(
     if not kept or set(by_segment) != set(inputs) or any(_live_rows(f) is None for f in files):
         return None
     now = int(time.time() * 1000)
-    moved = [_moved(jvm, f, plan.output.id) for f in files if _segment_of(f) in kept]
+    moved = [_moved(jvm, f, plan.output.id) for sid in kept for f in by_segment[sid]]
     rewritten = sorted(set(inputs) - kept)
-    written = _rewrite(spark, jvm, txn, path, plan, rewritten, files) if rewritten else []
-    removed = [f.removeWithTimestamp(now, False) for f in files if _segment_of(f) not in kept]
+    small = [f for sid in rewritten for f in by_segment[sid]]
+    written = _rewrite(spark, jvm, txn, path, plan, rewritten, small) if small else []
+    removed = [f.removeWithTimestamp(now, False) for f in small]
     new_files = moved + written
     records = sum(_live_rows(f) or 0 for f in new_files)
     size = sum(int(f.size()) for f in new_files)
@@ -142,11 +143,12 @@ def _rewrite(
     segment_ids: list[str],
     files: list[Any],
 ) -> list[Any]:
-    """The small inputs' rows written as new files of the output segment, in the transaction."""
-    small = sum(int(f.size()) for f in files if _segment_of(f) in set(segment_ids))
+    """The small inputs' rows (`segment_ids`, whose `files` they are) written as new files of the
+    output segment, in the transaction."""
+    size = sum(int(f.size()) for f in files)
     rows = spark.read.format("delta").load(path).where(F.col(SEGMENT_COLUMN).isin(segment_ids))
     data = rows.withColumn(SEGMENT_COLUMN, F.lit(plan.output.id)).coalesce(
-        max(1, math.ceil(small / TARGET_FILE_BYTES))
+        max(1, math.ceil(size / TARGET_FILE_BYTES))
     )
     added = _java_list(jvm, txn.writeFiles(data._jdf))
     return [_moved(jvm, f, plan.output.id) for f in added]  # the same file, dataChange=false

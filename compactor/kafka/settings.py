@@ -23,9 +23,10 @@ DEFAULT_DEAD_LETTER_TOPIC = "compactor.dead-letter"
 
 @dataclass(frozen=True)
 class KafkaSettings:
-    """Where the broker is, the topics, and the security settings every client uses.
+    """Where the broker is, the topics, and the config's `kafka:` block (security, topic creation,
+    pass-through settings) every client uses.
 
-    The security settings keep secrets as `SecretStr`, so printing or logging
+    The block keeps secrets as `SecretStr`, so printing or logging
     these settings never shows a password; the dicts below hold them in clear
     and are handed straight to the clients, never logged.
     """
@@ -34,7 +35,7 @@ class KafkaSettings:
     segments_topic: str = DEFAULT_SEGMENTS_TOPIC
     results_topic: str = DEFAULT_RESULTS_TOPIC
     dead_letter_topic: str = DEFAULT_DEAD_LETTER_TOPIC
-    security: KafkaConfig | None = None
+    config: KafkaConfig | None = None  # the config file's `kafka:` block
 
     @property
     def topics(self) -> tuple[str, str, str]:
@@ -43,7 +44,7 @@ class KafkaSettings:
     def librdkafka(self, **overrides: Any) -> dict[str, Any]:
         """confluent-kafka's settings: the modelled ones, the config's `librdkafka:` map over them,
         and the calling client's own (a group id, say) last."""
-        block = self.security
+        block = self.config
         secure = librdkafka_security(block) if block else {}
         passed = {k: v.get_secret_value() for k, v in block.librdkafka.items()} if block else {}
         # librdkafka's own log lines go through Python logging, not straight to stderr
@@ -55,15 +56,15 @@ class KafkaSettings:
         """The same settings for Spark's Kafka source (every `kafka.*` option passes through),
         and the config's `spark_source:` options."""
         options = {"kafka.bootstrap.servers": self.bootstrap_servers}
-        if self.security:
-            options.update({f"kafka.{k}": v for k, v in java_security(self.security).items()})
-            options.update({k: v.get_secret_value() for k, v in self.security.spark_source.items()})
+        if self.config:
+            options.update({f"kafka.{k}": v for k, v in java_security(self.config).items()})
+            options.update({k: v.get_secret_value() for k, v in self.config.spark_source.items()})
         return options
 
     @property
     def new_topics(self) -> tuple[int, int]:
         """Partitions and replication factor of topics the compactor creates (-1: the broker's)."""
-        topics = self.security.topics if self.security else None
+        topics = self.config.topics if self.config else None
         partitions = topics.partitions if topics and topics.partitions else -1
         return partitions, topics.replication_factor if topics and topics.replication_factor else -1
 

@@ -41,9 +41,9 @@ class CoolDown:
         self.period = period
         self.catalog = catalog
         self._until: dict[str, datetime] = {}
-        for table in catalog.table_names if catalog is not None else ():
-            for failure in catalog.failures(table) if catalog is not None else ():
-                self._until[failure.key] = failure.until
+        if catalog is not None:  # what a previous run left cooling keeps cooling
+            for table in catalog.table_names:
+                self._until.update((f.key, f.until) for f in catalog.failures(table))
 
     def start(self, key: str, table: str, reason: str, rule: str | None = None) -> None:
         now = self.clock()

@@ -28,7 +28,7 @@ def registry_codec(url: str = "mock://wire") -> Codec:
     config = load_config(
         {"kafka": {"encoding": "confluent", "schema_registry": {"url": url, "max.retries": 0}}}
     )
-    return codec_for(KafkaSettings("b:1", security=config.kafka))
+    return codec_for(KafkaSettings("b:1", config=config.kafka))
 
 
 def test_confluents_deserializer_reads_what_we_write() -> None:

@@ -27,7 +27,7 @@ def secured(monkeypatch: pytest.MonkeyPatch) -> KafkaSettings:
             }
         }
     )
-    return KafkaSettings("broker:9093", security=config.kafka)
+    return KafkaSettings("broker:9093", config=config.kafka)
 
 
 def test_settings_reach_confluent_kafka_and_spark(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -61,10 +61,10 @@ def test_secrets_are_never_printed_or_logged(
 ) -> None:
     kafka = secured(monkeypatch)
     with caplog.at_level(logging.DEBUG):
-        logging.getLogger("compactor").info("kafka settings: %s / %r", kafka, kafka.security)
+        logging.getLogger("compactor").info("kafka settings: %s / %r", kafka, kafka.config)
     assert SECRET not in caplog.text and SECRET not in str(kafka) and SECRET not in repr(kafka)
     assert "**********" in caplog.text
-    assert SECRET not in kafka.security.model_dump_json()  # type: ignore[union-attr]
+    assert SECRET not in kafka.config.model_dump_json()  # type: ignore[union-attr]
 
 
 def test_incomplete_or_missing_secrets_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -104,7 +104,7 @@ def test_pass_through_settings_reach_each_client_masked_and_after_the_modelled_o
             }
         }
     )  # fmt: skip
-    kafka = KafkaSettings("broker:9093", security=config.kafka)
+    kafka = KafkaSettings("broker:9093", config=config.kafka)
     client = kafka.librdkafka(**{"group.id": "g"})
     assert {k: client[k] for k in ("client.id", "security.protocol", "socket.keepalive.enable", "group.id")} == {
         "client.id": "compactor-eu", "security.protocol": "SASL_SSL", "socket.keepalive.enable": "true",
@@ -126,5 +126,5 @@ def test_options_the_job_owns_and_bad_topic_settings_are_refused() -> None:
     with pytest.raises(ConfigError, match=r"kafka\.topics\.replication_factor"):
         load_config({"kafka": {"topics": {"replication_factor": 0}}})
     topics = load_config({"kafka": {"topics": {"partitions": 6}}}).kafka
-    assert KafkaSettings("b:1", security=topics).new_topics == (6, -1), "replication: the broker's default"
+    assert KafkaSettings("b:1", config=topics).new_topics == (6, -1), "replication: the broker's default"
     assert KafkaSettings("b:1").new_topics == (-1, -1)

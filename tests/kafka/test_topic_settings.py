@@ -29,7 +29,7 @@ def test_new_topics_take_the_configured_partitions_else_the_brokers_defaults(
     kafka_bootstrap: str, unique: Callable[[str], str]
 ) -> None:
     configured = load_config({"kafka": {"topics": {"partitions": 3}}}).kafka
-    ensure_topics(KafkaSettings(kafka_bootstrap, security=configured), [wide := unique("wide")])
+    ensure_topics(KafkaSettings(kafka_bootstrap, config=configured), [wide := unique("wide")])
     ensure_topics(KafkaSettings(kafka_bootstrap), [plain := unique("plain")])  # replication -1 accepted
     assert (partitions(kafka_bootstrap, wide), partitions(kafka_bootstrap, plain)) == (3, 1)  # broker: 1
 
