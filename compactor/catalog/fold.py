@@ -24,6 +24,7 @@ from compactor.catalog.changes import (
 from compactor.catalog.failures import Failure, noted
 from compactor.catalog.retired import RetiredFilter, RetiredSegment
 from compactor.catalog.store import CatalogChanges, StoredCatalog, TableMark
+from compactor.domain.columns import SegmentColumns, TableSegments
 from compactor.domain.plans import MergePlan
 from compactor.domain.segments import Segment
 from compactor.errors import InvalidSegmentError
@@ -50,7 +51,7 @@ class SegmentCatalog:
     and a journal of changes not yet saved to the durable store.
     """
 
-    _tables: dict[str, dict[str, Segment]] = field(default_factory=dict)
+    _tables: dict[str, TableSegments] = field(default_factory=dict)
     _executed: dict[str, set[str]] = field(default_factory=dict)
     # ids merged away: exactly for this process's life, and as a filter for all time
     _retired: dict[str, dict[str, RetiredSegment]] = field(default_factory=dict)
@@ -72,8 +73,14 @@ class SegmentCatalog:
     def segments(self, table: str) -> list[Segment]:
         return list(self._tables.get(table, {}).values())
 
+    def columns(self, table: str) -> SegmentColumns:
+        """The table's segments as columns for the planners (valid until the table changes)."""
+        known = self._tables.get(table)
+        return (known if known is not None else TableSegments()).columns()
+
     def get(self, table: str, segment_id: str) -> Segment | None:
-        return self._tables.get(table, {}).get(segment_id)
+        known = self._tables.get(table)
+        return None if known is None else known.get(segment_id)
 
     def knows(self, table: str, segment_id: str) -> bool:
         """True for a current segment and for one merged away by this process."""
@@ -123,7 +130,7 @@ class SegmentCatalog:
         segment = change.segment
         if self.retired(segment.table, segment.id):
             return False
-        known = self._tables.setdefault(segment.table, {}).get(segment.id)
+        known = self._table(segment.table).get(segment.id)
         if known is not None:
             if known.same_content(segment):
                 return False
@@ -153,7 +160,7 @@ class SegmentCatalog:
     @apply.register
     def _(self, change: PlanApplied) -> bool:
         plan = change.plan
-        table = self._tables.setdefault(plan.table, {})
+        table = self._table(plan.table)
         if self.was_executed(plan.table, plan.plan_id) and all(o.id in table for o in change.outputs):
             return False
         self._replace(plan.table, [table.get(sid) or s for sid, s in zip(plan.input_ids, plan.inputs, strict=True)],
@@ -163,7 +170,7 @@ class SegmentCatalog:
 
     @apply.register
     def _(self, change: SegmentsGone) -> bool:
-        known = self._tables.setdefault(change.table, {})
+        known = self._table(change.table)
         gone = change.segment_ids & set(known)
         for sid in gone:
             log.warning("table %s: segment %s is in the catalog but not in Delta; dropped", change.table, sid)
@@ -173,7 +180,7 @@ class SegmentCatalog:
 
     @apply.register
     def _(self, change: TableReloaded) -> bool:
-        known = self._tables.setdefault(change.table, {})
+        known = self._table(change.table)
         for segment in change.segments:
             known[segment.id] = segment  # Delta's record wins over what events told us
             self._journal.live[(change.table, segment.id)] = segment
@@ -187,7 +194,7 @@ class SegmentCatalog:
     def _(self, record: CommitRecord) -> bool:
         """One commit of the table's Delta history."""
         table = record.table
-        segments = self._tables.setdefault(table, {})
+        segments = self._table(table)
         inputs = tuple(segments.get(sid) or _unrecorded(sid, table, record) for sid in record.removed)
         sized = [record.sized(segment, segments.get(segment.id)) for segment in record.added]
         unknown = {sid for sid in record.removed if sid not in segments}
@@ -215,7 +222,7 @@ class SegmentCatalog:
     ) -> None:
         """Inputs leave (each kept as a retired record), outputs become live; journaled.
         `unknown` inputs were never described to the catalog: their record keeps no fingerprint."""
-        segments = self._tables.setdefault(table, {})
+        segments = self._table(table)
         for segment in inputs:
             if segments.pop(segment.id, None) is None and self.retired(table, segment.id):
                 continue
@@ -229,6 +236,12 @@ class SegmentCatalog:
         for segment in outputs:
             segments[segment.id] = segment
             self._journal.live[(table, segment.id)] = segment
+
+    def _table(self, table: str) -> TableSegments:
+        found = self._tables.get(table)
+        if found is None:
+            found = self._tables[table] = TableSegments()
+        return found
 
     def _filter(self, table: str) -> RetiredFilter:
         found = self._filters.get(table)
@@ -302,9 +315,9 @@ class SegmentCatalog:
         """The catalog as last saved: live segments and marks, with an empty journal."""
         catalog = cls()
         for table, segments in stored.segments.items():
-            catalog._tables[table] = {s.id: s for s in segments}
+            catalog._tables[table] = TableSegments(segments)
         for table, mark in stored.marks.items():
-            catalog._tables.setdefault(table, {})
+            catalog._table(table)
             catalog._versions[table] = mark.version
             catalog._filters[table] = mark.retired
             if mark.announced is not None:
@@ -326,7 +339,7 @@ class SegmentCatalog:
         from the commit metadata are reported for the caller to describe.
         """
         present = set(present_ids)
-        gone = set(self._tables.setdefault(table, {})) - present
+        gone = set(self._table(table)) - present
         self.apply(SegmentsGone(table, frozenset(gone)))
         return present - set(self._tables[table]), gone
 
@@ -335,7 +348,7 @@ class SegmentCatalog:
         """Every table's history folded in order; a table with no commit is known and empty."""
         catalog = cls()
         for table, records in commits.items():
-            catalog._tables.setdefault(table, {})
+            catalog._table(table)
             for record in sorted(records, key=lambda r: r.version):
                 catalog.apply(record)
         return catalog

@@ -108,7 +108,7 @@ def run_plan(
             t: _explain(
                 (
                     evaluations.get(t)
-                    or evaluate(t, sim.catalog.segments(t), config.for_table(t), moment, only_rule=rule)
+                    or evaluate(t, sim.catalog.columns(t), config.for_table(t), moment, only_rule=rule)
                 ).decisions
             )
             for t in tables

@@ -95,12 +95,14 @@ def pack_indices(
     best_fit = strategy == "best_fit"
     light = np.flatnonzero(~is_heavy)
     light = light[np.argsort(-weights[light], kind="stable")]
-    for i, w in zip(light.tolist(), window_of(light).tolist(), strict=True):
+    light_windows = window_of(light)
+    near = heavy.near(light_windows - windowed, light_windows + windowed)
+    for i, w, heavy_near in zip(light.tolist(), light_windows.tolist(), near, strict=True):
         windows = (w - 1, w, w + 1) if windowed else (0,)
         item = _Placement(
             int(weights[i]), float(starts[i]), float(ends[i]), windows, capacity, max_span, best_fit
         )
-        heavy_at = heavy.pick(weights, item)
+        heavy_at = heavy.pick(weights, item, heavy_near)
         target = light_bins.pick(item) if heavy_at is None or best_fit else None
         if heavy_at is not None and (target is None or heavy.load[heavy_at] >= light_bins.loads[target]):
             heavy.join(heavy_at, i, item)
@@ -140,10 +142,17 @@ class _HeavyBins:
             opened, window = opened[by_window], window[by_window]
         return cls(opened, window, weights, starts, ends)
 
-    def pick(self, weights: npt.NDArray[np.int64], item: _Placement) -> int | None:
-        """Position (in the window-sorted arrays) of the bin the strategy picks, or None."""
-        weight, lo, hi, windows, capacity, max_span, best_fit = item
-        first, last = np.searchsorted(self.window, (windows[0], windows[-1] + 1)).tolist()
+    def near(self, lowest: npt.NDArray[np.int64], highest: npt.NDArray[np.int64]) -> list[tuple[int, int]]:
+        """Per item, the range of positions of the bins in windows `lowest`..`highest`."""
+        first = np.searchsorted(self.window, lowest).tolist()
+        last = np.searchsorted(self.window, highest + 1).tolist()
+        return list(zip(first, last, strict=True))
+
+    def pick(self, weights: npt.NDArray[np.int64], item: _Placement, near: tuple[int, int]) -> int | None:
+        """Position (in the window-sorted arrays) of the bin the strategy picks among those
+        `near` the item, or None."""
+        weight, lo, hi, _, capacity, max_span, best_fit = item
+        first, last = near
         if first == last:
             return None
         load = self.load[first:last]

@@ -12,6 +12,7 @@ from datetime import datetime
 
 from compactor.config.rules import RuleConfig, RuleName
 from compactor.config.tables import TableSettings
+from compactor.domain.columns import SegmentColumns
 from compactor.domain.plans import Decision, MergePlan, SkipReason
 from compactor.domain.segments import Segment
 from compactor.rules import refresh
@@ -49,6 +50,7 @@ def evaluate(
     index check found per segment) feeds the refresh rule.
     """
     rules = [r for r in settings.rules if (r.rule == only_rule if only_rule else r.trigger == trigger)]
+    segments = SegmentColumns.of(segments)  # the catalog's view as it is; a list is encoded once
     offline = _offline(table, segments, settings, rules, explain)
     if offline is not None:
         return offline
@@ -60,7 +62,7 @@ def evaluate(
         decisions.extend(skipped)
         free = eligible
         if claimed:
-            free = [s for s in eligible if s.id not in claimed]
+            free = eligible.without(claimed)
             if explain:
                 decisions += [
                     Decision(s.id, rule.rule, False, SkipReason.CLAIMED, f"in plan {claimed[s.id]}")

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from compactor.config.rules import MinorRule, RuleName
+from compactor.domain.columns import SegmentColumns, order_by
 from compactor.domain.plans import Decision, MergePlan, RuleOutcome, SkipReason, make_plan
 from compactor.domain.segments import Segment
 
@@ -17,15 +20,18 @@ RULE = RuleName.MINOR
 FINAL_LEVEL = 2
 
 
-def _load_order(segments: Sequence[Segment]) -> list[Segment]:
-    return sorted(segments, key=lambda s: (s.loaded_at, s.id))
+def _load_order(columns: SegmentColumns, level: int) -> list[Segment]:
+    """The segments at `level`, oldest load first (ties by id)."""
+    at_level = columns.take(columns.level == level)
+    return at_level.pick(order_by(at_level.loaded, at_level))
 
 
 def plan(segments: Sequence[Segment], rule: MinorRule, table: str, explain: bool = True) -> RuleOutcome:
+    columns = SegmentColumns.of(segments)
     plans: list[MergePlan] = []
     decisions: list[Decision] = []  # only built with `explain`: the stream needs plans alone
     for level, threshold in enumerate(rule.level_thresholds):
-        candidates = _load_order([s for s in segments if s.level == level]) if threshold or explain else []
+        candidates = _load_order(columns, level) if threshold or explain else []
         if threshold == 0:
             decisions += _skipped(candidates, SkipReason.BELOW_LEVEL_COUNT, f"level {level + 1} is disabled")
             continue
@@ -42,7 +48,7 @@ def plan(segments: Sequence[Segment], rule: MinorRule, table: str, explain: bool
             decisions += _skipped(candidates[full:], SkipReason.BELOW_LEVEL_COUNT, waiting)
     if not explain:
         return RuleOutcome(tuple(plans))
-    final = [s for s in segments if s.level >= FINAL_LEVEL]
+    final = columns.pick(np.flatnonzero(columns.level >= FINAL_LEVEL))
     decisions += [
         Decision(s.id, RULE, False, SkipReason.FINAL_LEVEL, f"level {s.level} segments are not merged again")
         for s in final

@@ -11,13 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from operator import attrgetter
-from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from compactor.config.rules import BinPackRule, PoolConfig, RuleName
+from compactor.domain.columns import Floats, Ints, SegmentColumns, order_by
 from compactor.domain.plans import Decision, MergePlan, RuleOutcome, SkipReason, make_plan
 from compactor.domain.segments import Segment
 from compactor.rules.bin_packing import pack_indices
@@ -37,24 +35,7 @@ def pool_for(segment: Segment, pools: Sequence[PoolConfig], now: datetime) -> Po
     return None
 
 
-_START = attrgetter("range.start_ts")
-_END = attrgetter("range.end_ts")
-_BYTES = attrgetter("bytes")
-_VERSION = attrgetter("schema_version")
-_BUILT = attrgetter("built")
-
-
-def _column(segments: Sequence[Segment], field: attrgetter[Any], dtype: type) -> npt.NDArray[Any]:
-    return np.fromiter(map(field, segments), dtype, len(segments))
-
-
-def _classify(
-    start: npt.NDArray[np.float64],
-    end: npt.NDArray[np.float64],
-    size: npt.NDArray[np.int64],
-    pools: Sequence[PoolConfig],
-    now: datetime,
-) -> npt.NDArray[np.int64]:
+def _classify(start: Floats, end: Floats, size: Ints, pools: Sequence[PoolConfig], now: datetime) -> Ints:
     """Index of each segment's pool (-1: none), as `pool_for` decides, vectorised."""
     age, width = now.timestamp() - end, end - start
     assigned = np.full(len(start), -1, dtype=np.int64)
@@ -70,29 +51,7 @@ def _classify(
     return assigned
 
 
-def _by_start_then_id(start: npt.NDArray[np.float64], segments: Sequence[Segment]) -> npt.NDArray[np.int64]:
-    """Segment indices sorted by (start, id): numpy sorts by start, Python only settles ties."""
-    order = np.argsort(start, kind="stable")
-    ordered = start[order]
-    tied = np.flatnonzero(np.diff(np.r_[0, (ordered[1:] == ordered[:-1]).astype(np.int8), 0]))
-    for first, last in zip(tied[::2].tolist(), tied[1::2].tolist(), strict=True):
-        run = order[first : last + 1].tolist()  # positions first..last share one start
-        order[first : last + 1] = sorted(run, key=lambda i: segments[i].id)
-    return order
-
-
-def _group_codes(segments: Sequence[Segment]) -> npt.NDArray[np.int64]:
-    """A code per segment for (schema version, sub-partitions, indexes): only equal codes merge."""
-    versions = _column(segments, _VERSION, np.int64)
-    one_version = len(versions) == 0 or versions.min() == versions.max()
-    if one_version and not any(s.sub_partitions or s.indexes for s in segments):
-        return np.zeros(len(segments), np.int64)  # the common case, without a Python loop
-    codes: dict[tuple[int, tuple[frozenset[str], frozenset[str]]], int] = {}
-    keys = zip(versions.tolist(), map(_BUILT, segments), strict=True)
-    return np.fromiter((codes.setdefault(k, len(codes)) for k in keys), np.int64, len(segments))
-
-
-def _groups(order: npt.NDArray[np.int64], keys: npt.NDArray[np.int64]) -> list[npt.NDArray[np.int64]]:
+def _groups(order: Ints, keys: Ints) -> list[Ints]:
     """`order` split by equal `keys` (small non-negative codes), keeping its order within and
     between groups (by first member)."""
     if len(keys) == 0 or keys.min() == keys.max():
@@ -133,16 +92,14 @@ def plan(
     segments: Sequence[Segment], rule: BinPackRule, table: str, now: datetime, explain: bool = True
 ) -> RuleOutcome:
     decisions: list[Decision] = []
-    start, end = _column(segments, _START, np.float64), _column(segments, _END, np.float64)
-    size = _column(segments, _BYTES, np.int64)
+    columns = SegmentColumns.of(segments)
+    start, end, size = columns.start, columns.end, columns.size
     assigned = _classify(start, end, size, rule.pools, now)
-    order = _by_start_then_id(start, segments)
+    order = order_by(start, columns)  # by start, ties by id
     if explain:
-        decisions += [
-            _no_pool(s, rule.pools, now) for s in (segments[i] for i in order[assigned[order] < 0].tolist())
-        ]
+        decisions += [_no_pool(s, rule.pools, now) for s in columns.pick(order[assigned[order] < 0])]
     order = order[assigned[order] >= 0]
-    codes = _group_codes(segments)[order]  # (schema version, sub-partitions): only equal codes merge
+    codes = columns.group[order]  # (schema version, sub-partitions, indexes): only equal codes merge
     plans: list[MergePlan] = []
     for members in _groups(order, assigned[order] * (int(codes.max(initial=0)) + 1) + codes):
         pool = rule.pools[int(assigned[members[0]])]
@@ -158,9 +115,9 @@ def plan(
         for bin_ in bins:
             if len(bin_) < 2:
                 if explain:
-                    decisions.append(_alone(segments[int(members[bin_[0]])], pool))
+                    decisions.append(_alone(columns[int(members[bin_[0]])], pool))
                 continue
-            inputs = [segments[i] for i in members[bin_].tolist()]
+            inputs = columns.pick(members[bin_])
             merge = make_plan(table, RULE, inputs, pool=pool.name)
             plans.append(merge)
             if explain:

@@ -7,7 +7,7 @@ arguments, so planners keep small, explicit signatures their tests call directly
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -22,8 +22,8 @@ from compactor.config.rules import (
     UpsertCompactionRule,
 )
 from compactor.config.tables import TableSettings
+from compactor.domain.columns import SegmentColumns
 from compactor.domain.plans import RuleOutcome
-from compactor.domain.segments import Segment
 from compactor.rules import auto_merge, level_threshold, pools, refresh, size_threshold, upsert
 
 
@@ -32,8 +32,8 @@ class RuleInput:
     """What one rule sees in one attempt: the segments it may plan, and the table around them."""
 
     table: str
-    eligible: Sequence[Segment]  # passed the shared filters and not claimed by an earlier rule
-    all_segments: Sequence[Segment]
+    eligible: SegmentColumns  # passed the shared filters and not claimed by an earlier rule
+    all_segments: SegmentColumns
     settings: TableSettings
     now: datetime
     explain: bool
@@ -46,7 +46,8 @@ Planner = Callable[[RuleConfig, RuleInput], RuleOutcome]
 
 def _auto_merge(rule: RuleConfig, given: RuleInput) -> RuleOutcome:
     assert isinstance(rule, AutoMergeRule)
-    first = min((s.range.start_ts for s in given.all_segments), default=None)
+    starts = given.all_segments.start
+    first = float(starts.min()) if len(starts) else None
     return auto_merge.plan(given.eligible, rule, given.table, first, given.explain)
 
 

@@ -38,7 +38,7 @@ class Simulation:
     def attempt(self, table: str, now: datetime, only_rule: str | None = None) -> Evaluation:
         """One evaluation; its plans are applied."""
         evaluation = evaluate(
-            table, self.catalog.segments(table), self.config.for_table(table), now, only_rule=only_rule
+            table, self.catalog.columns(table), self.config.for_table(table), now, only_rule=only_rule
         )
         for plan in evaluation.plans:
             self.catalog.apply(PlanApplied(plan, (plan.output,)))

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from compactor.config.rules import MajorRule, RuleName
+from compactor.domain.columns import Bools, Ints, SegmentColumns, order_by
 from compactor.domain.plans import Decision, RuleOutcome, SkipReason, make_plan
 from compactor.domain.segments import Segment
 
@@ -18,25 +21,19 @@ RULE = RuleName.MAJOR
 
 
 def plan(segments: Sequence[Segment], rule: MajorRule, table: str, explain: bool = True) -> RuleOutcome:
-    collected: list[Segment] = []
+    columns = SegmentColumns.of(segments)
+    order = order_by(columns.loaded, columns)  # oldest first, ties by id
+    sizes = columns.size[order]
+    taken = walk(sizes, rule.size_threshold)
+    collected = columns.pick(order[taken])
+    total = int(sizes[taken].sum())
     skipped: list[Decision] = []
-    total = 0
-    for s in sorted(segments, key=lambda s: (s.loaded_at, s.id)):
-        if total + s.bytes >= rule.size_threshold:
-            if not explain:
-                continue
-            skipped.append(
-                Decision(
-                    s.id,
-                    RULE,
-                    False,
-                    SkipReason.ABOVE_SIZE_THRESHOLD,
-                    f"{total} + {s.bytes} bytes would reach the threshold {rule.size_threshold}",
-                )
-            )
-            continue
-        collected.append(s)
-        total += s.bytes
+    if explain:
+        before = np.cumsum(np.where(taken, sizes, 0)) - np.where(taken, sizes, 0)  # the total reached
+        for i in np.flatnonzero(~taken).tolist():
+            s = columns[int(order[i])]
+            detail = f"{before[i]} + {s.bytes} bytes would reach the threshold {rule.size_threshold}"
+            skipped.append(Decision(s.id, RULE, False, SkipReason.ABOVE_SIZE_THRESHOLD, detail))
     if len(collected) < 2:
         if not explain:
             return RuleOutcome()
@@ -56,3 +53,36 @@ def plan(segments: Sequence[Segment], rule: MajorRule, table: str, explain: bool
         return RuleOutcome((merge,))
     chosen = [Decision(s.id, RULE, True, None, f"{total} bytes in total", merge.plan_id) for s in collected]
     return RuleOutcome((merge,), tuple(chosen + skipped))
+
+
+def walk(sizes: Ints, threshold: int) -> Bools:
+    """Which of `sizes`, walked in order, are collected: one that would bring the running
+    total to or above `threshold` is skipped.
+
+    Runs of collected sizes are found on the prefix sums by binary search, and the
+    next size that still fits by a galloping scan, so the loop turns once per run.
+    """
+    taken = np.zeros(len(sizes), np.bool_)
+    prefix = np.cumsum(sizes)
+    total, p, n = 0, 0, len(sizes)
+    while p < n:
+        before = int(prefix[p - 1]) if p else 0
+        end = int(np.searchsorted(prefix, threshold - total + before, side="left"))  # first misfit
+        taken[p:end] = True
+        total += (int(prefix[end - 1]) if end else 0) - before
+        room = threshold - total
+        p = _first_below(sizes, room, end + 1)  # sizes[end] did not fit
+    return taken
+
+
+def _first_below(values: Ints, limit: int, start: int) -> int:
+    """The first position from `start` whose value is below `limit` (len: none), looked for
+    in doubling chunks so that a near hit costs little."""
+    width, lo, n = 64, start, len(values)
+    while lo < n:
+        hi = min(n, lo + width)
+        hits = np.flatnonzero(values[lo:hi] < limit)
+        if len(hits):
+            return lo + int(hits[0])
+        lo, width = hi, 2 * width
+    return n

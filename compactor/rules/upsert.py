@@ -15,20 +15,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from itertools import repeat
-from operator import attrgetter
 
 import numpy as np
 import numpy.typing as npt
 
 from compactor.config.rules import RuleName, UpsertCompactionRule
+from compactor.domain.columns import SegmentColumns, order_by
 from compactor.domain.plans import Decision, MergePlan, RuleOutcome, SkipReason, make_plan
 from compactor.domain.segments import Segment
 
 RULE = RuleName.UPSERT_COMPACTION
-_RECORDS = attrgetter("records")
-_BYTES = attrgetter("bytes")
-_ID = attrgetter("id")
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,10 +37,9 @@ class _Sizes:
     valid_bytes: npt.NDArray[np.float64]
 
     @classmethod
-    def of(cls, segments: Sequence[Segment], invalid: Sequence[int]) -> _Sizes:
-        records = np.fromiter(map(_RECORDS, segments), np.int64, len(segments))
-        bad = np.asarray(invalid, dtype=np.int64)
-        size = np.fromiter(map(_BYTES, segments), np.float64, len(segments))
+    def of(cls, segments: SegmentColumns, invalid: Mapping[str, int]) -> _Sizes:
+        records, bad = segments.records, segments.values_for(invalid)
+        size = segments.size.astype(np.float64)
         valid = np.maximum(records - bad, 0)
         with np.errstate(divide="ignore", invalid="ignore"):
             valid_bytes = np.where(records > 0, size * valid / records, size)
@@ -80,13 +75,14 @@ def plan(
             for s in segments
         ]
         return RuleOutcome((), tuple(skipped) if explain else ())
-    bad = list(map(invalid.get, map(_ID, segments), repeat(0)))
-    sizes = _Sizes.of(segments, bad)
+    columns = SegmentColumns.of(segments)
+    sizes = _Sizes.of(columns, invalid)
     dirty, small = sizes.dirty(rule), sizes.small(rule)
-    candidates = np.flatnonzero(dirty | small).tolist()
-    groups = _groups(sorted(candidates, key=lambda i: (segments[i].loaded_at, segments[i].id)), sizes, rule)
+    candidates = np.flatnonzero(dirty | small)
+    in_load_order = candidates[order_by(columns.loaded[candidates], columns.take(candidates))]
+    groups = _groups(in_load_order.tolist(), sizes, rule)
     kept = [g for g in groups if len(g) > 1 or dirty[g[0]]]  # a lone clean segment: nothing to do
-    plans = [make_plan(table, RULE, [segments[i] for i in g], allow_single=True) for g in kept]
+    plans = [make_plan(table, RULE, columns.pick(g), allow_single=True) for g in kept]
     if not explain:
         return RuleOutcome(tuple(plans))
     return RuleOutcome(tuple(plans), tuple(_explain(segments, sizes, dirty, kept, plans, rule)))

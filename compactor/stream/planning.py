@@ -68,7 +68,7 @@ class TablePlanner:
         """A manual merge, or one evaluation of the table's rules (explain off: the hot path)."""
         table, state = trigger.table, self.state
         settings = state.configs.for_table(table)
-        segments = state.catalog.segments(table)
+        segments = state.catalog.columns(table)  # as columns: what the planners scan
         if trigger.merge_ids:
             try:
                 return [manual.plan(table, trigger.merge_ids, segments, settings)]

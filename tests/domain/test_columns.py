@@ -1,0 +1,150 @@
+"""The columnar view of a table's segments: kept exactly in step with the segments, and the
+planners answer the same through it as through a list, whatever the rows' order."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from compactor.config.tables import TableSettings
+from compactor.domain.columns import SegmentColumns, TableSegments, group_key, order_by
+from compactor.domain.segments import Segment, SegmentState, TimeRange
+from compactor.rules.engine import evaluate
+from compactor.rules.size_threshold import walk
+from tests.rules.test_planner_properties import scenarios
+
+BASE = datetime(2024, 3, 1, tzinfo=UTC)
+FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def segment(i: int, hours: int = 1, **kw: object) -> Segment:
+    start = BASE + timedelta(hours=i)
+    fields: dict[str, object] = {"loaded_at": start + timedelta(hours=hours), **kw}
+    return Segment(f"s{i}", "t", TimeRange(start, start + timedelta(hours=hours)), **fields)  # type: ignore[arg-type]
+
+
+def expected_columns(segments: list[Segment]) -> dict[str, list[object]]:
+    """The columns computed one segment at a time, the obvious way."""
+    return {
+        "start": [s.start.timestamp() for s in segments],
+        "end": [s.end.timestamp() for s in segments],
+        "loaded": [s.loaded_at.timestamp() for s in segments],
+        "size": [s.bytes for s in segments],
+        "records": [s.records for s in segments],
+        "level": [s.level for s in segments],
+        "settled": [s.state is SegmentState.ONLINE and not s.sub_partition_states for s in segments],
+    }
+
+
+def assert_in_step(view: SegmentColumns) -> None:
+    rows = list(view)
+    assert len(view) == len(rows)
+    for name, values in expected_columns(rows).items():
+        assert view.column(name).tolist() == values, name
+    # equal group codes exactly for equal (schema version, sub-partitions, indexes)
+    codes = view.group.tolist()
+    for a, sa in zip(codes, rows, strict=True):
+        for b, sb in zip(codes, rows, strict=True):
+            assert (a == b) == (group_key(sa) == group_key(sb))
+
+
+OPS = st.lists(
+    st.tuples(
+        st.sampled_from(("set", "del")),
+        st.integers(0, 30),
+        st.integers(1, 4),
+        st.sampled_from((1, 2)),
+        st.sampled_from((frozenset(), frozenset({"eu"}))),
+        st.sampled_from(tuple(SegmentState)),
+    ),
+    max_size=80,
+)
+
+
+@FAST
+@given(OPS)
+def test_table_segments_behave_as_a_dict_and_keep_their_columns_in_step(ops: list[tuple]) -> None:
+    table, model = TableSegments(), {}
+    for op, i, hours, version, subs, state in ops:
+        if op == "set":
+            s = segment(i, hours, bytes=i * 10 + hours, records=i, level=hours % 3, schema_version=version,
+                        sub_partitions=subs, state=state)  # fmt: skip
+            table[s.id], model[s.id] = s, s
+        elif f"s{i}" in model:
+            del table[f"s{i}"], model[f"s{i}"]
+        assert dict(table) == model and list(table) == list(model)  # insertion order, as a dict
+    view = table.columns()
+    assert sorted(s.id for s in view) == sorted(model)
+    assert_in_step(view)
+
+
+def test_a_view_narrows_and_looks_values_up_by_id() -> None:
+    segments = [segment(i, bytes=100 * i) for i in range(6)]
+    view = SegmentColumns.of(segments)
+    narrowed = view.take(np.array([4, 1, 3]))
+    assert [s.id for s in narrowed] == ["s4", "s1", "s3"]
+    assert narrowed.size.tolist() == [400, 100, 300]
+    assert [s.id for s in narrowed.without({"s1", "nope"})] == ["s4", "s3"]
+    assert [s.id for s in view.take(view.size >= 300)] == ["s3", "s4", "s5"]
+    counts = {"s3": 7, "s4": 2, "gone": 9}  # an id the table no longer holds is ignored
+    assert narrowed.values_for(counts).tolist() == [2, 0, 7]
+    assert narrowed.values_for({"s1": 5}).tolist() == [0, 5, 0]
+    assert narrowed[1:].__len__() == 2 and narrowed[-1].id == "s3"
+
+
+@FAST
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 3)), min_size=1, max_size=40), st.randoms())
+def test_order_by_sorts_by_both_keys_then_id(keys: list[tuple[int, int]], rnd: object) -> None:
+    segments = [segment(i) for i in range(len(keys))]
+    rnd.shuffle(segments)  # type: ignore[attr-defined]
+    view = SegmentColumns.of(segments)
+    primary = np.array([float(keys[int(s.id[1:])][0]) for s in segments])
+    secondary = np.array([float(keys[int(s.id[1:])][1]) for s in segments])
+    expected = sorted(range(len(segments)), key=lambda i: (primary[i], secondary[i], segments[i].id))
+    assert order_by(primary, view, secondary).tolist() == expected
+    expected = sorted(range(len(segments)), key=lambda i: (primary[i], segments[i].id))
+    assert order_by(primary, view).tolist() == expected
+
+
+def walk_one_by_one(sizes: list[int], threshold: int) -> list[bool]:
+    """The size-threshold walk as the seed states it."""
+    taken, total = [], 0
+    for size in sizes:
+        fits = total + size < threshold
+        taken.append(fits)
+        total += size if fits else 0
+    return taken
+
+
+@FAST
+@given(st.lists(st.integers(0, 120), max_size=300), st.integers(0, 400))
+def test_the_vectorised_size_walk_is_the_seeds_walk(sizes: list[int], threshold: int) -> None:
+    assert walk(np.array(sizes, np.int64), threshold).tolist() == walk_one_by_one(sizes, threshold)
+
+
+@FAST
+@given(scenarios(), st.randoms(), st.integers(0, 12))
+def test_planners_answer_the_same_through_the_catalogs_columns(
+    scenario: tuple[list[Segment], TableSettings, datetime], rnd: object, churn: int
+) -> None:
+    """Rows in any order (additions, then removals that move the last row into the hole)
+    and the view of a live, changing table give the plans a list gives."""
+    segments, table_settings, now = scenario
+    table = TableSegments()
+    extra = [replace(s, id=f"x{k}-{s.id}") for k, s in enumerate(segments[:churn])]
+    arriving = segments + extra
+    rnd.shuffle(arriving)  # type: ignore[attr-defined]
+    for s in arriving:
+        table[s.id] = s
+    for s in extra:
+        del table[s.id]
+    expected = evaluate("t", segments, table_settings, now)
+    through_columns = evaluate("t", table.columns(), table_settings, now)
+    assert through_columns.plans == expected.plans
+    assert set(through_columns.decisions) == set(expected.decisions)
+    quiet = evaluate("t", table.columns(), table_settings, now, explain=False)
+    assert quiet.plans == expected.plans
