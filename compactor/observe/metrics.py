@@ -128,6 +128,10 @@ class JobMetrics:
             r, "compactor_batch_phase_seconds", "Time a micro-batch spent in one phase (see BATCH_PHASES).",
             PHASE_BUCKETS, "phase",
         )  # fmt: skip
+        self.plan_attempts = _counter(
+            r, "compactor_plan_attempts",
+            "Evaluations of a table's rules: full, or near the segment an event brought.", "scope",
+        )  # fmt: skip
         self.consumer_lag = _gauge(
             r, "compactor_consumer_lag_events", "Events on the segments topic the query has not processed."
         )
@@ -193,10 +197,15 @@ class JobMetrics:
         """A context around one merge's commit: the active gauge and the busy time."""
         return _Busy(self)
 
-    def on_evaluation(self, table: str, plans: Sequence[MergePlan]) -> None:
-        """The latest evaluation of a table's rules: what is ready to merge (its debt)."""
+    def on_evaluation(self, table: str, plans: Sequence[MergePlan], full: bool = True) -> None:
+        """The latest evaluation of a table's rules: what is ready to merge (its debt). A full
+        one replaces what earlier ones found; one near an event's segment adds to it."""
         with self._lock:
-            self._debt[table] = {p.plan_id: p.inputs for p in plans}
+            found = {p.plan_id: p.inputs for p in plans}
+            if full:
+                self._debt[table] = found
+            else:
+                self._debt.setdefault(table, {}).update(found)
 
     def debt_inputs(self, table: str) -> list[tuple[Segment, ...]]:
         """The inputs of the table's ready plans that have not committed since its latest evaluation."""

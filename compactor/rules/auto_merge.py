@@ -151,6 +151,22 @@ def plan(
     return RuleOutcome((), tuple(decisions.values()))
 
 
+def around(eligible: SegmentColumns, touched: Sequence[Segment], rule: AutoMergeRule) -> SegmentColumns:
+    """The eligible segments that overlap the largest level's buckets of the `touched` ones.
+
+    Only there can a run newly qualify: a run lies in one bucket of each level, the
+    levels' buckets nest (weeks are cut by months), and the segments that anchor or
+    complete a run overlap its largest bucket unless the run starts or ends on that
+    bucket's boundary, where it is anchored or complete anyway.
+    """
+    largest = largest_first(rule.levels)[0]
+    keep = np.zeros(len(eligible), np.bool_)
+    for s in touched:
+        lo, hi = bucket(largest, s.start).start.timestamp(), bucket(largest, s.end).end.timestamp()
+        keep |= (eligible.start < hi) & (eligible.end > lo)
+    return eligible.take(keep)
+
+
 def _explain_level(scan: _Level, ordered: list[Segment], decisions: dict[str, Decision]) -> None:
     level = scan.level
     for i in np.flatnonzero(scan.above):

@@ -2,11 +2,18 @@
 
 This is the single entry point the streaming handler and the dry-run CLI share,
 so a merge planned in the stream is the one `compactor plan` prints.
+
+An attempt may be told which segments its triggering events brought (`near`):
+the rules that can then look only where those segments could make a merge newly
+qualify (time layers: their buckets). On a table that was settled before those
+events the plans are a full evaluation's (property-tested); plans waiting
+elsewhere (after a cool-down, or as time moves segments past a filter) wait for
+the next full evaluation.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -39,6 +46,7 @@ def evaluate(
     explain: bool = True,
     invalid_counts: Mapping[str, int] | None = None,
     index_facts: Mapping[str, refresh.IndexFacts] | None = None,
+    near: Collection[str] | None = None,
 ) -> Evaluation:
     """One attempt for `table`.
 
@@ -47,7 +55,7 @@ def evaluate(
     off (the streaming hot path) the plans are the same but no per-segment
     decisions are built. `invalid_counts` (invalid rows per segment id) feeds
     upsert compaction, which cannot plan without them; `index_facts` (what the
-    index check found per segment) feeds the refresh rule.
+    index check found per segment) feeds the refresh rule. `near`: see the module.
     """
     rules = [r for r in settings.rules if (r.rule == only_rule if only_rule else r.trigger == trigger)]
     segments = SegmentColumns.of(segments)  # the catalog's view as it is; a list is encoded once
@@ -69,7 +77,7 @@ def evaluate(
                     for s in eligible
                     if s.id in claimed
                 ]
-        given = RuleInput(table, free, segments, settings, now, explain, invalid_counts, index_facts)
+        given = RuleInput(table, free, segments, settings, now, explain, invalid_counts, index_facts, near)
         outcome = PLANNERS[RuleName(rule.rule)](rule, given)
         dropped: set[str] = set()  # plans that must wait
         kept_out: dict[str, Decision] = {}  # why the filters would have kept a rewritten segment out

@@ -7,7 +7,7 @@ arguments, so planners keep small, explicit signatures their tests call directly
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -39,6 +39,7 @@ class RuleInput:
     explain: bool
     invalid_counts: Mapping[str, int] | None = None  # upsert tables: superseded rows per segment
     index_facts: Mapping[str, refresh.IndexFacts] | None = None  # refresh: what the index check found
+    near: Collection[str] | None = None  # the segments the triggering events brought (None: all)
 
 
 Planner = Callable[[RuleConfig, RuleInput], RuleOutcome]
@@ -48,7 +49,10 @@ def _auto_merge(rule: RuleConfig, given: RuleInput) -> RuleOutcome:
     assert isinstance(rule, AutoMergeRule)
     starts = given.all_segments.start
     first = float(starts.min()) if len(starts) else None
-    return auto_merge.plan(given.eligible, rule, given.table, first, given.explain)
+    eligible = given.eligible
+    if given.near is not None and not given.settings.preserve_latest:  # a new load may free a preserved one
+        eligible = auto_merge.around(eligible, given.all_segments.find(given.near), rule)
+    return auto_merge.plan(eligible, rule, given.table, first, given.explain)
 
 
 def _minor(rule: RuleConfig, given: RuleInput) -> RuleOutcome:

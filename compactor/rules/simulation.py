@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -34,33 +34,44 @@ class Simulation:
     config: ProjectConfig
     catalog: SegmentCatalog = field(default_factory=SegmentCatalog)
     merges: list[MergePlan] = field(default_factory=list)
+    local: bool = False  # attempts look only near the segment that triggered them, as the stream's do
 
-    def attempt(self, table: str, now: datetime, only_rule: str | None = None) -> Evaluation:
+    def attempt(
+        self, table: str, now: datetime, only_rule: str | None = None, near: Collection[str] | None = None
+    ) -> Evaluation:
         """One evaluation; its plans are applied."""
         evaluation = evaluate(
-            table, self.catalog.columns(table), self.config.for_table(table), now, only_rule=only_rule
+            table,
+            self.catalog.columns(table),
+            self.config.for_table(table),
+            now,
+            only_rule=only_rule,
+            near=near if self.local else None,
         )
         for plan in evaluation.plans:
             self.catalog.apply(PlanApplied(plan, (plan.output,)))
             self.merges.append(plan)
         return evaluation
 
-    def cascade(self, table: str, now: datetime, first: Evaluation | None = None) -> None:
-        """Attempt, and attempt again once per applied merge, until quiet."""
-        pending = deque([table] * (len(first.plans) if first else 1))
+    def cascade(
+        self, table: str, now: datetime, first: Evaluation | None = None, near: Collection[str] | None = None
+    ) -> None:
+        """Attempt, and attempt again once per applied merge (near its output), until quiet."""
+        pending: deque[Collection[str] | None] = (
+            deque((p.output.id,) for p in first.plans) if first else deque([near])
+        )
         budget = _MAX_ATTEMPTS_PER_SEGMENT * (len(self.catalog.segments(table)) + 1)
         while pending:
             budget -= 1
             if budget < 0:
                 raise RuntimeError(f"table {table}: merges did not settle; a planner is looping")
-            pending.popleft()
-            evaluation = self.attempt(table, now)
-            pending.extend([table] * len(evaluation.plans))
+            evaluation = self.attempt(table, now, near=pending.popleft())
+            pending.extend((p.output.id,) for p in evaluation.plans)
 
     def arrive(self, segment: Segment, now: datetime | None = None) -> None:
         """A completion event for `segment`: record it and run the cascade."""
         self.catalog.apply(SegmentAdded(segment))
-        self.cascade(segment.table, now or segment.loaded_at)
+        self.cascade(segment.table, now or segment.loaded_at, near=(segment.id,))
 
     def manual_merge(self, table: str, ids: Sequence[str]) -> MergePlan:
         """Validate and apply a merge of exactly `ids` (ManualMergeError if invalid)."""

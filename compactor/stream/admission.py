@@ -106,7 +106,7 @@ class Admission:
             self._completed(segment, present.get(segment.table, set()))
         else:
             self._sub_partition_changed(segment)
-        return Trigger(segment.table, str(segment.origin))
+        return Trigger(segment.table, str(segment.origin), segment_id=segment.id)
 
     def _completed(self, segment: Segment, with_rows: set[str]) -> None:
         table = segment.table

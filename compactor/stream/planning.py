@@ -56,13 +56,27 @@ class CoolDown:
         return until is not None and self.clock() < until
 
 
-class TablePlanner:
-    """The plans one trigger makes for its table."""
+FULL_EVALUATION_EVERY = timedelta(minutes=1)
 
-    def __init__(self, state: StreamState, cool_down: CoolDown) -> None:
+
+class TablePlanner:
+    """The plans one trigger makes for its table.
+
+    An attempt after a segment's event looks only near that segment (where a merge
+    can newly qualify), unless the table's last full evaluation is older than
+    `full_every`: plans waiting elsewhere (a cool-down ended, time moved segments
+    past a filter) are then found within that period, and the debt metrics,
+    which need every plan, are refreshed as often.
+    """
+
+    def __init__(
+        self, state: StreamState, cool_down: CoolDown, full_every: timedelta = FULL_EVALUATION_EVERY
+    ) -> None:
         self.state = state
         self.cool_down = cool_down
+        self.full_every = full_every
         self._facts: dict[tuple[str, str], refresh.IndexFacts] = {}
+        self._full_at: dict[str, datetime] = {}  # each table's last full evaluation
 
     def plans(self, trigger: Trigger) -> list[MergePlan]:
         """A manual merge, or one evaluation of the table's rules (explain off: the hot path)."""
@@ -78,24 +92,38 @@ class TablePlanner:
         state.stats.attempts_by_origin[trigger.origin] = (
             state.stats.attempts_by_origin.get(trigger.origin, 0) + 1
         )
+        now = state.clock()
+        near = self._near(trigger, now)
         evaluation = evaluate(
             table,
             segments,
             settings,
-            state.clock(),
+            now,
             only_rule=trigger.only_rule,
             explain=False,  # `compactor plan --explain` answers why; the stream needs only plans
             invalid_counts=self._invalid_counts(table, settings, trigger.only_rule),
             index_facts=self._index_facts(table, settings, trigger.only_rule, segments),
+            near=near,
         )
-        if trigger.only_rule is None:  # a full evaluation: what waits to merge (the table's debt)
-            state.metrics.on_evaluation(table, evaluation.plans)
+        state.stats.near_attempts += near is not None
+        state.metrics.plan_attempts.labels("full" if near is None else "near").inc()
+        if trigger.only_rule is None:  # every rule ran: what waits to merge (the table's debt)
+            state.metrics.on_evaluation(table, evaluation.plans, full=near is None)
+            if near is None:
+                self._full_at[table] = now
         plans = [p for p in evaluation.plans if not self.cool_down.active(p.plan_id)]
         if not plans:
             state.stats.empty_attempts += 1
             return []
         version = state.store.latest_version(table)
         return [replace(p, table_version=version) for p in plans]
+
+    def _near(self, trigger: Trigger, now: datetime) -> tuple[str] | None:
+        """The segment to look near, or None for a full evaluation."""
+        last_full = self._full_at.get(trigger.table)
+        if trigger.segment_id is None or trigger.only_rule or last_full is None:
+            return None
+        return (trigger.segment_id,) if now - last_full < self.full_every else None
 
     def _invalid_counts(
         self, table: str, settings: TableSettings, only_rule: str | None

@@ -32,6 +32,7 @@ class Trigger:
     merge_ids: tuple[str, ...] = ()
     delete_value: str | None = None
     merging: bool | None = None
+    segment_id: str | None = None  # the segment the event described: the attempt may look near it
 
 
 @dataclass(frozen=True, slots=True)

@@ -552,6 +552,28 @@ def test_auto_merge_simulation_keeps_segments_within_buckets(data: st.DataObject
             assert nxt.start == prev.end
 
 
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_attempts_near_the_triggering_segment_plan_what_full_attempts_plan(data: st.DataObject) -> None:
+    """Every arrival (and every merge output) triggers an attempt that looks only at the
+    buckets it touches; from a settled table, the merges are exactly the full attempts'."""
+    table = data.draw(
+        table_settings(names=("auto_merge",), filters=data.draw(st.booleans()), levels=FILLABLE)
+    )
+    (rule,) = table.rules
+    assert isinstance(rule, AutoMergeRule)
+    segments = data.draw(arrivals("t", disjoint=True, unit=grid_for(rule)))
+    config = ProjectConfig(defaults=table)
+    full, local = Simulation(config), Simulation(config, local=True)
+    for s in segments:
+        full.arrive(s)
+        local.arrive(s)
+        assert [p.plan_id for p in local.merges] == [p.plan_id for p in full.merges]
+    event(f"{min(len(full.merges), 3)}+ merges")
+    by_id = {s.id: s for s in full.catalog.segments("t")}
+    assert {s.id: s for s in local.catalog.segments("t")} == by_id
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_interleaving_independent_tables_does_not_matter(data: st.DataObject) -> None:
