@@ -88,6 +88,21 @@ def _alone(s: Segment, pool: PoolConfig) -> Decision:
     return Decision(s.id, RULE, False, SkipReason.POOL_LIMIT, detail)
 
 
+def around(eligible: SegmentColumns, touched: Sequence[Segment], rule: BinPackRule) -> SegmentColumns:
+    """The eligible segments that could share a bin with one of the `touched` ones.
+
+    On a settled table (no bin of two), first- and best-fit decreasing place every
+    segment lighter than a new one as before, except that they may join the new
+    one's bin; so only its bin can newly hold two, and a bin's members lie within
+    its pool's `max_width` of each other.
+    """
+    width = max(p.max_width for p in rule.pools).total_seconds()
+    keep = np.zeros(len(eligible), np.bool_)
+    for s in touched:
+        keep |= (eligible.start >= s.range.end_ts - width) & (eligible.end <= s.range.start_ts + width)
+    return eligible.take(keep)
+
+
 def plan(
     segments: Sequence[Segment], rule: BinPackRule, table: str, now: datetime, explain: bool = True
 ) -> RuleOutcome:

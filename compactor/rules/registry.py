@@ -67,7 +67,10 @@ def _major(rule: RuleConfig, given: RuleInput) -> RuleOutcome:
 
 def _bin_pack(rule: RuleConfig, given: RuleInput) -> RuleOutcome:
     assert isinstance(rule, BinPackRule)
-    return pools.plan(given.eligible, rule, given.table, given.now, given.explain)
+    eligible = given.eligible
+    if given.near is not None and not given.settings.preserve_latest:
+        eligible = pools.around(eligible, given.all_segments.find(given.near), rule)
+    return pools.plan(eligible, rule, given.table, given.now, given.explain)
 
 
 def _upsert_compaction(rule: RuleConfig, given: RuleInput) -> RuleOutcome:

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from compactor.catalog.changes import SegmentAdded
 from compactor.config.rules import (
     DEFAULT_POOLS,
     AutoMergeRule,
@@ -572,6 +573,51 @@ def test_attempts_near_the_triggering_segment_plan_what_full_attempts_plan(data:
     event(f"{min(len(full.merges), 3)}+ merges")
     by_id = {s.id: s for s in full.catalog.segments("t")}
     assert {s.id: s for s in local.catalog.segments("t")} == by_id
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios())
+def test_on_a_settled_table_an_attempt_near_a_new_segment_plans_what_a_full_one_plans(
+    scenario: tuple[list[Segment], TableSettings, datetime],
+) -> None:
+    """Any rules (time layers and bin packing narrow their scan; the others do not), any
+    filters: the table is settled at `now` by full attempts, then one segment arrives."""
+    full, near = settled_then_one_more(*scenario)
+    event(f"{min(len(full.plans), 2)}+ plans by {sorted(str(p.rule) for p in full.plans)}")
+    assert near.plans == full.plans
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    segment_sets(online_only=True),
+    pool_sets(),
+    st.sampled_from(("first_fit", "best_fit")),
+    st.sampled_from((timedelta(minutes=5), timedelta(hours=1), timedelta(days=3))),
+)
+def test_bin_packing_near_a_new_segment_plans_what_a_full_packing_plans(
+    segments: list[Segment], pools: tuple[PoolConfig, ...], strategy: str, age: timedelta
+) -> None:
+    rule = BinPackRule(rule="bin_pack", strategy=strategy, pools=pools)  # type: ignore[arg-type]
+    full, near = settled_then_one_more(
+        segments, TableSettings(rules=(rule,)), max(s.end for s in segments) + age
+    )
+    event(f"{min(len(full.plans), 2)}+ plans")
+    assert near.plans == full.plans
+
+
+def settled_then_one_more(
+    segments: list[Segment], table: TableSettings, now: datetime
+) -> tuple[Evaluation, Evaluation]:
+    """All segments but the last, merged by full attempts at `now` until quiet; then the last
+    arrives: a full attempt, and one near it."""
+    *before, new = segments
+    sim = Simulation(ProjectConfig(defaults=table))
+    for s in before:
+        sim.catalog.apply(SegmentAdded(s))
+    sim.cascade("t", now)
+    sim.catalog.apply(SegmentAdded(new))
+    full = evaluate("t", sim.catalog.columns("t"), table, now, explain=False)
+    return full, evaluate("t", sim.catalog.columns("t"), table, now, explain=False, near=(new.id,))
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
