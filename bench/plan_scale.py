@@ -167,7 +167,7 @@ def measure(
     for _ in range(repeat):
         gc.collect()
         began = time.perf_counter()
-        evaluate("t", table.columns(), cfg, now, explain=False, invalid_counts=invalid, near=(fresh.id,))
+        evaluate("t", table.columns(), cfg, now, explain=False, invalid_counts=invalid, near=(fresh,))
         after_event = min(after_event, time.perf_counter() - began)
     return best, plans, after_event
 

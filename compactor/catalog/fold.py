@@ -61,6 +61,7 @@ class SegmentCatalog:
     _configs: dict[str, str] = field(default_factory=dict)  # published table configs (JSON)
     _merging_off: set[str] = field(default_factory=set)  # tables an operator disabled
     _failures: dict[str, tuple[Failure, ...]] = field(default_factory=dict)
+    _debts: dict[str, str] = field(default_factory=dict)  # the job's last debt outlook per table (JSON)
     _history: dict[str, list[ExecutedPlan]] = field(default_factory=dict)  # filled from commits
     _journal: CatalogChanges = field(default_factory=CatalogChanges)
 
@@ -287,6 +288,15 @@ class SegmentCatalog:
         self._failures[table] = noted(self.failures(table), failure)
         self._journal.marks[table] = self._mark(table)
 
+    def debt_outlook(self, table: str) -> str | None:
+        return self._debts.get(table)
+
+    def note_debt_outlook(self, table: str, outlook_json: str) -> None:
+        """Keep the job's latest debt outlook with the table's mark (status reads it)."""
+        if self._debts.get(table) != outlook_json:
+            self._debts[table] = outlook_json
+            self._journal.marks[table] = self._mark(table)
+
     def mark_announced(self, table: str, version: int) -> None:
         if version > self._announced.get(table, -2):
             self._announced[table] = version
@@ -300,6 +310,7 @@ class SegmentCatalog:
             self._configs.get(table),
             self.merging_enabled(table),
             self.failures(table),
+            self._debts.get(table),
         )
 
     def take_changes(self) -> CatalogChanges:
@@ -328,6 +339,8 @@ class SegmentCatalog:
                 catalog._merging_off.add(table)
             if mark.failures:
                 catalog._failures[table] = mark.failures
+            if mark.debt is not None:
+                catalog._debts[table] = mark.debt
         return catalog
 
     # -- Delta as the truth -----------------------------------------------------

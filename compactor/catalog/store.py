@@ -30,6 +30,7 @@ class TableMark:
     config: str | None = None  # the table config last published for it (JSON), if any
     merging: bool = True  # False after `compactor table disable`: no new plan starts
     failures: tuple[Failure, ...] = ()  # the newest failed plans, with their cool-downs
+    debt: str | None = None  # the running job's last debt outlook (JSON), for `compactor status`
 
 
 @dataclass

@@ -41,8 +41,9 @@ def status(tables: tuple[str, ...], config_path: Path, warehouse: str, as_json: 
         segments = table_segments(spark, warehouse, stored, table)
         mark = stored.marks.get(table)
         ready = evaluate(table, segments, project.for_table(table), now, explain=False).plans
-        merging, failures = (mark.merging, mark.failures) if mark else (True, ())
-        found.append(table_status(table, merging, segments, ready, store.history(table), failures, now))
+        merging, failures, debt = (mark.merging, mark.failures, mark.debt) if mark else (True, (), None)
+        history = store.history(table)
+        found.append(table_status(table, merging, segments, ready, history, failures, now, debt))
     if as_json:
         click.echo(json.dumps([s.to_json() for s in found], indent=2))
     else:

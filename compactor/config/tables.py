@@ -45,6 +45,9 @@ class TableFields(Frozen):
     # a plain merge whose input files are all at least this large moves them into its output by
     # metadata instead of rewriting them (half the 256 MiB write target); null: always rewrite
     promote_files_over: ByteSize | None = Field(default=128 * 1024 * 1024, ge=1)
+    # the merge debt objective, in hours of ingest (`2h`): status and metrics say met, at risk or
+    # breached; null: no objective
+    max_debt: Duration | None = None
 
     @field_validator("rules")
     @classmethod
@@ -70,6 +73,13 @@ class TableFields(Frozen):
         if duration <= timedelta(0):
             raise ValueError("lookback must be positive (or `off`)")
         return duration
+
+    @field_validator("max_debt")
+    @classmethod
+    def _positive_debt(cls, value: timedelta | None) -> timedelta | None:
+        if value is not None and value <= timedelta(0):
+            raise ValueError(f"max_debt {value} is not a positive duration")
+        return value
 
     @property
     def needs_disjoint_ranges(self) -> bool:

@@ -96,7 +96,7 @@ class DeltaCatalogStore:
                     RetiredFilter.from_bytes(row.retired_filter),
                     row.config,
                     merging=row.live is not False,  # a mark row's `live` is its merging switch
-                    failures=tuple(Failure.from_dict(f) for f in json.loads(row.segment or "[]")),
+                    **_mark_extras(row.segment),
                 )
             elif row.live:
                 segments.setdefault(table, []).append(segment_from_dict(json.loads(row.segment)))
@@ -170,9 +170,25 @@ class DeltaCatalogStore:
         return self._row(
             CURRENT, table, MARK, live=mark.merging, version=mark.version, announced=mark.announced,
             retired_filter=bytearray(mark.retired.to_bytes()), config=mark.config,
-            # a mark row's `segment` holds its failures: no column added to existing catalogs
-            segment=json.dumps([f.to_dict() for f in mark.failures]) if mark.failures else None,
+            # a mark row's `segment` holds its failures and debt outlook: no column added to
+            # existing catalogs
+            segment=json.dumps({
+                "failures": [f.to_dict() for f in mark.failures],
+                "debt": json.loads(mark.debt) if mark.debt else None,
+            }),
         )  # fmt: skip
+
+
+def _mark_extras(text: str | None) -> dict[str, Any]:
+    """A mark row's failures and debt outlook (a bare list: failures, as first stored)."""
+    doc = json.loads(text or "[]")
+    if isinstance(doc, list):
+        doc = {"failures": doc}
+    debt = doc.get("debt")
+    return {
+        "failures": tuple(Failure.from_dict(f) for f in doc.get("failures") or ()),
+        "debt": json.dumps(debt, sort_keys=True) if debt is not None else None,
+    }
 
 
 def _utc(value: datetime) -> datetime:

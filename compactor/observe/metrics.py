@@ -13,7 +13,6 @@ import contextlib
 import math
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -25,6 +24,7 @@ from prometheus_client.registry import Collector
 from compactor.domain.events import MergeResult, MergeStatus
 from compactor.domain.plans import MergePlan
 from compactor.domain.segments import Segment
+from compactor.observe.debt_trend import DebtTrend, IngestWindow, Objective, Outlook, Reading, ingest_hours
 
 DURATION_BUCKETS = (0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800)
 PHASE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30)
@@ -33,9 +33,9 @@ PHASE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 3
 # published, the catalog caught up and saved
 BATCH_PHASES = ("collect", "decode", "rows_present", "plan", "commit", "publish", "catalog")
 AGE_BUCKETS = (60, 300, 900, 3600, 4 * 3600, 12 * 3600, 86400, 3 * 86400, 7 * 86400, 30 * 86400)
-INGEST_WINDOW = timedelta(hours=24)  # the recent ingest rate that debt is measured against
-# a table as the scrape sees it: its name, its live segments, whether merging is on
-TableView = tuple[str, Sequence[Segment], bool]
+KEEPING_UP_LAG = 1000  # events behind on the segments topic, above which the job is not keeping up
+# a table as the scrape sees it: its name, its live segments, whether merging is on, its max_debt
+TableView = tuple[str, Sequence[Segment], bool, timedelta | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +110,8 @@ class JobMetrics:
         self._lock = threading.Lock()
         self._debt: dict[str, dict[str, tuple[Segment, ...]]] = {}  # table -> plan id -> inputs
         self.ingest = IngestWindow()
+        self.trend = DebtTrend()
+        self._lag: float | None = None  # events behind, as the query's last progress said
 
     def _stream_metrics(self, r: CollectorRegistry) -> None:
         self.events = _counter(
@@ -207,6 +209,21 @@ class JobMetrics:
             else:
                 self._debt.setdefault(table, {}).update(found)
 
+    def read_debt(self, table: str, at: datetime) -> None:
+        """Read the table's debt into its trend (drain rate, ETA, stuck): after an attempt's
+        merges ran, so that a merge made at once is not debt."""
+        debt = self.debt(table)
+        keeping_up = self._lag is None or self._lag <= KEEPING_UP_LAG
+        self.trend.add(table, Reading(at, debt.bytes, debt.segments, keeping_up))
+
+    def outlook(self, table: str, now: datetime, max_debt: timedelta | None) -> Outlook | None:
+        """Where the table's debt stands and goes (None before its first evaluation)."""
+        return self.trend.outlook(table, self.ingest.bytes_per_hour(table, now), max_debt)
+
+    def on_lag(self, events: float) -> None:
+        self._lag = events
+        self.consumer_lag.set(events)
+
     def debt_inputs(self, table: str) -> list[tuple[Segment, ...]]:
         """The inputs of the table's ready plans that have not committed since its latest evaluation."""
         with self._lock:
@@ -278,17 +295,29 @@ class _CatalogCollector(Collector):
             for name, text in LEVEL_GAUGES.items()
         }
         now = self.clock()
-        for table, segments, merging in self._snapshot():
+        objective = GaugeMetricFamily(
+            "compactor_debt_objective",
+            "1 for the state of the table's max_debt objective (met, at_risk, breached), 0 for the others.",
+            labels=["table", "state"],
+        )
+        for table, segments, merging, max_debt in self._snapshot():
             for (level, state), n in sorted(
                 collections.Counter((str(s.level), str(s.state)) for s in segments).items()
             ):
                 tracked.add_metric([table, level, state], n)
             for name, value in self._table_values(table, segments, merging, now).items():
                 per_table[name].add_metric([table], value)
+            outlook = self.metrics.outlook(table, now, max_debt)
+            for name, value in _outlook_values(outlook).items():
+                per_table[name].add_metric([table], value)
+            if outlook is not None and outlook.objective is not None:
+                for state in Objective:
+                    objective.add_metric([table, str(state)], 1.0 if outlook.objective is state else 0.0)
             for waiting_level, (count, size) in self._debt_by_level(table).items():
                 per_level["compactor_debt_level_segments"].add_metric([table, waiting_level], count)
                 per_level["compactor_debt_level_bytes"].add_metric([table, waiting_level], size)
         yield tracked
+        yield objective
         yield from per_table.values()
         yield from per_level.values()
 
@@ -323,6 +352,17 @@ class _CatalogCollector(Collector):
         }
 
 
+def _outlook_values(outlook: Outlook | None) -> dict[str, float]:
+    if outlook is None:
+        return {}
+    eta = math.inf if outlook.eta is None else outlook.eta.total_seconds()
+    return {
+        "compactor_debt_drain_bytes_per_hour": outlook.drain_bytes_per_hour,
+        "compactor_debt_eta_seconds": eta,
+        "compactor_debt_stuck": 1.0 if outlook.stuck else 0.0,
+    }
+
+
 # per-table gauges read off the catalog at scrape time
 TABLE_GAUGES = {
     "compactor_segment_bytes": "Bytes of the tracked segments.",
@@ -335,6 +375,9 @@ TABLE_GAUGES = {
     "compactor_debt_oldest_age_seconds": "Age of the oldest segment waiting to merge.",
     "compactor_debt_ingest_hours": "Debt in hours of ingest (its bytes over the last day's ingest rate).",
     "compactor_merging_enabled": "1 unless an operator turned the table's merging off.",
+    "compactor_debt_drain_bytes_per_hour": "Net fall of the debt per hour over the last 15 minutes.",
+    "compactor_debt_eta_seconds": "Until the debt is paid at its drain rate (+Inf while it does not fall).",
+    "compactor_debt_stuck": "1 when the debt has not fallen for 10 evaluations while the job kept up.",
 }
 
 
@@ -343,29 +386,3 @@ LEVEL_GAUGES = {
     "compactor_debt_level_segments": "Segments of this level the rules would merge now.",
     "compactor_debt_level_bytes": "Bytes of this level's segments the rules would merge now.",
 }
-
-
-class IngestWindow:
-    """Bytes loaded per table over the last `INGEST_WINDOW`, from the loads the job admitted."""
-
-    def __init__(self) -> None:
-        self._loads: dict[str, deque[tuple[datetime, int]]] = {}
-        self._lock = threading.Lock()
-
-    def add(self, table: str, size: int, at: datetime) -> None:
-        with self._lock:
-            self._loads.setdefault(table, deque()).append((at, size))
-
-    def bytes_per_hour(self, table: str, now: datetime) -> float:
-        with self._lock:
-            loads = self._loads.get(table, deque())
-            while loads and now - loads[0][0] > INGEST_WINDOW:
-                loads.popleft()
-            return sum(size for _, size in loads) / (INGEST_WINDOW.total_seconds() / 3600)
-
-
-def ingest_hours(pending_bytes: int, bytes_per_hour: float) -> float:
-    """Pending bytes as hours of recent ingest: 0 without debt, +Inf with debt and no ingest."""
-    if pending_bytes == 0:
-        return 0.0
-    return pending_bytes / bytes_per_hour if bytes_per_hour > 0 else math.inf

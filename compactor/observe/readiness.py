@@ -59,9 +59,7 @@ class ProgressListener(StreamingQueryListener):
         self.readiness.query = None
 
     def onQueryProgress(self, event: Any) -> None:
-        self.metrics.consumer_lag.set(
-            sum(offsets_behind(s.endOffset, s.latestOffset) for s in event.progress.sources)
-        )
+        self.metrics.on_lag(sum(offsets_behind(s.endOffset, s.latestOffset) for s in event.progress.sources))
 
     def onQueryIdle(self, event: Any) -> None:
         pass

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ class TableStatus:
     merges: Sequence[CommitRecord]  # the newest merge commits, newest first
     failures: Sequence[Failure] = ()  # the newest failed plans, newest first
     now: datetime | None = None  # for what is still cooling down
+    debt: dict[str, Any] | None = None  # the running job's last debt outlook (`DebtTrend`)
 
     def to_json(self) -> dict[str, Any]:
         by_level = Counter((s.level, str(s.state)) for s in self.segments)
@@ -51,6 +53,7 @@ class TableStatus:
             "failures": [
                 f.to_dict() | {"cooling": self.now is not None and f.until > self.now} for f in self.failures
             ],
+            "debt": self.debt,
         }  # fmt: skip
 
 
@@ -62,9 +65,12 @@ def table_status(
     history: Sequence[CommitRecord],
     failures: Sequence[Failure] = (),
     now: datetime | None = None,
+    debt: str | None = None,
 ) -> TableStatus:
     merges = [c for c in reversed(history) if c.op in {"merge", "refresh"}][:LAST_MERGES]
-    return TableStatus(table, merging, segments, ready, merges, failures, now)
+    return TableStatus(
+        table, merging, segments, ready, merges, failures, now, json.loads(debt) if debt else None
+    )
 
 
 def render(status: TableStatus) -> str:
@@ -75,6 +81,8 @@ def render(status: TableStatus) -> str:
     lines += [f"  level {e['level']} {e['state']}: {e['segments']}" for e in doc["by_level_and_state"]]
     waiting = sum(p["inputs"] for p in doc["ready"])
     lines.append(f"  ready to merge now: {len(doc['ready'])} plan(s) over {waiting} segment(s)")
+    if doc["debt"]:
+        lines.append("  " + debt_line(doc["debt"]))
     if doc["last_merges"]:
         lines.append("  last merges:")
         lines += [
@@ -93,3 +101,20 @@ def render(status: TableStatus) -> str:
             for f in doc["failures"]
         ]
     return "\n".join(lines)
+
+
+def debt_line(debt: dict[str, Any]) -> str:
+    """The job's debt outlook in words: what waits, how fast it drains, when it is paid."""
+    hours = debt["debt_ingest_hours"]
+    eta = debt["eta_seconds"]
+    parts = [
+        f"merge debt (the job, at {debt['at']}): {debt['debt_segments']} segment(s), {debt['debt_bytes']} bytes",
+        "no recent ingest to measure it by" if hours is None else f"{hours:g} h of ingest",
+        f"draining {debt['drain_bytes_per_hour']} bytes/h",
+        "not falling" if eta is None else f"paid in {eta} s",
+    ]
+    if debt["objective"]:
+        parts.append(f"objective {debt['objective']}")
+    if debt["stuck"]:
+        parts.append("STUCK")
+    return "; ".join(parts)

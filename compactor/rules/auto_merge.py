@@ -16,7 +16,7 @@ million segments stays within a second; decisions are built only when asked.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -151,7 +151,7 @@ def plan(
     return RuleOutcome((), tuple(decisions.values()))
 
 
-def around(eligible: SegmentColumns, touched: Sequence[Segment], rule: AutoMergeRule) -> SegmentColumns:
+def around(eligible: SegmentColumns, touched: Iterable[Segment], rule: AutoMergeRule) -> SegmentColumns:
     """The eligible segments that overlap the largest level's buckets of the `touched` ones.
 
     Only there can a run newly qualify: a run lies in one bucket of each level, the

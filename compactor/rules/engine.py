@@ -5,10 +5,12 @@ so a merge planned in the stream is the one `compactor plan` prints.
 
 An attempt may be told which segments its triggering events brought (`near`):
 the rules that can then look only where those segments could make a merge newly
-qualify (time layers: their buckets). On a table that was settled before those
-events the plans are a full evaluation's (property-tested); plans waiting
-elsewhere (after a cool-down, or as time moves segments past a filter) wait for
-the next full evaluation.
+qualify (time layers: their buckets; bin packing: their bins). On a table that
+was settled before those events the plans are a full evaluation's
+(property-tested); since time layers make one merge per attempt, the attempts
+that follow one which planned must look near the same segments again. Plans
+waiting elsewhere (after a cool-down, or as time moves segments past a filter)
+wait for the next full evaluation.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ def evaluate(
     explain: bool = True,
     invalid_counts: Mapping[str, int] | None = None,
     index_facts: Mapping[str, refresh.IndexFacts] | None = None,
-    near: Collection[str] | None = None,
+    near: Collection[Segment] | None = None,
 ) -> Evaluation:
     """One attempt for `table`.
 

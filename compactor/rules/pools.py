@@ -9,7 +9,7 @@ bin of one segment is not a merge.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 import numpy as np
@@ -88,7 +88,7 @@ def _alone(s: Segment, pool: PoolConfig) -> Decision:
     return Decision(s.id, RULE, False, SkipReason.POOL_LIMIT, detail)
 
 
-def around(eligible: SegmentColumns, touched: Sequence[Segment], rule: BinPackRule) -> SegmentColumns:
+def around(eligible: SegmentColumns, touched: Iterable[Segment], rule: BinPackRule) -> SegmentColumns:
     """The eligible segments that could share a bin with one of the `touched` ones.
 
     On a settled table (no bin of two), first- and best-fit decreasing place every

@@ -24,6 +24,7 @@ from compactor.config.rules import (
 from compactor.config.tables import TableSettings
 from compactor.domain.columns import SegmentColumns
 from compactor.domain.plans import RuleOutcome
+from compactor.domain.segments import Segment
 from compactor.rules import auto_merge, level_threshold, pools, refresh, size_threshold, upsert
 
 
@@ -39,7 +40,7 @@ class RuleInput:
     explain: bool
     invalid_counts: Mapping[str, int] | None = None  # upsert tables: superseded rows per segment
     index_facts: Mapping[str, refresh.IndexFacts] | None = None  # refresh: what the index check found
-    near: Collection[str] | None = None  # the segments the triggering events brought (None: all)
+    near: Collection[Segment] | None = None  # the segments the triggering events brought (None: all)
 
 
 Planner = Callable[[RuleConfig, RuleInput], RuleOutcome]
@@ -51,7 +52,7 @@ def _auto_merge(rule: RuleConfig, given: RuleInput) -> RuleOutcome:
     first = float(starts.min()) if len(starts) else None
     eligible = given.eligible
     if given.near is not None and not given.settings.preserve_latest:  # a new load may free a preserved one
-        eligible = auto_merge.around(eligible, given.all_segments.find(given.near), rule)
+        eligible = auto_merge.around(eligible, given.near, rule)
     return auto_merge.plan(eligible, rule, given.table, first, given.explain)
 
 
@@ -69,7 +70,7 @@ def _bin_pack(rule: RuleConfig, given: RuleInput) -> RuleOutcome:
     assert isinstance(rule, BinPackRule)
     eligible = given.eligible
     if given.near is not None and not given.settings.preserve_latest:
-        eligible = pools.around(eligible, given.all_segments.find(given.near), rule)
+        eligible = pools.around(eligible, given.near, rule)
     return pools.plan(eligible, rule, given.table, given.now, given.explain)
 
 

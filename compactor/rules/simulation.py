@@ -37,7 +37,7 @@ class Simulation:
     local: bool = False  # attempts look only near the segment that triggered them, as the stream's do
 
     def attempt(
-        self, table: str, now: datetime, only_rule: str | None = None, near: Collection[str] | None = None
+        self, table: str, now: datetime, only_rule: str | None = None, near: Collection[Segment] | None = None
     ) -> Evaluation:
         """One evaluation; its plans are applied."""
         evaluation = evaluate(
@@ -54,24 +54,27 @@ class Simulation:
         return evaluation
 
     def cascade(
-        self, table: str, now: datetime, first: Evaluation | None = None, near: Collection[str] | None = None
+        self, table: str, now: datetime, first: Evaluation | None = None, near: tuple[Segment, ...] = ()
     ) -> None:
-        """Attempt, and attempt again once per applied merge (near its output), until quiet."""
-        pending: deque[Collection[str] | None] = (
-            deque((p.output.id,) for p in first.plans) if first else deque([near])
+        """Attempt, and attempt again once per applied merge, until quiet. A follow-up looks near
+        the merge's output and near what the attempt that planned it looked at; after a full
+        attempt, it is full too (more may wait anywhere)."""
+        pending: deque[tuple[Segment, ...]] = (
+            deque((p.output,) for p in first.plans) if first else deque([near])
         )
         budget = _MAX_ATTEMPTS_PER_SEGMENT * (len(self.catalog.segments(table)) + 1)
         while pending:
             budget -= 1
             if budget < 0:
                 raise RuntimeError(f"table {table}: merges did not settle; a planner is looping")
-            evaluation = self.attempt(table, now, near=pending.popleft())
-            pending.extend((p.output.id,) for p in evaluation.plans)
+            looked = pending.popleft()
+            evaluation = self.attempt(table, now, near=looked or None)
+            pending.extend((*looked, p.output) if looked else () for p in evaluation.plans)
 
     def arrive(self, segment: Segment, now: datetime | None = None) -> None:
         """A completion event for `segment`: record it and run the cascade."""
         self.catalog.apply(SegmentAdded(segment))
-        self.cascade(segment.table, now or segment.loaded_at, near=(segment.id,))
+        self.cascade(segment.table, now or segment.loaded_at, near=(segment,))
 
     def manual_merge(self, table: str, ids: Sequence[str]) -> MergePlan:
         """Validate and apply a merge of exactly `ids` (ManualMergeError if invalid)."""

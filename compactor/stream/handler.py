@@ -110,6 +110,8 @@ class BatchHandler:
             plans = self.planner.plans(trigger)
         for plan in plans:
             self._run(plan, may_replan=True)
+        if trigger.merge_ids == () and trigger.only_rule is None:
+            self.planner.read_debt(trigger.table)
 
     def _run(self, plan: MergePlan, may_replan: bool) -> None:
         phase = self.state.metrics.phase
@@ -193,7 +195,11 @@ def assemble(
     state = StreamState(store, catalog, configs, clock, HandlerStats(), unannounced, metrics or JobMetrics())
     state.configs.load_recorded(catalog, new_tables)
     state.metrics.watch(
-        lambda: [(t, catalog.segments(t), catalog.merging_enabled(t)) for t in catalog.table_names], clock
+        lambda: [
+            (t, catalog.segments(t), catalog.merging_enabled(t), configs.for_table(t).max_debt)
+            for t in catalog.table_names
+        ],
+        clock,
     )
     announcer = Announcer(publisher, codec, topics, state)
     announcer.announce_unannounced(catalog)

@@ -7,6 +7,8 @@ after a failure, and stamps each plan with the table version it was made at.
 
 from __future__ import annotations
 
+import json
+import logging
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -20,9 +22,11 @@ from compactor.domain.segments import Segment
 from compactor.errors import DeadLetterReason, ManualMergeError, Rejected
 from compactor.rules import manual, refresh
 from compactor.rules.engine import evaluate
+from compactor.stream.scope import AttemptScope
 from compactor.stream.state import StreamState
 from compactor.stream.triggers import Trigger
 
+log = logging.getLogger(__name__)
 DEFAULT_COOLDOWN = timedelta(minutes=5)
 
 
@@ -56,27 +60,15 @@ class CoolDown:
         return until is not None and self.clock() < until
 
 
-FULL_EVALUATION_EVERY = timedelta(minutes=1)
-
-
 class TablePlanner:
-    """The plans one trigger makes for its table.
+    """The plans one trigger makes for its table; how far each attempt looks is `AttemptScope`'s."""
 
-    An attempt after a segment's event looks only near that segment (where a merge
-    can newly qualify), unless the table's last full evaluation is older than
-    `full_every`: plans waiting elsewhere (a cool-down ended, time moved segments
-    past a filter) are then found within that period, and the debt metrics,
-    which need every plan, are refreshed as often.
-    """
-
-    def __init__(
-        self, state: StreamState, cool_down: CoolDown, full_every: timedelta = FULL_EVALUATION_EVERY
-    ) -> None:
+    def __init__(self, state: StreamState, cool_down: CoolDown, scope: AttemptScope | None = None) -> None:
         self.state = state
         self.cool_down = cool_down
-        self.full_every = full_every
+        self.scope = scope or AttemptScope()
         self._facts: dict[tuple[str, str], refresh.IndexFacts] = {}
-        self._full_at: dict[str, datetime] = {}  # each table's last full evaluation
+        self._stuck: set[str] = set()  # tables whose debt was last seen stuck
 
     def plans(self, trigger: Trigger) -> list[MergePlan]:
         """A manual merge, or one evaluation of the table's rules (explain off: the hot path)."""
@@ -93,7 +85,7 @@ class TablePlanner:
             state.stats.attempts_by_origin.get(trigger.origin, 0) + 1
         )
         now = state.clock()
-        near = self._near(trigger, now)
+        near = self.scope.near(trigger, now, lambda sid: state.catalog.get(table, sid))
         evaluation = evaluate(
             table,
             segments,
@@ -107,23 +99,35 @@ class TablePlanner:
         )
         state.stats.near_attempts += near is not None
         state.metrics.plan_attempts.labels("full" if near is None else "near").inc()
+        plans = [p for p in evaluation.plans if not self.cool_down.active(p.plan_id)]
         if trigger.only_rule is None:  # every rule ran: what waits to merge (the table's debt)
             state.metrics.on_evaluation(table, evaluation.plans, full=near is None)
-            if near is None:
-                self._full_at[table] = now
-        plans = [p for p in evaluation.plans if not self.cool_down.active(p.plan_id)]
+            self.scope.evaluated(table, now, near, runnable=bool(plans))
         if not plans:
             state.stats.empty_attempts += 1
             return []
         version = state.store.latest_version(table)
         return [replace(p, table_version=version) for p in plans]
 
-    def _near(self, trigger: Trigger, now: datetime) -> tuple[str] | None:
-        """The segment to look near, or None for a full evaluation."""
-        last_full = self._full_at.get(trigger.table)
-        if trigger.segment_id is None or trigger.only_rule or last_full is None:
-            return None
-        return (trigger.segment_id,) if now - last_full < self.full_every else None
+    def read_debt(self, table: str) -> None:
+        """After an attempt's merges ran: the table's debt read into its trend; a table whose
+        debt stopped falling is warned about once; the outlook is kept with the table's mark
+        (for `compactor status`) after each full evaluation."""
+        state, now = self.state, self.state.clock()
+        state.metrics.read_debt(table, now)
+        outlook = state.metrics.outlook(table, now, state.configs.for_table(table).max_debt)
+        if outlook is None:
+            return
+        if outlook.stuck and table not in self._stuck:
+            log.warning(
+                "table %s: merge debt has not fallen for %d evaluations although the job keeps up "
+                "(%d segments, %d bytes wait); see `compactor status` for failed plans",
+                table, state.metrics.trend.stuck_after, outlook.segments, outlook.bytes,
+            )  # fmt: skip
+        self._stuck = (self._stuck | {table}) if outlook.stuck else (self._stuck - {table})
+        if self.scope.full_at(table) == now:
+            doc = outlook.to_json() | {"at": now.isoformat()}
+            state.catalog.note_debt_outlook(table, json.dumps(doc, sort_keys=True))
 
     def _invalid_counts(
         self, table: str, settings: TableSettings, only_rule: str | None

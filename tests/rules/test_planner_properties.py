@@ -617,7 +617,7 @@ def settled_then_one_more(
     sim.cascade("t", now)
     sim.catalog.apply(SegmentAdded(new))
     full = evaluate("t", sim.catalog.columns("t"), table, now, explain=False)
-    return full, evaluate("t", sim.catalog.columns("t"), table, now, explain=False, near=(new.id,))
+    return full, evaluate("t", sim.catalog.columns("t"), table, now, explain=False, near=(new,))
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

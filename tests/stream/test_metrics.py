@@ -6,7 +6,8 @@ import math
 import urllib.error
 import urllib.request
 
-from compactor.observe.metrics import BATCH_PHASES, ingest_hours
+from compactor.observe.debt_trend import ingest_hours
+from compactor.observe.metrics import BATCH_PHASES
 from compactor.observe.readiness import offsets_behind
 from compactor.observe.server import ProbeServer
 from tests.stream.conftest import Harness

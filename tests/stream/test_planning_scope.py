@@ -32,13 +32,47 @@ def test_a_plan_waiting_outside_the_events_buckets_is_found_by_the_next_full_eva
     del harness.store.failures[week_merge]  # the disk has room again
     assert (attempts(handler, "full"), attempts(handler, "near")) == (1, 6), "the first attempt is full"
 
-    harness.clock.now += timedelta(seconds=35)  # the failed plan has cooled down
-    handler.process(harness.loaded(harness.day(14)))  # a day of the third week
+    harness.clock.now += timedelta(seconds=10)
+    handler.process(harness.loaded(harness.day(14)))  # near the third week, and the first: cooling
+    harness.clock.now += timedelta(seconds=25)  # the failed plan has cooled down
+    handler.process(harness.loaded(harness.day(15)))
     assert len(harness.store.calls) == 1, "an attempt near the third week does not look at the first"
-    assert attempts(handler, "near") == 7
+    assert attempts(handler, "near") == 8
 
     harness.clock.now += timedelta(seconds=30)  # a minute after the last full evaluation
-    handler.process(harness.loaded(harness.day(15)))
+    handler.process(harness.loaded(harness.day(16)))
     assert attempts(handler, "full") == 2
     assert harness.statuses() == [MergeStatus.FAILED, MergeStatus.SUCCEEDED]
     assert harness.results()[-1]["plan_id"] == week_merge
+
+
+def test_after_a_full_evaluation_that_planned_the_next_attempts_are_full_too(harness: Harness) -> None:
+    """A backlog (here: two weeks complete at the first event) is merged back to back, not one
+    merge a minute: only a full evaluation that finds nothing to run lets attempts narrow."""
+    harness.store.create("t")
+    handler = harness.handler(WEEKS)
+    two_weeks = [harness.day(i) for i in range(14)]
+    handler.process(harness.loaded(*two_weeks[:13]))  # the first week merges on its seventh day
+    assert harness.statuses() == [MergeStatus.SUCCEEDED]
+    handler.process(harness.loaded(two_weeks[13]))  # near: the second week completes
+    assert harness.statuses() == [MergeStatus.SUCCEEDED, MergeStatus.SUCCEEDED]
+
+    harness.store.create("u")
+    backlog = [harness.day(i, table="u") for i in range(14)]
+    harness.store.failures.update(
+        {
+            make_plan("u", "auto_merge", backlog[w : w + 7], level="week").plan_id: RuntimeError("x")
+            for w in (0, 7)
+        }
+    )
+    handler.process(harness.loaded(*backlog))
+    harness.store.failures.clear()
+    harness.clock.now += timedelta(seconds=61)  # cooled down; the next evaluation is full
+    handler.process(harness.loaded(harness.day(20, table="u")))
+    assert harness.statuses()[-1] is MergeStatus.SUCCEEDED  # one merge per attempt: the first week
+    full = attempts(handler, "full")
+    merged = harness.publisher.on("segments")[-1]  # the merge's own completion event comes back
+    handler.process([harness.envelope(merged[2], key="u")])
+    assert attempts(handler, "full") == full + 1, "the full evaluation before found more to run"
+    assert harness.statuses()[-1] is MergeStatus.SUCCEEDED  # the second week
+    assert [r["plan_id"] for r in harness.results()[-2:]] == harness.store.calls[-2:]
