@@ -40,7 +40,7 @@ def status(tables: tuple[str, ...], config_path: Path, warehouse: str, as_json: 
     for table in chosen_tables(store, tables, warehouse):
         segments = table_segments(spark, warehouse, stored, table)
         mark = stored.marks.get(table)
-        ready = evaluate(table, segments, project.for_table(table), now, explain=False).plans
+        ready = evaluate(table, segments, project.for_table(table), now, explain=False).ready
         merging, failures, debt = (mark.merging, mark.failures, mark.debt) if mark else (True, (), None)
         history = store.history(table)
         found.append(table_status(table, merging, segments, ready, history, failures, now, debt))

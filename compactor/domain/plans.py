@@ -120,6 +120,9 @@ class RuleOutcome:
 
     plans: tuple[MergePlan, ...] = ()
     decisions: tuple[Decision, ...] = field(default=())
+    # merges ready now that the rule leaves for later attempts (time layers make one per attempt):
+    # they count as merge debt
+    waiting: tuple[MergePlan, ...] = ()
 
 
 def plan_id_for(table: str, rule: str, input_ids: Iterable[str]) -> str:

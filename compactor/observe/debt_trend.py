@@ -140,12 +140,15 @@ class DebtTrend:
         with self._lock:
             self._readings.setdefault(table, deque(maxlen=_KEEP)).append(reading)
 
+    def readings(self, table: str) -> list[Reading]:
+        with self._lock:
+            return list(self._readings.get(table, ()))
+
     def outlook(
         self, table: str, ingest_bytes_per_hour: float, max_debt: timedelta | None = None
     ) -> Outlook | None:
         """The table's outlook as of its newest reading (None: never read)."""
-        with self._lock:
-            readings = list(self._readings.get(table, ()))
+        readings = self.readings(table)
         if not readings:
             return None
         newest = readings[-1]

@@ -25,10 +25,11 @@ import numpy.typing as npt
 from compactor.config.rules import AutoMergeRule, RuleName
 from compactor.domain.calendar import Level, bucket, largest_first
 from compactor.domain.columns import Floats, Ints, SegmentColumns, order_by
-from compactor.domain.plans import Decision, RuleOutcome, SkipReason, make_plan
+from compactor.domain.plans import Decision, MergePlan, RuleOutcome, SkipReason, make_plan
 from compactor.domain.segments import Segment
 
 RULE = RuleName.AUTO_MERGE
+MAX_WAITING = 256  # runs ready beyond the attempt's one merge, counted as debt (the rest is not)
 _DAY = 86400
 
 
@@ -134,21 +135,26 @@ def plan(
     order = order_by(st, columns, en)  # time order, whatever the rows' order
     st, en, kind = st[order], en[order], kind[order]
     ordered = columns.pick(order) if explain else None
-    first = table_start
     decisions: dict[str, Decision] = {}
+    ready: list[MergePlan] = []  # every mergeable run, largest level first, then in time order
+    taken = np.zeros(len(st), np.bool_)  # in a run of a larger level already
     for level in largest_first(rule.levels):
-        scan = _scan(level, st, en, kind, first)
-        if ordered is not None:
+        scan = _scan(level, st, en, kind, table_start)
+        if ordered is not None and not ready:  # explained down to the level that merges
             _explain_level(scan, ordered, decisions)
-        hits = np.flatnonzero(scan.mergeable)
-        if len(hits):
-            run = scan.below[scan.run_first[hits[0]] : scan.run_last[hits[0]] + 1]
-            members = columns.pick(order[run])
-            merge = make_plan(table, RULE, members, level=str(level))
-            if ordered is None:
-                return RuleOutcome((merge,))
-            return RuleOutcome((merge,), _decisions_with_merge(merge, members, ordered, decisions))
-    return RuleOutcome((), tuple(decisions.values()))
+        for hit in np.flatnonzero(scan.mergeable).tolist():
+            run = scan.below[scan.run_first[hit] : scan.run_last[hit] + 1]
+            if len(ready) > MAX_WAITING or taken[run].any():
+                continue
+            taken[run] = True
+            ready.append(make_plan(table, RULE, columns.pick(order[run]), level=str(level)))
+    if not ready:
+        return RuleOutcome((), tuple(decisions.values()))
+    merge, waiting = ready[0], tuple(ready[1:])
+    if ordered is None:
+        return RuleOutcome((merge,), waiting=waiting)
+    explained = _decisions_with_merge(merge, list(merge.inputs), ordered, decisions)
+    return RuleOutcome((merge,), explained, waiting)
 
 
 def around(eligible: SegmentColumns, touched: Iterable[Segment], rule: AutoMergeRule) -> SegmentColumns:

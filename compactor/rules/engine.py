@@ -36,6 +36,12 @@ class Evaluation:
     table: str
     plans: tuple[MergePlan, ...]
     decisions: tuple[Decision, ...]
+    waiting: tuple[MergePlan, ...] = ()  # ready too, left for later attempts (see RuleOutcome)
+
+    @property
+    def ready(self) -> tuple[MergePlan, ...]:
+        """Every merge the rules would make now: the table's merge debt."""
+        return self.plans + self.waiting
 
 
 def evaluate(
@@ -64,8 +70,7 @@ def evaluate(
     offline = _offline(table, segments, settings, rules, explain)
     if offline is not None:
         return offline
-    plans: list[MergePlan] = []
-    decisions: list[Decision] = []
+    plans, waiting, decisions = list[MergePlan](), list[MergePlan](), list[Decision]()
     claimed: dict[str, str] = {}
     for rule in rules:
         eligible, skipped = shared_filter(segments, settings, now, rule.rule, explain)
@@ -96,7 +101,8 @@ def evaluate(
             claimed.update({sid: p.plan_id for sid in p.input_ids})
             plans.append(p)
         decisions += [_although(d, kept_out) for d in outcome.decisions if d.plan_id not in dropped]
-    return Evaluation(table, tuple(plans), tuple(decisions))
+        waiting += outcome.waiting
+    return Evaluation(table, tuple(plans), tuple(decisions), tuple(waiting))
 
 
 def _although(decision: Decision, kept_out: Mapping[str, Decision]) -> Decision:

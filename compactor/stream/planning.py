@@ -101,7 +101,7 @@ class TablePlanner:
         state.metrics.plan_attempts.labels("full" if near is None else "near").inc()
         plans = [p for p in evaluation.plans if not self.cool_down.active(p.plan_id)]
         if trigger.only_rule is None:  # every rule ran: what waits to merge (the table's debt)
-            state.metrics.on_evaluation(table, evaluation.plans, full=near is None)
+            state.metrics.on_evaluation(table, evaluation.ready, full=near is None)
             self.scope.evaluated(table, now, near, runnable=bool(plans))
         if not plans:
             state.stats.empty_attempts += 1

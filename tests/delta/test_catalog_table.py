@@ -3,6 +3,7 @@ and the part read at start-up is rewritten to its live rows once tombstones outn
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -35,7 +36,10 @@ def test_saved_changes_come_back_folded_and_retired_segments_are_found_by_id(
     store.save(
         CatalogChanges(
             live={("t", "a"): a, ("t", "b"): b},
-            marks={"t": TableMark(3), "u": TableMark(1, merging=False, failures=(FAILED,))},
+            marks={
+                "t": TableMark(3),
+                "u": TableMark(1, merging=False, failures=(FAILED,), debt='{"stuck": true}'),
+            },
         )
     )
     store.save(
@@ -51,6 +55,9 @@ def test_saved_changes_come_back_folded_and_retired_segments_are_found_by_id(
     assert (mark.version, mark.announced, mark.retired.might_contain("a")) == (5, 4, True)
     assert mark.merging and not loaded.marks["u"].merging, "the merging switch is kept with the mark"
     assert (mark.failures, loaded.marks["u"].failures) == ((), (FAILED,)), "and the failures"
+    assert (mark.debt, loaded.marks["u"].debt) == (None, '{"stuck": true}'), "and the debt outlook"
+    # a mark row written before the debt outlook held a bare list of failures
+    assert catalog_table._mark_extras(json.dumps([FAILED.to_dict()])) == {"failures": (FAILED,), "debt": None}
     (found,) = store.retired("t", ["a", "b"]).values()
     assert found == RetiredSegment.of(a, "plan-1") and found.same_event(a)
 
