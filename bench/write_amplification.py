@@ -8,6 +8,8 @@ attempt) at `now = loaded_at`. Policies:
 - time layers: auto_merge, levels [day, week, month]
 - the same, with well-sized files moved instead of rewritten (what the job does by default:
   `promote_files_over`, half the 256 MiB write target)
+- the same, with a write-amplification budget of 1.5 (`max_write_amplification`): day
+  merges always run, week and month merges only while their bytes fit the budget
 - level thresholds: minor, [4, 3]
 - size threshold: major, 1 GB, trigger on_load
 - bin packing: bin_pack with the default pools. Their max width is 1 h, so two
@@ -55,9 +57,12 @@ WIDE_POOLS = [
 
 TIME_LAYERS = {"rule": "auto_merge", "levels": ["day", "week", "month"]}
 PROMOTED = "time layers, well-sized files moved"
+BUDGETED = "time layers, WA budget 1.5"
+BUDGET = 1.5  # max_write_amplification of the budgeted policy
 POLICIES: dict[str, dict[str, Any] | None] = {
     "time layers [day, week, month]": TIME_LAYERS,
     PROMOTED: TIME_LAYERS,
+    BUDGETED: TIME_LAYERS,
     "level thresholds [4, 3]": {"rule": "minor", "level_thresholds": [4, 3]},
     "size threshold 1GB": {"rule": "major", "size_threshold": "1GB", "trigger": "on_load"},
     "bin packing (default pools)": {"rule": "bin_pack"},
@@ -87,13 +92,17 @@ def hourly_loads(hours: int) -> list[Segment]:
 
 
 def simulate(
-    policy: str, rule: dict[str, Any], loads: list[Segment], promote_over: int | None = None
+    policy: str,
+    rule: dict[str, Any],
+    loads: list[Segment],
+    promote_over: int | None = None,
+    budget: float | None = None,
 ) -> Outcome:
     """With `promote_over`, a merge moves the files of inputs whose files are all at least that
     large and rewrites only the others (as `compactor.delta.promote` does). A rewrite writes
     files of about the target size, so they are at least half the target when its bytes are;
-    a 64 MB load is one small file."""
-    sim = Simulation(load_config({"defaults": {"rules": [rule]}}))
+    a 64 MB load is one small file. With `budget`, the table's max_write_amplification."""
+    sim = Simulation(load_config({"defaults": {"rules": [rule], "max_write_amplification": budget}}))
     out = Outcome(policy)
     well_sized: set[str] = set()
     began = time.perf_counter()
@@ -163,7 +172,13 @@ def main() -> None:
     outcomes = [
         naive(name, loads)
         if rule is None
-        else simulate(name, rule, loads, PROMOTE_MIN_FILE_BYTES if name == PROMOTED else None)
+        else simulate(
+            name,
+            rule,
+            loads,
+            PROMOTE_MIN_FILE_BYTES if name == PROMOTED else None,
+            BUDGET if name == BUDGETED else None,
+        )
         for name, rule in POLICIES.items()
     ]
     print(f"{len(loads)} hourly loads of {SEGMENT_BYTES // MIB} MB = {ingested / GIB:.1f} GiB ingested\n")

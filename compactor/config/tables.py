@@ -48,6 +48,9 @@ class TableFields(Frozen):
     # the merge debt objective, in hours of ingest (`2h`): status and metrics say met, at risk or
     # breached; null: no objective
     max_debt: Duration | None = None
+    # bytes rewritten by merges over bytes ingested, over the last 30 days: once spent, optional
+    # merges (upper layers, later pools) wait; null: no budget
+    max_write_amplification: float | None = Field(default=None, gt=0)
 
     @field_validator("rules")
     @classmethod

@@ -43,6 +43,7 @@ class SkipReason(StrEnum):
     NO_STATISTICS = "no_statistics"
     TASK_LIMIT = "task_limit"
     CONFORMS = "conforms"
+    WA_BUDGET = "wa_budget"
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +124,9 @@ class RuleOutcome:
     # merges ready now that the rule leaves for later attempts (time layers make one per attempt):
     # they count as merge debt
     waiting: tuple[MergePlan, ...] = ()
+    # ready merges inside a larger planned or waiting one, made instead of it when a
+    # write-amplification budget defers the larger (time layers)
+    alternatives: tuple[MergePlan, ...] = ()
 
 
 def plan_id_for(table: str, rule: str, input_ids: Iterable[str]) -> str:

@@ -25,6 +25,7 @@ from compactor.domain.events import MergeResult, MergeStatus
 from compactor.domain.plans import MergePlan
 from compactor.domain.segments import Segment
 from compactor.observe.debt_trend import DebtTrend, IngestWindow, Objective, Outlook, Reading, ingest_hours
+from compactor.rules.budget import WriteLedger
 
 DURATION_BUCKETS = (0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800)
 PHASE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30)
@@ -110,6 +111,7 @@ class JobMetrics:
         self._lock = threading.Lock()
         self._debt: dict[str, dict[str, tuple[Segment, ...]]] = {}  # table -> plan id -> inputs
         self.ingest = IngestWindow()
+        self.writes = WriteLedger()  # for write-amplification budgets
         self.trend = DebtTrend()
         self._lag: float | None = None  # events behind, as the query's last progress said
 
@@ -177,12 +179,14 @@ class JobMetrics:
         self.rows.labels(table, "out").inc(result.records_out)
         self.bytes.labels(table, "in").inc(result.bytes_in)
         self.bytes.labels(table, "out").inc(result.bytes_out)
+        self.writes.rewritten(table, now, result.bytes_in)
         oldest = min((s.loaded_at for s in plan.inputs), default=None)
         if oldest is not None:
             self.bucket_age.labels(table).observe(max(0.0, (now - oldest).total_seconds()))
 
     def on_load(self, segment: Segment, now: datetime) -> None:
         self.ingest.add(segment.table, segment.bytes, now)
+        self.writes.ingested(segment.table, now, segment.bytes)
 
     def on_vacuum(self, table: str) -> None:
         self.vacuums.labels(table).inc()
@@ -349,6 +353,7 @@ class _CatalogCollector(Collector):
                 debt.bytes, self.metrics.ingest.bytes_per_hour(table, now)
             ),
             "compactor_merging_enabled": 1.0 if merging else 0.0,
+            "compactor_write_amplification": self.metrics.writes.amplification(table, now),
         }
 
 
@@ -375,6 +380,7 @@ TABLE_GAUGES = {
     "compactor_debt_oldest_age_seconds": "Age of the oldest segment waiting to merge.",
     "compactor_debt_ingest_hours": "Debt in hours of ingest (its bytes over the last day's ingest rate).",
     "compactor_merging_enabled": "1 unless an operator turned the table's merging off.",
+    "compactor_write_amplification": "Bytes merges rewrote over bytes loaded, over the last 30 days.",
     "compactor_debt_drain_bytes_per_hour": "Net fall of the debt per hour over the last 15 minutes.",
     "compactor_debt_eta_seconds": "Until the debt is paid at its drain rate (+Inf while it does not fall).",
     "compactor_debt_stuck": "1 when the debt has not fallen for 10 evaluations while the job kept up.",

@@ -137,6 +137,7 @@ def plan(
     ordered = columns.pick(order) if explain else None
     decisions: dict[str, Decision] = {}
     ready: list[MergePlan] = []  # every mergeable run, largest level first, then in time order
+    inside: list[MergePlan] = []  # mergeable runs within a larger level's mergeable run
     taken = np.zeros(len(st), np.bool_)  # in a run of a larger level already
     for level in largest_first(rule.levels):
         scan = _scan(level, st, en, kind, table_start)
@@ -144,17 +145,17 @@ def plan(
             _explain_level(scan, ordered, decisions)
         for hit in np.flatnonzero(scan.mergeable).tolist():
             run = scan.below[scan.run_first[hit] : scan.run_last[hit] + 1]
-            if len(ready) > MAX_WAITING or taken[run].any():
-                continue
+            found = inside if taken[run].any() else ready
+            if len(found) <= MAX_WAITING:
+                found.append(make_plan(table, RULE, columns.pick(order[run]), level=str(level)))
             taken[run] = True
-            ready.append(make_plan(table, RULE, columns.pick(order[run]), level=str(level)))
     if not ready:
         return RuleOutcome((), tuple(decisions.values()))
-    merge, waiting = ready[0], tuple(ready[1:])
+    merge, waiting, alternatives = ready[0], tuple(ready[1:]), tuple(inside)
     if ordered is None:
-        return RuleOutcome((merge,), waiting=waiting)
+        return RuleOutcome((merge,), waiting=waiting, alternatives=alternatives)
     explained = _decisions_with_merge(merge, list(merge.inputs), ordered, decisions)
-    return RuleOutcome((merge,), explained, waiting)
+    return RuleOutcome((merge,), explained, waiting, alternatives)
 
 
 def around(eligible: SegmentColumns, touched: Iterable[Segment], rule: AutoMergeRule) -> SegmentColumns:

@@ -19,12 +19,13 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from compactor.config.rules import RuleConfig, RuleName
+from compactor.config.rules import AutoMergeRule, RuleConfig, RuleName
 from compactor.config.tables import TableSettings
 from compactor.domain.columns import SegmentColumns
-from compactor.domain.plans import Decision, MergePlan, SkipReason
+from compactor.domain.plans import Decision, MergePlan, RuleOutcome, SkipReason
 from compactor.domain.segments import Segment
 from compactor.rules import refresh
+from compactor.rules.budget import admit
 from compactor.rules.filters import shared_filter
 from compactor.rules.registry import PLANNERS, RuleInput
 
@@ -55,6 +56,7 @@ def evaluate(
     invalid_counts: Mapping[str, int] | None = None,
     index_facts: Mapping[str, refresh.IndexFacts] | None = None,
     near: Collection[Segment] | None = None,
+    allowance: float | None = None,
 ) -> Evaluation:
     """One attempt for `table`.
 
@@ -64,6 +66,7 @@ def evaluate(
     decisions are built. `invalid_counts` (invalid rows per segment id) feeds
     upsert compaction, which cannot plan without them; `index_facts` (what the
     index check found per segment) feeds the refresh rule. `near`: see the module.
+    `allowance`: bytes the table's write-amplification budget has left (`budget`).
     """
     rules = [r for r in settings.rules if (r.rule == only_rule if only_rule else r.trigger == trigger)]
     segments = SegmentColumns.of(segments)  # the catalog's view as it is; a list is encoded once
@@ -74,18 +77,12 @@ def evaluate(
     claimed: dict[str, str] = {}
     for rule in rules:
         eligible, skipped = shared_filter(segments, settings, now, rule.rule, explain)
-        decisions.extend(skipped)
-        free = eligible
-        if claimed:
-            free = eligible.without(claimed)
-            if explain:
-                decisions += [
-                    Decision(s.id, rule.rule, False, SkipReason.CLAIMED, f"in plan {claimed[s.id]}")
-                    for s in eligible
-                    if s.id in claimed
-                ]
+        decisions += skipped + (_claimed(eligible, claimed, rule.rule) if explain and claimed else [])
+        free = eligible.without(claimed)
         given = RuleInput(table, free, segments, settings, now, explain, invalid_counts, index_facts, near)
         outcome = PLANNERS[RuleName(rule.rule)](rule, given)
+        if allowance is not None:  # a write-amplification budget: optional merges may wait
+            outcome, allowance = _within_budget(outcome, rule, allowance)
         dropped: set[str] = set()  # plans that must wait
         kept_out: dict[str, Decision] = {}  # why the filters would have kept a rewritten segment out
         for p in outcome.plans:
@@ -103,6 +100,54 @@ def evaluate(
         decisions += [_although(d, kept_out) for d in outcome.decisions if d.plan_id not in dropped]
         waiting += outcome.waiting
     return Evaluation(table, tuple(plans), tuple(decisions), tuple(waiting))
+
+
+def _claimed(eligible: Sequence[Segment], claimed: Mapping[str, str], rule: str) -> list[Decision]:
+    return [
+        Decision(s.id, rule, False, SkipReason.CLAIMED, f"in plan {claimed[s.id]}")
+        for s in eligible
+        if s.id in claimed
+    ]
+
+
+def _within_budget(outcome: RuleOutcome, rule: RuleConfig, allowance: float) -> tuple[RuleOutcome, float]:
+    """The rule's plans with the optional ones that do not fit `allowance` deferred, and the
+    allowance left. A rule that makes one merge per attempt makes the first that fits."""
+    one_per_attempt = bool(outcome.waiting) or isinstance(rule, AutoMergeRule)
+    admitted = admit((*outcome.plans, *outcome.waiting, *outcome.alternatives), rule, allowance)
+    if not admitted.deferred:
+        return outcome, allowance - sum(p.bytes_in for p in outcome.plans)
+    kept: list[MergePlan] = []  # what is admitted, no two plans sharing a segment
+    for p in admitted.kept:
+        if not any(set(p.input_ids) & set(k.input_ids) for k in kept):
+            kept.append(p)
+    plans, waiting = (kept[:1], kept[1:]) if one_per_attempt else (kept, [])
+    chosen = {sid: p for p in plans for sid in p.input_ids}
+    deferred = {sid: p for p in admitted.deferred for sid in p.input_ids}
+    decisions = [_budget_decision(d, chosen, deferred, allowance) for d in outcome.decisions]
+    left = allowance - sum(p.bytes_in for p in plans)
+    return RuleOutcome(tuple(plans), tuple(decisions), tuple(waiting)), left
+
+
+def _budget_decision(
+    decision: Decision, chosen: Mapping[str, MergePlan], deferred: Mapping[str, MergePlan], allowance: float
+) -> Decision:
+    """A decision redone after the budget: inputs of a deferred plan wait; a plan made
+    instead of it is chosen."""
+    sid = decision.segment_id
+    if sid in chosen:
+        if decision.chosen and decision.plan_id == chosen[sid].plan_id:
+            return decision
+        detail = "the first merge within the write-amplification budget"
+        return Decision(sid, decision.rule, True, None, detail, chosen[sid].plan_id)
+    if sid in deferred:
+        plan = deferred[sid]
+        detail = (
+            f"optional {plan.level or plan.pool or 'merge'} {plan.plan_id} rewrites {plan.bytes_in} bytes; "
+            f"the write-amplification budget has {max(0, int(allowance))} left"
+        )
+        return Decision(sid, decision.rule, False, SkipReason.WA_BUDGET, detail)
+    return decision
 
 
 def _although(decision: Decision, kept_out: Mapping[str, Decision]) -> Decision:

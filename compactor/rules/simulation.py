@@ -20,6 +20,7 @@ from compactor.domain.plans import MergePlan
 from compactor.domain.segments import Segment
 from compactor.errors import InvalidSegmentError
 from compactor.rules import manual
+from compactor.rules.budget import WriteLedger
 from compactor.rules.engine import Evaluation, evaluate
 
 # Every merge removes at least one segment, so a cascade is bounded by the
@@ -35,22 +36,26 @@ class Simulation:
     catalog: SegmentCatalog = field(default_factory=SegmentCatalog)
     merges: list[MergePlan] = field(default_factory=list)
     local: bool = False  # attempts look only near the segment that triggered them, as the stream's do
+    writes: WriteLedger = field(default_factory=WriteLedger)  # for write-amplification budgets
 
     def attempt(
         self, table: str, now: datetime, only_rule: str | None = None, near: Collection[Segment] | None = None
     ) -> Evaluation:
         """One evaluation; its plans are applied."""
+        settings = self.config.for_table(table)
         evaluation = evaluate(
             table,
             self.catalog.columns(table),
-            self.config.for_table(table),
+            settings,
             now,
             only_rule=only_rule,
             near=near if self.local else None,
+            allowance=self.writes.allowance(table, now, settings.max_write_amplification),
         )
         for plan in evaluation.plans:
             self.catalog.apply(PlanApplied(plan, (plan.output,)))
             self.merges.append(plan)
+            self.writes.rewritten(table, now, plan.bytes_in)
         return evaluation
 
     def cascade(
@@ -74,6 +79,7 @@ class Simulation:
     def arrive(self, segment: Segment, now: datetime | None = None) -> None:
         """A completion event for `segment`: record it and run the cascade."""
         self.catalog.apply(SegmentAdded(segment))
+        self.writes.ingested(segment.table, now or segment.loaded_at, segment.bytes)
         self.cascade(segment.table, now or segment.loaded_at, near=(segment,))
 
     def manual_merge(self, table: str, ids: Sequence[str]) -> MergePlan:

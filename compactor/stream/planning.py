@@ -96,6 +96,7 @@ class TablePlanner:
             invalid_counts=self._invalid_counts(table, settings, trigger.only_rule),
             index_facts=self._index_facts(table, settings, trigger.only_rule, segments),
             near=near,
+            allowance=state.metrics.writes.allowance(table, now, settings.max_write_amplification),
         )
         state.stats.near_attempts += near is not None
         state.metrics.plan_attempts.labels("full" if near is None else "near").inc()

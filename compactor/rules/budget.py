@@ -1,0 +1,105 @@
+"""A write-amplification budget: bytes rewritten by merges over bytes ingested, per table, over a
+sliding window (`max_write_amplification`).
+
+Merges are required or optional. Required ones keep the number of unmerged
+segments of an open window bounded, and always run; optional ones improve an
+already bounded layout, and run only while their bytes fit what the budget has
+left (budget x bytes ingested - bytes rewritten, over the window):
+
+- time layers: merges at the smallest level are required (an open bucket of the
+  smallest level holds at most its own loads); larger levels are optional;
+- level thresholds: level-1 merges are required, level-2 merges optional;
+- bin packing: bins of the first pool (fresh loads) are required, the later
+  pools' optional;
+- size threshold, upsert compaction, refresh and manual merges are required.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from compactor.config.rules import AutoMergeRule, BinPackRule, MinorRule, RuleConfig
+from compactor.domain.calendar import largest_first
+from compactor.domain.plans import MergePlan
+
+WA_WINDOW = timedelta(days=30)
+
+
+def optional(plan: MergePlan, rule: RuleConfig) -> bool:
+    """True when the budget may defer `plan` (see the module)."""
+    if isinstance(rule, AutoMergeRule):
+        return plan.level != str(largest_first(rule.levels)[-1])
+    if isinstance(rule, MinorRule):
+        return plan.level == "level-2"
+    if isinstance(rule, BinPackRule):
+        return plan.pool != rule.pools[0].name
+    return False
+
+
+@dataclass
+class Admitted:
+    """A rule's plans after the budget: those that run (in order) and those deferred."""
+
+    kept: list[MergePlan]
+    deferred: list[MergePlan]
+    allowance: float  # bytes the budget has left after the kept plans
+
+
+def admit(plans: Sequence[MergePlan], rule: RuleConfig, allowance: float) -> Admitted:
+    """Required plans always; optional ones in order while their input bytes fit `allowance`."""
+    kept, deferred = [], []
+    for plan in plans:
+        fits = plan.bytes_in <= allowance
+        if optional(plan, rule) and not fits:
+            deferred.append(plan)
+            continue
+        kept.append(plan)
+        allowance -= plan.bytes_in
+    return Admitted(kept, deferred, allowance)
+
+
+@dataclass
+class WriteLedger:
+    """Bytes ingested and bytes rewritten per table over the last `window`."""
+
+    window: timedelta = WA_WINDOW
+    _ingested: dict[str, deque[tuple[datetime, int]]] = field(default_factory=dict)
+    _rewritten: dict[str, deque[tuple[datetime, int]]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)  # the metrics scrape reads it too
+
+    def ingested(self, table: str, at: datetime, size: int) -> None:
+        with self._lock:
+            self._ingested.setdefault(table, deque()).append((at, size))
+
+    def rewritten(self, table: str, at: datetime, size: int) -> None:
+        with self._lock:
+            self._rewritten.setdefault(table, deque()).append((at, size))
+
+    def _total(self, entries: dict[str, deque[tuple[datetime, int]]], table: str, now: datetime) -> int:
+        with self._lock:
+            found = entries.get(table, deque())
+            while found and now - found[0][0] > self.window:
+                found.popleft()
+            return sum(size for _, size in found)
+
+    def amplification(self, table: str, now: datetime) -> float:
+        """Rewritten over ingested bytes in the window (0: nothing rewritten; inf: no ingest)."""
+        rewritten, ingested = (
+            self._total(self._rewritten, table, now),
+            self._total(self._ingested, table, now),
+        )
+        if rewritten == 0:
+            return 0.0
+        return rewritten / ingested if ingested else math.inf
+
+    def allowance(self, table: str, now: datetime, budget: float | None) -> float | None:
+        """Bytes optional merges may still rewrite (None: the table has no budget)."""
+        if budget is None:
+            return None
+        ingested = self._total(self._ingested, table, now)
+        return budget * ingested - self._total(self._rewritten, table, now)
