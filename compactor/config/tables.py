@@ -145,6 +145,9 @@ class OperationsConfig(Frozen):
     metrics_port: int | None = Field(default=None, ge=1, le=65535)
     # a second `compactor run` on the same warehouse and topic waits for the lease instead of refusing
     standby: bool = False
+    # past this many events behind on the segments topic, optional merges (upper time layers,
+    # level-2, later pools) wait until the job catches up; null: never
+    defer_optional_over_lag: int | None = Field(default=10_000, ge=1)
 
     @field_validator("cool_down")
     @classmethod

@@ -132,6 +132,10 @@ class JobMetrics:
             r, "compactor_batch_phase_seconds", "Time a micro-batch spent in one phase (see BATCH_PHASES).",
             PHASE_BUCKETS, "phase",
         )  # fmt: skip
+        self.deferring = _gauge(
+            r, "compactor_deferring_optional_merges",
+            "1 while the job is too far behind its events to run optional merges (admission control).",
+        )  # fmt: skip
         self.plan_attempts = _counter(
             r, "compactor_plan_attempts",
             "Evaluations of a table's rules: full, or near the segment an event brought.", "scope",
@@ -227,6 +231,11 @@ class JobMetrics:
     def on_lag(self, events: float) -> None:
         self._lag = events
         self.consumer_lag.set(events)
+
+    @property
+    def lag(self) -> float | None:
+        """Events behind on the segments topic, as the query's last progress said (None: unknown)."""
+        return self._lag
 
     def debt_inputs(self, table: str) -> list[tuple[Segment, ...]]:
         """The inputs of the table's ready plans that have not committed since its latest evaluation."""

@@ -117,4 +117,6 @@ def debt_line(debt: dict[str, Any]) -> str:
         parts.append(f"objective {debt['objective']}")
     if debt["stuck"]:
         parts.append("STUCK")
+    if debt.get("deferring_optional"):
+        parts.append("optional merges wait: the job is behind its events")
     return "; ".join(parts)

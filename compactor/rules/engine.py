@@ -15,6 +15,7 @@ wait for the next full evaluation.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -144,7 +145,9 @@ def _budget_decision(
         plan = deferred[sid]
         detail = (
             f"optional {plan.level or plan.pool or 'merge'} {plan.plan_id} rewrites {plan.bytes_in} bytes; "
-            f"the write-amplification budget has {max(0, int(allowance))} left"
+            f"the write-amplification budget has {max(0.0, allowance):.0f} left"
+            if allowance > -math.inf
+            else "the job is behind its events: optional merges wait"
         )
         return Decision(sid, decision.rule, False, SkipReason.WA_BUDGET, detail)
     return decision

@@ -208,7 +208,7 @@ def assemble(
     return BatchHandler(
         state,
         Admission(codec, state, KnownTables(store, catalog.table_names), catalog_store),
-        TablePlanner(state, cool_down),
+        TablePlanner(state, cool_down, defer_over_lag=config.operations.defer_optional_over_lag),
         Runner(state, cool_down, retry, sleep),
         announcer,
         catalog_store,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -63,10 +64,18 @@ class CoolDown:
 class TablePlanner:
     """The plans one trigger makes for its table; how far each attempt looks is `AttemptScope`'s."""
 
-    def __init__(self, state: StreamState, cool_down: CoolDown, scope: AttemptScope | None = None) -> None:
+    def __init__(
+        self,
+        state: StreamState,
+        cool_down: CoolDown,
+        scope: AttemptScope | None = None,
+        defer_over_lag: int | None = None,
+    ) -> None:
         self.state = state
         self.cool_down = cool_down
         self.scope = scope or AttemptScope()
+        self.defer_over_lag = defer_over_lag  # admission control: see `_allowance`
+        self._deferring = False
         self._facts: dict[tuple[str, str], refresh.IndexFacts] = {}
         self._stuck: set[str] = set()  # tables whose debt was last seen stuck
 
@@ -85,6 +94,7 @@ class TablePlanner:
             state.stats.attempts_by_origin.get(trigger.origin, 0) + 1
         )
         now = state.clock()
+        allowance = self._allowance(table, settings, now)  # first: catching up widens the scope
         near = self.scope.near(trigger, now, lambda sid: state.catalog.get(table, sid))
         evaluation = evaluate(
             table,
@@ -96,7 +106,7 @@ class TablePlanner:
             invalid_counts=self._invalid_counts(table, settings, trigger.only_rule),
             index_facts=self._index_facts(table, settings, trigger.only_rule, segments),
             near=near,
-            allowance=state.metrics.writes.allowance(table, now, settings.max_write_amplification),
+            allowance=allowance,
         )
         state.stats.near_attempts += near is not None
         state.metrics.plan_attempts.labels("full" if near is None else "near").inc()
@@ -109,6 +119,24 @@ class TablePlanner:
             return []
         version = state.store.latest_version(table)
         return [replace(p, table_version=version) for p in plans]
+
+    def _allowance(self, table: str, settings: TableSettings, now: datetime) -> float | None:
+        """Bytes optional merges may rewrite: none while the job is more than `defer_over_lag`
+        events behind (it must keep up with the events first), else what the table's
+        write-amplification budget has left (None: no limit)."""
+        lag = self.state.metrics.lag
+        behind = self.defer_over_lag is not None and lag is not None and lag > self.defer_over_lag
+        if behind != self._deferring:
+            self._deferring = behind
+            self.state.metrics.deferring.set(1 if behind else 0)
+            if behind:
+                log.warning("%d events behind: optional merges wait until the job catches up", lag)
+            else:
+                log.info("caught up (%s events behind): optional merges run again", lag)
+                self.scope.unsettle()  # the merges that waited are found by full evaluations
+        if behind:
+            return -math.inf  # nothing optional fits, however small
+        return self.state.metrics.writes.allowance(table, now, settings.max_write_amplification)
 
     def read_debt(self, table: str) -> None:
         """After an attempt's merges ran: the table's debt read into its trend; a table whose
@@ -127,7 +155,7 @@ class TablePlanner:
             )  # fmt: skip
         self._stuck = (self._stuck | {table}) if outlook.stuck else (self._stuck - {table})
         if self.scope.full_at(table) == now:
-            doc = outlook.to_json() | {"at": now.isoformat()}
+            doc = outlook.to_json() | {"at": now.isoformat(), "deferring_optional": self._deferring}
             state.catalog.note_debt_outlook(table, json.dumps(doc, sort_keys=True))
 
     def _invalid_counts(

@@ -44,6 +44,11 @@ class AttemptScope:
         brought = find(trigger.segment_id)  # None: merged away since, nothing new near it
         return ((brought,) if brought else ()) + self._carried.get(table, ())
 
+    def unsettle(self) -> None:
+        """Every table's next attempt is full (what waited for a reason that ended is found)."""
+        self._settled.clear()
+        self._carried.clear()
+
     def full_at(self, table: str) -> datetime | None:
         return self._full_at.get(table)
 
