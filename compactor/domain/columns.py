@@ -14,7 +14,16 @@ which is how the planners use it (one synchronous evaluation).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import (
+    Collection,
+    ItemsView,
+    Iterable,
+    Iterator,
+    Mapping,
+    MutableMapping,
+    Sequence,
+    ValuesView,
+)
 from itertools import repeat
 from operator import itemgetter
 from typing import Any, overload
@@ -268,6 +277,12 @@ class TableSegments(MutableMapping[str, Segment]):
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._by_id)
+
+    def values(self) -> ValuesView[Segment]:  # the dict's own views: no Python call per segment
+        return self._by_id.values()
+
+    def items(self) -> ItemsView[str, Segment]:
+        return self._by_id.items()
 
     def __setitem__(self, segment_id: str, segment: Segment) -> None:
         row = self._row_of.get(segment_id)
