@@ -6,6 +6,7 @@ Decoding validates what Avro cannot: names, ids and ranges; a bad event raises
 
 from __future__ import annotations
 
+import dataclasses
 from functools import cache
 from typing import Any
 
@@ -15,6 +16,7 @@ from compactor.domain.events import (
     ConfigApplied,
     MergeResult,
     MergeStatus,
+    ProducerAdvice,
     SegmentAction,
     SegmentCompleted,
 )
@@ -24,6 +26,7 @@ from compactor.domain.segments import (
     Segment,
     SegmentState,
     TimeRange,
+    utc,
     validate_segment_id,
     validate_table_name,
 )
@@ -34,6 +37,7 @@ SEGMENT_COMPLETED = "io.compactor.events.SegmentCompleted"
 MERGE_RESULT = "io.compactor.events.MergeResult"
 COMPACTION_REQUESTED = "io.compactor.events.CompactionRequested"
 CONFIG_APPLIED = "io.compactor.events.ConfigApplied"
+PRODUCER_ADVICE = "io.compactor.events.ProducerAdvice"
 
 
 class Codec(SchemaSet):
@@ -187,6 +191,13 @@ class Codec(SchemaSet):
                 "status": result.status.value,
             },
         )
+
+    def encode_producer_advice(self, advice: ProducerAdvice) -> bytes:
+        return self.encode(PRODUCER_ADVICE, dataclasses.asdict(advice))
+
+    def decode_producer_advice(self, data: bytes) -> ProducerAdvice:
+        record = self.decode(PRODUCER_ADVICE, data)
+        return ProducerAdvice(**record | {"advised_at": utc(record["advised_at"])})
 
     def decode_merge_result(self, data: bytes) -> dict[str, Any]:
         """Merge results stay dicts for consumers: they need no domain objects."""

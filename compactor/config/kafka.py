@@ -46,6 +46,7 @@ class TopicsConfig(Frozen):
     segments: str | None = Field(default=None, pattern=TOPIC_NAME)
     results: str | None = Field(default=None, pattern=TOPIC_NAME)
     dead_letter: str | None = Field(default=None, pattern=TOPIC_NAME)
+    advice: str | None = Field(default=None, pattern=TOPIC_NAME)  # ProducerAdvice; compactor.advice
     # for topics the compactor creates; unset: the broker's own defaults
     partitions: int | None = Field(default=None, ge=1)
     replication_factor: int | None = Field(default=None, ge=1)

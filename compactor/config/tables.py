@@ -25,6 +25,11 @@ from compactor.domain.segments import TABLE_NAME
 from compactor.errors import ConfigError
 
 
+class ProducerAdviceConfig(Frozen):
+    max_small_segments: int = Field(default=1000, ge=1)
+    min_segment_size: ByteSize = 128 * 1024 * 1024
+
+
 class TableFields(Frozen):
     """The keys of a table config, each checked on its own (types, ranges, rule list).
 
@@ -51,6 +56,9 @@ class TableFields(Frozen):
     # bytes rewritten by merges over bytes ingested, over the last 30 days: once spent, optional
     # merges (upper layers, later pools) wait; null: no budget
     max_write_amplification: float | None = Field(default=None, gt=0)
+    # advise the table's producers (ProducerAdvice) past this many unmerged loads smaller than
+    # min_segment_size; null: never
+    producer_advice: ProducerAdviceConfig | None = ProducerAdviceConfig()
 
     @field_validator("rules")
     @classmethod

@@ -31,7 +31,7 @@ from typing import Any, overload
 import numpy as np
 import numpy.typing as npt
 
-from compactor.domain.segments import Segment, SegmentState
+from compactor.domain.segments import Origin, Segment, SegmentState
 
 Floats = npt.NDArray[np.float64]
 Ints = npt.NDArray[np.int64]
@@ -47,6 +47,7 @@ _READ: dict[str, tuple[type, Any]] = {
     "records": (np.int64, lambda s: s.records),
     "level": (np.int64, lambda s: s.level),
     "settled": (np.bool_, lambda s: s.state is SegmentState.ONLINE and not s.sub_partition_states),
+    "as_loaded": (np.bool_, lambda s: s.origin is Origin.LOAD),  # not the output of a merge or refresh
 }
 COLUMNS = (*_READ, "group")
 GroupKey = tuple[int, frozenset[str], frozenset[str]]
@@ -136,6 +137,10 @@ class SegmentColumns(Sequence[Segment]):
     @property
     def settled(self) -> Bools:
         return self.column("settled")
+
+    @property
+    def as_loaded(self) -> Bools:
+        return self.column("as_loaded")
 
     # -- as a sequence of segments ----------------------------------------------
 

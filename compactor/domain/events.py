@@ -118,3 +118,17 @@ class ConfigApplied:
     config_version: int
     settings_json: str
     applied_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerAdvice:
+    """Advice to a table's producers: unmerged small loads pile up (see `observe.advice`)."""
+
+    table: str
+    reason: str
+    small_segments: int
+    ceiling: int
+    median_segment_bytes: int
+    min_segment_bytes: int
+    batch_interval_seconds: int | None  # None: the load rate is not known
+    advised_at: datetime

@@ -19,6 +19,7 @@ LIBRDKAFKA_LOG = logging.getLogger("compactor.librdkafka")
 DEFAULT_SEGMENTS_TOPIC = "compactor.segments"
 DEFAULT_RESULTS_TOPIC = "compactor.results"
 DEFAULT_DEAD_LETTER_TOPIC = "compactor.dead-letter"
+DEFAULT_ADVICE_TOPIC = "compactor.advice"
 
 
 @dataclass(frozen=True)
@@ -38,8 +39,14 @@ class KafkaSettings:
     config: KafkaConfig | None = None  # the config file's `kafka:` block
 
     @property
-    def topics(self) -> tuple[str, str, str]:
-        return (self.segments_topic, self.results_topic, self.dead_letter_topic)
+    def topics(self) -> tuple[str, str, str, str]:
+        return (self.segments_topic, self.results_topic, self.dead_letter_topic, self.advice_topic)
+
+    @property
+    def advice_topic(self) -> str:
+        """Where `ProducerAdvice` goes: the config's `kafka.topics.advice`, else the default."""
+        named = self.config.topics.advice if self.config else None
+        return named or DEFAULT_ADVICE_TOPIC
 
     def librdkafka(self, **overrides: Any) -> dict[str, Any]:
         """confluent-kafka's settings: the modelled ones, the config's `librdkafka:` map over them,

@@ -58,6 +58,14 @@ class Outlook:
     stuck: bool
     objective: Objective | None  # None: the table has no max_debt
 
+    def gauges(self) -> dict[str, float]:
+        """The per-table gauges the metrics scrape exports."""
+        return {
+            "compactor_debt_drain_bytes_per_hour": self.drain_bytes_per_hour,
+            "compactor_debt_eta_seconds": math.inf if self.eta is None else self.eta.total_seconds(),
+            "compactor_debt_stuck": 1.0 if self.stuck else 0.0,
+        }
+
     def to_json(self) -> dict[str, object]:
         return {
             "debt_bytes": self.bytes,
@@ -80,6 +88,11 @@ class IngestWindow:
     def add(self, table: str, size: int, at: datetime) -> None:
         with self._lock:
             self._loads.setdefault(table, deque()).append((at, size))
+
+    def loads_per_hour(self, table: str, now: datetime) -> float:
+        self.bytes_per_hour(table, now)  # drops what left the window
+        with self._lock:
+            return len(self._loads.get(table, ())) / (INGEST_WINDOW.total_seconds() / 3600)
 
     def bytes_per_hour(self, table: str, now: datetime) -> float:
         with self._lock:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -321,7 +320,7 @@ class _CatalogCollector(Collector):
             for name, value in self._table_values(table, segments, merging, now).items():
                 per_table[name].add_metric([table], value)
             outlook = self.metrics.outlook(table, now, max_debt)
-            for name, value in _outlook_values(outlook).items():
+            for name, value in (outlook.gauges() if outlook else {}).items():
                 per_table[name].add_metric([table], value)
             if outlook is not None and outlook.objective is not None:
                 for state in Objective:
@@ -364,17 +363,6 @@ class _CatalogCollector(Collector):
             "compactor_merging_enabled": 1.0 if merging else 0.0,
             "compactor_write_amplification": self.metrics.writes.amplification(table, now),
         }
-
-
-def _outlook_values(outlook: Outlook | None) -> dict[str, float]:
-    if outlook is None:
-        return {}
-    eta = math.inf if outlook.eta is None else outlook.eta.total_seconds()
-    return {
-        "compactor_debt_drain_bytes_per_hour": outlook.drain_bytes_per_hour,
-        "compactor_debt_eta_seconds": eta,
-        "compactor_debt_stuck": 1.0 if outlook.stuck else 0.0,
-    }
 
 
 # per-table gauges read off the catalog at scrape time

@@ -15,7 +15,7 @@ from typing import Protocol
 from compactor.catalog.fold import SegmentCatalog
 from compactor.codec.events import Codec
 from compactor.config.rules import RuleName
-from compactor.domain.events import MergeResult, MergeStatus, SegmentCompleted
+from compactor.domain.events import MergeResult, MergeStatus, ProducerAdvice, SegmentCompleted
 from compactor.domain.plans import Commit
 from compactor.kafka.messages import (
     DEAD_LETTER_DETAIL_HEADER,
@@ -84,6 +84,12 @@ class Announcer:
             )
         self.publisher.send_all(messages)
         self.stats.dead_letters += len(dead)
+
+    def advise(self, advice: ProducerAdvice) -> None:
+        """Advice to the table's producers, on the advice topic (keyed by table)."""
+        log.warning("table %s: advice to its producers: %s", advice.table, advice.reason)
+        value = self.codec.encode_producer_advice(advice)
+        self.publisher.send_all([(self.topics.advice_topic, advice.table, value, None)])
 
     def table_appeared(self, table: str) -> None:
         """A table born while the job runs: every merge of it is ours to announce."""

@@ -111,7 +111,9 @@ class BatchHandler:
         for plan in plans:
             self._run(plan, may_replan=True)
         if trigger.merge_ids == () and trigger.only_rule is None:
-            self.planner.read_debt(trigger.table)
+            advice = self.planner.read_debt(trigger.table)
+            if advice is not None:
+                self.announcer.advise(advice)
 
     def _run(self, plan: MergePlan, may_replan: bool) -> None:
         phase = self.state.metrics.phase

@@ -18,9 +18,11 @@ from compactor.catalog.failures import Failure
 from compactor.catalog.fold import SegmentCatalog
 from compactor.config.rules import RefreshRule, RuleName
 from compactor.config.tables import TableSettings
+from compactor.domain.events import ProducerAdvice
 from compactor.domain.plans import MergePlan
 from compactor.domain.segments import Segment
 from compactor.errors import DeadLetterReason, ManualMergeError, Rejected
+from compactor.observe.advice import ADVISE_EVERY, advise
 from compactor.rules import manual, refresh
 from compactor.rules.engine import evaluate
 from compactor.stream.scope import AttemptScope
@@ -76,6 +78,8 @@ class TablePlanner:
         self.scope = scope or AttemptScope()
         self.defer_over_lag = defer_over_lag  # admission control: see `_allowance`
         self._deferring = False
+        self._advised: dict[str, datetime] = {}  # when each table's producers were last advised
+        self._full: dict[str, bool] = {}  # whether each table's last attempt evaluated in full
         self._facts: dict[tuple[str, str], refresh.IndexFacts] = {}
         self._stuck: set[str] = set()  # tables whose debt was last seen stuck
 
@@ -114,6 +118,7 @@ class TablePlanner:
         if trigger.only_rule is None:  # every rule ran: what waits to merge (the table's debt)
             state.metrics.on_evaluation(table, evaluation.ready, full=near is None)
             self.scope.evaluated(table, now, near, runnable=bool(plans))
+            self._full[table] = near is None
         if not plans:
             state.stats.empty_attempts += 1
             return []
@@ -138,15 +143,16 @@ class TablePlanner:
             return -math.inf  # nothing optional fits, however small
         return self.state.metrics.writes.allowance(table, now, settings.max_write_amplification)
 
-    def read_debt(self, table: str) -> None:
+    def read_debt(self, table: str) -> ProducerAdvice | None:
         """After an attempt's merges ran: the table's debt read into its trend; a table whose
-        debt stopped falling is warned about once; the outlook is kept with the table's mark
-        (for `compactor status`) after each full evaluation."""
+        debt stopped falling is warned about once; after each full evaluation the outlook is
+        kept with the table's mark (for `compactor status`), and the advice to the table's
+        producers returned when small loads pile up (at most once an hour)."""
         state, now = self.state, self.state.clock()
         state.metrics.read_debt(table, now)
         outlook = state.metrics.outlook(table, now, state.configs.for_table(table).max_debt)
         if outlook is None:
-            return
+            return None
         if outlook.stuck and table not in self._stuck:
             log.warning(
                 "table %s: merge debt has not fallen for %d evaluations although the job keeps up "
@@ -154,9 +160,29 @@ class TablePlanner:
                 table, state.metrics.trend.stuck_after, outlook.segments, outlook.bytes,
             )  # fmt: skip
         self._stuck = (self._stuck | {table}) if outlook.stuck else (self._stuck - {table})
-        if self.scope.full_at(table) == now:
-            doc = outlook.to_json() | {"at": now.isoformat(), "deferring_optional": self._deferring}
-            state.catalog.note_debt_outlook(table, json.dumps(doc, sort_keys=True))
+        if not self._full.get(table):  # the outlook is kept, and advice given, after full ones
+            return None
+        doc = outlook.to_json() | {"at": now.isoformat(), "deferring_optional": self._deferring}
+        state.catalog.note_debt_outlook(table, json.dumps(doc, sort_keys=True))
+        return self._advice(table, now)
+
+    def _advice(self, table: str, now: datetime) -> ProducerAdvice | None:
+        limits = self.state.configs.for_table(table).producer_advice
+        last = self._advised.get(table)
+        if limits is None or (last is not None and now - last < ADVISE_EVERY):
+            return None
+        rate = self.state.metrics.ingest.loads_per_hour(table, now)
+        found = advise(
+            table,
+            self.state.catalog.columns(table),
+            limits.max_small_segments,
+            limits.min_segment_size,
+            rate,
+            now,
+        )
+        if found is not None:
+            self._advised[table] = now
+        return found
 
     def _invalid_counts(
         self, table: str, settings: TableSettings, only_rule: str | None

@@ -49,9 +49,6 @@ class AttemptScope:
         self._settled.clear()
         self._carried.clear()
 
-    def full_at(self, table: str) -> datetime | None:
-        return self._full_at.get(table)
-
     def evaluated(self, table: str, now: datetime, near: tuple[Segment, ...] | None, runnable: bool) -> None:
         """Note an evaluation of every rule of `table` and whether it found plans to run."""
         if near is None:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from compactor.config.tables import TableSettings
 from compactor.domain.columns import SegmentColumns, TableSegments, group_key, order_by
-from compactor.domain.segments import Segment, SegmentState, TimeRange
+from compactor.domain.segments import Origin, Segment, SegmentState, TimeRange
 from compactor.rules.engine import evaluate
 from compactor.rules.size_threshold import walk
 from tests.rules.test_planner_properties import scenarios
@@ -37,6 +37,7 @@ def expected_columns(segments: list[Segment]) -> dict[str, list[object]]:
         "records": [s.records for s in segments],
         "level": [s.level for s in segments],
         "settled": [s.state is SegmentState.ONLINE and not s.sub_partition_states for s in segments],
+        "as_loaded": [s.origin is Origin.LOAD for s in segments],
     }
 
 
@@ -72,7 +73,7 @@ def test_table_segments_behave_as_a_dict_and_keep_their_columns_in_step(ops: lis
     for op, i, hours, version, subs, state in ops:
         if op == "set":
             s = segment(i, hours, bytes=i * 10 + hours, records=i, level=hours % 3, schema_version=version,
-                        sub_partitions=subs, state=state)  # fmt: skip
+                        sub_partitions=subs, state=state, origin=Origin.MERGE if hours == 4 else Origin.LOAD)  # fmt: skip
             table[s.id], model[s.id] = s, s
         elif f"s{i}" in model:
             del table[f"s{i}"], model[f"s{i}"]
