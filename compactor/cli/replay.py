@@ -34,9 +34,10 @@ def replay(
     else:
         assert segments_path is not None
         loads, source = read_segments(segments_path), {"file": str(segments_path)}
+    loads, repeated = _first_of_each(loads)
     candidate = what_if(config, loads)
     result: dict[str, object] = {
-        "source": source | {"loads": len(loads)},
+        "source": source | {"loads": len(loads), "repeated_loads": repeated},
         "candidate": candidate.to_json() | {"plans": [p.summary() for p in candidate.merges]},
     }
     runs = {"candidate": candidate}
@@ -71,6 +72,15 @@ def _from_topic(
         "undecodable": recorded.undecodable,
     }
     return recorded.loads, source
+
+
+def _first_of_each(loads: list[Segment]) -> tuple[list[Segment], int]:
+    """Each load once, as first announced (producers deliver at least once), and how many
+    announcements repeated an earlier one."""
+    first: dict[tuple[str, str], Segment] = {}
+    for segment in loads:
+        first.setdefault((segment.table, segment.id), segment)
+    return list(first.values()), len(loads) - len(first)
 
 
 def _start(value: str | None) -> datetime | int | None:

@@ -34,13 +34,13 @@ def test_a_candidate_is_compared_with_the_current_config(tmp_path: Path) -> None
     )
     candidate.write_text(LAYERS)
     baseline.write_text(DAYS)
-    loads.write_text(hourly(8 * 24))  # eight days: one whole week, and a day of the next
+    loads.write_text(hourly(8 * 24) + "\n" + hourly(1))  # eight days, and the first load delivered twice
     plot = tmp_path / "replay.html"
     args = ["plan", "--config", str(candidate), "--segments", str(loads), "--baseline", str(baseline)]
     result = CliRunner().invoke(main, [*args, "--plot", str(plot)])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.output)
-    assert doc["source"] == {"file": str(loads), "loads": 192}
+    assert doc["source"] == {"file": str(loads), "loads": 192, "repeated_loads": 1}
     # days 1-6 merge by day; Sunday's hours go straight into the week; day 8 merges by day
     levels = [p["level"] for p in doc["candidate"]["plans"]]
     assert levels == ["day"] * 6 + ["week", "day"]
