@@ -59,6 +59,8 @@ class TableFields(Frozen):
     # advise the table's producers (ProducerAdvice) past this many unmerged loads smaller than
     # min_segment_size; null: never
     producer_advice: ProducerAdviceConfig | None = ProducerAdviceConfig()
+    # the table's weight when several tables share operations.max_merges_per_batch
+    priority: float = Field(default=1.0, gt=0)
 
     @field_validator("rules")
     @classmethod
@@ -156,6 +158,10 @@ class OperationsConfig(Frozen):
     # past this many events behind on the segments topic, optional merges (upper time layers,
     # level-2, later pools) wait until the job catches up; null: never
     defer_optional_over_lag: int | None = Field(default=10_000, ge=1)
+    # at most this many merges per micro-batch, shared across the tables with merges waiting by
+    # deficit round-robin (weight: the table's priority x its share of the waiting bytes); null:
+    # every merge runs as soon as an attempt plans it
+    max_merges_per_batch: int | None = Field(default=None, ge=1)
 
     @field_validator("cool_down")
     @classmethod

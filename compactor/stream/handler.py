@@ -28,6 +28,7 @@ from compactor.kafka.settings import KafkaSettings
 from compactor.observe.metrics import JobMetrics
 from compactor.stream.admission import Admission, KnownTables
 from compactor.stream.announcer import Announcer, Publisher
+from compactor.stream.fair_share import BatchMerges
 from compactor.stream.planning import CoolDown, TablePlanner
 from compactor.stream.recovery import Unannounced, catch_up, recover
 from compactor.stream.runner import RetryPolicy, Runner
@@ -53,6 +54,7 @@ class BatchHandler:
     runner: Runner
     announcer: Announcer
     catalog_store: CatalogStore
+    merges: BatchMerges = field(default_factory=lambda: BatchMerges(None, lambda _: 1.0))
     # tables a table-wide rewrite replaced: checked against the table when the batch saves,
     # since the overwrite also took whatever was loaded between planning and its read
     _rewritten: set[str] = field(default_factory=set)
@@ -74,7 +76,9 @@ class BatchHandler:
             decoded, dead = self.admission.decode(envelopes)
         with phase("rows_present"):
             present = self.admission.rows_present(decoded)
-        touched: set[str] = set()
+        touched: set[str] = set(self.merges.owed())  # a batch's merge limit left their plans over
+        for table in sorted(touched):
+            self._dispatch(Trigger(table, "replan"))
         for item in decoded:
             try:
                 trigger = self.admission.admit(item.event, present)
@@ -84,6 +88,8 @@ class BatchHandler:
                     self._dispatch(trigger)
             except Rejected as exc:
                 dead.append(DeadLetter(item.envelope, exc.reason, exc.detail))
+        for plan in self.merges.drain():  # with a merge limit: fair share across the tables
+            self._run(plan, may_replan=True)
         with phase("publish"):
             self.announcer.dead_letters(dead)
         with phase("catalog"):
@@ -108,7 +114,7 @@ class BatchHandler:
             self._rewritten.add(trigger.table)  # the table is checked against the catalog after the batch
         with self.state.metrics.phase("plan"):
             plans = self.planner.plans(trigger)
-        for plan in plans:
+        for plan in self.merges.take(trigger, plans):
             self._run(plan, may_replan=True)
         if trigger.merge_ids == () and trigger.only_rule is None:
             advice = self.planner.read_debt(trigger.table)
@@ -214,4 +220,5 @@ def assemble(
         Runner(state, cool_down, retry, sleep),
         announcer,
         catalog_store,
+        BatchMerges(config.operations.max_merges_per_batch, lambda t: configs.for_table(t).priority),
     )
