@@ -165,11 +165,6 @@ class SegmentColumns(Sequence[Segment]):
         """The segments at `positions` of this view."""
         return [self[int(i)] for i in positions]
 
-    def find(self, segment_ids: Iterable[str]) -> list[Segment]:
-        """The segments with these ids that the view's table holds (in or out of the view)."""
-        row_of = self._rows_by_id()
-        return [self._objects[row_of[i]] for i in segment_ids if i in row_of]
-
     # -- narrowing --------------------------------------------------------------
 
     def take(self, positions: Ints | Bools) -> SegmentColumns:

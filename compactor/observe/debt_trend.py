@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
+from compactor.rules.budget import SlidingTotals
+
 INGEST_WINDOW = timedelta(hours=24)  # the recent ingest rate that debt is measured against
 DEFAULT_WINDOW = timedelta(minutes=15)
 DEFAULT_STUCK_AFTER = 10  # readings
@@ -79,27 +81,20 @@ class Outlook:
 
 
 class IngestWindow:
-    """Bytes loaded per table over the last `INGEST_WINDOW`, from the loads the job admitted."""
+    """Loads per table over the last `INGEST_WINDOW`, from the loads the job admitted."""
 
     def __init__(self) -> None:
-        self._loads: dict[str, deque[tuple[datetime, int]]] = {}
-        self._lock = threading.Lock()
+        self._loads = SlidingTotals(INGEST_WINDOW)
+        self._hours = INGEST_WINDOW.total_seconds() / 3600
 
     def add(self, table: str, size: int, at: datetime) -> None:
-        with self._lock:
-            self._loads.setdefault(table, deque()).append((at, size))
+        self._loads.add(table, at, size)
 
     def loads_per_hour(self, table: str, now: datetime) -> float:
-        self.bytes_per_hour(table, now)  # drops what left the window
-        with self._lock:
-            return len(self._loads.get(table, ())) / (INGEST_WINDOW.total_seconds() / 3600)
+        return self._loads.count(table, now) / self._hours
 
     def bytes_per_hour(self, table: str, now: datetime) -> float:
-        with self._lock:
-            loads = self._loads.get(table, deque())
-            while loads and now - loads[0][0] > INGEST_WINDOW:
-                loads.popleft()
-            return sum(size for _, size in loads) / (INGEST_WINDOW.total_seconds() / 3600)
+        return self._loads.total(table, now) / self._hours
 
 
 def ingest_hours(pending_bytes: int, bytes_per_hour: float) -> float:

@@ -63,36 +63,54 @@ def admit(plans: Sequence[MergePlan], rule: RuleConfig, allowance: float) -> Adm
     return Admitted(kept, deferred, allowance)
 
 
+class SlidingTotals:
+    """Sizes noted per table with their time; their total and count over the last `window`.
+    Thread-safe: the batch thread adds, the metrics scrape reads."""
+
+    def __init__(self, window: timedelta) -> None:
+        self.window = window
+        self._entries: dict[str, deque[tuple[datetime, int]]] = {}
+        self._lock = threading.Lock()
+
+    def add(self, table: str, at: datetime, size: int) -> None:
+        with self._lock:
+            self._entries.setdefault(table, deque()).append((at, size))
+
+    def total(self, table: str, now: datetime) -> int:
+        with self._lock:
+            return sum(size for _, size in self._recent(table, now))
+
+    def count(self, table: str, now: datetime) -> int:
+        with self._lock:
+            return len(self._recent(table, now))
+
+    def _recent(self, table: str, now: datetime) -> deque[tuple[datetime, int]]:
+        found = self._entries.get(table, deque())
+        while found and now - found[0][0] > self.window:
+            found.popleft()
+        return found
+
+
 @dataclass
 class WriteLedger:
     """Bytes ingested and bytes rewritten per table over the last `window`."""
 
     window: timedelta = WA_WINDOW
-    _ingested: dict[str, deque[tuple[datetime, int]]] = field(default_factory=dict)
-    _rewritten: dict[str, deque[tuple[datetime, int]]] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)  # the metrics scrape reads it too
+    _ingested: SlidingTotals = field(init=False)
+    _rewritten: SlidingTotals = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._ingested, self._rewritten = SlidingTotals(self.window), SlidingTotals(self.window)
 
     def ingested(self, table: str, at: datetime, size: int) -> None:
-        with self._lock:
-            self._ingested.setdefault(table, deque()).append((at, size))
+        self._ingested.add(table, at, size)
 
     def rewritten(self, table: str, at: datetime, size: int) -> None:
-        with self._lock:
-            self._rewritten.setdefault(table, deque()).append((at, size))
-
-    def _total(self, entries: dict[str, deque[tuple[datetime, int]]], table: str, now: datetime) -> int:
-        with self._lock:
-            found = entries.get(table, deque())
-            while found and now - found[0][0] > self.window:
-                found.popleft()
-            return sum(size for _, size in found)
+        self._rewritten.add(table, at, size)
 
     def amplification(self, table: str, now: datetime) -> float:
         """Rewritten over ingested bytes in the window (0: nothing rewritten; inf: no ingest)."""
-        rewritten, ingested = (
-            self._total(self._rewritten, table, now),
-            self._total(self._ingested, table, now),
-        )
+        rewritten, ingested = self._rewritten.total(table, now), self._ingested.total(table, now)
         if rewritten == 0:
             return 0.0
         return rewritten / ingested if ingested else math.inf
@@ -101,5 +119,4 @@ class WriteLedger:
         """Bytes optional merges may still rewrite (None: the table has no budget)."""
         if budget is None:
             return None
-        ingested = self._total(self._ingested, table, now)
-        return budget * ingested - self._total(self._rewritten, table, now)
+        return budget * self._ingested.total(table, now) - self._rewritten.total(table, now)

@@ -79,7 +79,6 @@ class TablePlanner:
         self.defer_over_lag = defer_over_lag  # admission control: see `_allowance`
         self._deferring = False
         self._advised: dict[str, datetime] = {}  # when each table's producers were last advised
-        self._full: dict[str, bool] = {}  # whether each table's last attempt evaluated in full
         self._facts: dict[tuple[str, str], refresh.IndexFacts] = {}
         self._stuck: set[str] = set()  # tables whose debt was last seen stuck
 
@@ -112,13 +111,11 @@ class TablePlanner:
             near=near,
             allowance=allowance,
         )
-        state.stats.near_attempts += near is not None
         state.metrics.plan_attempts.labels("full" if near is None else "near").inc()
         plans = [p for p in evaluation.plans if not self.cool_down.active(p.plan_id)]
         if trigger.only_rule is None:  # every rule ran: what waits to merge (the table's debt)
             state.metrics.on_evaluation(table, evaluation.ready, full=near is None)
             self.scope.evaluated(table, now, near, runnable=bool(plans))
-            self._full[table] = near is None
         if not plans:
             state.stats.empty_attempts += 1
             return []
@@ -160,7 +157,7 @@ class TablePlanner:
                 table, state.metrics.trend.stuck_after, outlook.segments, outlook.bytes,
             )  # fmt: skip
         self._stuck = (self._stuck | {table}) if outlook.stuck else (self._stuck - {table})
-        if not self._full.get(table):  # the outlook is kept, and advice given, after full ones
+        if not self.scope.was_full(table):  # the outlook is kept, and advice given, after full ones
             return None
         doc = outlook.to_json() | {"at": now.isoformat(), "deferring_optional": self._deferring}
         state.catalog.note_debt_outlook(table, json.dumps(doc, sort_keys=True))

@@ -27,6 +27,7 @@ class AttemptScope:
         self._full_at: dict[str, datetime] = {}  # each table's last full evaluation
         self._settled: set[str] = set()  # tables whose last full evaluation found nothing to run
         self._carried: dict[str, tuple[Segment, ...]] = {}  # where planning narrow attempts looked
+        self._last_full: dict[str, bool] = {}  # whether each table's last evaluation was full
 
     def near(
         self, trigger: Trigger, now: datetime, find: Callable[[str], Segment | None]
@@ -49,8 +50,13 @@ class AttemptScope:
         self._settled.clear()
         self._carried.clear()
 
+    def was_full(self, table: str) -> bool:
+        """Whether the table's last evaluation of every rule looked at the whole table."""
+        return self._last_full.get(table, False)
+
     def evaluated(self, table: str, now: datetime, near: tuple[Segment, ...] | None, runnable: bool) -> None:
         """Note an evaluation of every rule of `table` and whether it found plans to run."""
+        self._last_full[table] = near is None
         if near is None:
             self._full_at[table] = now
             self._carried.pop(table, None)

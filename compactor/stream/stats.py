@@ -12,7 +12,6 @@ class HandlerStats:
     events: int = 0
     attempts: int = 0
     empty_attempts: int = 0
-    near_attempts: int = 0  # attempts that looked only near the event's segment
     merges: int = 0
     replayed_merges: int = 0
     failed_merges: int = 0
