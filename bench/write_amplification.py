@@ -17,6 +17,13 @@ attempt) at `now = loaded_at`. Policies:
 - bin packing, pools widened to 1 d (not a default, shown for contrast)
 - naive: after every load, all current segments merge into one (implemented here).
 
+Late data (a second table): the same hourly loads, plus a 4 MB straggler every 3 hours
+for an hour 1 to 7 days back (overlapping data already there), with time layers
+[day, week, month] and `sealing`. Policies: every straggler folded at once into what
+it overlaps (`allowed_lateness: 30d`, so nothing is sealed), and sealed with the
+default `late_fold_ratio` 0.1 (and `max_late_segments` 16, then 200). Reported beside WA: the bytes folds rewrote per late byte
+(bounded by 1 + 1/r when sealed) and the most late segments waiting at once.
+
 Write amplification = bytes rewritten by merges / bytes ingested (0 = never
 rewritten; the total written is (1 + WA) x ingested). Also the segment count after
 each load, plotted for all policies to bench/results/write_amplification[_quick].png.
@@ -27,6 +34,7 @@ Run: .venv/bin/python bench/write_amplification.py [--quick]  (quick: 3 days)
 from __future__ import annotations
 
 import argparse
+import random
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -42,6 +50,7 @@ from _common import MIB, RESULTS, machine_info, print_table, save_results
 from compactor.config.loading import load_config
 from compactor.delta.promote import PROMOTE_MIN_FILE_BYTES
 from compactor.domain.segments import Segment, TimeRange
+from compactor.rules.late_data import is_fold
 from compactor.rules.simulation import Simulation
 
 START = datetime(2024, 4, 1, tzinfo=UTC)  # April has 30 days: the month bucket completes
@@ -123,6 +132,55 @@ def simulate(
         out.counts.append(len(sim.catalog.segments(TABLE)))
     out.seconds = time.perf_counter() - began
     return out
+
+
+LATE_BYTES = 4 * MIB
+LATE_POLICIES: dict[str, dict[str, Any]] = {
+    "late data folded at once (nothing sealed)": TIME_LAYERS | {"sealing": {"allowed_lateness": "30d"}},
+    "late data sealed, late_fold_ratio 0.1": TIME_LAYERS | {"sealing": {"late_fold_ratio": 0.1}},
+    "late data sealed, ratio 0.1, max_late_segments 200": TIME_LAYERS
+    | {"sealing": {"late_fold_ratio": 0.1, "max_late_segments": 200}},
+}
+
+
+def with_stragglers(loads: list[Segment]) -> list[Segment]:
+    """The loads, and after every third one a 4 MB straggler for an hour 1 to 7 days back."""
+    rng = random.Random(7)
+    out: list[Segment] = []
+    for i, segment in enumerate(loads):
+        out.append(segment)
+        back = rng.randrange(24, 7 * 24)
+        if i % 3 == 2 and i >= back:
+            start = loads[i - back].start
+            span = TimeRange(start + timedelta(minutes=10), start + timedelta(minutes=20))
+            arrives = segment.loaded_at + timedelta(minutes=1)
+            out.append(Segment(f"late{i:04d}", TABLE, span, loaded_at=arrives, bytes=LATE_BYTES))
+    return out
+
+
+def late_outcome(policy: str, rule: dict[str, Any], loads: list[Segment]) -> dict[str, Any]:
+    """The late-data table under `rule`: WA, what folds rewrote per late byte, late segments waiting."""
+    sim = Simulation(load_config({"defaults": {"rules": [rule]}}))
+    rewritten = folded = fold_count = most_waiting = 0
+    for segment in loads:
+        before = len(sim.merges)
+        sim.arrive(segment)
+        for plan in sim.merges[before:]:
+            rewritten += plan.bytes_in
+            if is_fold(plan):
+                fold_count += 1
+                folded += plan.bytes_in
+        waiting = sum(1 for s in sim.catalog.segments(TABLE) if s.id.startswith("late"))
+        most_waiting = max(most_waiting, waiting)
+    late_bytes = sum(s.bytes for s in loads if s.id.startswith("late"))
+    ingested = sum(s.bytes for s in loads)
+    return {
+        "policy": policy, "rule": rule, "late_loads": sum(1 for s in loads if s.id.startswith("late")),
+        "late_bytes": late_bytes, "ingested_bytes": ingested, "merges": len(sim.merges), "folds": fold_count,
+        "bytes_rewritten": rewritten, "write_amplification": rewritten / ingested,
+        "fold_bytes_per_late_byte": folded / late_bytes if late_bytes else 0.0,
+        "most_late_waiting": most_waiting, "final_segments": len(sim.catalog.segments(TABLE)),
+    }  # fmt: skip
 
 
 def naive(policy: str, loads: list[Segment]) -> Outcome:
@@ -210,6 +268,15 @@ def main() -> None:
             "  and is skipped, so nothing else is ever collected and the count grows with every load."
         )
     print("\n" + "\n".join(notes))
+    late_loads = with_stragglers(loads)
+    late = [late_outcome(name, rule, late_loads) for name, rule in LATE_POLICIES.items()]
+    print(f"\nlate data: {late[0]['late_loads']} stragglers of {LATE_BYTES // MIB} MB among the loads")
+    print_table(
+        ["policy", "merges", "folds", "GiB rewritten", "write ampl.", "fold bytes / late byte", "most late waiting",
+         "final segs"],
+        [[o["policy"], o["merges"], o["folds"], o["bytes_rewritten"] / GIB, f"{o['write_amplification']:.2f}x",
+          f"{o['fold_bytes_per_late_byte']:.1f}", o["most_late_waiting"], o["final_segments"]] for o in late],
+    )  # fmt: skip
     RESULTS.mkdir(exist_ok=True)
     png = RESULTS / ("write_amplification_quick.png" if args.quick else "write_amplification.png")
     plot(outcomes, png, days)
@@ -239,6 +306,7 @@ def main() -> None:
                 for o in outcomes
             ],
             "plot": str(png.relative_to(RESULTS.parent.parent)),
+            "late_data": late,
         },
     )
 

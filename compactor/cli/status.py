@@ -30,6 +30,7 @@ def status(tables: tuple[str, ...], config_path: Path, warehouse: str, as_json: 
     from compactor.domain.clock import now_utc
     from compactor.observe.status import render, table_status
     from compactor.rules.engine import evaluate
+    from compactor.rules.late_data import summary
 
     project = load_config_file(config_path)
     spark = spark_session("compactor-status", project, (warehouse,))
@@ -43,7 +44,8 @@ def status(tables: tuple[str, ...], config_path: Path, warehouse: str, as_json: 
         ready = evaluate(table, segments, project.for_table(table), now, explain=False).ready
         merging, failures, debt = (mark.merging, mark.failures, mark.debt) if mark else (True, (), None)
         history = store.history(table)
-        found.append(table_status(table, merging, segments, ready, history, failures, now, debt))
+        late = summary(segments, project.for_table(table).rules)
+        found.append(table_status(table, merging, segments, ready, history, failures, now, debt, late))
     if as_json:
         click.echo(json.dumps([s.to_json() for s in found], indent=2))
     else:

@@ -15,12 +15,35 @@ from compactor.domain.calendar import Level
 Trigger = Literal["on_load", "manual"]
 
 
+class Sealing(Frozen):
+    """Late data for a time-layer table (see `rules.late_data`).
+
+    The watermark is the latest event end held minus `allowed_lateness`; data ending
+    at or before it is sealed. A load overlapping data already there is late: it
+    waits beside what it overlaps and is folded in when the late bytes reach
+    `late_fold_ratio` x those bytes, or `max_late_segments` wait.
+    """
+
+    allowed_lateness: Duration = timedelta(0)
+    late_fold_ratio: float = Field(default=0.1, gt=0)
+    max_late_segments: int = Field(default=16, ge=1)
+
+    @field_validator("allowed_lateness")
+    @classmethod
+    def _not_negative(cls, value: timedelta) -> timedelta:
+        if value < timedelta(0):
+            raise ValueError(f"allowed_lateness {value} is negative")
+        return value
+
+
 class AutoMergeRule(Frozen):
     """Time-layer auto-merge (Kylin): natural levels, largest first, one merge per attempt."""
 
     rule: Literal["auto_merge"]
     levels: tuple[Level, ...] = (Level.WEEK, Level.MONTH)
     trigger: Trigger = "on_load"
+    # accept late loads that overlap sealed data and fold them in by ratio; null: overlaps are refused
+    sealing: Sealing | None = None
 
     @field_validator("levels")
     @classmethod

@@ -178,10 +178,14 @@ class SegmentColumns(Sequence[Segment]):
         """The view less the segments with these ids."""
         if not segment_ids:
             return self
+        return self.take(~self.mask(segment_ids))
+
+    def mask(self, segment_ids: Collection[str]) -> Bools:
+        """True at the positions of this view holding one of these ids (few ids: a lookup each)."""
         row_of = self._rows_by_id()
-        dropped = np.fromiter((row_of[i] for i in segment_ids if i in row_of), np.int64)
+        wanted = np.fromiter((row_of[i] for i in segment_ids if i in row_of), np.int64)
         base_rows = np.arange(len(self._objects)) if self._rows is None else self._rows
-        return self.take(~np.isin(base_rows, dropped))
+        return np.isin(base_rows, wanted)
 
     def values_for(self, by_id: Mapping[str, int]) -> Ints:
         """A per-segment integer column from a map by id (0 where absent)."""

@@ -44,6 +44,7 @@ class SkipReason(StrEnum):
     TASK_LIMIT = "task_limit"
     CONFORMS = "conforms"
     WA_BUDGET = "wa_budget"
+    LATE_WAITING = "late_waiting"  # late data waiting beside its bucket for the fold
 
 
 @dataclass(frozen=True, slots=True)

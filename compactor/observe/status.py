@@ -27,6 +27,7 @@ class TableStatus:
     failures: Sequence[Failure] = ()  # the newest failed plans, newest first
     now: datetime | None = None  # for what is still cooling down
     debt: dict[str, Any] | None = None  # the running job's last debt outlook (`DebtTrend`)
+    late: dict[str, Any] | None = None  # late data waiting to fold (`late_data.summary`)
 
     def to_json(self) -> dict[str, Any]:
         by_level = Counter((s.level, str(s.state)) for s in self.segments)
@@ -54,6 +55,7 @@ class TableStatus:
                 f.to_dict() | {"cooling": self.now is not None and f.until > self.now} for f in self.failures
             ],
             "debt": self.debt,
+            "late_data": self.late,
         }  # fmt: skip
 
 
@@ -66,10 +68,11 @@ def table_status(
     failures: Sequence[Failure] = (),
     now: datetime | None = None,
     debt: str | None = None,
+    late: dict[str, Any] | None = None,
 ) -> TableStatus:
     merges = [c for c in reversed(history) if c.op in {"merge", "refresh"}][:LAST_MERGES]
     return TableStatus(
-        table, merging, segments, ready, merges, failures, now, json.loads(debt) if debt else None
+        table, merging, segments, ready, merges, failures, now, json.loads(debt) if debt else None, late
     )
 
 
@@ -83,6 +86,8 @@ def render(status: TableStatus) -> str:
     lines.append(f"  ready to merge now: {len(doc['ready'])} plan(s) over {waiting} segment(s)")
     if doc["debt"]:
         lines.append("  " + debt_line(doc["debt"]))
+    if doc["late_data"]:
+        lines += late_lines(doc["late_data"])
     if doc["last_merges"]:
         lines.append("  last merges:")
         lines += [
@@ -120,3 +125,19 @@ def debt_line(debt: dict[str, Any]) -> str:
     if debt.get("deferring_optional"):
         parts.append("optional merges wait: the job is behind its events")
     return "; ".join(parts)
+
+
+def late_lines(late: dict[str, Any]) -> list[str]:
+    """Sealing in words: the watermark, then each bucket's late run and whether it folds now."""
+    head = (
+        f"  late data: watermark {late['watermark'] or '(no data)'}, {late['late_segments']} late segment(s)"
+    )
+    lines = [head]
+    for b in late["buckets"]:
+        share = f"{b['late_bytes'] / b['bucket_bytes']:.1%}" if b["bucket_bytes"] else "all"
+        fold = f"folds now ({b['folds_now']})" if b["folds_now"] else "waits"
+        lines.append(
+            f"    {'sealed' if b['sealed'] else 'open'} {b['bucket']}: {b['late_segments']} late, "
+            f"{b['late_bytes']} of {b['bucket_bytes']} bytes ({share}); {fold}"
+        )
+    return lines

@@ -16,7 +16,7 @@ million segments stays within a second; decisions are built only when asked.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,6 +27,7 @@ from compactor.domain.calendar import Level, bucket, largest_first
 from compactor.domain.columns import Floats, Ints, SegmentColumns, order_by
 from compactor.domain.plans import Decision, MergePlan, RuleOutcome, SkipReason, make_plan
 from compactor.domain.segments import Segment
+from compactor.rules.late_data import LateData, is_fold
 
 RULE = RuleName.AUTO_MERGE
 MAX_WAITING = 256  # runs ready beyond the attempt's one merge, counted as debt (the rest is not)
@@ -122,21 +123,49 @@ def plan(
     table: str,
     table_start: float | None,
     explain: bool = True,
+    late: LateData | None = None,
 ) -> RuleOutcome:
     """One attempt over the eligible `segments` of `table`.
 
     `table_start` (epoch seconds) is where the table's first segment begins, over
     all segments, eligible or not: a run may start there without reaching back to
-    its bucket's start.
+    its bucket's start. `late`: the table's late data (`late_data`), when the rule seals.
     """
     columns = SegmentColumns.of(segments)
+    folds: list[MergePlan] = []
+    eligible_late: frozenset[str] = frozenset()
+    if late is not None and late.runs:  # the scan sees the disjoint rest; folds come first
+        folds = late.folds(columns, table)
+        is_late = columns.mask(late.ids)
+        eligible_late = frozenset(s.id for s in columns.pick(np.flatnonzero(is_late)))
+        columns = columns.take(~is_late)
+    ready, inside, decisions, ordered = _levels(columns, rule, table, table_start, explain)
+    if late is not None and late.runs:
+        ready, inside = _with_late(late, folds, ready, inside, eligible_late)
+    if not ready:
+        waiting_late = late.decisions(eligible_late, None) if late is not None and explain else []
+        return RuleOutcome((), (*decisions.values(), *waiting_late))
+    merge, waiting, alternatives = ready[0], tuple(ready[1:]), tuple(inside)
+    if ordered is None:
+        return RuleOutcome((merge,), waiting=waiting, alternatives=alternatives)
+    explained = _decisions_with_merge(merge, ordered, decisions, eligible_late)
+    if late is not None:
+        explained += tuple(late.decisions(eligible_late, merge))
+    return RuleOutcome((merge,), explained, waiting, alternatives)
+
+
+def _levels(
+    columns: SegmentColumns, rule: AutoMergeRule, table: str, table_start: float | None, explain: bool
+) -> tuple[list[MergePlan], list[MergePlan], dict[str, Decision], list[Segment] | None]:
+    """Every mergeable run, largest level first, then in time order; the runs inside a larger
+    level's; the decisions down to the level that merges; the segments in time order (explain)."""
     # runs need one schema version and one build (sub-partition values, indexes): the group code
     st, en, kind = columns.start, columns.end, columns.group
     order = order_by(st, columns, en)  # time order, whatever the rows' order
     st, en, kind = st[order], en[order], kind[order]
     ordered = columns.pick(order) if explain else None
     decisions: dict[str, Decision] = {}
-    ready: list[MergePlan] = []  # every mergeable run, largest level first, then in time order
+    ready: list[MergePlan] = []
     inside: list[MergePlan] = []  # mergeable runs within a larger level's mergeable run
     taken = np.zeros(len(st), np.bool_)  # in a run of a larger level already
     for level in largest_first(rule.levels):
@@ -149,13 +178,24 @@ def plan(
             if len(found) <= MAX_WAITING:
                 found.append(make_plan(table, RULE, columns.pick(order[run]), level=str(level)))
             taken[run] = True
-    if not ready:
-        return RuleOutcome((), tuple(decisions.values()))
-    merge, waiting, alternatives = ready[0], tuple(ready[1:]), tuple(inside)
-    if ordered is None:
-        return RuleOutcome((merge,), waiting=waiting, alternatives=alternatives)
-    explained = _decisions_with_merge(merge, list(merge.inputs), ordered, decisions)
-    return RuleOutcome((merge,), explained, waiting, alternatives)
+    return ready, inside, decisions, ordered
+
+
+def _with_late(
+    late: LateData,
+    folds: list[MergePlan],
+    ready: list[MergePlan],
+    inside: list[MergePlan],
+    eligible_late: frozenset[str],
+) -> tuple[list[MergePlan], list[MergePlan]]:
+    """Folds first; the runs they overlap wait; late segments inside a run's span join it."""
+    folded = {sid for f in folds for sid in f.input_ids}
+    taken = set(folded)
+
+    def joined(plans: list[MergePlan]) -> list[MergePlan]:
+        return [late.joined(p, eligible_late, taken) for p in plans if folded.isdisjoint(p.input_ids)]
+
+    return folds + joined(ready), joined(inside)
 
 
 def around(eligible: SegmentColumns, touched: Iterable[Segment], rule: AutoMergeRule) -> SegmentColumns:
@@ -223,18 +263,23 @@ def _explain_level(scan: _Level, ordered: list[Segment], decisions: dict[str, De
 
 
 def _decisions_with_merge(
-    merge: object, members: list[Segment], ordered: list[Segment], decisions: dict[str, Decision]
+    merge: MergePlan, ordered: list[Segment], decisions: dict[str, Decision], late: Collection[str]
 ) -> tuple[Decision, ...]:
-    plan_id = merge.plan_id  # type: ignore[attr-defined]
-    level = merge.level  # type: ignore[attr-defined]
-    home = bucket(Level(level), members[0].start)
-    ids = {s.id for s in members}
+    """The merge's inputs chosen (but the `late` ones, said apart), the rest as decided or left
+    for the next attempt."""
+    ids = set(merge.input_ids)
+    if is_fold(merge):
+        detail = f"{merge.level}: folds the late run into {merge.output.range}"
+    else:
+        detail = f"{merge.level}: merges into bucket {bucket(Level(str(merge.level)), merge.inputs[0].start)}"
     chosen = [
-        Decision(s.id, RULE, True, None, f"{level}: merges into bucket {home}", plan_id) for s in members
+        Decision(s.id, RULE, True, None, detail, merge.plan_id) for s in merge.inputs if s.id not in late
     ]
     rest = [d for sid, d in decisions.items() if sid not in ids]
     rest += [
-        Decision(s.id, RULE, False, SkipReason.ONE_MERGE_PER_ATTEMPT, f"{plan_id} is this attempt's merge")
+        Decision(
+            s.id, RULE, False, SkipReason.ONE_MERGE_PER_ATTEMPT, f"{merge.plan_id} is this attempt's merge"
+        )
         for s in ordered
         if s.id not in ids and s.id not in decisions
     ]

@@ -7,7 +7,8 @@ already bounded layout, and run only while their bytes fit what the budget has
 left (budget x bytes ingested - bytes rewritten, over the window):
 
 - time layers: merges at the smallest level are required (an open bucket of the
-  smallest level holds at most its own loads); larger levels are optional;
+  smallest level holds at most its own loads), and so are folds of late data (they
+  bound a bucket's late run); larger levels are optional;
 - level thresholds: level-1 merges are required, level-2 merges optional;
 - bin packing: bins of the first pool (fresh loads) are required, the later
   pools' optional;
@@ -26,14 +27,15 @@ from datetime import datetime, timedelta
 from compactor.config.rules import AutoMergeRule, BinPackRule, MinorRule, RuleConfig
 from compactor.domain.calendar import largest_first
 from compactor.domain.plans import MergePlan
+from compactor.rules.late_data import is_fold
 
 WA_WINDOW = timedelta(days=30)
 
 
 def optional(plan: MergePlan, rule: RuleConfig) -> bool:
     """True when the budget may defer `plan` (see the module)."""
-    if isinstance(rule, AutoMergeRule):
-        return plan.level != str(largest_first(rule.levels)[-1])
+    if isinstance(rule, AutoMergeRule):  # a fold bounds a bucket's late run: required
+        return not is_fold(plan) and plan.level != str(largest_first(rule.levels)[-1])
     if isinstance(rule, MinorRule):
         return plan.level == "level-2"
     if isinstance(rule, BinPackRule):

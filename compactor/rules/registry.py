@@ -26,6 +26,7 @@ from compactor.domain.columns import SegmentColumns
 from compactor.domain.plans import RuleOutcome
 from compactor.domain.segments import Segment
 from compactor.rules import auto_merge, level_threshold, pools, refresh, size_threshold, upsert
+from compactor.rules.late_data import LateData, watermark
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,10 +51,14 @@ def _auto_merge(rule: RuleConfig, given: RuleInput) -> RuleOutcome:
     assert isinstance(rule, AutoMergeRule)
     starts = given.all_segments.start
     first = float(starts.min()) if len(starts) else None
-    eligible = given.eligible
+    eligible, everything = given.eligible, given.all_segments
     if given.near is not None and not given.settings.preserve_latest:  # a new load may free a preserved one
         eligible = auto_merge.around(eligible, given.near, rule)
-    return auto_merge.plan(eligible, rule, given.table, first, given.explain)
+        everything = auto_merge.around(everything, given.near, rule)  # a late run lies in one bucket
+    late = None
+    if rule.sealing is not None:
+        late = LateData.of(everything, rule, watermark(given.all_segments, rule.sealing))
+    return auto_merge.plan(eligible, rule, given.table, first, given.explain, late)
 
 
 def _minor(rule: RuleConfig, given: RuleInput) -> RuleOutcome:

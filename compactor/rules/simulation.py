@@ -13,15 +13,19 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+import numpy as np
+
 from compactor.catalog.changes import PlanApplied, SegmentAdded
 from compactor.catalog.fold import SegmentCatalog
 from compactor.config.tables import ProjectConfig
+from compactor.domain.columns import SegmentColumns
 from compactor.domain.plans import MergePlan
 from compactor.domain.segments import Segment
 from compactor.errors import InvalidSegmentError
 from compactor.rules import manual
 from compactor.rules.budget import WriteLedger
 from compactor.rules.engine import Evaluation, evaluate
+from compactor.rules.late_data import late_mask, refusal, sealing_rule
 
 # Every merge removes at least one segment, so a cascade is bounded by the
 # segment count; this cap only guards against a planner bug looping forever.
@@ -100,7 +104,17 @@ def check_segments(segments: Iterable[Segment], config: ProjectConfig) -> None:
         seen[(s.table, s.id)] = s
         by_table.setdefault(s.table, []).append(s)
     for table, members in by_table.items():
-        if not config.for_table(table).needs_disjoint_ranges:
+        settings = config.for_table(table)
+        if not settings.needs_disjoint_ranges:
+            continue
+        sealing = sealing_rule(settings.rules)
+        if sealing is not None:  # overlaps are late data; the rest is disjoint by construction
+            for s in SegmentColumns.of(members).pick(np.flatnonzero(late_mask(SegmentColumns.of(members)))):
+                why = refusal(s, sealing)
+                if why:
+                    raise InvalidSegmentError(
+                        f"segment {s.id} {s.range} of table {table} overlaps others: {why}"
+                    )
             continue
         ordered = sorted(members, key=lambda s: (s.start, s.end))
         for prev, nxt in itertools.pairwise(ordered):

@@ -12,6 +12,8 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from compactor.catalog.changes import SegmentAdded, SegmentUpdated
 from compactor.catalog.store import CatalogStore
 from compactor.codec.events import Codec
@@ -20,6 +22,7 @@ from compactor.delta.store import TableStore
 from compactor.domain.events import CompactionRequested, ConfigApplied, SegmentAction, SegmentCompleted
 from compactor.domain.segments import Origin, Segment
 from compactor.errors import DeadLetterReason, EventDecodeError, InvalidSegmentError, Rejected
+from compactor.rules.late_data import refusal, sealing_rule
 from compactor.stream.state import StreamState
 from compactor.stream.triggers import DeadLetter, Envelope, Trigger
 
@@ -115,13 +118,20 @@ class Admission:
             return  # a re-delivered event of a segment merged away since
         if known is not None and segment.origin is not Origin.LOAD:
             return  # our own merge or refresh output
-        if known is None and self.configs.for_table(table).needs_disjoint_ranges:
-            clash = [s.id for s in self.catalog.segments(table) if s.range.overlaps(segment.range)]
-            if clash:
+        settings = self.configs.for_table(table)
+        if known is None and settings.needs_disjoint_ranges:
+            held = self.catalog.columns(table)
+            overlapping = (held.start < segment.range.end_ts) & (held.end > segment.range.start_ts)
+            clash = [s.id for s in held.pick(np.flatnonzero(overlapping))]
+            why = refusal(segment, sealing_rule(settings.rules)) if clash else None
+            if why:
                 raise Rejected(
                     DeadLetterReason.OVERLAPPING_RANGE,
-                    f"segment {segment.id} {segment.range} overlaps {', '.join(sorted(clash))}; "
-                    "this table's rules need disjoint time ranges",
+                    f"segment {segment.id} {segment.range} overlaps {', '.join(sorted(clash))}; {why}",
+                )
+            if clash:
+                log.info(
+                    "table %s: segment %s is late data (overlaps %s)", table, segment.id, ", ".join(clash)
                 )
         if known is None and segment.origin is Origin.LOAD and segment.id not in with_rows:
             raise Rejected(

@@ -25,7 +25,9 @@ from compactor.domain.events import MergeStatus
 from compactor.domain.plans import MergePlan
 from compactor.errors import DeliveryError, Rejected
 from compactor.kafka.settings import KafkaSettings
+from compactor.observe.late_gauges import LateDataCollector
 from compactor.observe.metrics import JobMetrics
+from compactor.rules.late_data import sealing_rule
 from compactor.stream.admission import Admission, KnownTables
 from compactor.stream.announcer import Announcer, Publisher
 from compactor.stream.fair_share import BatchMerges
@@ -208,6 +210,15 @@ def assemble(
             for t in catalog.table_names
         ],
         clock,
+    )
+    state.metrics.registry.register(
+        LateDataCollector(
+            lambda: [
+                (t, catalog.segments(t), configs.for_table(t).rules)
+                for t in catalog.table_names
+                if sealing_rule(configs.for_table(t).rules)
+            ]
+        )
     )
     announcer = Announcer(publisher, codec, topics, state)
     announcer.announce_unannounced(catalog)

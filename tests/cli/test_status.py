@@ -6,8 +6,11 @@ from datetime import UTC, datetime, timedelta
 
 from compactor.catalog.changes import CommitRecord
 from compactor.catalog.failures import Failure
+from compactor.config.loading import load_config
 from compactor.domain.plans import make_plan
+from compactor.domain.segments import Origin, Segment, TimeRange
 from compactor.observe.status import render, table_status
+from compactor.rules.late_data import summary
 from tests.helpers.segments import seg
 
 
@@ -47,3 +50,29 @@ def test_failures_show_newest_first_with_what_still_cools_down() -> None:
         "    2024-03-01T11:00:00+00:00 table table:t: RuntimeError: boom",
     ]
     assert [f["cooling"] for f in status.to_json()["failures"]] == [True, False]
+
+
+def test_status_shows_the_watermark_and_each_buckets_late_run() -> None:
+    monday = datetime(2024, 1, 1, tzinfo=UTC)
+    week = Segment(
+        "W", "t", TimeRange(monday, monday + timedelta(days=7)), monday, bytes=7000, origin=Origin.MERGE
+    )
+    nxt = Segment(
+        "N", "t", TimeRange(monday + timedelta(days=7), monday + timedelta(days=8)), monday, bytes=10
+    )
+    straggler = Segment(
+        "L",
+        "t",
+        TimeRange(monday + timedelta(days=2), monday + timedelta(days=3)),
+        monday + timedelta(days=9),
+        bytes=350,
+    )
+    rule = {"rule": "auto_merge", "levels": ["day", "week"], "sealing": {"allowed_lateness": "12h"}}
+    rules = load_config({"defaults": {"rules": [rule]}}).for_table("t").rules
+    late = summary([week, nxt, straggler], rules)
+    status = table_status("t", True, [week, nxt, straggler], [], [], late=late)
+    assert render(status).splitlines()[3:5] == [
+        "  late data: watermark 2024-01-08T12:00:00+00:00, 1 late segment(s)",
+        "    sealed [2024-01-01T00:00:00+00:00, 2024-01-08T00:00:00+00:00): 1 late, 350 of 7000 bytes (5.0%); waits",
+    ]
+    assert summary([week], load_config({}).for_table("t").rules) is None, "no sealing, no late data"

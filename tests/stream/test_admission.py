@@ -130,3 +130,23 @@ def test_a_request_for_a_configured_rule_runs_it_whatever_its_trigger(harness: H
     handler.process([request(harness, rule="major")])
     assert harness.statuses() == [MergeStatus.SUCCEEDED]
     assert handler.state.stats.attempts_by_origin == {"load": 2, "request": 1}
+
+
+def test_with_sealing_a_load_overlapping_a_bucket_is_late_data_and_one_across_buckets_is_refused(
+    harness: Harness,
+) -> None:
+    harness.store.create("t")
+    rule = {"rule": "auto_merge", "levels": ["week"], "sealing": {"late_fold_ratio": 0.5}}
+    handler = harness.handler({"defaults": {"rules": [rule]}})
+    handler.process(harness.loaded(*(harness.day(n) for n in range(8))))  # week 1 merges, week 2 begins
+    handler.process(harness.loaded(harness.day(2, sid="late")))  # Wednesday again: late for week 1
+    handler.process(harness.loaded(harness.day(6, sid="across", days=2)))  # Sunday into Monday
+    assert [(reason, detail.split("; ")[-1]) for reason, detail in harness.dead()] == [
+        (
+            "overlapping_range",
+            "a late load must lie within one week bucket, and it crosses 2024-01-08T00:00:00+00:00",
+        )
+    ]
+    held = {s.id for s in handler.state.catalog.segments("t")}
+    assert "late" in held and "across" not in held
+    assert [r["level"] for r in harness.results()] == ["week"], "one late day of seven is under 50 %"
