@@ -6,12 +6,14 @@ topics get a unique suffix either way), a SparkSession from `build_spark`
 processingTime trigger, in this process. The table uses the `minor` rule with
 level_thresholds [2, 0]: every two loads make one merge.
 
-The rows of all segments are written to Delta first (one append, partitioned by
-segment_id, no compactor metadata: the job leaves segments alone until their
-event arrives). Then, per merge, after a random delay of 0..trigger (so events
-land at random phases of the trigger), the two `SegmentCompleted` events of a
-pair are produced with `EventProducer` + the codec; t0 is taken just before the
-second one (the event that completes the group) is produced. Measured per merge:
+Per merge, two segments are loaded as a loader does (`write_segment`: one Delta
+commit each, with the segment in its metadata), then, after a random delay of
+0..trigger (so events land at random phases of the trigger), their two
+`SegmentCompleted` events are produced with `EventProducer` + the codec; t0 is
+taken just before the second one (the event that completes the group) is
+produced. (Until 2026-11-23 every segment was written in one append before the
+run; then the job's check that a load's rows are in Delta found them beyond the
+recent commits and asked Spark each batch, 0.35 s a batch no real load pays.) Measured per merge:
 
 - commit visible: t0 -> the merge's commit file `_delta_log/<version>.json`
   appears with the plan's id in its userMetadata (a thread polls every 5 ms);
@@ -64,8 +66,9 @@ from pyspark.sql import DataFrame, SparkSession
 
 from compactor.codec.events import default_codec
 from compactor.config.loading import load_config
-from compactor.delta.paths import SEGMENT_COLUMN, table_uri
+from compactor.delta.paths import table_uri
 from compactor.delta.session import build_spark
+from compactor.delta.writes import write_segment
 from compactor.dev.kafka_broker import LocalKafkaBroker
 from compactor.domain.clock import now_utc
 from compactor.domain.events import SegmentCompleted
@@ -147,21 +150,12 @@ def watch_results(kafka: KafkaSettings, watch: Watch) -> None:
         consumer.close()
 
 
-def pre_write(spark: SparkSession, warehouse: Path, count: int, rows: int) -> list[Segment]:
-    """All segments' rows in one Delta append; returns the segments with sizes from their files."""
-    path = Path(table_uri(warehouse, TABLE))
-    segment_rows(spark, count, rows, 1, START, prefix="lat").write.format("delta").partitionBy(
-        SEGMENT_COLUMN
-    ).save(str(path))
-    out = []
-    for i in range(count):
-        sid = f"lat-{i:05d}"
-        size = sum(f.stat().st_size for f in (path / f"{SEGMENT_COLUMN}={sid}").glob("*.parquet"))
-        start = START + timedelta(hours=i)
-        out.append(
-            Segment(sid, TABLE, TimeRange(start, start + timedelta(hours=1)), START, records=rows, bytes=size)
-        )
-    return out
+def load(spark: SparkSession, warehouse: Path, i: int, rows: int) -> Segment:
+    """Segment i (hour i after START) loaded as a loader does: one commit, the segment in its
+    metadata; returned as committed (records and bytes from the commit)."""
+    start = START + timedelta(hours=i)
+    segment = Segment(f"lat-{i:05d}", TABLE, TimeRange(start, start + timedelta(hours=1)), now_utc())
+    return write_segment(spark, warehouse, segment, segment_rows(spark, 1, rows, 1, start, prefix="lat"))
 
 
 def merge_seen(watch: Watch, plan_id: str) -> bool:
@@ -185,11 +179,13 @@ def measure_merges(
     warehouse: Path,
     kafka: KafkaSettings,
     checkpoint: Path,
-    segments: list[Segment],
+    pairs: int,
+    rows: int,
     budget: float | None,
     trigger_ms: int,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Time one merge per pair of `segments`; stop early once `budget` seconds have passed."""
+    """Time one merge per pair of loads; stop early once `budget` seconds have passed."""
+    first_pair = (load(spark, warehouse, 0, rows), load(spark, warehouse, 1, rows))  # creates the table
     codec = default_codec()
     config = load_config({"defaults": {"rules": [{"rule": RULE, "level_thresholds": [2, 0]}]}})
     job_producer = EventProducer(kafka)
@@ -221,8 +217,7 @@ def measure_merges(
     sent: list[float] = []  # t0 of each merge
 
     def produce(segment: Segment) -> None:
-        live = Segment(segment.id, TABLE, segment.range, now_utc(), segment.records, segment.bytes)
-        data = codec.encode_segment_completed(SegmentCompleted(live, produced_at=now_utc()))
+        data = codec.encode_segment_completed(SegmentCompleted(segment, produced_at=now_utc()))
         producer.send_all([(kafka.segments_topic, TABLE, data, None)])
 
     def batch_with(merges: int) -> tuple[float, float, int] | None:
@@ -231,10 +226,14 @@ def measure_merges(
 
     try:
         deadline = time.monotonic() + budget if budget else None
-        for i in range(len(segments) // 2):
+        for i in range(pairs):
             if deadline is not None and i > WARMUP and time.monotonic() > deadline:
                 break
-            a, b = segments[2 * i], segments[2 * i + 1]
+            a, b = (
+                first_pair
+                if i == 0
+                else (load(spark, warehouse, 2 * i, rows), load(spark, warehouse, 2 * i + 1, rows))
+            )
             plan_id = plan_id_for(TABLE, RULE, [a.id, b.id])
             time.sleep(rng.uniform(0, trigger_ms / 1000))
             produce(a)
@@ -371,9 +370,6 @@ def main() -> None:
         format="%(asctime)s.%(msecs)03d %(levelname)s %(name)s: %(message)s",
         datefmt="%H:%M:%S",
     )
-    if not args.verbose:
-        # rebuild_catalog warns once per pre-written segment (rows in Delta before their event): expected
-        logging.getLogger("compactor.stream").setLevel(logging.ERROR)
 
     began = time.perf_counter()
     machine = machine_info()
@@ -397,10 +393,16 @@ def main() -> None:
             spark = build_spark("bench-latency", master="local[2]")
             spark_quiet(spark)
             warehouse = scratch / "warehouse"
-            segments = pre_write(spark, warehouse, 2 * (merges + WARMUP), args.rows)
             t = time.perf_counter()
             all_samples, job = measure_merges(
-                spark, warehouse, kafka, scratch / "checkpoint", segments, budget, args.trigger_ms
+                spark,
+                warehouse,
+                kafka,
+                scratch / "checkpoint",
+                merges + WARMUP,
+                args.rows,
+                budget,
+                args.trigger_ms,
             )
             merge_seconds = time.perf_counter() - t
             t = time.perf_counter()

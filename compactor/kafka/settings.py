@@ -62,7 +62,11 @@ class KafkaSettings:
     def spark_options(self) -> dict[str, str]:
         """The same settings for Spark's Kafka source (every `kafka.*` option passes through),
         and the config's `spark_source:` options."""
-        options = {"kafka.bootstrap.servers": self.bootstrap_servers}
+        # Spark's Kafka reader waits out the broker's long poll (fetch.max.wait.ms, 500 ms by
+        # default) on each micro-batch's read although the records are there: 10 ms cut a one-event
+        # batch's read from about 580 ms to 115 ms here. It polls only for offsets that exist, so
+        # a short wait costs no idle fetches. `spark_source` may set it otherwise.
+        options = {"kafka.bootstrap.servers": self.bootstrap_servers, "kafka.fetch.max.wait.ms": "10"}
         if self.config:
             options.update({f"kafka.{k}": v for k, v in java_security(self.config).items()})
             options.update({k: v.get_secret_value() for k, v in self.config.spark_source.items()})

@@ -115,6 +115,9 @@ def test_pass_through_settings_reach_each_client_masked_and_after_the_modelled_o
     Producer({k: v for k, v in client.items() if not k.startswith("sasl")} | {"security.protocol": "SSL"})
     spark = kafka.spark_options()
     assert (spark["maxOffsetsPerTrigger"], spark["kafka.client.id"]) == ("5000", "compactor-eu-spark")
+    assert spark["kafka.fetch.max.wait.ms"] == "10", "the short fetch wait the micro-batch read needs"
+    tuned = load_config({"kafka": {"spark_source": {"kafka.fetch.max.wait.ms": "50"}}}).kafka
+    assert KafkaSettings("b:9092", config=tuned).spark_options()["kafka.fetch.max.wait.ms"] == "50"
     assert SECRET not in repr(config.kafka) and SECRET not in config.kafka.model_dump_json()  # type: ignore[union-attr]
 
 
