@@ -12,6 +12,15 @@ from compactor.domain.segments import Segment
 from compactor.rules.late_data import of_table
 
 SealingView = tuple[str, Sequence[Segment], Iterable[RuleConfig]]
+GAUGES = {
+    "watermark": (
+        "compactor_watermark_seconds",
+        "Event-time watermark: the latest event end held minus the allowed lateness (epoch s).",
+    ),
+    "segments": ("compactor_late_segments", "Late segments waiting beside what they overlap."),
+    "bytes": ("compactor_late_bytes", "Bytes of late segments waiting beside what they overlap."),
+    "sealed": ("compactor_late_sealed_buckets", "Sealed late runs waiting to fold."),
+}
 
 
 class LateDataCollector(Collector):
@@ -22,22 +31,7 @@ class LateDataCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         gauges = {
-            "watermark": GaugeMetricFamily(
-                "compactor_watermark_seconds",
-                "Event-time watermark: the latest event end held minus the allowed lateness (epoch s).",
-                labels=["table"],
-            ),
-            "segments": GaugeMetricFamily(
-                "compactor_late_segments", "Late segments waiting beside their buckets.", labels=["table"]
-            ),
-            "bytes": GaugeMetricFamily(
-                "compactor_late_bytes",
-                "Bytes of late segments waiting beside their buckets.",
-                labels=["table"],
-            ),
-            "sealed": GaugeMetricFamily(
-                "compactor_late_sealed_buckets", "Sealed buckets with late data waiting.", labels=["table"]
-            ),
+            key: GaugeMetricFamily(name, text, labels=["table"]) for key, (name, text) in GAUGES.items()
         }
         try:
             views = list(self.tables())

@@ -256,3 +256,23 @@ def test_coverage_answers_with_the_late_segments_beside_their_host() -> None:
     straggler = late("L1", 2, 10, arrives=10)
     found = coverage([week, straggler], ())
     assert [a.segment_id for a in found.answering] == ["W", "L1"] and found.undefined_ranges == ()
+
+
+def test_the_gauges_show_the_watermark_and_the_late_data_waiting() -> None:
+    from prometheus_client import CollectorRegistry
+
+    from compactor.observe.late_gauges import LateDataCollector
+
+    sim = Simulation(config(late_fold_ratio=0.1))
+    sealed_week(sim)
+    sim.arrive(late("L1", 2, 200, arrives=10))
+    rules = sim.config.for_table("t").rules
+    registry = CollectorRegistry()
+    registry.register(LateDataCollector(lambda: [("t", sim.catalog.segments("t"), rules)]))
+    value = registry.get_sample_value
+    assert value("compactor_watermark_seconds", {"table": "t"}) == (MONDAY + timedelta(days=8)).timestamp()
+    assert (
+        value("compactor_late_segments", {"table": "t"}),
+        value("compactor_late_bytes", {"table": "t"}),
+    ) == (1, 200)
+    assert value("compactor_late_sealed_buckets", {"table": "t"}) == 1
