@@ -51,12 +51,11 @@ def _auto_merge(rule: RuleConfig, given: RuleInput) -> RuleOutcome:
     assert isinstance(rule, AutoMergeRule)
     starts = given.all_segments.start
     first = float(starts.min()) if len(starts) else None
-    eligible, everything = given.eligible, given.all_segments
-    if given.near is not None and not given.settings.preserve_latest:  # a new load may free a preserved one
-        eligible = auto_merge.around(eligible, given.near, rule)
-        everything = auto_merge.around(everything, given.near, rule)  # a late run lies in one bucket
+    near = None if given.settings.preserve_latest else given.near  # a new load may free a preserved one
+    eligible = given.eligible if near is None else auto_merge.around(given.eligible, near, rule)
     late = None
-    if rule.sealing is not None:
+    if rule.sealing is not None:  # a late run lies in one bucket: near an event, its buckets hold it
+        everything = given.all_segments if near is None else auto_merge.around(given.all_segments, near, rule)
         late = LateData.of(everything, rule, watermark(given.all_segments, rule.sealing))
     return auto_merge.plan(eligible, rule, given.table, first, given.explain, late)
 

@@ -109,7 +109,8 @@ def check_segments(segments: Iterable[Segment], config: ProjectConfig) -> None:
             continue
         sealing = sealing_rule(settings.rules)
         if sealing is not None:  # overlaps are late data; the rest is disjoint by construction
-            for s in SegmentColumns.of(members).pick(np.flatnonzero(late_mask(SegmentColumns.of(members)))):
+            columns = SegmentColumns.of(members)
+            for s in columns.pick(np.flatnonzero(late_mask(columns))):
                 why = refusal(s, sealing)
                 if why:
                     raise InvalidSegmentError(

@@ -27,7 +27,6 @@ from compactor.errors import DeliveryError, Rejected
 from compactor.kafka.settings import KafkaSettings
 from compactor.observe.late_gauges import LateDataCollector
 from compactor.observe.metrics import JobMetrics
-from compactor.rules.late_data import sealing_rule
 from compactor.stream.admission import Admission, KnownTables
 from compactor.stream.announcer import Announcer, Publisher
 from compactor.stream.fair_share import BatchMerges
@@ -211,13 +210,9 @@ def assemble(
         ],
         clock,
     )
-    state.metrics.registry.register(
+    state.metrics.registry.register(  # tables that do not seal report no late data
         LateDataCollector(
-            lambda: [
-                (t, catalog.segments(t), configs.for_table(t).rules)
-                for t in catalog.table_names
-                if sealing_rule(configs.for_table(t).rules)
-            ]
+            lambda: [(t, catalog.segments(t), configs.for_table(t).rules) for t in catalog.table_names]
         )
     )
     announcer = Announcer(publisher, codec, topics, state)
