@@ -77,8 +77,9 @@ from compactor.domain.segments import Segment, TimeRange
 from compactor.kafka.producer import EventProducer
 from compactor.kafka.settings import KafkaSettings
 from compactor.kafka.topics import ensure_topics
-from compactor.observe.metrics import BATCH_PHASES
+from compactor.observe.metrics import JobMetrics
 from compactor.stream.job import build_handler, start_query
+from compactor.stream.reporting import BATCH_PHASES
 
 TABLE = "latency"
 RULE = "minor"
@@ -189,7 +190,8 @@ def measure_merges(
     codec = default_codec()
     config = load_config({"defaults": {"rules": [{"rule": RULE, "level_thresholds": [2, 0]}]}})
     job_producer = EventProducer(kafka)
-    handler = build_handler(spark, config, warehouse, kafka, job_producer)
+    metrics = JobMetrics()
+    handler = build_handler(spark, config, warehouse, kafka, job_producer, metrics=metrics)
     producer = EventProducer(kafka)
     watch = Watch()
     log_dir = Path(table_uri(warehouse, TABLE)) / "_delta_log"
@@ -275,7 +277,7 @@ def measure_merges(
         producer.close()
         job_producer.close()
     stats = handler.state.stats
-    registry = handler.state.metrics.registry
+    registry = metrics.registry
     phases = {
         phase: {
             "calls": int(

@@ -104,12 +104,14 @@ def _run(
     metrics = JobMetrics()
     port = metrics_port if metrics_port is not None else config.operations.metrics_port
     readiness, probes = Readiness(kafka), None
-    spark.streams.addListener(ProgressListener(readiness, metrics))  # the lag, for metrics and summary
     if port is not None:
         probes = ProbeServer(metrics.registry, readiness.checks(), metrics_host, port).start()
         say(f"metrics: http://{metrics_host}:{probes.port}/metrics (and /healthz, /ready)")
     try:
         handler = build_handler(spark, config, warehouse, kafka, producer, metrics=metrics)
+        metrics.watch(handler.state)
+        # the lag, for planning (admission control), the metrics and the summary
+        spark.streams.addListener(ProgressListener(readiness, handler.state.control))
         readiness.catalog = None
         if until_idle:
             runs = run_until_idle(spark, handler, kafka, checkpoint)

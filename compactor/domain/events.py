@@ -122,7 +122,7 @@ class ConfigApplied:
 
 @dataclass(frozen=True, slots=True)
 class ProducerAdvice:
-    """Advice to a table's producers: unmerged small loads pile up (see `observe.advice`)."""
+    """Advice to a table's producers: unmerged small loads pile up (see `stream.advice`)."""
 
     table: str
     reason: str

@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -21,31 +19,17 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from compactor.domain.events import MergeResult, MergeStatus
-from compactor.domain.plans import MergePlan
 from compactor.domain.segments import Segment
-from compactor.observe.debt_trend import DebtTrend, IngestWindow, Objective, Outlook, Reading, ingest_hours
-from compactor.rules.budget import WriteLedger
+from compactor.observe.late_gauges import LateDataCollector
+from compactor.stream.control import Control
+from compactor.stream.debt_trend import Objective, ingest_hours
+from compactor.stream.state import StreamState
 
 DURATION_BUCKETS = (0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800)
 PHASE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30)
-# where a batch's time goes: Spark hands the rows over, events decoded, the tables asked which
-# segments have rows, the rules evaluated, the commits (with their read-back), events and results
-# published, the catalog caught up and saved
-BATCH_PHASES = ("collect", "decode", "rows_present", "plan", "commit", "publish", "catalog")
 AGE_BUCKETS = (60, 300, 900, 3600, 4 * 3600, 12 * 3600, 86400, 3 * 86400, 7 * 86400, 30 * 86400)
-KEEPING_UP_LAG = 1000  # events behind on the segments topic, above which the job is not keeping up
 # a table as the scrape sees it: its name, its live segments, whether merging is on, its max_debt
 TableView = tuple[str, Sequence[Segment], bool, timedelta | None]
-
-
-@dataclass(frozen=True, slots=True)
-class Debt:
-    """What the rules would merge now on one table (from its latest evaluation)."""
-
-    candidates: int  # plans
-    segments: int  # their inputs
-    bytes: int
-    oldest_loaded_at: datetime | None
 
 
 def _counter(r: CollectorRegistry, name: str, text: str, *labels: str) -> Counter:
@@ -107,12 +91,6 @@ class JobMetrics:
             "table",
         )
         self._stream_metrics(r)
-        self._lock = threading.Lock()
-        self._debt: dict[str, dict[str, tuple[Segment, ...]]] = {}  # table -> plan id -> inputs
-        self.ingest = IngestWindow()
-        self.writes = WriteLedger()  # for write-amplification budgets
-        self.trend = DebtTrend()
-        self._lag: float | None = None  # events behind, as the query's last progress said
 
     def _stream_metrics(self, r: CollectorRegistry) -> None:
         self.events = _counter(
@@ -174,22 +152,15 @@ class JobMetrics:
             reason = error.split(":", 1)[0] if error.startswith("insufficient_space") else str(result.status)
             self.merges_failed.labels(table, rule, reason.lower()).inc()
             return
-        with self._lock:
-            self._debt.get(table, {}).pop(plan.plan_id, None)
         self.merges_completed.labels(table, rule).inc()
         self.merge_duration.labels(table, rule).observe(result.duration_ms / 1000)
         self.rows.labels(table, "in").inc(result.records_in)
         self.rows.labels(table, "out").inc(result.records_out)
         self.bytes.labels(table, "in").inc(result.bytes_in)
         self.bytes.labels(table, "out").inc(result.bytes_out)
-        self.writes.rewritten(table, now, result.bytes_in)
         oldest = min((s.loaded_at for s in plan.inputs), default=None)
         if oldest is not None:
             self.bucket_age.labels(table).observe(max(0.0, (now - oldest).total_seconds()))
-
-    def on_load(self, segment: Segment, now: datetime) -> None:
-        self.ingest.add(segment.table, segment.bytes, now)
-        self.writes.ingested(segment.table, now, segment.bytes)
 
     def on_vacuum(self, table: str) -> None:
         self.vacuums.labels(table).inc()
@@ -202,59 +173,35 @@ class JobMetrics:
     def on_dead_letter(self, reason: str) -> None:
         self.dead_letters.labels(reason).inc()
 
+    def on_attempt(self, scope: str) -> None:
+        self.plan_attempts.labels(scope).inc()
+
+    def on_deferring(self, deferring: bool) -> None:
+        self.deferring.set(1 if deferring else 0)
+
     def merging(self) -> _Busy:
         """A context around one merge's commit: the active gauge and the busy time."""
         return _Busy(self)
 
-    def on_evaluation(self, table: str, plans: Sequence[MergePlan], full: bool = True) -> None:
-        """The latest evaluation of a table's rules: what is ready to merge (its debt). A full
-        one replaces what earlier ones found; one near an event's segment adds to it."""
-        with self._lock:
-            found = {p.plan_id: p.inputs for p in plans}
-            if full:
-                self._debt[table] = found
-            else:
-                self._debt.setdefault(table, {}).update(found)
-
-    def read_debt(self, table: str, at: datetime) -> None:
-        """Read the table's debt into its trend (drain rate, ETA, stuck): after an attempt's
-        merges ran, so that a merge made at once is not debt."""
-        debt = self.debt(table)
-        keeping_up = self._lag is None or self._lag <= KEEPING_UP_LAG
-        self.trend.add(table, Reading(at, debt.bytes, debt.segments, keeping_up))
-
-    def outlook(self, table: str, now: datetime, max_debt: timedelta | None) -> Outlook | None:
-        """Where the table's debt stands and goes (None before its first evaluation)."""
-        return self.trend.outlook(table, self.ingest.bytes_per_hour(table, now), max_debt)
-
-    def on_lag(self, events: float) -> None:
-        self._lag = events
-        self.consumer_lag.set(events)
-
-    @property
-    def lag(self) -> float | None:
-        """Events behind on the segments topic, as the query's last progress said (None: unknown)."""
-        return self._lag
-
-    def debt_inputs(self, table: str) -> list[tuple[Segment, ...]]:
-        """The inputs of the table's ready plans that have not committed since its latest evaluation."""
-        with self._lock:
-            return list(self._debt.get(table, {}).values())
-
-    def debt(self, table: str) -> Debt:
-        """The table's ready plans that have not committed since its latest evaluation."""
-        plans = self.debt_inputs(table)
-        inputs = [s for p in plans for s in p]
-        return Debt(
-            candidates=len(plans),
-            segments=len(inputs),
-            bytes=sum(s.bytes for s in inputs),
-            oldest_loaded_at=min((s.loaded_at for s in inputs), default=None),
+    def watch(self, state: StreamState) -> None:
+        """Report the stream's tables (segments, debt, late data) and its lag at each scrape."""
+        catalog, configs = state.catalog, state.configs
+        self.consumer_lag.set_function(lambda: state.control.lag or 0.0)
+        self.registry.register(
+            _CatalogCollector(
+                state.control,
+                lambda: [
+                    (t, catalog.segments(t), catalog.merging_enabled(t), configs.for_table(t).max_debt)
+                    for t in catalog.table_names
+                ],
+                state.clock,
+            )
         )
-
-    def watch(self, tables: Callable[[], Iterable[TableView]], clock: Callable[[], datetime]) -> None:
-        """Report the tables' segments and debt at each scrape (`tables` lists them then)."""
-        self.registry.register(_CatalogCollector(self, tables, clock))
+        self.registry.register(  # tables that do not seal report no late data
+            LateDataCollector(
+                lambda: [(t, catalog.segments(t), configs.for_table(t).rules) for t in catalog.table_names]
+            )
+        )
 
 
 class _Busy:
@@ -276,11 +223,11 @@ class _CatalogCollector(Collector):
 
     def __init__(
         self,
-        metrics: JobMetrics,
+        control: Control,
         tables: Callable[[], Iterable[TableView]],
         clock: Callable[[], datetime],
     ) -> None:
-        self.metrics = metrics
+        self.control = control
         self.tables = tables
         self.clock = clock
 
@@ -319,7 +266,7 @@ class _CatalogCollector(Collector):
                 tracked.add_metric([table, level, state], n)
             for name, value in self._table_values(table, segments, merging, now).items():
                 per_table[name].add_metric([table], value)
-            outlook = self.metrics.outlook(table, now, max_debt)
+            outlook = self.control.outlook(table, now, max_debt)
             for name, value in (outlook.gauges() if outlook else {}).items():
                 per_table[name].add_metric([table], value)
             if outlook is not None and outlook.objective is not None:
@@ -336,7 +283,7 @@ class _CatalogCollector(Collector):
     def _debt_by_level(self, table: str) -> dict[str, tuple[int, int]]:
         """Segments and bytes waiting to merge, by the waiting segments' level."""
         found: dict[str, tuple[int, int]] = {}
-        for inputs in self.metrics.debt_inputs(table):
+        for inputs in self.control.debt_inputs(table):
             for s in inputs:
                 count, size = found.get(str(s.level), (0, 0))
                 found[str(s.level)] = (count + 1, size + s.bytes)
@@ -345,7 +292,7 @@ class _CatalogCollector(Collector):
     def _table_values(
         self, table: str, segments: Sequence[Segment], merging: bool, now: datetime
     ) -> dict[str, float]:
-        debt = self.metrics.debt(table)
+        debt = self.control.debt(table)
         ideal = max(len(segments) - (debt.segments - debt.candidates), 0)  # each plan leaves one segment
         oldest = debt.oldest_loaded_at
         return {
@@ -358,10 +305,10 @@ class _CatalogCollector(Collector):
             "compactor_debt_bytes": debt.bytes,
             "compactor_debt_oldest_age_seconds": (now - oldest).total_seconds() if oldest else 0.0,
             "compactor_debt_ingest_hours": ingest_hours(
-                debt.bytes, self.metrics.ingest.bytes_per_hour(table, now)
+                debt.bytes, self.control.ingest.bytes_per_hour(table, now)
             ),
             "compactor_merging_enabled": 1.0 if merging else 0.0,
-            "compactor_write_amplification": self.metrics.writes.amplification(table, now),
+            "compactor_write_amplification": self.control.writes.amplification(table, now),
         }
 
 

@@ -16,7 +16,7 @@ from pyspark.sql.streaming.listener import StreamingQueryListener
 from compactor.errors import ServiceUnreachable
 from compactor.kafka.settings import KafkaSettings
 from compactor.kafka.topics import require_broker
-from compactor.observe.metrics import JobMetrics
+from compactor.stream.control import Control
 
 
 class Readiness:
@@ -51,15 +51,15 @@ class Readiness:
 class ProgressListener(StreamingQueryListener):
     """Spark's query events: readiness follows the query, the lag gauge follows its progress."""
 
-    def __init__(self, readiness: Readiness, metrics: JobMetrics) -> None:
+    def __init__(self, readiness: Readiness, control: Control) -> None:
         self.readiness = readiness
-        self.metrics = metrics
+        self.control = control
 
     def onQueryStarted(self, event: Any) -> None:
         self.readiness.query = None
 
     def onQueryProgress(self, event: Any) -> None:
-        self.metrics.on_lag(sum(offsets_behind(s.endOffset, s.latestOffset) for s in event.progress.sources))
+        self.control.on_lag(sum(offsets_behind(s.endOffset, s.latestOffset) for s in event.progress.sources))
 
     def onQueryIdle(self, event: Any) -> None:
         pass

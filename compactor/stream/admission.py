@@ -142,7 +142,7 @@ class Admission:
             if self.catalog.apply(SegmentAdded(segment)):
                 log.info("table %s: segment %s %s recorded", table, segment.id, segment.range)
                 if segment.origin is Origin.LOAD:
-                    self.state.metrics.on_load(segment, self.state.clock())
+                    self.state.control.on_load(segment, self.state.clock())
         except InvalidSegmentError as exc:
             raise Rejected(DeadLetterReason.DUPLICATE_SEGMENT_ID, str(exc)) from None
 

@@ -46,12 +46,15 @@ class Announcer:
         self.clock = state.clock
         self.stats = state.stats
         self.metrics = state.metrics
+        self.control = state.control
 
     def announce(self, outcome: RunOutcome) -> None:
         """The plan's result, then (if it committed) its outputs' completion events."""
         result = outcome.result
         plan = result.plan
-        self.metrics.on_merge(result, self.clock())
+        now = self.clock()
+        self.control.on_merged(result, now)
+        self.metrics.on_merge(result, now)
         self.publisher.send_all([self._result_message(result)])
         if result.status is not MergeStatus.SUCCEEDED:
             return

@@ -25,13 +25,12 @@ from compactor.domain.events import MergeStatus
 from compactor.domain.plans import MergePlan
 from compactor.errors import DeliveryError, Rejected
 from compactor.kafka.settings import KafkaSettings
-from compactor.observe.late_gauges import LateDataCollector
-from compactor.observe.metrics import JobMetrics
 from compactor.stream.admission import Admission, KnownTables
 from compactor.stream.announcer import Announcer, Publisher
 from compactor.stream.fair_share import BatchMerges
 from compactor.stream.planning import CoolDown, TablePlanner
 from compactor.stream.recovery import Unannounced, catch_up, recover
+from compactor.stream.reporting import MetricsSink, NoMetrics
 from compactor.stream.runner import RetryPolicy, Runner
 from compactor.stream.state import StreamState
 from compactor.stream.stats import HandlerStats
@@ -194,27 +193,15 @@ def assemble(
     clock: Callable[[], datetime],
     retry: RetryPolicy | None = None,
     sleep: Callable[[float], None] = time.sleep,
-    metrics: JobMetrics | None = None,
+    metrics: MetricsSink | None = None,
 ) -> BatchHandler:
     """Wire a handler and recover: the catalog read from its store and caught up with the
     tables, published configs adopted, and merges a crash left unannounced announced."""
     unannounced = Unannounced(clock)
     catalog, new_tables = recover(store, catalog_store, unannounced)
     configs = TableConfigs(config, store, catalog)
-    state = StreamState(store, catalog, configs, clock, HandlerStats(), unannounced, metrics or JobMetrics())
+    state = StreamState(store, catalog, configs, clock, HandlerStats(), unannounced, metrics or NoMetrics())
     state.configs.load_recorded(catalog, new_tables)
-    state.metrics.watch(
-        lambda: [
-            (t, catalog.segments(t), catalog.merging_enabled(t), configs.for_table(t).max_debt)
-            for t in catalog.table_names
-        ],
-        clock,
-    )
-    state.metrics.registry.register(  # tables that do not seal report no late data
-        LateDataCollector(
-            lambda: [(t, catalog.segments(t), configs.for_table(t).rules) for t in catalog.table_names]
-        )
-    )
     announcer = Announcer(publisher, codec, topics, state)
     announcer.announce_unannounced(catalog)
     catalog_store.save(catalog.take_changes())

@@ -21,8 +21,8 @@ from compactor.domain.clock import now_utc
 from compactor.kafka.producer import EventProducer
 from compactor.kafka.settings import KafkaSettings
 from compactor.kafka.topics import ensure_topics
-from compactor.observe.metrics import JobMetrics
 from compactor.stream.handler import BatchHandler, assemble
+from compactor.stream.reporting import MetricsSink
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ def build_handler(
     producer: EventProducer | None = None,
     codec: Codec | None = None,
     clock: Callable[[], datetime] = now_utc,
-    metrics: JobMetrics | None = None,
+    metrics: MetricsSink | None = None,
 ) -> BatchHandler:
     """The handler on Spark + Delta and Kafka, its topics created, recovered from the tables."""
     ensure_topics(kafka, kafka.topics)

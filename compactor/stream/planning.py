@@ -22,9 +22,9 @@ from compactor.domain.events import ProducerAdvice
 from compactor.domain.plans import MergePlan
 from compactor.domain.segments import Segment
 from compactor.errors import DeadLetterReason, ManualMergeError, Rejected
-from compactor.observe.advice import ADVISE_EVERY, advise
 from compactor.rules import manual, refresh
 from compactor.rules.engine import evaluate
+from compactor.stream.advice import ADVISE_EVERY, advise
 from compactor.stream.scope import AttemptScope
 from compactor.stream.state import StreamState
 from compactor.stream.triggers import Trigger
@@ -77,7 +77,6 @@ class TablePlanner:
         self.cool_down = cool_down
         self.scope = scope or AttemptScope()
         self.defer_over_lag = defer_over_lag  # admission control: see `_allowance`
-        self._deferring = False
         self._advised: dict[str, datetime] = {}  # when each table's producers were last advised
         self._facts: dict[tuple[str, str], refresh.IndexFacts] = {}
         self._stuck: set[str] = set()  # tables whose debt was last seen stuck
@@ -111,10 +110,10 @@ class TablePlanner:
             near=near,
             allowance=allowance,
         )
-        state.metrics.plan_attempts.labels("full" if near is None else "near").inc()
+        state.metrics.on_attempt("full" if near is None else "near")
         plans = [p for p in evaluation.plans if not self.cool_down.active(p.plan_id)]
         if trigger.only_rule is None:  # every rule ran: what waits to merge (the table's debt)
-            state.metrics.on_evaluation(table, evaluation.ready, full=near is None)
+            state.control.on_evaluation(table, evaluation.ready, full=near is None)
             self.scope.evaluated(table, now, near, runnable=bool(plans))
         if not plans:
             state.stats.empty_attempts += 1
@@ -126,11 +125,11 @@ class TablePlanner:
         """Bytes optional merges may rewrite: none while the job is more than `defer_over_lag`
         events behind (it must keep up with the events first), else what the table's
         write-amplification budget has left (None: no limit)."""
-        lag = self.state.metrics.lag
+        lag = self.state.control.lag
         behind = self.defer_over_lag is not None and lag is not None and lag > self.defer_over_lag
-        if behind != self._deferring:
-            self._deferring = behind
-            self.state.metrics.deferring.set(1 if behind else 0)
+        if behind != self.state.control.deferring:
+            self.state.control.deferring = behind
+            self.state.metrics.on_deferring(behind)
             if behind:
                 log.warning("%d events behind: optional merges wait until the job catches up", lag)
             else:
@@ -138,7 +137,7 @@ class TablePlanner:
                 self.scope.unsettle()  # the merges that waited are found by full evaluations
         if behind:
             return -math.inf  # nothing optional fits, however small
-        return self.state.metrics.writes.allowance(table, now, settings.max_write_amplification)
+        return self.state.control.writes.allowance(table, now, settings.max_write_amplification)
 
     def read_debt(self, table: str) -> ProducerAdvice | None:
         """After an attempt's merges ran: the table's debt read into its trend; a table whose
@@ -146,20 +145,20 @@ class TablePlanner:
         kept with the table's mark (for `compactor status`), and the advice to the table's
         producers returned when small loads pile up (at most once an hour)."""
         state, now = self.state, self.state.clock()
-        state.metrics.read_debt(table, now)
-        outlook = state.metrics.outlook(table, now, state.configs.for_table(table).max_debt)
+        state.control.read_debt(table, now)
+        outlook = state.control.outlook(table, now, state.configs.for_table(table).max_debt)
         if outlook is None:
             return None
         if outlook.stuck and table not in self._stuck:
             log.warning(
                 "table %s: merge debt has not fallen for %d evaluations although the job keeps up "
                 "(%d segments, %d bytes wait); see `compactor status` for failed plans",
-                table, state.metrics.trend.stuck_after, outlook.segments, outlook.bytes,
+                table, state.control.trend.stuck_after, outlook.segments, outlook.bytes,
             )  # fmt: skip
         self._stuck = (self._stuck | {table}) if outlook.stuck else (self._stuck - {table})
         if not self.scope.was_full(table):  # the outlook is kept, and advice given, after full ones
             return None
-        doc = outlook.to_json() | {"at": now.isoformat(), "deferring_optional": self._deferring}
+        doc = outlook.to_json() | {"at": now.isoformat(), "deferring_optional": state.control.deferring}
         state.catalog.note_debt_outlook(table, json.dumps(doc, sort_keys=True))
         return self._advice(table, now)
 
@@ -168,7 +167,7 @@ class TablePlanner:
         last = self._advised.get(table)
         if limits is None or (last is not None and now - last < ADVISE_EVERY):
             return None
-        rate = self.state.metrics.ingest.loads_per_hour(table, now)
+        rate = self.state.control.ingest.loads_per_hour(table, now)
         found = advise(
             table,
             self.state.catalog.columns(table),

@@ -8,8 +8,9 @@ from datetime import datetime
 
 from compactor.catalog.fold import SegmentCatalog
 from compactor.delta.store import TableStore
-from compactor.observe.metrics import JobMetrics
+from compactor.stream.control import Control
 from compactor.stream.recovery import Unannounced
+from compactor.stream.reporting import MetricsSink, NoMetrics
 from compactor.stream.stats import HandlerStats
 from compactor.stream.table_configs import TableConfigs
 
@@ -24,7 +25,8 @@ class StreamState:
     clock: Callable[[], datetime]
     stats: HandlerStats
     unannounced: Unannounced
-    metrics: JobMetrics = field(default_factory=JobMetrics)
+    metrics: MetricsSink = field(default_factory=NoMetrics)  # reported to, never read back
+    control: Control = field(default_factory=Control)  # what planning reads besides the catalog
 
     def load_order(self, table: str) -> dict[str, datetime]:
         """When each live segment of the table was loaded (upsert tables break ties with it)."""

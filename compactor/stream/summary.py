@@ -47,9 +47,8 @@ class Summary:
         state, now = self.state, self.monotonic()
         tables = state.catalog.table_names
         segments = sum(len(state.catalog.segments(t)) for t in tables)
-        (lag,) = next(iter(state.metrics.consumer_lag.collect())).samples
         text = summary_line(
-            self._before, state.stats, now - self._since, segments, len(tables), int(lag.value)
+            self._before, state.stats, now - self._since, segments, len(tables), int(state.control.lag or 0)
         )
         self._before, self._since = replace(state.stats), now
         return text

@@ -14,6 +14,7 @@ from compactor.config.loading import load_config
 from compactor.domain.events import MergeStatus, SegmentCompleted
 from compactor.domain.segments import Segment, TimeRange
 from compactor.kafka.settings import KafkaSettings
+from compactor.observe.metrics import JobMetrics
 from compactor.stream.handler import BatchHandler, assemble
 from compactor.stream.runner import RetryPolicy
 from compactor.stream.triggers import Envelope
@@ -46,10 +47,13 @@ class Harness:
 
     def handler(self, config: dict[str, Any]) -> BatchHandler:
         """A handler as after a (re)start: recovered from the store and the state directory."""
-        return assemble(
+        metrics = JobMetrics()
+        handler = assemble(
             self.store, self.catalog_store, load_config(config), TOPICS, self.publisher, self.codec,
-            self.clock, RetryPolicy(attempts=5), self.sleeps.append,
+            self.clock, RetryPolicy(attempts=5), self.sleeps.append, metrics,
         )  # fmt: skip
+        metrics.watch(handler.state)
+        return handler
 
     def day(
         self, n: int, sid: str | None = None, days: int = 1, records: int = 10, table: str = "t"

@@ -40,12 +40,12 @@ def test_far_behind_its_events_the_job_defers_optional_merges_until_it_catches_u
     handler = harness.handler({"defaults": {"rules": [{"rule": "auto_merge", "levels": ["day", "week"]}]},
                                "operations": {"defer_optional_over_lag": 100}})  # fmt: skip
     metrics = handler.state.metrics
-    metrics.on_lag(5000)  # the query's progress: 5,000 events behind
+    handler.state.control.on_lag(5000)  # the query's progress: 5,000 events behind
     week = [replace(harness.day(i), bytes=100 * MB) for i in range(7)]
     handler.process(harness.loaded(*week))
     assert harness.results() == [], "the week merge is optional"
     assert metrics.registry.get_sample_value("compactor_deferring_optional_merges") == 1.0
-    metrics.on_lag(0)
+    handler.state.control.on_lag(0)
     handler.process(harness.loaded(replace(harness.day(7), bytes=100 * MB)))
     assert harness.statuses() == [MergeStatus.SUCCEEDED], "caught up: the week merges"
     assert metrics.registry.get_sample_value("compactor_deferring_optional_merges") == 0.0

@@ -14,10 +14,10 @@ from compactor.catalog.changes import PlanApplied, SegmentAdded
 from compactor.config.loading import load_config
 from compactor.domain.plans import make_plan
 from compactor.domain.segments import Segment, TimeRange
-from compactor.observe.debt_trend import DebtTrend, Objective, Reading, drain_rate, is_stuck, objective
 from compactor.observe.status import render, table_status
 from compactor.rules.engine import evaluate
 from compactor.rules.simulation import Simulation
+from compactor.stream.debt_trend import DebtTrend, Objective, Reading, drain_rate, is_stuck, objective
 from tests.stream.conftest import Harness
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)

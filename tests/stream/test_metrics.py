@@ -6,10 +6,10 @@ import math
 import urllib.error
 import urllib.request
 
-from compactor.observe.debt_trend import ingest_hours
-from compactor.observe.metrics import BATCH_PHASES
 from compactor.observe.readiness import offsets_behind
 from compactor.observe.server import ProbeServer
+from compactor.stream.debt_trend import ingest_hours
+from compactor.stream.reporting import BATCH_PHASES
 from tests.stream.conftest import Harness
 
 MINOR = {"defaults": {"rules": [{"rule": "minor", "level_thresholds": [3, 0]}]}}
@@ -117,7 +117,7 @@ def test_the_grafana_dashboard_plots_only_metrics_the_job_exports(harness: Harne
     handler = harness.handler(MINOR)
     handler.process(harness.loaded(harness.day(0), harness.day(1), harness.day(2)))
     handler.state.metrics.on_vacuum("t")
-    handler.state.metrics.consumer_lag.set(0)
+    handler.state.control.on_lag(0)
     text = generate_latest(handler.state.metrics.registry).decode()
     declared = set(
         re.findall(r"^# HELP (compactor_\w+)", text, re.M)

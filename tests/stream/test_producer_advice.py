@@ -9,7 +9,7 @@ from compactor.codec.events import default_codec
 from compactor.domain.columns import SegmentColumns
 from compactor.domain.events import ProducerAdvice
 from compactor.domain.segments import Origin
-from compactor.observe.advice import advise
+from compactor.stream.advice import advise
 from tests.stream.conftest import Harness
 
 MB = 1 << 20
