@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -11,7 +11,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from compactor.config.rules import RULE_NAMES
+from compactor.config.rules import RULE_NAMES, Resources
 from compactor.config.tables import ProjectConfig
 from compactor.domain.segments import utc
 from compactor.errors import TableNotFoundError
@@ -157,7 +157,7 @@ def spark_session(
     app_name: str,
     config: ProjectConfig | None,
     locations: tuple[str, ...],
-    fair_pools: tuple[str, ...] = (),
+    fair_pools: Mapping[str, Resources] | None = None,
 ) -> Any:
     """The command's SparkSession: the user's Spark settings, the config's `spark:` block, the CLI's."""
     from compactor.delta.session import build_spark
@@ -167,7 +167,7 @@ def spark_session(
         app_name,
         master=meta.get("spark_master"),
         extra_conf=config.spark if config is not None else None,
-        fair_pools=fair_pools,
+        fair_pools=fair_pools or {},
         locations=locations,
         overrides=meta.get("spark_conf"),
     )

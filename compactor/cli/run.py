@@ -26,6 +26,9 @@ from compactor.errors import CompactorError, LeaseHeld
 from compactor.kafka.lease import ControllerLease
 from compactor.kafka.settings import DEFAULT_DEAD_LETTER_TOPIC, DEFAULT_RESULTS_TOPIC, KafkaSettings
 
+# on a stop, merges in flight get this long to finish; the rest are planned again at the next start
+STOP_GRACE_S = 60.0
+
 
 @click.command()
 @config_option(required=True, text="Table config (YAML)")
@@ -97,7 +100,7 @@ def _run(
     from compactor.stream.job import build_handler, run_until_idle, start_query
     from compactor.stream.summary import Summary
 
-    spark = spark_session("streaming-compactor", config, (warehouse, checkpoint), config.pool_names())
+    spark = spark_session("streaming-compactor", config, (warehouse, checkpoint), config.spark_pools())
     context = spark.sparkContext
     say(f"spark: master {context.master}, UI {context.uiWebUrl or 'off'}")
     producer = EventProducer(kafka)
@@ -107,6 +110,7 @@ def _run(
     if port is not None:
         probes = ProbeServer(metrics.registry, readiness.checks(), metrics_host, port).start()
         say(f"metrics: http://{metrics_host}:{probes.port}/metrics (and /healthz, /ready)")
+    handler = None
     try:
         handler = build_handler(spark, config, warehouse, kafka, producer, metrics=metrics)
         metrics.watch(handler.state)
@@ -126,8 +130,13 @@ def _run(
             f"compactor running: {kafka.segments_topic} -> {warehouse} (checkpoint {checkpoint}); Ctrl-C stops"
         )
         _until_stopped(query, lease)
+        left = handler.drain(STOP_GRACE_S)
+        if left:
+            say(f"{left} merge(s) still running were left; they are planned again at the next start")
         say("compactor stopped")
     finally:
+        if handler is not None:
+            handler.close(wait=False)  # after a failure or a lost lease: no merge is waited for
         producer.close()
         if probes is not None:
             probes.stop()

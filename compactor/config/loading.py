@@ -25,6 +25,10 @@ def load_config(data: dict[str, Any] | None, source: str = "<dict>") -> ProjectC
             config.for_table(table)
         except ConfigError as exc:
             found.append(str(exc))
+    try:
+        config.spark_pools()
+    except ConfigError as exc:
+        found.append(str(exc))
     if found:
         raise ConfigError("\n".join([f"invalid config {source}:", *found]))
     return config

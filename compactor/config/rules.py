@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from datetime import timedelta
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from croniter import croniter
+from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from compactor.config.units import ByteSize, Duration, Frozen
 from compactor.domain.calendar import Level
@@ -36,12 +38,30 @@ class Sealing(Frozen):
         return value
 
 
-class AutoMergeRule(Frozen):
+class RuleBase(Frozen):
+    """What every rule takes: when it runs on its own (each load, or only when asked), and a
+    cron `schedule` on which it also runs (`0 2 * * *`: nightly at 02:00 UTC; a sixth field
+    gives seconds)."""
+
+    trigger: Trigger = "on_load"
+    schedule: str | None = None
+
+    @field_validator("schedule")
+    @classmethod
+    def _cron(cls, value: str | None) -> str | None:
+        if value is not None and not croniter.is_valid(value):
+            raise ValueError(
+                f"schedule {value!r} is not a cron expression (minute hour day month weekday, "
+                "and optionally seconds as a sixth field)"
+            )
+        return value
+
+
+class AutoMergeRule(RuleBase):
     """Time-layer auto-merge (Kylin): natural levels, largest first, one merge per attempt."""
 
     rule: Literal["auto_merge"]
     levels: tuple[Level, ...] = (Level.WEEK, Level.MONTH)
-    trigger: Trigger = "on_load"
     # accept late loads that overlap sealed data and fold them in by ratio; null: overlaps are refused
     sealing: Sealing | None = None
 
@@ -59,12 +79,14 @@ class AutoMergeRule(Frozen):
         return self.rule
 
 
-class MinorRule(Frozen):
+class MinorRule(RuleBase):
     """Level-threshold compaction (CarbonData minor): x loads -> level 1, y level-1 -> level 2."""
 
     rule: Literal["minor"]
     level_thresholds: tuple[int, int] = (4, 3)
-    trigger: Trigger = "on_load"
+    # CarbonData's carbon.number.of.cores.while.compacting: the rule's merges run in a Spark FAIR
+    # pool named after the rule, guaranteed this many cores (its minShare); null: the default pool
+    cores_while_compacting: int | None = Field(default=None, ge=1)
 
     @field_validator("level_thresholds")
     @classmethod
@@ -83,22 +105,63 @@ class MinorRule(Frozen):
         return value
 
 
-class MajorRule(Frozen):
+class MajorRule(RuleBase):
     """Size-threshold compaction (CarbonData major): segments summing below the threshold merge."""
 
     rule: Literal["major"]
     size_threshold: ByteSize = 1024 << 20
-    trigger: Trigger = "on_load"
+    cores_while_compacting: int | None = Field(default=None, ge=1)  # as minor's
+
+
+ScaleProfile = Literal["I", "II", "III"]
+
+
+class Resources(Frozen):
+    """What a pool's merges get: how many run at once (its share of
+    `operations.max_concurrent_merges`) and their Spark FAIR pool's weight and minShare."""
+
+    concurrency: int | None = None  # None: any free slot
+    weight: int = 1
+    min_share: int = 0
+
+
+# Seed 003's scale profiles I, II and III (small, medium, large merge peers), as slots and FAIR
+# shares: small merges may take any free slot and get twice the executors' share; a large
+# pool runs one merge at a time, so it never holds more than one slot.
+SCALE_PROFILES: dict[str, Resources] = {
+    "I": Resources(concurrency=None, weight=2, min_share=1),
+    "II": Resources(concurrency=2, weight=1, min_share=1),
+    "III": Resources(concurrency=1, weight=1, min_share=0),
+}
+
+
+def _replicas(value: Any) -> int | None:
+    """Hydrolix spells replicas `3` or a range `1-5`; a range gives its upper bound."""
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    match = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", str(value))
+    if not match:
+        raise ValueError(f"replicas {value!r} is not a number or a range such as 1-5")
+    low, high = int(match.group(1)), int(match.group(2) or match.group(1))
+    if high < low:
+        raise ValueError(f"replicas {value!r}: the range ends below its start")
+    return high
 
 
 class PoolConfig(Frozen):
-    """A bin-pack pool: segments whose age, size and width fit it are packed together."""
+    """A bin-pack pool: segments whose age, size and width fit it are packed together; its
+    merges run with the pool's resources (`resources`)."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
     min_age: Duration = timedelta(0)
     max_age: Duration
     max_size: ByteSize
     max_width: Duration
+    scale_profile: ScaleProfile | None = None
+    replicas: Annotated[int | None, BeforeValidator(_replicas), Field(ge=1)] = None
+    max_concurrent: int | None = Field(default=None, ge=1)  # wins over replicas
+    weight: int | None = Field(default=None, ge=1)
+    min_share: int | None = Field(default=None, ge=0)
 
     @model_validator(mode="after")
     def _ranges(self) -> PoolConfig:
@@ -108,21 +171,31 @@ class PoolConfig(Frozen):
             raise ValueError(f"pool {self.name}: max_width must be positive")
         return self
 
+    @property
+    def resources(self) -> Resources:
+        """Explicit settings over the scale profile's (none: any free slot, weight 1, minShare 0)."""
+        base = SCALE_PROFILES[self.scale_profile] if self.scale_profile else Resources()
+        concurrency = self.max_concurrent or self.replicas or base.concurrency
+        return Resources(
+            concurrency=concurrency,
+            weight=self.weight if self.weight is not None else base.weight,
+            min_share=self.min_share if self.min_share is not None else base.min_share,
+        )
+
 
 DEFAULT_POOLS: tuple[PoolConfig, ...] = (
-    PoolConfig(name="small", min_age=timedelta(0), max_age=timedelta(minutes=10), max_size=1 << 30, max_width=timedelta(hours=1)),
-    PoolConfig(name="medium", min_age=timedelta(minutes=10), max_age=timedelta(minutes=70), max_size=2 << 30, max_width=timedelta(hours=1)),
-    PoolConfig(name="large", min_age=timedelta(minutes=70), max_age=timedelta(days=90), max_size=4 << 30, max_width=timedelta(hours=1)),
+    PoolConfig(name="small", min_age=timedelta(0), max_age=timedelta(minutes=10), max_size=1 << 30, max_width=timedelta(hours=1), scale_profile="I"),
+    PoolConfig(name="medium", min_age=timedelta(minutes=10), max_age=timedelta(minutes=70), max_size=2 << 30, max_width=timedelta(hours=1), scale_profile="II"),
+    PoolConfig(name="large", min_age=timedelta(minutes=70), max_age=timedelta(days=90), max_size=4 << 30, max_width=timedelta(hours=1), scale_profile="III"),
 )  # fmt: skip
 
 
-class BinPackRule(Frozen):
+class BinPackRule(RuleBase):
     """Hydrolix-style merge: pools by age/size/width, packed first-fit or best-fit."""
 
     rule: Literal["bin_pack"]
     strategy: Literal["first_fit", "best_fit"] = "first_fit"
     pools: tuple[PoolConfig, ...] = DEFAULT_POOLS
-    trigger: Trigger = "on_load"
 
     @field_validator("pools")
     @classmethod
@@ -135,7 +208,7 @@ class BinPackRule(Frozen):
         return pools
 
 
-class UpsertCompactionRule(Frozen):
+class UpsertCompactionRule(RuleBase):
     """Upsert compaction (Pinot): drop rows a newer version of their key supersedes, merge M:1.
 
     A segment qualifies when its invalid rows reach both thresholds; a small
@@ -151,13 +224,12 @@ class UpsertCompactionRule(Frozen):
     invalid_records_threshold_count: int = Field(default=1, ge=1)
     max_records_per_segment: int = Field(default=5_000_000, gt=0)
     max_segment_size: ByteSize = 500 << 20
-    trigger: Trigger = "on_load"
 
 
 ROLLUPS = ("sum", "min", "max", "distinct_count_hll")
 
 
-class RefreshRule(Frozen):
+class RefreshRule(RuleBase):
     """Segment refresh (Pinot SegmentRefreshTask): rewrite segments that do not match the layout,
     resized toward the targets, with optional rollup or dedup."""
 
@@ -187,8 +259,6 @@ class RefreshRule(Frozen):
             if how not in ROLLUPS:
                 raise ValueError(f"{column}: {how!r} is not one of {', '.join(ROLLUPS)}")
         return aggregations
-
-    trigger: Trigger = "on_load"
 
     @model_validator(mode="after")
     def _rollup(self) -> RefreshRule:

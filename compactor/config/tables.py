@@ -17,7 +17,17 @@ from pydantic import Field, PrivateAttr, ValidationError, field_validator, model
 from compactor.config.describe import problems
 from compactor.config.kafka import KafkaConfig
 from compactor.config.layout import LayoutConfig, UpsertConfig
-from compactor.config.rules import AutoMergeRule, BinPackRule, RefreshRule, RuleConfig, RuleName
+from compactor.config.off_peak import OffPeak
+from compactor.config.rules import (
+    AutoMergeRule,
+    BinPackRule,
+    MajorRule,
+    MinorRule,
+    RefreshRule,
+    Resources,
+    RuleConfig,
+    RuleName,
+)
 from compactor.config.sub_partitions import SubPartitionConfig
 from compactor.config.units import ByteSize, Duration, Frozen, parse_duration
 from compactor.config.vacuum import VacuumConfig
@@ -99,6 +109,21 @@ class TableFields(Frozen):
         """Time-layer rules cannot reason about overlapping segments."""
         return any(r.rule == RuleName.AUTO_MERGE.value for r in self.rules)
 
+    def spark_pools(self) -> dict[str, Resources]:
+        """The Spark FAIR pools this table's merges run in, with their resources."""
+        pools: dict[str, Resources] = {}
+        for rule in self.rules:
+            if isinstance(rule, BinPackRule):
+                pools.update((p.name, p.resources) for p in rule.pools)
+            elif isinstance(rule, MinorRule | MajorRule) and rule.cores_while_compacting:
+                pools[rule.rule] = Resources(min_share=rule.cores_while_compacting)
+        return pools
+
+    def spark_pool(self, rule: str, pool: str | None) -> str | None:
+        """The FAIR pool a plan of `rule` (bin packing: of `pool`) runs in; None: Spark's default."""
+        name = pool if pool is not None else rule
+        return name if name in self.spark_pools() else None
+
 
 class TableSettings(TableFields):
     """The effective settings of one table: defaults merged with its keys, then checked as a whole."""
@@ -158,10 +183,17 @@ class OperationsConfig(Frozen):
     # past this many events behind on the segments topic, optional merges (upper time layers,
     # level-2, later pools) wait until the job catches up; null: never
     defer_optional_over_lag: int | None = Field(default=10_000, ge=1)
-    # at most this many merges per micro-batch, shared across the tables with merges waiting by
-    # deficit round-robin (weight: the table's priority x its share of the waiting bytes); null:
-    # every merge runs as soon as an attempt plans it
+    # at most this many merges start per micro-batch (or tick), shared across the tables with
+    # merges waiting by deficit round-robin (weight: the table's priority x its share of the
+    # waiting bytes); null: every merge starts as soon as an attempt plans it and a slot is free
     max_merges_per_batch: int | None = Field(default=None, ge=1)
+    # merges that run at once, on as many driver threads: different tables', and disjoint plans
+    # of one table; a bin-pack pool (or a rule with cores_while_compacting) runs within its own
+    # concurrency too
+    max_concurrent_merges: int = Field(default=4, ge=1)
+    # optional merges run only inside this daily window (UTC, e.g. {start: "22:00", end: "06:00"});
+    # required ones run at any time; null: optional merges run at any time
+    off_peak: OffPeak | None = None
 
     @field_validator("cool_down")
     @classmethod
@@ -212,11 +244,22 @@ class ProjectConfig(Frozen):
 
     _effective: dict[str, TableSettings] = PrivateAttr(default_factory=dict)
 
-    def pool_names(self) -> tuple[str, ...]:
-        """Every bin-pack pool named anywhere: each becomes a Spark FAIR scheduler pool."""
-        settings = [self.defaults, *self.tables.values()]
-        names = [p.name for t in settings for r in t.rules if isinstance(r, BinPackRule) for p in r.pools]
-        return tuple(dict.fromkeys(names))
+    def spark_pools(self) -> dict[str, Resources]:
+        """Every Spark FAIR pool the tables' merges run in (bin-pack pools, CarbonData cores), with
+        its resources. A name given different resources in two places is refused: Spark has one
+        pool of a name."""
+        found: dict[str, tuple[str, Resources]] = {}
+        named = [("defaults", self.defaults), *((f"tables.{n}", t) for n, t in self.tables.items())]
+        for where, fields in named:
+            for name, resources in TableFields.spark_pools(fields).items():
+                first = found.setdefault(name, (where, resources))
+                if first[1] != resources:
+                    raise ConfigError(
+                        f"{where}: pool {name!r} has resources {resources.model_dump()}, but {first[0]} "
+                        f"gives it {first[1].model_dump()}; a Spark pool has one weight, minShare and "
+                        "concurrency: rename one of them"
+                    )
+        return {name: resources for name, (_, resources) in found.items()}
 
     def for_table(self, table: str) -> TableSettings:
         """Effective settings: the table's keys over the project defaults (cached).

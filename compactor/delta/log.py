@@ -12,6 +12,7 @@ listing and no Spark job.
 from __future__ import annotations
 
 import json
+import threading
 from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -54,6 +55,8 @@ class DeltaLogReader:
         self.table = table
         self._latest: int | None = None
         self._commits: OrderedDict[int, Actions] = OrderedDict()
+        # merges of one table run on several threads, beside the batch's reads
+        self._lock = threading.RLock()
 
     def _file(self, version: int) -> str:
         return f"{self.log_uri}/{version:020d}.json"
@@ -62,6 +65,10 @@ class DeltaLogReader:
         """The newest committed version (-1 for no table), found without listing the log:
         from the last checkpoint (or the last version seen), look for later versions' files,
         doubling the step, then halve back to the last one that exists."""
+        with self._lock:
+            return self._latest_version()
+
+    def _latest_version(self) -> int:
         if self._latest is None:
             marker = f"{self.log_uri}/_last_checkpoint"  # absent until the first checkpoint
             checkpoint = self.files.read_text(marker) if self.files.exists(marker) else None
@@ -81,6 +88,10 @@ class DeltaLogReader:
 
     def commit(self, version: int) -> Actions | None:
         """The actions of one commit, or None when its file is gone (log cleanup)."""
+        with self._lock:
+            return self._commit(version)
+
+    def _commit(self, version: int) -> Actions | None:
         found = self._commits.get(version)
         if found is not None:
             self._commits.move_to_end(version)

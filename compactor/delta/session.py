@@ -27,6 +27,7 @@ from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
 from compactor import jvm
+from compactor.config.rules import Resources
 from compactor.errors import CompactorError
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
@@ -113,7 +114,7 @@ def build_spark(
     app_name: str = "streaming-compactor",
     master: str | None = None,
     extra_conf: Mapping[str, str] | None = None,
-    fair_pools: tuple[str, ...] = (),
+    fair_pools: Mapping[str, Resources] | None = None,
     scratch_dir: Path | None = None,
     locations: Sequence[str | Path] = (),
     overrides: Mapping[str, str] | None = None,
@@ -123,7 +124,7 @@ def build_spark(
     `master` (the CLI's `--master`) and `overrides` (its `--conf`) beat everything;
     `extra_conf` (the config file's `spark:` block) beats Spark's own settings;
     the project's `DEFAULTS` fill the rest. `fair_pools` turns on the FAIR
-    scheduler with one pool per name unless the user chose a scheduler mode.
+    scheduler with those pools (weight and minShare) unless the user chose a scheduler mode.
     """
     user = user_conf(locations)
     conf = {**DEFAULTS, **user, **(extra_conf or {}), **(overrides or {})}
@@ -258,11 +259,13 @@ def _with_delta_extension(extensions: str) -> str:
     return ",".join(names if DELTA_EXTENSION in names else [*names, DELTA_EXTENSION])
 
 
-def _fair_pools_file(fair_pools: tuple[str, ...], scratch_dir: Path | None) -> Path:
+def _fair_pools_file(fair_pools: Mapping[str, Resources], scratch_dir: Path | None) -> Path:
+    # FAIR inside a pool too: several merges of one pool share its executors instead of the first
+    # one's tasks holding them all
     pools = "\n".join(
-        f'  <pool name="{name}"><schedulingMode>FIFO</schedulingMode>'
-        "<weight>1</weight><minShare>0</minShare></pool>"
-        for name in fair_pools
+        f'  <pool name="{name}"><schedulingMode>FAIR</schedulingMode>'
+        f"<weight>{r.weight}</weight><minShare>{r.min_share}</minShare></pool>"
+        for name, r in fair_pools.items()
     )
     base = scratch_dir or Path(tempfile.mkdtemp(prefix="compactor-spark-"))
     base.mkdir(parents=True, exist_ok=True)

@@ -15,6 +15,7 @@ from compactor.config.sub_partitions import SubPartitionConfig
 from compactor.config.tables import TableSettings
 from compactor.config.vacuum import VacuumConfig
 from compactor.delta import properties, reads
+from compactor.delta.commit_metadata import plan_marker
 from compactor.delta.conflicts import conflicts_as_commit_conflict
 from compactor.delta.files import HadoopFiles
 from compactor.delta.index_check import index_facts
@@ -51,8 +52,10 @@ class SparkTableStore:
     def log(self, table: str) -> DeltaLogReader:
         """The table's log reader, kept for the job's life: each commit is read once."""
         found = self._logs.get(table)
-        if found is None:
-            found = self._logs[table] = DeltaLogReader(self.files, table_uri(self.warehouse, table), table)
+        if found is None:  # two threads may build one each: the first kept wins, both are right
+            found = self._logs.setdefault(
+                table, DeltaLogReader(self.files, table_uri(self.warehouse, table), table)
+            )
         return found
 
     def tables(self) -> list[str]:
@@ -114,6 +117,10 @@ class SparkTableStore:
                 load_order,
                 settings.promote_files_over,
             )
+
+    def committed_version(self, table: str, plan_id: str) -> int | None:
+        found = self.log(table).find(plan_marker(plan_id), self.depth)
+        return None if found is None else found.version
 
     def invalid_counts(self, table: str, upsert: UpsertConfig, load_order: LoadOrder) -> dict[str, int]:
         return invalid_counts(self.spark, self.warehouse, table, upsert, load_order)

@@ -79,7 +79,12 @@ class TableStore(Protocol):
 
     def commit(self, plan: MergePlan, settings: TableSettings, load_order: LoadOrder | None = None) -> Commit:
         """Execute a plan as ONE commit (idempotent: a replay returns the earlier commit).
-        Upsert tables judge ties by `load_order` (segment id -> load time)."""
+        Upsert tables judge ties by `load_order` (segment id -> load time). Safe to call from
+        several threads at once, for plans of different tables or disjoint plans of one."""
+
+    def committed_version(self, table: str, plan_id: str) -> int | None:
+        """The version at which the plan committed, looked up among the newest commits (None:
+        not among them): tells the order of merges of one table that ran side by side."""
 
     def invalid_counts(self, table: str, upsert: UpsertConfig, load_order: LoadOrder) -> dict[str, int]:
         """Upsert tables: superseded rows per segment id (ties judged by `load_order`)."""

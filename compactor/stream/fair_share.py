@@ -1,6 +1,7 @@
 """Fair share across tables: deficit round-robin over the tables with merges waiting.
 
-Used when a micro-batch may run only so many merges (`operations.max_merges_per_batch`).
+Used when merges wait for a slot (`operations.max_concurrent_merges`) or a round may start
+only so many (`operations.max_merges_per_batch`).
 Tables are visited in a fixed order; each visit adds the table's quantum to its
 deficit, and the table runs merges (one unit each) while its deficit covers one.
 A table's quantum is its weight over the largest weight, but never below 1/N
@@ -10,11 +11,10 @@ and any table within N rounds, however small its weight.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from compactor.domain.plans import MergePlan
-from compactor.stream.triggers import Trigger
 
 INLINE_ORIGINS = frozenset({"request", "control"})  # an operator's request runs at once
 
@@ -49,50 +49,60 @@ class FairShare:
 
 
 @dataclass
-class BatchMerges:
-    """The merges of one micro-batch when it may run only `limit` of them.
+class WaitingPlans:
+    """Plans made but not started: they wait for a merge slot, in fair-share order across tables.
 
-    Attempts queue their plans per table instead of running them at once; after the
-    batch's events, the queue runs in fair-share order (weight: the table's priority x
-    its share of the waiting bytes) up to the limit. Tables left with plans are owed an
-    attempt in the next batch, which the merges just run start with their own events.
-    Without a limit (the default) every plan runs as its attempt makes it.
+    Each attempt of a table replaces what it left waiting (the latest evaluation of the
+    table's segments is the one to run). Slots go to the tables by deficit round-robin
+    (weight: the table's priority x its share of the waiting bytes), and within a table in
+    the order its rules made the plans. `per_round` caps how many start in one round (a
+    batch or a tick: `operations.max_merges_per_batch`); the rest wait for the next.
     """
 
-    limit: int | None
     priority: Callable[[str], float]
+    per_round: int | None = None
     fair: FairShare = field(default_factory=FairShare)
-    _queued: dict[str, dict[str, MergePlan]] = field(default_factory=dict)
-    _owed: set[str] = field(default_factory=set)
+    _plans: dict[str, dict[str, MergePlan]] = field(default_factory=dict)
 
-    def take(self, trigger: Trigger, plans: list[MergePlan]) -> list[MergePlan]:
-        """The plans to run now; the others are queued for `drain`."""
-        if self.limit is None or trigger.origin in INLINE_ORIGINS:
-            return plans
-        queued = self._queued.setdefault(trigger.table, {})
-        queued.update((p.plan_id, p) for p in plans)
-        if not queued:
-            del self._queued[trigger.table]
-        return []
+    def offer(self, table: str, plans: Iterable[MergePlan]) -> None:
+        found = {p.plan_id: p for p in plans}
+        if found:
+            self._plans[table] = found
+        else:
+            self._plans.pop(table, None)
 
-    def drain(self) -> Iterator[MergePlan]:
-        """Up to `limit` queued plans, in fair-share order; the rest are dropped and their
-        tables owed an attempt."""
-        left = self.limit or 0
-        while self._queued and left > 0:
-            waiting = {t: sum(p.bytes_in for p in q.values()) for t, q in self._queued.items()}
+    def drop(self, table: str) -> bool:
+        """Forget the table's waiting plans (they may be stale); True if it had any."""
+        return self._plans.pop(table, None) is not None
+
+    def tables(self) -> list[str]:
+        return sorted(self._plans)
+
+    def waiting(self, table: str) -> list[MergePlan]:
+        return list(self._plans.get(table, {}).values())
+
+    def next_round(
+        self, startable: Callable[[MergePlan], bool], room: Callable[[], int], limit: int | None = None
+    ) -> Iterator[MergePlan]:
+        """Plans to start now, in fair-share order, each `startable`, while there is `room` and
+        fewer than `limit` started; a yielded plan leaves the queue. A table none of whose plans
+        can start now sits this round out."""
+        started, out = 0, set[str]()
+        while room() > 0 and (limit is None or started < limit):
+            candidates = {t: q for t, q in self._plans.items() if t not in out}
+            if not candidates:
+                return
+            waiting = {t: sum(p.bytes_in for p in q.values()) for t, q in candidates.items()}
             total = sum(waiting.values())
             share = {t: size / total if total else 1 / len(waiting) for t, size in waiting.items()}
             table = self.fair.pick({t: self.priority(t) * share[t] for t in waiting})
-            queued = self._queued[table]
-            yield queued.pop(next(iter(queued)))
+            plan = next((p for p in candidates[table].values() if startable(p)), None)
+            if plan is None:
+                out.add(table)
+                continue
+            queued = self._plans[table]
+            del queued[plan.plan_id]
             if not queued:
-                del self._queued[table]
-            left -= 1
-        self._owed |= set(self._queued)
-        self._queued.clear()
-
-    def owed(self) -> list[str]:
-        """Tables whose plans a batch's limit left over: attempt them again (and forget them)."""
-        owed, self._owed = sorted(self._owed), set()
-        return owed
+                del self._plans[table]
+            started += 1
+            yield plan

@@ -1,16 +1,22 @@
 """The `foreachBatch` handler: decode -> admit -> plan -> commit -> announce.
 
-Commit order, per plan: (1) the Delta commit that replaces the inputs, (2) the
-catalog update, (3) the `MergeResult` and the outputs' `SegmentCompleted`,
-produced and acknowledged by Kafka. Only when the handler returns does Spark
-checkpoint the batch's offsets, so a crash anywhere replays the batch;
-deterministic plan ids and Delta's txnAppId make the replay a no-op where work
-was already done. Each step is a collaborator the handler was given.
+Commit order, per plan: (1) the Delta commit that replaces the inputs, on a merge
+worker; (2) the catalog update; (3) the `MergeResult` and the outputs'
+`SegmentCompleted`, produced and acknowledged by Kafka, in the order the table's
+commits were made. Merges run beside the batches (`InFlight`): a batch admits its
+events, starts the merges they make possible and saves the catalog; Spark then
+checkpoints its offsets, whether or not those merges are done. A crash replays the
+batch and the restart attempts every table once (`DueTimes`), so a merge that was
+in flight is planned again; deterministic plan ids and Delta's txnAppId make
+repeated work a no-op. What a merge finishing, or time passing, makes possible is
+taken up by the next batch or by `tick`, whichever comes first. One lock keeps the
+job's state (catalog, plans, queues) to one thread at a time; workers only commit.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -25,13 +31,16 @@ from compactor.domain.events import MergeStatus
 from compactor.domain.plans import MergePlan
 from compactor.errors import DeliveryError, Rejected
 from compactor.kafka.settings import KafkaSettings
+from compactor.rules.due import Due
 from compactor.stream.admission import Admission, KnownTables
 from compactor.stream.announcer import Announcer, Publisher
-from compactor.stream.fair_share import BatchMerges
+from compactor.stream.due import DueTimes
+from compactor.stream.fair_share import INLINE_ORIGINS, WaitingPlans
+from compactor.stream.inflight import Finished, InFlight, Workers, thread_workers
 from compactor.stream.planning import CoolDown, TablePlanner
 from compactor.stream.recovery import Unannounced, catch_up, recover
 from compactor.stream.reporting import MetricsSink, NoMetrics
-from compactor.stream.runner import RetryPolicy, Runner
+from compactor.stream.runner import RetryPolicy, Runner, RunOutcome
 from compactor.stream.state import StreamState
 from compactor.stream.stats import HandlerStats
 from compactor.stream.sub_partition_delete import delete_value
@@ -42,6 +51,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 log = logging.getLogger(__name__)
+
+DUE_PER_TICK = 64  # tables attempted per tick for their due time; the rest in the next ticks
 
 
 @dataclass
@@ -54,10 +65,15 @@ class BatchHandler:
     runner: Runner
     announcer: Announcer
     catalog_store: CatalogStore
-    merges: BatchMerges = field(default_factory=lambda: BatchMerges(None, lambda _: 1.0))
+    inflight: InFlight
+    waiting: WaitingPlans
+    lock: threading.RLock = field(default_factory=threading.RLock)
     # tables a table-wide rewrite replaced: checked against the table when the batch saves,
     # since the overwrite also took whatever was loaded between planning and its read
     _rewritten: set[str] = field(default_factory=set)
+    _owed: set[str] = field(default_factory=set)  # tables to attempt again: their plans went stale
+    _unsent: list[RunOutcome] = field(default_factory=list)  # recorded, not yet acknowledged by Kafka
+    _draining: bool = False  # stopping: the merges in flight finish, no new one starts
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
@@ -68,33 +84,95 @@ class BatchHandler:
         self.state.metrics.on_batch(time.monotonic() - started)
 
     def process(self, envelopes: Sequence[Envelope]) -> None:
-        """One batch: every valid event's work in order, the batch's dead letters, then the
-        catalog caught up with the tables it touched and saved, before Spark records the offsets."""
-        self.state.stats.events += len(envelopes)
-        phase = self.state.metrics.phase
-        with phase("decode"):
-            decoded, dead = self.admission.decode(envelopes)
-        with phase("rows_present"):
-            present = self.admission.rows_present(decoded)
-        touched: set[str] = set(self.merges.owed())  # a batch's merge limit left their plans over
-        for table in sorted(touched):
-            self._dispatch(Trigger(table, "replan"))
-        for item in decoded:
-            try:
-                trigger = self.admission.admit(item.event, present)
-                self._announce_new_tables()
-                if trigger is not None:
-                    touched.add(trigger.table)
-                    self._dispatch(trigger)
-            except Rejected as exc:
-                dead.append(DeadLetter(item.envelope, exc.reason, exc.detail))
-        for plan in self.merges.drain():  # with a merge limit: fair share across the tables
-            self._run(plan, may_replan=True)
-        with phase("publish"):
-            self.announcer.dead_letters(dead)
-        with phase("catalog"):
-            self.save(touched)
+        """One batch: what finished since the last is recorded first; then every valid event's
+        work in order, the batch's dead letters, and the catalog caught up with the tables it
+        touched and saved, before Spark records the offsets."""
+        with self.lock:
+            self.state.stats.events += len(envelopes)
+            phase = self.state.metrics.phase
+            with phase("decode"):
+                decoded, dead = self.admission.decode(envelopes)
+            with phase("rows_present"):
+                present = self.admission.rows_present(decoded)
+            self.advance(limit=0)  # what finished since the last batch, before admission reads the catalog
+            touched: set[str] = set()
+            for item in decoded:
+                try:
+                    trigger = self.admission.admit(item.event, present)
+                    self._announce_new_tables()
+                    if trigger is not None:
+                        touched.add(trigger.table)
+                        self._dispatch(trigger)
+                except Rejected as exc:
+                    dead.append(DeadLetter(item.envelope, exc.reason, exc.detail))
+            self.advance()  # with a merge limit: the batch's merges, in fair-share order
+            with phase("publish"):
+                self.announcer.dead_letters(dead)
+            with phase("catalog"):
+                self.save(touched)
         self.state.metrics.on_events(len(envelopes))  # counted once their work is saved
+
+    def tick(self) -> None:
+        """Between batches: record and announce the merges that finished, attempt the tables owed
+        an attempt and those due with time (a bounded number per tick, so a batch waits no
+        longer), start what waits for a slot, and save what that changed."""
+        with self.lock:
+            happened = self.advance()
+            due = [] if self._draining else self.planner.due.pop_due(self.state.clock(), DUE_PER_TICK)
+            for table, when in due:
+                self._attempt_due(table, when)
+            if due:
+                self.advance()
+            if happened or due:
+                with self.state.metrics.phase("catalog"):
+                    self.save(set())
+
+    def until_due(self, ceiling: float) -> float:
+        """Seconds until the next table comes due, at most `ceiling`."""
+        with self.lock:
+            at = self.planner.due.next_at()
+            if at is None:
+                return ceiling
+            return max(0.0, min(ceiling, (at - self.state.clock()).total_seconds()))
+
+    def _attempt_due(self, table: str, due: Due) -> None:
+        """What came due: a schedule's rule, then (as for any due time) every rule of the table."""
+        if self.state.catalog.version(table) is None:  # the table left the warehouse
+            self.planner.due.forget(table)
+            return
+        log.info("table %s: due (%s)", table, due.why)
+        self.state.stats.due_attempts += 1
+        if due.rule is not None:
+            self._dispatch(Trigger(table, "schedule", only_rule=due.rule))
+        self._dispatch(Trigger(table, "due"))
+        if self.planner.due.get(table) is None:  # not attempted (off, cooling): when it may be
+            self.planner.due.lower(table, self.planner.cool_down.next_end(table))
+
+    def settle(self, timeout: float = 600.0) -> None:
+        """Tick until no merge is in flight and nothing is due now (`--until-idle`, tests);
+        TimeoutError past `timeout`."""
+        deadline = time.monotonic() + timeout
+        self.tick()
+        while self.inflight.running() or self.until_due(1.0) == 0:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{self.inflight.running()} merge(s) still in flight after {timeout}s")
+            if self.inflight.running():
+                self.inflight.wait(1.0)
+            self.tick()
+
+    def drain(self, timeout: float) -> int:
+        """Start no more merges; wait up to `timeout` for those in flight (each recorded and
+        announced as it finishes), then stop the workers. Returns how many were left running:
+        their plans are made again at the next start."""
+        with self.lock:
+            self._draining = True
+        deadline = time.monotonic() + timeout
+        while self.inflight.running() and time.monotonic() < deadline:
+            self.inflight.wait(min(1.0, max(0.0, deadline - time.monotonic())))
+            self.tick()
+        left = self.inflight.running()
+        self.close(wait=False)
+        return left
 
     def save(self, tables: set[str]) -> None:
         """Fold the touched tables' newest commits into the catalog, then make it durable."""
@@ -106,33 +184,116 @@ class BatchHandler:
         self.state.unannounced.report(self.state.catalog)
         self.catalog_store.save(self.state.catalog.take_changes())
 
+    def advance(self, limit: int | None = None) -> bool:
+        """Record and announce what finished, attempt the tables owed one, and start what waits,
+        until nothing more happens now (with inline workers, until the merges are done).
+        `limit`: merges this round may start (default: `max_merges_per_batch`). True if
+        anything happened."""
+        left = self.waiting.per_round if limit is None else limit
+        replanned: set[str] = set()
+        happened = False
+        while True:
+            finished = self._collect()
+            owed = sorted(self._owed - replanned) if left != 0 else []
+            self._owed -= set(owed)
+            replanned |= set(owed)
+            for table in owed:
+                self._dispatch(Trigger(table, "replan"))
+            started = self._round(left)
+            if left is not None:
+                left -= started
+            if not (finished or owed or started):
+                return happened
+            happened = True
+
     def work(self, trigger: Trigger) -> None:
-        """Plan the trigger's work and run each plan (after a requested sub-partition delete)."""
-        if trigger.delete_value is not None and delete_value(
-            self.runner, trigger.table, trigger.delete_value
-        ):
-            self._rewritten.add(trigger.table)  # the table is checked against the catalog after the batch
+        """Plan the trigger's work and start what fits (after a requested sub-partition delete)."""
+        table = trigger.table
+        if trigger.delete_value is not None:
+            self._quiesce(table)  # the delete rewrites the table's segments: no merge of it in flight
+            if delete_value(self.runner, table, trigger.delete_value):
+                self._rewritten.add(table)  # the table is checked against the catalog after the batch
         with self.state.metrics.phase("plan"):
             plans = self.planner.plans(trigger)
-        for plan in self.merges.take(trigger, plans):
-            self._run(plan, may_replan=True)
+        self.waiting.offer(table, plans)
+        if trigger.origin in INLINE_ORIGINS:  # an operator's request is not held back by the limit
+            self._round(None, only=table)
+        elif self.waiting.per_round is None:
+            self._round(None)
+        self._collect()  # with inline workers these merges are done: recorded before the debt is read
         if trigger.merge_ids == () and trigger.only_rule is None:
-            advice = self.planner.read_debt(trigger.table)
+            advice = self.planner.read_debt(table)
             if advice is not None:
                 self.announcer.advise(advice)
 
-    def _run(self, plan: MergePlan, may_replan: bool) -> None:
-        phase = self.state.metrics.phase
-        with phase("commit"):
-            outcome = self.runner.run(plan)
-        with phase("publish"):
-            self.announcer.announce(outcome)
-        if plan.table_wide and outcome.result.status is MergeStatus.SUCCEEDED:
-            self._rewritten.add(plan.table)
-        if outcome.stale and may_replan:  # a concurrent writer changed the inputs: plan again, once
-            catch_up(self.state.store, self.state.catalog, plan.table, self.state.unannounced, check=True)
-            for again in self.planner.plans(Trigger(plan.table, "replan")):
-                self._run(again, may_replan=False)
+    def _round(self, limit: int | None, only: str | None = None) -> int:
+        """Start waiting plans, fair-share order, as slots allow (`only`: that table's, in order)."""
+        if self._draining:
+            return 0
+        if only is None:
+            plans = list(self.waiting.next_round(self._startable, self.inflight.free_slots, limit))
+            for plan in plans:
+                self._start(plan)
+            return len(plans)
+        started = 0
+        for plan in self.waiting.waiting(only):
+            if self._startable(plan):
+                self.waiting.offer(only, [p for p in self.waiting.waiting(only) if p != plan])
+                self._start(plan)
+                started += 1
+        return started
+
+    def _startable(self, plan: MergePlan) -> bool:
+        settings = self.state.configs.for_table(plan.table)
+        return self.inflight.blocked(plan, settings.spark_pool(plan.rule, plan.pool)) is None
+
+    def _start(self, plan: MergePlan) -> None:
+        state = self.state
+        settings = state.configs.for_table(plan.table)
+        order = state.load_order(plan.table) if settings.upsert is not None else None
+        with state.metrics.phase("commit"):  # with inline workers the merge runs here
+            self.inflight.start(
+                plan,
+                settings.spark_pool(plan.rule, plan.pool),
+                lambda: self.runner.execute(plan, settings, order),
+            )
+
+    def _collect(self) -> int:
+        """Record, then announce, the merges that finished (each table's in commit order)."""
+        finished = self.inflight.take_finished()
+        for item in finished:
+            self._finish(item)
+        self._announce_unsent()
+        return len(finished)
+
+    def _finish(self, finished: Finished) -> None:
+        """Into the catalog; its result queued for announcing."""
+        plan, state = finished.plan, self.state
+        outcome = self.runner.record(finished)
+        if outcome.stale:  # a concurrent writer changed the inputs: plan again, once
+            catch_up(state.store, state.catalog, plan.table, state.unannounced, check=True)
+            self._owed.add(plan.table)
+        elif outcome.result.status is MergeStatus.SUCCEEDED:
+            if plan.table_wide:
+                self._rewritten.add(plan.table)
+            if self.waiting.drop(plan.table):  # planned before this merge changed the table
+                self._owed.add(plan.table)
+        self._unsent.append(outcome)
+
+    def _announce_unsent(self) -> None:
+        """Announce the recorded outcomes in order; one Kafka refuses stays first in line."""
+        if not self._unsent:
+            return
+        with self.state.metrics.phase("publish"):
+            while self._unsent:
+                self.announcer.announce(self._unsent[0])  # DeliveryError: kept, and the batch fails
+                self._unsent.pop(0)
+
+    def _quiesce(self, table: str) -> None:
+        """Wait until the table has no merge in flight, recording each as it finishes."""
+        while self.inflight.running(table):
+            self.inflight.wait(1.0)
+            self._collect()
 
     def _dispatch(self, trigger: Trigger) -> None:
         """A merging switch first; then the trigger's work, unless merging is off for the table."""
@@ -142,6 +303,7 @@ class BatchHandler:
             if catalog.switch_merging(table, trigger.merging):
                 log.warning("table %s: merging turned %s by an operator", table, state)
             if not trigger.merging:
+                self.waiting.drop(table)  # merges already running finish
                 return
         if not catalog.merging_enabled(table):
             self.state.stats.disabled_attempts += 1
@@ -156,8 +318,8 @@ class BatchHandler:
         """One event's work; an internal failure is logged and counted, not fatal, and the
         table is left alone for the cool-down instead of failing again on every event.
 
-        Kafka delivery failures still propagate: the batch must fail and be
-        replayed, or an event would be lost. Rejections go on to the dead letters.
+        Kafka delivery failures still propagate: the batch must fail and be replayed, or
+        an event would be lost. Rejections go on to the dead letters.
         """
         cool_down, key = self.planner.cool_down, f"table:{trigger.table}"
         if cool_down.active(key):
@@ -175,6 +337,10 @@ class BatchHandler:
     def _announce_new_tables(self) -> None:
         while self.admission.tables.new:
             self.announcer.table_appeared(self.admission.tables.new.pop())
+
+    def close(self, wait: bool = True) -> None:
+        """Stop the merge workers (`wait`: let the merges in flight finish first)."""
+        self.inflight.workers.shutdown(wait=wait, cancel_futures=True)
 
 
 def _envelope(row: Any) -> Envelope:
@@ -194,9 +360,13 @@ def assemble(
     retry: RetryPolicy | None = None,
     sleep: Callable[[float], None] = time.sleep,
     metrics: MetricsSink | None = None,
+    workers: Workers | None = None,
 ) -> BatchHandler:
     """Wire a handler and recover: the catalog read from its store and caught up with the
-    tables, published configs adopted, and merges a crash left unannounced announced."""
+    tables, published configs adopted, and merges a crash left unannounced announced.
+
+    `workers` run the merges (default: `max_concurrent_merges` threads; `InlineWorkers` runs
+    each where it starts, as the unit tests do)."""
     unannounced = Unannounced(clock)
     catalog, new_tables = recover(store, catalog_store, unannounced)
     configs = TableConfigs(config, store, catalog)
@@ -205,13 +375,32 @@ def assemble(
     announcer = Announcer(publisher, codec, topics, state)
     announcer.announce_unannounced(catalog)
     catalog_store.save(catalog.take_changes())
-    cool_down = CoolDown(clock, config.operations.cool_down, catalog)
+    operations = config.operations
+    due = DueTimes()
+    started = clock()
+    for table in catalog.table_names:  # a merge in flight at a crash is planned again; due times derived
+        due.set(table, Due(started, "the job started: every table is attempted once"), started)
+    cool_down = CoolDown(clock, operations.cool_down, catalog, due)
+    pools = config.spark_pools()
+    limit = operations.max_concurrent_merges
     return BatchHandler(
         state,
         Admission(codec, state, KnownTables(store, catalog.table_names), catalog_store),
-        TablePlanner(state, cool_down, defer_over_lag=config.operations.defer_optional_over_lag),
+        TablePlanner(
+            state,
+            cool_down,
+            defer_over_lag=operations.defer_optional_over_lag,
+            off_peak=operations.off_peak,
+            due=due,
+        ),
         Runner(state, cool_down, retry, sleep),
         announcer,
         catalog_store,
-        BatchMerges(config.operations.max_merges_per_batch, lambda t: configs.for_table(t).priority),
+        InFlight(
+            workers or thread_workers(limit),
+            limit,
+            lambda pool: pools[pool].concurrency if pool in pools else None,
+            store.committed_version,
+        ),
+        WaitingPlans(lambda t: configs.for_table(t).priority, operations.max_merges_per_batch),
     )

@@ -23,6 +23,7 @@ from compactor.kafka.settings import KafkaSettings
 from compactor.kafka.topics import ensure_topics
 from compactor.stream.handler import BatchHandler, assemble
 from compactor.stream.reporting import MetricsSink
+from compactor.stream.ticker import Ticker
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +60,9 @@ def start_query(
     available_now: bool = False,
     trigger_interval: str = "1 second",
 ) -> StreamingQuery:
-    """Start the streaming query; `available_now` drains the backlog and stops."""
+    """Start the streaming query; `available_now` drains the backlog and stops. A continuous
+    query gets a `Ticker` beside it while it runs: merges that finish between batches are
+    announced, and what comes due with time is attempted, without waiting for an event."""
     reader = spark.readStream.format("kafka")
     for key, value in kafka.spark_options().items():
         reader = reader.option(key, value)
@@ -75,20 +78,31 @@ def start_query(
         if available_now
         else writer.trigger(processingTime=trigger_interval)
     )
-    return writer.queryName("segment-compactor").start()
+    query = writer.queryName("segment-compactor").start()
+    if not available_now:
+        Ticker(handler, alive=lambda: bool(query.isActive)).start()
+    return query
 
 
 def run_until_idle(
     spark: SparkSession, handler: BatchHandler, kafka: KafkaSettings, checkpoint: Path | str
 ) -> int:
-    """Drain the topic, re-run while merges keep emitting events, stop when a run sees none.
+    """Drain the topic and the merges it starts (and what is due now), re-run while merges keep
+    emitting events, stop when a run sees none and its merges are done.
 
     For batch-style schedules (cron) and crash tests. Returns the number of runs.
     """
     runs = 0
     while True:
-        seen = handler.state.stats.events
+        before = progress(handler)
         start_query(spark, handler, kafka, checkpoint, available_now=True).awaitTermination()
+        handler.settle()
         runs += 1
-        if handler.state.stats.events == seen:
+        if progress(handler) == before:
             return runs
+
+
+def progress(handler: BatchHandler) -> tuple[int, int]:
+    """Events processed and merges recorded (committed, failed or stale) so far."""
+    stats = handler.state.stats
+    return stats.events, stats.merges + stats.replayed_merges + stats.failed_merges + stats.replans

@@ -16,15 +16,19 @@ from datetime import datetime, timedelta
 
 from compactor.catalog.failures import Failure
 from compactor.catalog.fold import SegmentCatalog
+from compactor.config.off_peak import OffPeak
 from compactor.config.rules import RefreshRule, RuleName
 from compactor.config.tables import TableSettings
+from compactor.domain.columns import SegmentColumns
 from compactor.domain.events import ProducerAdvice
 from compactor.domain.plans import MergePlan
 from compactor.domain.segments import Segment
 from compactor.errors import DeadLetterReason, ManualMergeError, Rejected
 from compactor.rules import manual, refresh
+from compactor.rules.due import Due, earliest, next_due
 from compactor.rules.engine import evaluate
 from compactor.stream.advice import ADVISE_EVERY, advise
+from compactor.stream.due import DueTimes
 from compactor.stream.scope import AttemptScope
 from compactor.stream.state import StreamState
 from compactor.stream.triggers import Trigger
@@ -36,31 +40,45 @@ DEFAULT_COOLDOWN = timedelta(minutes=5)
 class CoolDown:
     """Plans (and tables) that failed, left alone for a while instead of failing again on every
     event. Each start is noted with the table in the catalog: status shows it, and a restarted
-    job keeps cooling what was cooling."""
+    job keeps cooling what was cooling. When one ends, its table comes due (`due`)."""
 
     def __init__(
         self,
         clock: Callable[[], datetime],
         period: timedelta = DEFAULT_COOLDOWN,
         catalog: SegmentCatalog | None = None,
+        due: DueTimes | None = None,
     ) -> None:
         self.clock = clock
         self.period = period
         self.catalog = catalog
-        self._until: dict[str, datetime] = {}
+        self.due = due
+        self._until: dict[str, tuple[str, datetime]] = {}  # key -> (table, until)
         if catalog is not None:  # what a previous run left cooling keeps cooling
             for table in catalog.table_names:
-                self._until.update((f.key, f.until) for f in catalog.failures(table))
+                self._until.update((f.key, (table, f.until)) for f in catalog.failures(table))
 
     def start(self, key: str, table: str, reason: str, rule: str | None = None) -> None:
         now = self.clock()
-        self._until[key] = now + self.period
+        until = now + self.period
+        self._until[key] = (table, until)
         if self.catalog is not None:
-            self.catalog.note_failure(table, Failure(key, rule, reason, now, now + self.period))
+            self.catalog.note_failure(table, Failure(key, rule, reason, now, until))
+        if self.due is not None:
+            self.due.lower(table, Due(until, f"the cool-down of {key} ends"))
 
     def active(self, key: str) -> bool:
-        until = self._until.get(key)
-        return until is not None and self.clock() < until
+        found = self._until.get(key)
+        return found is not None and self.clock() < found[1]
+
+    def next_end(self, table: str) -> Due | None:
+        """When the table's next cool-down ends (None: nothing of it cools down)."""
+        now = self.clock()
+        ends = [(until, key) for key, (t, until) in self._until.items() if t == table and until > now]
+        if not ends:
+            return None
+        until, key = min(ends)
+        return Due(until, f"the cool-down of {key} ends")
 
 
 class TablePlanner:
@@ -72,11 +90,15 @@ class TablePlanner:
         cool_down: CoolDown,
         scope: AttemptScope | None = None,
         defer_over_lag: int | None = None,
+        off_peak: OffPeak | None = None,
+        due: DueTimes | None = None,
     ) -> None:
         self.state = state
         self.cool_down = cool_down
         self.scope = scope or AttemptScope()
         self.defer_over_lag = defer_over_lag  # admission control: see `_allowance`
+        self.off_peak = off_peak  # optional merges run only inside it
+        self.due = due if due is not None else DueTimes()
         self._advised: dict[str, datetime] = {}  # when each table's producers were last advised
         self._facts: dict[tuple[str, str], refresh.IndexFacts] = {}
         self._stuck: set[str] = set()  # tables whose debt was last seen stuck
@@ -112,6 +134,7 @@ class TablePlanner:
         )
         state.metrics.on_attempt("full" if near is None else "near")
         plans = [p for p in evaluation.plans if not self.cool_down.active(p.plan_id)]
+        self._note_due(table, settings, segments, near, now)
         if trigger.only_rule is None:  # every rule ran: what waits to merge (the table's debt)
             state.control.on_evaluation(table, evaluation.ready, full=near is None)
             self.scope.evaluated(table, now, near, runnable=bool(plans))
@@ -121,10 +144,30 @@ class TablePlanner:
         version = state.store.latest_version(table)
         return [replace(p, table_version=version) for p in plans]
 
+    def _note_due(
+        self,
+        table: str,
+        settings: TableSettings,
+        segments: SegmentColumns,
+        near: tuple[Segment, ...] | None,
+        now: datetime,
+    ) -> None:
+        """The table's next due time: derived from all its segments after a full evaluation;
+        after one near an event, lowered to what the new segments bring."""
+        since = self.due.computed_at(table) or now
+        looked = segments if near is None else SegmentColumns.of(near)
+        found = earliest(
+            next_due(looked, settings, now, since, self.off_peak), self.cool_down.next_end(table)
+        )
+        if near is None:
+            self.due.set(table, found, now)
+        else:
+            self.due.lower(table, found)
+
     def _allowance(self, table: str, settings: TableSettings, now: datetime) -> float | None:
         """Bytes optional merges may rewrite: none while the job is more than `defer_over_lag`
-        events behind (it must keep up with the events first), else what the table's
-        write-amplification budget has left (None: no limit)."""
+        events behind (it must keep up with the events first) or outside the off-peak window,
+        else what the table's write-amplification budget has left (None: no limit)."""
         lag = self.state.control.lag
         behind = self.defer_over_lag is not None and lag is not None and lag > self.defer_over_lag
         if behind != self.state.control.deferring:
@@ -135,7 +178,7 @@ class TablePlanner:
             else:
                 log.info("caught up (%s events behind): optional merges run again", lag)
                 self.scope.unsettle()  # the merges that waited are found by full evaluations
-        if behind:
+        if behind or (self.off_peak is not None and not self.off_peak.contains(now)):
             return -math.inf  # nothing optional fits, however small
         return self.state.control.writes.allowance(table, now, settings.max_write_amplification)
 

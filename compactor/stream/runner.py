@@ -1,10 +1,11 @@
 """The runner: one plan to one commit, with retries on conflicts, re-planning and a cool-down.
 
 Per plan: the commit (retried with backoff while another writer wins the race
-and the inputs are still there); then the catalog update. A plan whose inputs
-changed under it is stale: it is reported SKIPPED and the caller re-plans. A
-plan that fails is reported FAILED and cools down, so one broken plan does not
-fail again on every event.
+and the inputs are still there), on a worker thread; then, on the thread that
+holds the job's state, the catalog update. A plan whose inputs changed under it
+is stale: it is reported SKIPPED and the caller re-plans. A plan that fails is
+reported FAILED and cools down, so one broken plan does not fail again on every
+event.
 """
 
 from __future__ import annotations
@@ -12,18 +13,20 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from compactor.catalog.changes import PlanApplied
 from compactor.config.rules import RuleName
 from compactor.config.tables import TableSettings
+from compactor.delta.store import LoadOrder
 from compactor.domain.events import MergeResult, MergeStatus
 from compactor.domain.plans import Commit, MergePlan
 from compactor.domain.segments import Segment
-from compactor.errors import CommitConflict, DeliveryError, StalePlan
+from compactor.errors import CommitConflict, StalePlan
 from compactor.stream.faults import AFTER_BOOKKEEPING, AFTER_COMMIT, AFTER_PLANNING, fault_point
+from compactor.stream.inflight import Finished
 from compactor.stream.planning import CoolDown
 from compactor.stream.state import StreamState
 
@@ -68,6 +71,9 @@ INSUFFICIENT_SPACE = "insufficient_space"
 
 
 class Runner:
+    """Per plan: `execute` on a worker (the commit, its retries, nothing shared written), then
+    `record` on the thread that holds the job's state (the catalog, counters, cool-downs)."""
+
     def __init__(
         self,
         state: StreamState,
@@ -80,34 +86,47 @@ class Runner:
         self.retry = retry or RetryPolicy()
         self.sleep = sleep
 
-    def run(self, plan: MergePlan) -> RunOutcome:
-        """Commit the plan, then record it in the catalog; never raises for one plan's failure
-        (Kafka delivery failures aside: the caller must fail the batch)."""
+    def execute(self, plan: MergePlan, settings: TableSettings, load_order: LoadOrder | None) -> Finished:
+        """Commit the plan; never raises for the plan's own failure. Safe on any thread: it
+        reads only the store (and `load_order`, taken when the plan started)."""
         fault_point(AFTER_PLANNING)
-        state = self.state
-        settings = state.configs.for_table(plan.table)
         short = self._space_short(plan)
         if short is not None:  # skipped, not failed: tried again after the cool-down
-            log.warning("plan %s: %s; tried again in %s", plan.plan_id, short, self.cool_down.period)
-            self.cool_down.start(plan.plan_id, plan.table, short, plan.rule)
-            return RunOutcome(MergeResult.unsuccessful(plan, MergeStatus.SKIPPED, short, state.clock()))
+            return Finished(plan, skipped=short)
+        lost = [0]
         try:
-            with state.metrics.merging():
-                commit = self._commit(plan, settings)
+            with self.state.metrics.merging():
+                commit = self._commit(plan, settings, load_order, lost)
         except StalePlan as exc:
-            log.warning("plan %s: %s; re-planning", plan.plan_id, exc)
-            state.stats.replans += 1
-            return RunOutcome(
-                MergeResult.unsuccessful(plan, MergeStatus.SKIPPED, str(exc), state.clock()), stale=True
-            )
-        except DeliveryError:
-            raise
-        except Exception as exc:  # report, never crash the stream on one plan
-            log.exception("plan %s failed; not tried again for %s", plan.plan_id, self.cool_down.period)
-            state.stats.failed_merges += 1
-            self.cool_down.start(plan.plan_id, plan.table, _short(exc), plan.rule)
-            return RunOutcome(MergeResult.unsuccessful(plan, MergeStatus.FAILED, _short(exc), state.clock()))
+            return Finished(plan, stale=str(exc), conflicts=lost[0])
+        except Exception as exc:  # the plan's failure, reported; never the job's
+            return Finished(plan, failure=exc, conflicts=lost[0])
         fault_point(AFTER_COMMIT)
+        return Finished(plan, commit=commit, conflicts=lost[0])
+
+    def record(self, finished: Finished) -> RunOutcome:
+        """What a finished plan did, into the catalog and counters: the result to announce."""
+        state, plan = self.state, finished.plan
+        state.stats.conflicts += finished.conflicts
+        if finished.skipped is not None:
+            log.warning(
+                "plan %s: %s; tried again in %s", plan.plan_id, finished.skipped, self.cool_down.period
+            )
+            self.cool_down.start(plan.plan_id, plan.table, finished.skipped, plan.rule)
+            return self._unsuccessful(plan, MergeStatus.SKIPPED, finished.skipped)
+        if finished.stale is not None:
+            log.warning("plan %s: %s; re-planning", plan.plan_id, finished.stale)
+            state.stats.replans += 1
+            return replace(self._unsuccessful(plan, MergeStatus.SKIPPED, finished.stale), stale=True)
+        if finished.commit is None:
+            error = finished.failure or RuntimeError("the merge reported neither a commit nor a failure")
+            log.error(
+                "plan %s failed; not tried again for %s", plan.plan_id, self.cool_down.period, exc_info=error
+            )
+            state.stats.failed_merges += 1
+            self.cool_down.start(plan.plan_id, plan.table, _short(error), plan.rule)
+            return self._unsuccessful(plan, MergeStatus.FAILED, _short(error))
+        commit = finished.commit
         state.catalog.apply(PlanApplied(plan, commit.outputs, commit.version, commit.data_change))
         fault_point(AFTER_BOOKKEEPING)
         if commit.already_done:
@@ -122,6 +141,9 @@ class Runner:
         upsert = plan.rule == RuleName.UPSERT_COMPACTION
         return RunOutcome(MergeResult.succeeded(plan, commit, state.clock(), upsert), commit.outputs)
 
+    def _unsuccessful(self, plan: MergePlan, status: MergeStatus, why: str) -> RunOutcome:
+        return RunOutcome(MergeResult.unsuccessful(plan, status, why, self.state.clock()))
+
     def _space_short(self, plan: MergePlan) -> str | None:
         """Why the plan's output would not fit where the table's files go (None: it fits, or unknown)."""
         free = self.state.store.free_bytes(plan.table)
@@ -130,22 +152,23 @@ class Runner:
             return None
         return f"{INSUFFICIENT_SPACE}: the output needs about {need} bytes with its margin, {free} are free"
 
-    def _commit(self, plan: MergePlan, settings: TableSettings) -> Commit:
+    def _commit(
+        self, plan: MergePlan, settings: TableSettings, load_order: LoadOrder | None, lost: list[int]
+    ) -> Commit:
         """The store's commit, retried on conflicts while the plan's inputs are all still there."""
-        for attempt in self.retry.retrying(self.sleep, self._conflict_lost(plan)):
+        for attempt in self.retry.retrying(self.sleep, self._conflict_lost(plan, lost)):
             with attempt:
                 if attempt.retry_state.attempt_number > 1:
                     present = self.state.store.segments_with_rows(plan.table, plan.input_ids)
                     gone = sorted(set(plan.input_ids) - present)
                     if gone:
                         raise StalePlan(f"inputs {gone} changed under the plan")
-                order = self.state.load_order(plan.table) if settings.upsert is not None else None
-                return self.state.store.commit(plan, settings, order)
+                return self.state.store.commit(plan, settings, load_order)
         raise AssertionError("unreachable: tenacity returns or re-raises")
 
-    def _conflict_lost(self, plan: MergePlan) -> Callable[[RetryCallState], None]:
+    def _conflict_lost(self, plan: MergePlan, lost: list[int]) -> Callable[[RetryCallState], None]:
         def count(state: RetryCallState) -> None:
-            self.state.stats.conflicts += 1
+            lost[0] += 1
             self.state.metrics.on_conflict(plan.table)
             log.warning("plan %s: Delta conflict, retry %d", plan.plan_id, state.attempt_number)
 

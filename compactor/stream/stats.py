@@ -20,5 +20,6 @@ class HandlerStats:
     attempt_errors: int = 0
     cooled_attempts: int = 0  # attempts skipped while a table whose work failed cools down
     replans: int = 0
+    due_attempts: int = 0  # tables attempted because their due time came, with no event
     disabled_attempts: int = 0  # attempts not made because an operator turned merging off
     attempts_by_origin: dict[str, int] = field(default_factory=dict)

@@ -7,6 +7,7 @@ failures per plan, and reads back every commit call.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
@@ -38,6 +39,13 @@ class InMemoryTableStore:
     failures: dict[str, Exception] = field(default_factory=dict)  # plan id -> what its commit raises
     calls: list[str] = field(default_factory=list)  # plan ids, one per commit call
     cleaned: dict[str, set[int]] = field(default_factory=dict)  # versions log cleanup removed
+    # merges run on worker threads: a commit whose plan a gate names waits for it (after writing
+    # nothing, before committing), so a test holds a merge in flight as long as it likes
+    gates: dict[str, threading.Event] = field(default_factory=dict)  # table or plan id -> gate
+    # ... and one a plan waits for after its commit, before its worker reports
+    after_gates: dict[str, threading.Event] = field(default_factory=dict)
+    entered: list[str] = field(default_factory=list)  # plan ids, as each commit began
+    _lock: threading.RLock = field(default_factory=threading.RLock)
 
     # -- setting up ---------------------------------------------------------------
 
@@ -104,6 +112,19 @@ class InMemoryTableStore:
         self.configs[table] = settings_json
 
     def commit(self, plan: MergePlan, settings: TableSettings, load_order: LoadOrder | None = None) -> Commit:
+        with self._lock:
+            self.entered.append(plan.plan_id)
+        gate = self.gates.get(plan.plan_id) or self.gates.get(plan.table)
+        if gate is not None and not gate.wait(timeout=30):
+            raise TimeoutError(f"gate for plan {plan.plan_id} never opened")
+        with self._lock:
+            done = self._commit(plan)
+        after = self.after_gates.get(plan.plan_id)
+        if after is not None and not after.wait(timeout=30):
+            raise TimeoutError(f"after-commit gate for plan {plan.plan_id} never opened")
+        return done
+
+    def _commit(self, plan: MergePlan) -> Commit:
         self.calls.append(plan.plan_id)
         done = next((c for c in self.commits[plan.table] if c.plan_id == plan.plan_id), None)
         if done is not None:
@@ -121,6 +142,10 @@ class InMemoryTableStore:
         table[output.id] = records
         version = self._record(plan.table, (output,), plan.input_ids, plan, "merge")
         return Commit(version, (output,), records, output.bytes, duration_ms=3, data_change=False)
+
+    def committed_version(self, table: str, plan_id: str) -> int | None:
+        with self._lock:
+            return next((c.version for c in self.commits.get(table, []) if c.plan_id == plan_id), None)
 
     def invalid_counts(self, table: str, upsert: UpsertConfig, load_order: LoadOrder) -> dict[str, int]:
         return {}

@@ -19,7 +19,7 @@ from compactor.delta.checksum import rows_checksum
 from compactor.kafka.settings import KafkaSettings
 from compactor.kafka.topics import ensure_topics
 from compactor.stream.handler import BatchHandler
-from compactor.stream.job import start_query
+from compactor.stream.job import progress, start_query
 
 
 def make_kafka(bootstrap: str, unique: Callable[[str], str]) -> KafkaSettings:
@@ -77,12 +77,15 @@ class JobRunner:
     checkpoint: Path
 
     def run_once(self) -> int:
-        before = self.handler.state.stats.events
+        """Events processed and merges recorded by one run and the merges it started."""
+        before = progress(self.handler)
         query = start_query(self.spark, self.handler, self.kafka, self.checkpoint, available_now=True)
         query.awaitTermination(300)
         if query.exception() is not None:
             raise RuntimeError(f"query failed: {query.exception()}")
-        return self.handler.state.stats.events - before
+        self.handler.settle()
+        after = progress(self.handler)
+        return after[0] - before[0] + after[1] - before[1]
 
     def run_until_quiet(self, max_runs: int = 30) -> int:
         runs = 0

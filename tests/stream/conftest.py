@@ -16,6 +16,7 @@ from compactor.domain.segments import Segment, TimeRange
 from compactor.kafka.settings import KafkaSettings
 from compactor.observe.metrics import JobMetrics
 from compactor.stream.handler import BatchHandler, assemble
+from compactor.stream.inflight import InlineWorkers, Workers
 from compactor.stream.runner import RetryPolicy
 from compactor.stream.triggers import Envelope
 from tests.helpers.memory_store import InMemoryCatalogStore, InMemoryTableStore, RecordingPublisher
@@ -45,12 +46,13 @@ class Harness:
     sleeps: list[float] = field(default_factory=list)
     offset: int = 0
 
-    def handler(self, config: dict[str, Any]) -> BatchHandler:
-        """A handler as after a (re)start: recovered from the store and the state directory."""
+    def handler(self, config: dict[str, Any], workers: Workers | None = None) -> BatchHandler:
+        """A handler as after a (re)start: recovered from the store and the state directory.
+        Merges run where they start unless `workers` (threads) are given."""
         metrics = JobMetrics()
         handler = assemble(
             self.store, self.catalog_store, load_config(config), TOPICS, self.publisher, self.codec,
-            self.clock, RetryPolicy(attempts=5), self.sleeps.append, metrics,
+            self.clock, RetryPolicy(attempts=5), self.sleeps.append, metrics, workers or InlineWorkers(),
         )  # fmt: skip
         metrics.watch(handler.state)
         return handler

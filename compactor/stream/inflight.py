@@ -1,0 +1,182 @@
+"""Merges in flight: plans running on worker threads beside the batches, as the job's slots allow.
+
+- **Slots.** At most `limit` merges run at once (`operations.max_concurrent_merges`), and a
+  Spark pool with a concurrency (seed 003's pool replicas) at most that many of its own.
+- **Bookings.** A plan starts only when none of its inputs is in a running plan: a segment is
+  in at most one merge in flight. A table-wide plan (a rewrite of every segment) starts only
+  when its table has nothing running, and nothing of that table starts beside it.
+- **Order.** Each table's finished merges are handed back in the order they committed: a
+  finished merge is held while another merge of its table that committed earlier has not
+  reported yet (its worker is between its commit and its report), so each table's results
+  and events follow its commits.
+
+Workers only commit (`Runner.execute`); what they found is handed back here, and the one
+thread that holds the job's state records and announces it. A slot and the inputs' bookings
+are freed when the result is taken, that is when the catalog is about to show it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from compactor.domain.plans import Commit, MergePlan
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """A plan as its worker left it: committed, or why not."""
+
+    plan: MergePlan
+    commit: Commit | None = None
+    stale: str | None = None  # its inputs changed under it: re-plan
+    skipped: str | None = None  # not tried (no room for its output)
+    failure: BaseException | None = None
+    conflicts: int = 0  # commit races lost before the end
+
+    @property
+    def version(self) -> int | None:
+        return self.commit.version if self.commit is not None else None
+
+
+class Workers(Protocol):
+    def submit(self, fn: Callable[[], Finished], /) -> Future[Finished]: ...
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None: ...
+
+
+class InlineWorkers:
+    """Runs each merge at once on the calling thread: unit tests, and a batch that must wait."""
+
+    def submit(self, fn: Callable[[], Finished], /) -> Future[Finished]:
+        future: Future[Finished] = Future()
+        try:
+            future.set_result(fn())
+        except BaseException as exc:  # handed back as the plan's failure, as a worker's would be
+            future.set_exception(exc)
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        pass
+
+
+def thread_workers(limit: int) -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=limit, thread_name_prefix="compactor-merge")
+
+
+@dataclass
+class _Running:
+    plan: MergePlan
+    pool: str | None
+    finished: Finished | None = None  # set when the worker reported
+
+
+@dataclass
+class InFlight:
+    workers: Workers
+    limit: int
+    concurrency: Callable[[str], int | None]  # a Spark pool's own limit (None: any free slot)
+    committed_at: Callable[[str, str], int | None]  # (table, plan id) -> its commit's version
+    _running: dict[str, _Running] = field(default_factory=dict)  # plan id ->
+    _booked: dict[str, dict[str, str]] = field(default_factory=dict)  # table -> segment id -> plan id
+    _reported: list[Finished] = field(default_factory=list)  # by workers, not taken yet
+    _changed: threading.Condition = field(default_factory=threading.Condition)
+
+    # -- what runs ----------------------------------------------------------------------------
+
+    def running(self, table: str | None = None) -> int:
+        return sum(1 for r in self._running.values() if table is None or r.plan.table == table)
+
+    def running_plans(self) -> list[MergePlan]:
+        return [r.plan for r in self._running.values()]
+
+    def booked(self, table: str) -> dict[str, str]:
+        """Segment id -> the running plan that holds it."""
+        return dict(self._booked.get(table, {}))
+
+    def free_slots(self) -> int:
+        return max(0, self.limit - len(self._running))
+
+    def blocked(self, plan: MergePlan, pool: str | None) -> str | None:
+        """Why the plan cannot start now (None: it can)."""
+        if plan.plan_id in self._running:
+            return "it is running"
+        if len(self._running) >= self.limit:
+            return f"all {self.limit} merge slots are busy"
+        if pool is not None:
+            cap = self.concurrency(pool)
+            in_pool = sum(1 for r in self._running.values() if r.pool == pool)
+            if cap is not None and in_pool >= cap:
+                return f"pool {pool} runs {in_pool} of its {cap} merges"
+        table = [r.plan for r in self._running.values() if r.plan.table == plan.table]
+        if any(p.table_wide for p in table):
+            return "a rewrite of the whole table is running"
+        if plan.table_wide and table:
+            return f"it rewrites the whole table and {len(table)} of its merges are running"
+        held = self._booked.get(plan.table, {})
+        busy = sorted({held[s] for s in plan.input_ids if s in held})
+        if busy:
+            return f"inputs are in running plans {busy}"
+        return None
+
+    def start(self, plan: MergePlan, pool: str | None, job: Callable[[], Finished]) -> None:
+        """Run `job` (the plan's commit) on a worker; check `blocked` first."""
+        why = self.blocked(plan, pool)
+        if why is not None:
+            raise ValueError(f"plan {plan.plan_id} cannot start: {why}")
+        self._running[plan.plan_id] = _Running(plan, pool)
+        self._booked.setdefault(plan.table, {}).update(dict.fromkeys(plan.input_ids, plan.plan_id))
+        self.workers.submit(job).add_done_callback(lambda done: self._report(plan, done))
+
+    def _report(self, plan: MergePlan, done: Future[Finished]) -> None:
+        """On the worker's thread: the job's result (an escaped exception is the plan's failure)."""
+        error = done.exception()
+        finished = Finished(plan, failure=error) if error is not None else done.result()
+        with self._changed:
+            self._reported.append(finished)
+            self._changed.notify_all()
+
+    # -- what finished ------------------------------------------------------------------------
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Until a worker reports (True) or `timeout` passes (False)."""
+        with self._changed:
+            return self._changed.wait_for(lambda: bool(self._reported), timeout)
+
+    def take_finished(self) -> list[Finished]:
+        """What finished, each table's in commit order; frees the slots and bookings handed back."""
+        with self._changed:
+            reported, self._reported = self._reported, []
+        for finished in reported:
+            self._running[finished.plan.plan_id].finished = finished
+        released: list[Finished] = []
+        for table in sorted({r.plan.table for r in self._running.values() if r.finished is not None}):
+            released += self._in_commit_order(table)
+        for finished in released:
+            plan = finished.plan
+            del self._running[plan.plan_id]
+            booked = self._booked.get(plan.table, {})
+            for sid in plan.input_ids:
+                if booked.get(sid) == plan.plan_id:
+                    del booked[sid]
+            if not booked:
+                self._booked.pop(plan.table, None)
+        return released
+
+    def _in_commit_order(self, table: str) -> list[Finished]:
+        """The table's reported merges that no unreported earlier commit of the table precedes."""
+        mine = [r for r in self._running.values() if r.plan.table == table]
+        done = sorted((r.finished for r in mine if r.finished is not None), key=_commit_order)
+        pending = [r.plan.plan_id for r in mine if r.finished is None]
+        earlier = (
+            [v for v in (self.committed_at(table, p) for p in pending) if v is not None] if pending else []
+        )
+        first_pending = min(earlier, default=None)
+        return [f for f in done if f.version is None or first_pending is None or f.version < first_pending]
+
+
+def _commit_order(finished: Finished) -> int:
+    return finished.version if finished.version is not None else -1
