@@ -58,6 +58,7 @@ def evaluate(
     index_facts: Mapping[str, refresh.IndexFacts] | None = None,
     near: Collection[Segment] | None = None,
     allowance: float | None = None,
+    running: Mapping[str, str] | None = None,
 ) -> Evaluation:
     """One attempt for `table`.
 
@@ -68,6 +69,11 @@ def evaluate(
     upsert compaction, which cannot plan without them; `index_facts` (what the
     index check found per segment) feeds the refresh rule. `near`: see the module.
     `allowance`: bytes the table's write-amplification budget has left (`budget`).
+    `running`: segments in merges in flight (segment id -> plan id): taken, as if an earlier
+    rule's plans had claimed them, so no plan shares a segment with a running one. Time
+    layers merge one at a time instead: while one of the table's merges runs, what they
+    would merge waits (it is debt), since the largest bucket the running merge completes
+    may take the rest at once (a week merged now would be rewritten by its month).
     """
     rules = [r for r in settings.rules if (r.rule == only_rule if only_rule else r.trigger == trigger)]
     segments = SegmentColumns.of(segments)  # the catalog's view as it is; a list is encoded once
@@ -75,13 +81,17 @@ def evaluate(
     if offline is not None:
         return offline
     plans, waiting, decisions = list[MergePlan](), list[MergePlan](), list[Decision]()
-    claimed: dict[str, str] = {}
+    claimed: dict[str, str] = dict(running or {})
     for rule in rules:
         eligible, skipped = shared_filter(segments, settings, now, rule.rule, explain)
-        decisions += skipped + (_claimed(eligible, claimed, rule.rule) if explain and claimed else [])
-        free = eligible.without(claimed)
+        one_at_a_time = isinstance(rule, AutoMergeRule) and bool(running)  # alone on its table
+        taken = {} if one_at_a_time else claimed
+        decisions += skipped + (_claimed(eligible, taken, rule.rule) if explain and taken else [])
+        free = eligible.without(taken)
         given = RuleInput(table, free, segments, settings, now, explain, invalid_counts, index_facts, near)
         outcome = PLANNERS[RuleName(rule.rule)](rule, given)
+        if one_at_a_time:
+            outcome = _after_running(outcome, running or {})
         if allowance is not None:  # a write-amplification budget: optional merges may wait
             outcome, allowance = _within_budget(outcome, rule, allowance)
         dropped: set[str] = set()  # plans that must wait
@@ -101,6 +111,19 @@ def evaluate(
         decisions += [_although(d, kept_out) for d in outcome.decisions if d.plan_id not in dropped]
         waiting += outcome.waiting
     return Evaluation(table, tuple(plans), tuple(decisions), tuple(waiting))
+
+
+def _after_running(outcome: RuleOutcome, running: Mapping[str, str]) -> RuleOutcome:
+    """A time-layer outcome while one of the table's merges runs: its plans wait (as debt)."""
+    busy = ", ".join(sorted(set(running.values())))
+    detail = f"time layers merge one at a time: waits for the running merge {busy}"
+    decisions = tuple(
+        replace(d, chosen=False, reason=SkipReason.ONE_MERGE_PER_ATTEMPT, detail=detail, plan_id=None)
+        if d.chosen
+        else d
+        for d in outcome.decisions
+    )
+    return RuleOutcome((), decisions, outcome.plans + outcome.waiting)
 
 
 def _claimed(eligible: Sequence[Segment], claimed: Mapping[str, str], rule: str) -> list[Decision]:

@@ -273,11 +273,8 @@ class BatchHandler:
         if outcome.stale:  # a concurrent writer changed the inputs: plan again, once
             catch_up(state.store, state.catalog, plan.table, state.unannounced, check=True)
             self._owed.add(plan.table)
-        elif outcome.result.status is MergeStatus.SUCCEEDED:
-            if plan.table_wide:
-                self._rewritten.add(plan.table)
-            if self.waiting.drop(plan.table):  # planned before this merge changed the table
-                self._owed.add(plan.table)
+        elif outcome.result.status is MergeStatus.SUCCEEDED and plan.table_wide:
+            self._rewritten.add(plan.table)
         self._unsent.append(outcome)
 
     def _announce_unsent(self) -> None:
@@ -383,6 +380,12 @@ def assemble(
     cool_down = CoolDown(clock, operations.cool_down, catalog, due)
     pools = config.spark_pools()
     limit = operations.max_concurrent_merges
+    inflight = InFlight(
+        workers or thread_workers(limit),
+        limit,
+        lambda pool: pools[pool].concurrency if pool in pools else None,
+        store.committed_version,
+    )
     return BatchHandler(
         state,
         Admission(codec, state, KnownTables(store, catalog.table_names), catalog_store),
@@ -392,15 +395,11 @@ def assemble(
             defer_over_lag=operations.defer_optional_over_lag,
             off_peak=operations.off_peak,
             due=due,
+            running=lambda table: inflight.booked(table),
         ),
         Runner(state, cool_down, retry, sleep),
         announcer,
         catalog_store,
-        InFlight(
-            workers or thread_workers(limit),
-            limit,
-            lambda pool: pools[pool].concurrency if pool in pools else None,
-            store.committed_version,
-        ),
+        inflight,
         WaitingPlans(lambda t: configs.for_table(t).priority, operations.max_merges_per_batch),
     )

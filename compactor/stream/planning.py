@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
 
@@ -92,6 +92,7 @@ class TablePlanner:
         defer_over_lag: int | None = None,
         off_peak: OffPeak | None = None,
         due: DueTimes | None = None,
+        running: Callable[[str], Mapping[str, str]] = lambda table: {},
     ) -> None:
         self.state = state
         self.cool_down = cool_down
@@ -99,6 +100,7 @@ class TablePlanner:
         self.defer_over_lag = defer_over_lag  # admission control: see `_allowance`
         self.off_peak = off_peak  # optional merges run only inside it
         self.due = due if due is not None else DueTimes()
+        self.running = running  # a table's segments in merges in flight (id -> plan id)
         self._advised: dict[str, datetime] = {}  # when each table's producers were last advised
         self._facts: dict[tuple[str, str], refresh.IndexFacts] = {}
         self._stuck: set[str] = set()  # tables whose debt was last seen stuck
@@ -131,6 +133,7 @@ class TablePlanner:
             index_facts=self._index_facts(table, settings, trigger.only_rule, segments),
             near=near,
             allowance=allowance,
+            running=self.running(table),
         )
         state.metrics.on_attempt("full" if near is None else "near")
         plans = [p for p in evaluation.plans if not self.cool_down.active(p.plan_id)]

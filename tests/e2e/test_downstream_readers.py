@@ -66,9 +66,10 @@ def test_a_streaming_reader_survives_week_and_month_merges_and_sees_each_row_onc
     job.run_until_quiet()
     assert len(handler.state.catalog.segments(TABLE)) == 1, "the week merged"
     reader.run()  # the week's merge commit is skipped, not an error
-    load_days(spark, warehouse, kafka, JAN + timedelta(days=7), 24)
-    reader.run()
-    job.run_until_quiet()
+    for first, days in ((7, 7), (14, 7), (21, 7), (28, 3)):  # a week's loads between runs
+        load_days(spark, warehouse, kafka, JAN + timedelta(days=first), days)
+        reader.run()
+        job.run_until_quiet()
     reader.run()
 
     (month,) = handler.state.catalog.segments(TABLE)

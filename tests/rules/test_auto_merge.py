@@ -199,3 +199,19 @@ def test_a_run_short_of_a_straddler_still_waits() -> None:
     assert {d.reason for d in outcome.decisions if d.segment_id.startswith("d")} == {
         SkipReason.INCOMPLETE_BUCKET
     }
+
+
+def test_while_a_merge_of_the_table_runs_time_layers_wait_and_count_what_waits_as_debt() -> None:
+    """Week 1 is merging; the rest of January arrives. A week merged now would be rewritten by
+    the month, which takes the rest at once when week 1 is done: nothing is planned meanwhile."""
+    days = [seg(f"d{d:02d}", f"2024-01-{d:02d}") for d in range(1, 32)]
+    table_settings = settings(Level.WEEK, Level.MONTH)
+    week_one = evaluate("t", days[:7], table_settings, NOW).plans[0]
+    running = dict.fromkeys(week_one.input_ids, week_one.plan_id)
+    evaluation = evaluate("t", days, table_settings, NOW, running=running)
+    assert evaluation.plans == ()
+    assert [p.level for p in evaluation.ready] == ["month"], "the month waits: it is debt"
+    waits = {d.segment_id: d for d in evaluation.decisions if d.reason is SkipReason.ONE_MERGE_PER_ATTEMPT}
+    assert set(waits) == {s.id for s in days}
+    assert week_one.plan_id in waits[days[0].id].detail
+    assert evaluate("t", days, table_settings, NOW).plans[0].level == "month"
