@@ -33,6 +33,7 @@ from compactor.errors import CompactorError
 from compactor.rules.refresh import IndexFacts
 
 POOL_PROPERTY = "spark.scheduler.pool"
+DESCRIPTION_PROPERTY = "spark.job.description"  # shown with the job in the UI and event log
 
 
 class SparkTableStore:
@@ -89,8 +90,14 @@ class SparkTableStore:
         properties.save_table_config(self.spark, self.warehouse, table, settings_json)
 
     def commit(self, plan: MergePlan, settings: TableSettings, load_order: LoadOrder | None = None) -> Commit:
-        """The plan's commit, run in its FAIR scheduler pool (bin-pack pools), conflicts typed."""
-        with self._pool(plan.pool), conflicts_as_commit_conflict():
+        """The plan's commit, run in its FAIR scheduler pool (bin-pack pools, CarbonData cores),
+        its Spark jobs labelled with the table and plan, conflicts typed."""
+        label = f"compactor merge {plan.table} {plan.plan_id}"
+        with (
+            self._local(POOL_PROPERTY, settings.spark_pool(plan.rule, plan.pool)),
+            self._local(DESCRIPTION_PROPERTY, label),
+            conflicts_as_commit_conflict(),
+        ):
             if plan.rule == RuleName.REFRESH:
                 rule = next((r for r in settings.rules if isinstance(r, RefreshRule)), None)
                 if rule is None or settings.layout is None:
@@ -140,18 +147,19 @@ class SparkTableStore:
         return free_bytes(table_uri(self.warehouse, table))
 
     def vacuum(self, table: str, config: VacuumConfig, dry_run: bool = False) -> VacuumReport:
-        with self._pool("vacuum"):
+        with self._local(POOL_PROPERTY, "vacuum"):
             return vacuum(self.spark, table_uri(self.warehouse, table), table, config, dry_run)
 
     @contextlib.contextmanager
-    def _pool(self, pool: str | None) -> Iterator[None]:
-        """Run Spark jobs submitted from this thread in the named FAIR scheduler pool."""
+    def _local(self, key: str, value: str | None) -> Iterator[None]:
+        """A Spark local property for the jobs this thread submits (the FAIR pool, a job's
+        description); each merge runs on its own worker thread, so each gets its own."""
         context = self.spark.sparkContext
-        previous = context.getLocalProperty(POOL_PROPERTY)
-        if pool:
-            context.setLocalProperty(POOL_PROPERTY, pool)
+        previous = context.getLocalProperty(key)
+        if value:
+            context.setLocalProperty(key, value)
         try:
             yield
         finally:
-            if pool:
-                context.setLocalProperty(POOL_PROPERTY, previous)  # type: ignore[arg-type]
+            if value:
+                context.setLocalProperty(key, previous)  # type: ignore[arg-type]

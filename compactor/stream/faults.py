@@ -15,9 +15,11 @@ AFTER_COMMIT = "after_commit"
 AFTER_BOOKKEEPING = "after_bookkeeping"
 BETWEEN_EMITS = "between_emits"
 POINTS = (AFTER_PLANNING, AFTER_COMMIT, AFTER_BOOKKEEPING, BETWEEN_EMITS)
+# a merge has committed, its worker not reported yet, and other merges are in flight
+WITH_MERGES_IN_FLIGHT = "with_merges_in_flight"
 
 
-def fault_point(name: str) -> None:
-    """Die here if the environment names this point (a no-op in production)."""
-    if os.environ.get(FAULT_ENV) == name:
+def fault_point(name: str, when: bool = True) -> None:
+    """Die here if the environment names this point and `when` holds (a no-op in production)."""
+    if when and os.environ.get(FAULT_ENV) == name:
         os.kill(os.getpid(), signal.SIGKILL)

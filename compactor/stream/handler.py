@@ -36,6 +36,7 @@ from compactor.stream.admission import Admission, KnownTables
 from compactor.stream.announcer import Announcer, Publisher
 from compactor.stream.due import DueTimes
 from compactor.stream.fair_share import INLINE_ORIGINS, WaitingPlans
+from compactor.stream.faults import WITH_MERGES_IN_FLIGHT, fault_point
 from compactor.stream.inflight import Finished, InFlight, Workers, thread_workers
 from compactor.stream.planning import CoolDown, TablePlanner
 from compactor.stream.recovery import Unannounced, catch_up, recover
@@ -230,12 +231,12 @@ class BatchHandler:
         """Start waiting plans, fair-share order, as slots allow (`only`: that table's, in order)."""
         if self._draining:
             return 0
-        if only is None:
-            plans = list(self.waiting.next_round(self._startable, self.inflight.free_slots, limit))
-            for plan in plans:
-                self._start(plan)
-            return len(plans)
         started = 0
+        if only is None:  # each started before the next is chosen: it takes a slot
+            for plan in self.waiting.next_round(self._startable, self.inflight.free_slots, limit):
+                self._start(plan)
+                started += 1
+            return started
         for plan in self.waiting.waiting(only):
             if self._startable(plan):
                 self.waiting.offer(only, [p for p in self.waiting.waiting(only) if p != plan])
@@ -251,12 +252,14 @@ class BatchHandler:
         state = self.state
         settings = state.configs.for_table(plan.table)
         order = state.load_order(plan.table) if settings.upsert is not None else None
+
+        def job() -> Finished:  # on a worker
+            finished = self.runner.execute(plan, settings, order)
+            fault_point(WITH_MERGES_IN_FLIGHT, finished.commit is not None and self.inflight.running() > 1)
+            return finished
+
         with state.metrics.phase("commit"):  # with inline workers the merge runs here
-            self.inflight.start(
-                plan,
-                settings.spark_pool(plan.rule, plan.pool),
-                lambda: self.runner.execute(plan, settings, order),
-            )
+            self.inflight.start(plan, settings.spark_pool(plan.rule, plan.pool), job)
 
     def _collect(self) -> int:
         """Record, then announce, the merges that finished (each table's in commit order)."""

@@ -133,8 +133,11 @@ class InFlight:
 
     def _report(self, plan: MergePlan, done: Future[Finished]) -> None:
         """On the worker's thread: the job's result (an escaped exception is the plan's failure)."""
-        error = done.exception()
-        finished = Finished(plan, failure=error) if error is not None else done.result()
+        if done.cancelled():  # the job was stopped before the merge began
+            finished = Finished(plan, failure=RuntimeError("the job stopped before this merge began"))
+        else:
+            error = done.exception()
+            finished = Finished(plan, failure=error) if error is not None else done.result()
         with self._changed:
             self._reported.append(finished)
             self._changed.notify_all()

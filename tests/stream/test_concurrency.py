@@ -140,3 +140,19 @@ def test_disjoint_plans_of_one_table_run_side_by_side_and_announce_in_commit_ord
     versions = [r["table_version"] for r in harness.results()]
     assert versions == sorted(versions)
     handler.close()
+
+
+def test_a_freed_slot_goes_to_one_waiting_plan(harness: Harness) -> None:
+    gates = {t: harness.store.gates.setdefault(t, threading.Event()) for t in "abcd"}
+    handler = harness.handler(config(max_concurrent_merges=2), thread_workers(2))
+    handler.process([e for t in "abcd" for e in three_loads(harness, t)])
+    until(lambda: len(harness.store.entered) == 2)
+    gates["a"].set()
+    until(lambda: merged_tables(harness) == ["a"], handler)
+    until(lambda: len(harness.store.entered) == 3, handler)
+    assert handler.inflight.running() == 2 and len(handler.waiting.tables()) == 1
+    for gate in gates.values():
+        gate.set()
+    handler.settle()
+    assert sorted(merged_tables(harness)) == ["a", "b", "c", "d"]
+    handler.close()
