@@ -245,7 +245,7 @@ def test_merges_come_due_with_time_and_schedules_without_events_across_a_restart
                             ],
                         }
                     ]
-                },  # fmt: skip
+                },
                 "nightly": {"rules": [{"rule": "major", "trigger": "manual", "schedule": "* * * * * */5"}]},
             }
         }
