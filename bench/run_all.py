@@ -27,7 +27,9 @@ from typing import Any
 from _common import RESULTS, machine_info, print_table, save_results
 
 BENCH = Path(__file__).parent
-SCRIPTS = ["plan_scale", "write_amplification", "query_benefit", "merge_throughput", "latency", "startup"]
+SCRIPTS = [
+    "plan_scale", "write_amplification", "query_benefit", "merge_throughput", "latency", "startup", "capacity",
+]  # fmt: skip
 
 
 def _load(name: str, quick: bool) -> dict[str, Any] | None:
@@ -101,7 +103,19 @@ def _startup(d: dict[str, Any]) -> str:
     )
 
 
+def _capacity(d: dict[str, Any]) -> str:
+    local = {r["concurrency"]: r for r in d["drains"] if r["master"] == "local[2]"}
+    at4 = local[4]["merges_per_s"]
+    steady = next(s for s in d["steady"] if s["concurrency"] == 4)["event_to_commit_during_big_ms"]["p99"]
+    return (
+        f"drain at 4: {at4:.2f} merges/s ({'met' if at4 >= 2 else 'target 2 missed'}), "
+        f"{d['speedup_4_vs_1']:.2f}x over 1 ({'met' if d['speedup_4_vs_1'] >= 1.5 else 'target 1.5x missed'}), "
+        f"{local[4]['cpu_seconds_per_merge']:.2f} CPU-s/merge; p99 beside the big merge {steady} ms"
+    )
+
+
 HEADLINES: dict[str, Callable[[dict[str, Any]], str]] = {
+    "capacity": _capacity,
     "startup": _startup,
     "plan_scale": _plan_scale,
     "write_amplification": _write_amplification,

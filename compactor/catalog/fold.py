@@ -313,6 +313,11 @@ class SegmentCatalog:
             self._debts.get(table),
         )
 
+    @property
+    def changed(self) -> bool:
+        """Whether anything changed since the last `take_changes`."""
+        return bool(self._journal)
+
     def take_changes(self) -> CatalogChanges:
         """The journal since the last call, with every touched table's current mark."""
         changes, self._journal = self._journal, CatalogChanges()

@@ -14,6 +14,8 @@ from compactor.domain.plans import Decision, MergePlan
 from compactor.domain.segment_json import segment_from_dict, segment_to_dict
 from compactor.domain.segments import Segment
 from compactor.errors import InvalidSegmentError
+from compactor.observe.status import due_json
+from compactor.rules.due import table_due
 from compactor.rules.engine import Evaluation, evaluate
 from compactor.rules.simulation import Simulation, check_segments
 
@@ -103,6 +105,12 @@ def run_plan(
         "segments": [segment_to_dict(s) for t in tables for s in sim.catalog.segments(t)],
     }
     if explain and moment is not None:
+        result["next_due"] = {
+            t: due_json(
+                table_due(sim.catalog.columns(t), config.for_table(t), moment, (), config.operations.off_peak)
+            )
+            for t in tables
+        }
         # the evaluation that was run, or (after a simulation) why what is left stays
         result["explain"] = {
             t: _explain(

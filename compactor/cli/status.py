@@ -28,7 +28,9 @@ def status(tables: tuple[str, ...], config_path: Path, warehouse: str, as_json: 
     from compactor.delta.catalog_table import DeltaCatalogStore
     from compactor.delta.spark_store import SparkTableStore
     from compactor.domain.clock import now_utc
+    from compactor.domain.columns import SegmentColumns
     from compactor.observe.status import render, table_status
+    from compactor.rules.due import table_due
     from compactor.rules.engine import evaluate
     from compactor.rules.late_data import summary
 
@@ -36,16 +38,19 @@ def status(tables: tuple[str, ...], config_path: Path, warehouse: str, as_json: 
     spark = spark_session("compactor-status", project, (warehouse,))
     spark.sparkContext.setLogLevel("ERROR")
     store = SparkTableStore(spark, warehouse)
-    stored = DeltaCatalogStore(spark, warehouse).load()
+    stored = DeltaCatalogStore(spark, warehouse, writer=False).load()
     found, now = [], now_utc()
     for table in chosen_tables(store, tables, warehouse):
         segments = table_segments(spark, warehouse, stored, table)
         mark = stored.marks.get(table)
-        ready = evaluate(table, segments, project.for_table(table), now, explain=False).ready
+        settings = project.for_table(table)
+        ready = evaluate(table, segments, settings, now, explain=False).ready
         merging, failures, debt = (mark.merging, mark.failures, mark.debt) if mark else (True, (), None)
         history = store.history(table)
         late = summary(segments, project.for_table(table).rules)
-        found.append(table_status(table, merging, segments, ready, history, failures, now, debt, late))
+        cooling = [(f.key, f.until) for f in failures]
+        due = table_due(SegmentColumns.of(segments), settings, now, cooling, project.operations.off_peak)
+        found.append(table_status(table, merging, segments, ready, history, failures, now, debt, late, due))
     if as_json:
         click.echo(json.dumps([s.to_json() for s in found], indent=2))
     else:

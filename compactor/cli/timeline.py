@@ -39,7 +39,9 @@ def timeline(table: str, config_path: Path | None, warehouse: str, out: Path, re
     spark.sparkContext.setLogLevel("ERROR")
     store = SparkTableStore(spark, warehouse)
     chosen_tables(store, (table,), warehouse)
-    segments = table_segments(spark, warehouse, DeltaCatalogStore(spark, warehouse).load(), table)
+    segments = table_segments(
+        spark, warehouse, DeltaCatalogStore(spark, warehouse, writer=False).load(), table
+    )
     drawn = layout(table, segments, store.history(table), now_utc(), timedelta(hours=recent_hours))
     save(drawn, out)
     click.echo(f"{out}: {drawn.describe()}")

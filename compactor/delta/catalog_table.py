@@ -7,12 +7,22 @@ complete to, the announced version, the filter of retired ids); start-up reads
 only it, and it is rewritten to its live rows whenever tombstones outnumber
 them. The `retired` partition keeps what is left of every merged-away segment
 for good, read by id only.
+
+A save writes what changed as one small file of rows in a journal beside the
+table (`<warehouse>/_compactor/catalog-journal/<seq>.json`, through Hadoop's
+file systems: one write, no Spark job), and every `COMPACT_EVERY` saves, or
+`COMPACT_AFTER_S` after the oldest, the journal is appended to the table in one
+Delta commit and its files deleted. Every save is durable the moment it returns;
+readers fold the journal over the table (rows carry a sequence number, so a row
+in both after a crash between the append and the deletes folds once).
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
+import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -34,6 +44,7 @@ from pyspark.sql.types import (
 from compactor.catalog.failures import Failure
 from compactor.catalog.retired import RetiredFilter, RetiredSegment
 from compactor.catalog.store import CatalogChanges, StoredCatalog, TableMark
+from compactor.delta.files import HadoopFiles
 from compactor.delta.paths import state_uri
 from compactor.delta.predicates import in_list
 from compactor.domain.segment_json import segment_from_dict, segment_to_dict
@@ -44,6 +55,9 @@ log = logging.getLogger(__name__)
 CURRENT, RETIRED = "current", "retired"
 MARK = ""  # the segment id of a table's mark row
 REWRITE_SLACK = 1000  # rows beyond twice the live ones before the current part is rewritten
+JOURNAL = "catalog-journal"
+COMPACT_EVERY = 64  # journal files folded into the table at once
+COMPACT_AFTER_S = 300.0  # ... or this long after the oldest was written
 SCHEMA = StructType(
     [
         StructField("part", StringType(), False),
@@ -66,20 +80,35 @@ SCHEMA = StructType(
 
 
 class DeltaCatalogStore:
-    """`CatalogStore` on a Delta table beside the data tables (same storage, same transactions)."""
+    """`CatalogStore` on a Delta table beside the data tables (same storage, same transactions),
+    with a journal of recent saves. One job writes it (`writer`); others (`compactor status`)
+    only read, and leave the journal and the table as they find them."""
 
-    def __init__(self, spark: SparkSession, warehouse: Path | str) -> None:
+    def __init__(self, spark: SparkSession, warehouse: Path | str, writer: bool = True) -> None:
         self.spark = spark
         self.uri = state_uri(warehouse, "catalog")
+        self.journal_uri = state_uri(warehouse, JOURNAL)
+        self.writer = writer
+        self.files = HadoopFiles(spark)
         self._seq = 0
+        self._journal: list[Row] = []  # rows saved since the journal was last folded into the table
+        self._journal_files: list[str] = []
+        self._journal_since = 0.0  # when its oldest file was written (monotonic seconds)
 
     def _exists(self) -> bool:
         return bool(DeltaTable.isDeltaTable(self.spark, self.uri))
 
     def load(self) -> StoredCatalog:
+        self._read_journal()
+        if self.writer:  # what a previous run left in the journal goes into the table first
+            self.compact()
+        journal = [r for r in self._journal if r.part == CURRENT]
         if not self._exists():
-            return StoredCatalog({}, {})
-        rows = self.spark.read.format("delta").load(self.uri).where(F.col("part") == CURRENT).collect()
+            return self._fold(journal)
+        table_rows = self.spark.read.format("delta").load(self.uri).where(F.col("part") == CURRENT).collect()
+        return self._fold([*table_rows, *journal])
+
+    def _fold(self, rows: list[Row]) -> StoredCatalog:
         latest: dict[tuple[str, str], Any] = {}
         for row in rows:
             key = (row.table, row.segment_id)
@@ -101,7 +130,7 @@ class DeltaCatalogStore:
             elif row.live:
                 segments.setdefault(table, []).append(segment_from_dict(json.loads(row.segment)))
         live = sum(len(s) for s in segments.values()) + len(marks)
-        if len(rows) > 2 * live + REWRITE_SLACK:
+        if self.writer and len(rows) > 2 * live + REWRITE_SLACK:
             self._rewrite(segments, marks)
         return StoredCatalog(segments, marks)
 
@@ -112,17 +141,51 @@ class DeltaCatalogStore:
         rows = [self._live_row(table, sid, segment) for (table, sid), segment in changes.live.items()]
         rows += [self._retired_row(r) for r in changes.retired]
         rows += [self._mark_row(table, mark) for table, mark in changes.marks.items()]
-        self._append(rows)
+        name = f"{self.journal_uri}/{self._seq:020d}.json"
+        self.files.write_text(name, "\n".join(json.dumps(_row_json(r)) for r in rows))
+        if not self._journal_files:
+            self._journal_since = time.monotonic()
+        self._journal += rows
+        self._journal_files.append(name)
+        if (
+            len(self._journal_files) >= COMPACT_EVERY
+            or time.monotonic() - self._journal_since >= COMPACT_AFTER_S
+        ):
+            self.compact()
+
+    def compact(self) -> None:
+        """Fold the journal into the table: one Delta append, then its files deleted."""
+        if not self._journal:
+            return
+        self._append(self._journal)
+        for name in self._journal_files:
+            self.files.delete(name)
+        self._journal, self._journal_files = [], []
+
+    def _read_journal(self) -> None:
+        names = sorted(n for n in self.files.list_names(self.journal_uri) if n.endswith(".json"))
+        self._journal_files = [f"{self.journal_uri}/{n}" for n in names]
+        self._journal = [
+            _row_from_json(json.loads(line))
+            for uri in self._journal_files
+            for line in (self.files.read_text(uri) or "").splitlines()
+            if line.strip()
+        ]
+        self._seq = max([self._seq, *(int(n.removesuffix(".json")) for n in names)])
+        self._journal_since = time.monotonic()
 
     def retired(self, table: str, segment_ids: Sequence[str]) -> dict[str, RetiredSegment]:
-        if not segment_ids or not self._exists():
+        if not segment_ids:
             return {}
-        df = self.spark.read.format("delta").load(self.uri)
-        rows = df.where(
-            (F.col("part") == RETIRED)
-            & (F.col("table") == table)
-            & F.expr(f"segment_id IN ({in_list(segment_ids)})")
-        ).collect()
+        wanted = set(segment_ids)
+        rows = [r for r in self._journal if r.part == RETIRED and r.table == table and r.segment_id in wanted]
+        if self._exists():
+            df = self.spark.read.format("delta").load(self.uri)
+            rows += df.where(
+                (F.col("part") == RETIRED)
+                & (F.col("table") == table)
+                & F.expr(f"segment_id IN ({in_list(segment_ids)})")
+            ).collect()
         found: dict[str, Any] = {}
         for row in rows:
             if row.segment_id not in found or row.seq > found[row.segment_id].seq:
@@ -189,6 +252,27 @@ def _mark_extras(text: str | None) -> dict[str, Any]:
         "failures": tuple(Failure.from_dict(f) for f in doc.get("failures") or ()),
         "debt": json.dumps(debt, sort_keys=True) if debt is not None else None,
     }
+
+
+def _row_json(row: Row) -> dict[str, Any]:
+    """A row as a journal line: times in ISO 8601, the filter's bytes in base64."""
+    doc = row.asDict()
+    for key in ("start", "end"):
+        if doc[key] is not None:
+            doc[key] = doc[key].isoformat()
+    if doc["retired_filter"] is not None:
+        doc["retired_filter"] = base64.b64encode(bytes(doc["retired_filter"])).decode()
+    return doc
+
+
+def _row_from_json(doc: dict[str, Any]) -> Row:
+    for key in ("start", "end"):
+        if doc.get(key) is not None:
+            doc[key] = datetime.fromisoformat(doc[key])
+    if doc.get("retired_filter") is not None:
+        doc["retired_filter"] = bytearray(base64.b64decode(doc["retired_filter"]))
+    fields = dict.fromkeys(SCHEMA.fieldNames())
+    return Row(**(fields | {k: v for k, v in doc.items() if k in fields}))
 
 
 def _utc(value: datetime) -> datetime:

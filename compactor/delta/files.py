@@ -58,6 +58,11 @@ class HadoopFiles:
             fs.delete(path, False)
             fs.rename(staging, path)
 
+    def delete(self, uri: str) -> None:
+        """Delete the file (nothing when it is gone already)."""
+        fs, path = self._fs_path(uri)
+        fs.delete(path, False)
+
     def list_names(self, uri: str) -> list[str]:
         """Names of the entries directly under a directory (empty when it does not exist)."""
         fs, path = self._fs_path(uri)

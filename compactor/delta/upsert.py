@@ -90,7 +90,10 @@ def view_sql(spark: SparkSession, warehouse: Path | str, table: str, upsert: Ups
     """A SELECT returning the latest row per key, for readers who never import this package.
 
     It reads the table and the catalog store (for the load times), ranks as
-    `with_validity` does, and returns the table's columns. The column list is
+    `with_validity` does, and returns the table's columns. The store's journal
+    (its last few minutes of saves, see `catalog_table`) is not read: a segment
+    loaded since then ranks as the newest, and two such segments holding the same
+    key with the same comparison value are told apart by their row hash. The column list is
     the table's schema now: re-create a view built from it after a schema change.
     """
     data_uri, catalog_uri = table_uri(warehouse, table), state_uri(warehouse, "catalog")

@@ -13,6 +13,7 @@ from compactor.catalog.changes import CommitRecord
 from compactor.catalog.failures import Failure
 from compactor.domain.plans import MergePlan
 from compactor.domain.segments import Segment
+from compactor.rules.due import Due
 
 LAST_MERGES = 5
 
@@ -28,6 +29,7 @@ class TableStatus:
     now: datetime | None = None  # for what is still cooling down
     debt: dict[str, Any] | None = None  # the running job's last debt outlook (`DebtTrend`)
     late: dict[str, Any] | None = None  # late data waiting to fold (`late_data.summary`)
+    due: Due | None = None  # when time alone may make its next merge possible, and why
 
     def to_json(self) -> dict[str, Any]:
         by_level = Counter((s.level, str(s.state)) for s in self.segments)
@@ -56,6 +58,7 @@ class TableStatus:
             ],
             "debt": self.debt,
             "late_data": self.late,
+            "next_due": due_json(self.due),
         }  # fmt: skip
 
 
@@ -69,11 +72,16 @@ def table_status(
     now: datetime | None = None,
     debt: str | None = None,
     late: dict[str, Any] | None = None,
+    due: Due | None = None,
 ) -> TableStatus:
     merges = [c for c in reversed(history) if c.op in {"merge", "refresh"}][:LAST_MERGES]
     return TableStatus(
-        table, merging, segments, ready, merges, failures, now, json.loads(debt) if debt else None, late
+        table, merging, segments, ready, merges, failures, now, json.loads(debt) if debt else None, late, due
     )
+
+
+def due_json(due: Due | None) -> dict[str, Any] | None:
+    return None if due is None else {"at": due.at.isoformat(), "why": due.why, "rule": due.rule}
 
 
 def render(status: TableStatus) -> str:
@@ -84,6 +92,8 @@ def render(status: TableStatus) -> str:
     lines += [f"  level {e['level']} {e['state']}: {e['segments']}" for e in doc["by_level_and_state"]]
     waiting = sum(p["inputs"] for p in doc["ready"])
     lines.append(f"  ready to merge now: {len(doc['ready'])} plan(s) over {waiting} segment(s)")
+    due = doc["next_due"]
+    lines.append(f"  next due: {due['at']} ({due['why']})" if due else "  next due: on its next event only")
     if doc["debt"]:
         lines.append("  " + debt_line(doc["debt"]))
     if doc["late_data"]:

@@ -19,6 +19,7 @@ stream's (`stream.due`).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -108,3 +109,21 @@ def _at(epoch: float | None, why: str, after: timedelta = timedelta(0)) -> Due |
 
 def earliest(*dues: Due | None) -> Due | None:
     return min((d for d in dues if d is not None), default=None)
+
+
+def cool_down_end(cooling: Iterable[tuple[str, datetime]], now: datetime) -> Due | None:
+    """When the first of these cool-downs (key, until) still running at `now` ends."""
+    ends = sorted((until, key) for key, until in cooling if until > now)
+    return Due(ends[0][0], f"the cool-down of {ends[0][1]} ends") if ends else None
+
+
+def table_due(
+    segments: SegmentColumns,
+    settings: TableSettings,
+    now: datetime,
+    cooling: Iterable[tuple[str, datetime]] = (),
+    off_peak: OffPeak | None = None,
+    since: datetime | None = None,
+) -> Due | None:
+    """The table's next due time: what its rules and segments make due, or a cool-down's end."""
+    return earliest(next_due(segments, settings, now, since, off_peak), cool_down_end(cooling, now))

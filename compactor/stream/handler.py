@@ -54,6 +54,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DUE_PER_TICK = 64  # tables attempted per tick for their due time; the rest in the next ticks
+TICK_SAVE_EVERY_S = 5.0  # between batches, the catalog is saved at most this often
 
 
 @dataclass
@@ -75,6 +76,7 @@ class BatchHandler:
     _owed: set[str] = field(default_factory=set)  # tables to attempt again: their plans went stale
     _unsent: list[RunOutcome] = field(default_factory=list)  # recorded, not yet acknowledged by Kafka
     _draining: bool = False  # stopping: the merges in flight finish, no new one starts
+    _saved_at: float = 0.0  # when the catalog was last saved (monotonic seconds)
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
@@ -118,13 +120,15 @@ class BatchHandler:
         an attempt and those due with time (a bounded number per tick, so a batch waits no
         longer), start what waits for a slot, and save what that changed."""
         with self.lock:
-            happened = self.advance()
+            self.advance()
             due = [] if self._draining else self.planner.due.pop_due(self.state.clock(), DUE_PER_TICK)
             for table, when in due:
                 self._attempt_due(table, when)
             if due:
                 self.advance()
-            if happened or due:
+            # a batch saves before Spark records its offsets; between batches a save only spares
+            # a restart announcing merges again (Delta holds them), so it happens at most so often
+            if self.state.catalog.changed and time.monotonic() - self._saved_at >= TICK_SAVE_EVERY_S:
                 with self.state.metrics.phase("catalog"):
                     self.save(set())
 
@@ -160,6 +164,8 @@ class BatchHandler:
             if self.inflight.running():
                 self.inflight.wait(1.0)
             self.tick()
+        with self.lock:  # what the merges did, durable before the caller moves on
+            self.save(set())
 
     def drain(self, timeout: float) -> int:
         """Start no more merges; wait up to `timeout` for those in flight (each recorded and
@@ -173,6 +179,8 @@ class BatchHandler:
             self.tick()
         left = self.inflight.running()
         self.close(wait=False)
+        with self.lock:
+            self.save(set())
         return left
 
     def save(self, tables: set[str]) -> None:
@@ -184,6 +192,7 @@ class BatchHandler:
         self._rewritten.clear()
         self.state.unannounced.report(self.state.catalog)
         self.catalog_store.save(self.state.catalog.take_changes())
+        self._saved_at = time.monotonic()
 
     def advance(self, limit: int | None = None) -> bool:
         """Record and announce what finished, attempt the tables owed one, and start what waits,

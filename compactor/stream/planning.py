@@ -25,7 +25,7 @@ from compactor.domain.plans import MergePlan
 from compactor.domain.segments import Segment
 from compactor.errors import DeadLetterReason, ManualMergeError, Rejected
 from compactor.rules import manual, refresh
-from compactor.rules.due import Due, earliest, next_due
+from compactor.rules.due import Due, cool_down_end, table_due
 from compactor.rules.engine import evaluate
 from compactor.stream.advice import ADVISE_EVERY, advise
 from compactor.stream.due import DueTimes
@@ -71,14 +71,13 @@ class CoolDown:
         found = self._until.get(key)
         return found is not None and self.clock() < found[1]
 
+    def cooling(self, table: str) -> list[tuple[str, datetime]]:
+        """The table's cool-downs: (key, until)."""
+        return [(key, until) for key, (t, until) in self._until.items() if t == table]
+
     def next_end(self, table: str) -> Due | None:
         """When the table's next cool-down ends (None: nothing of it cools down)."""
-        now = self.clock()
-        ends = [(until, key) for key, (t, until) in self._until.items() if t == table and until > now]
-        if not ends:
-            return None
-        until, key = min(ends)
-        return Due(until, f"the cool-down of {key} ends")
+        return cool_down_end(self.cooling(table), self.clock())
 
 
 class TablePlanner:
@@ -159,9 +158,7 @@ class TablePlanner:
         after one near an event, lowered to what the new segments bring."""
         since = self.due.computed_at(table) or now
         looked = segments if near is None else SegmentColumns.of(near)
-        found = earliest(
-            next_due(looked, settings, now, since, self.off_peak), self.cool_down.next_end(table)
-        )
+        found = table_due(looked, settings, now, self.cool_down.cooling(table), self.off_peak, since)
         if near is None:
             self.due.set(table, found, now)
         else:

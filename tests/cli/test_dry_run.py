@@ -149,6 +149,11 @@ def test_now_defaults_to_the_latest_loaded_at_not_the_clock(tmp_path: Path) -> N
     assert code == 0
     assert [m["inputs"] for m in out["merges"]] == [["a", "b"]]
     assert out["explain"]["t"]["old"][0]["reason"] == "too_old"
+    assert out["next_due"]["t"] == {  # `b` leaves the one-day window just after 2020-01-08
+        "at": "2020-01-08T00:00:00.000001+00:00",
+        "why": "a segment leaves the allowed_compaction_days window (1 days)",
+        "rule": None,
+    }
     code, out, _ = plan(cfg, seg, "--now", "2030-01-01T00:00:00")
     assert out["merges"] == []
 

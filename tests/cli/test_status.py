@@ -7,9 +7,11 @@ from datetime import UTC, datetime, timedelta
 from compactor.catalog.changes import CommitRecord
 from compactor.catalog.failures import Failure
 from compactor.config.loading import load_config
+from compactor.domain.columns import SegmentColumns
 from compactor.domain.plans import make_plan
 from compactor.domain.segments import Origin, Segment, TimeRange
 from compactor.observe.status import render, table_status
+from compactor.rules.due import Due, table_due
 from compactor.rules.late_data import summary
 from tests.helpers.segments import seg
 
@@ -27,6 +29,7 @@ def test_status_says_levels_what_waits_and_the_newest_merges_first() -> None:
         f"table t: merging off, 3 segment(s), {a.bytes + b.bytes + c.bytes} bytes",
         "  level 0 ONLINE: 3",
         "  ready to merge now: 1 plan(s) over 2 segment(s)",
+        "  next due: on its next event only",
         "  last merges:",
         "    v3 major (2): 3 -> c",
         "    v2 minor (1): 2 -> c",
@@ -71,8 +74,30 @@ def test_status_shows_the_watermark_and_each_buckets_late_run() -> None:
     rules = load_config({"defaults": {"rules": [rule]}}).for_table("t").rules
     late = summary([week, nxt, straggler], rules)
     status = table_status("t", True, [week, nxt, straggler], [], [], late=late)
-    assert render(status).splitlines()[3:5] == [
+    assert render(status).splitlines()[4:6] == [
         "  late data: watermark 2024-01-08T12:00:00+00:00, 1 late segment(s)",
         "    sealed [2024-01-01T00:00:00+00:00, 2024-01-08T00:00:00+00:00): 1 late, 350 of 7000 bytes (5.0%); waits",
     ]
     assert summary([week], load_config({}).for_table("t").rules) is None, "no sealing, no late data"
+
+
+def test_status_says_when_the_table_comes_due_and_why() -> None:
+    """A 2.5 GB partition 15 minutes old reaches the large pool at 70 minutes (seed 003); a
+    failed plan's cool-down ending first is the earlier reason."""
+    now = datetime(2024, 3, 1, 12, tzinfo=UTC)
+    big = Segment("big", "t", TimeRange(now - timedelta(minutes=25), now - timedelta(minutes=15)), now, 1,
+                  bytes=int(2.5 * (1 << 30)))  # fmt: skip
+    settings = load_config({"defaults": {"rules": [{"rule": "bin_pack"}]}}).defaults
+    due = table_due(SegmentColumns.of([big]), settings, now)
+    status = table_status("t", True, [big], [], [], now=now, due=due)
+    assert (
+        "  next due: 2024-03-01T12:55:00+00:00 (a segment reaches pool large's age (1:10:00))"
+        in render(status).splitlines()
+    )
+    cooling = [("p1", now + timedelta(minutes=5))]
+    assert table_due(SegmentColumns.of([big]), settings, now, cooling) == Due(
+        now + timedelta(minutes=5), "the cool-down of p1 ends"
+    )
+    assert status.to_json()["next_due"] == {
+        "at": "2024-03-01T12:55:00+00:00", "why": "a segment reaches pool large's age (1:10:00)", "rule": None,
+    }  # fmt: skip

@@ -71,8 +71,45 @@ def test_the_start_up_part_is_rewritten_to_its_live_rows(
         store.save(CatalogChanges(live={("t", s.id): s}))
         store.save(CatalogChanges(live={("t", s.id): None}))
     store.save(CatalogChanges(live={("t", "keep"): seg("keep", "2024-01-02", table="t")}))
+    store.compact()  # the journal into the table
     rows = spark.read.format("delta").load(store.uri).where(F.col("part") == "current")
     assert rows.count() == 13
     monkeypatch.setattr(catalog_table, "REWRITE_SLACK", 0)
     assert [s.id for s in DeltaCatalogStore(spark, warehouse).load().segments["t"]] == ["keep"]
     assert rows.count() == 1, "rewritten to the live row"
+
+
+def test_saves_go_to_a_journal_that_is_folded_into_the_table_at_intervals(
+    spark: Any, warehouse: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(catalog_table, "COMPACT_EVERY", 3)
+    store = DeltaCatalogStore(spark, warehouse)
+    a, b = seg("a", "2024-01-01", table="t"), seg("b", "2024-01-02", table="t")
+    store.save(CatalogChanges(live={("t", "a"): a}, marks={"t": TableMark(1)}))
+    store.save(CatalogChanges(live={("t", "a"): None, ("t", "b"): b}, retired=[RetiredSegment.of(a, "p1")]))
+    journal = Path(store.journal_uri.removeprefix("file:"))
+
+    def files() -> list[str]:
+        return sorted(p.name for p in journal.iterdir() if p.suffix == ".json")
+
+    assert files() == [f"{n:020d}.json" for n in (1, 2)]
+    assert not (warehouse / "_compactor" / "catalog").exists(), "no Spark job, no Delta commit yet"
+
+    reader = DeltaCatalogStore(spark, warehouse, writer=False)  # `compactor status` while the job runs
+    assert [s.id for s in reader.load().segments["t"]] == ["b"] and reader.load().marks["t"].version == 1
+    assert reader.retired("t", ["a"])["a"].retired_by == "p1", "retired rows are found in the journal too"
+    assert len(files()) == 2, "a reader leaves the journal alone"
+
+    store.save(CatalogChanges(marks={"t": TableMark(2)}))  # the third save folds the journal in
+    assert files() == []
+    table = spark.read.format("delta").load(store.uri)
+    assert table.count() == 6 and table.select("seq").distinct().count() == 3
+    again = DeltaCatalogStore(spark, warehouse).load()
+    assert [s.id for s in again.segments["t"]] == ["b"] and again.marks["t"].version == 2
+
+    # a crash between the append and the deletes leaves rows in both: they fold once
+    store.save(CatalogChanges(marks={"t": TableMark(3)}))
+    store._append(store._journal)
+    restarted = DeltaCatalogStore(spark, warehouse)
+    assert restarted.load().marks["t"].version == 3 and files() == []
+    assert restarted.retired("t", ["a"])["a"].retired_by == "p1"

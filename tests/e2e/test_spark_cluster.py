@@ -18,9 +18,9 @@ import pytest
 
 from compactor.delta.paths import table_uri
 from compactor.dev.broker_process import free_ports
+from compactor.dev.spark_cluster import BIN, cluster_env, standalone_cluster
 from compactor.jvm import artifact_name
 from tests.helpers.jobs import TABLE, bulk_load, wait_while_running
-from tests.helpers.spark_cluster import BIN, cluster_env, standalone_cluster
 from tests.helpers.streaming import checksum, make_kafka
 
 pytestmark = pytest.mark.integration

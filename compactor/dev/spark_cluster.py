@@ -1,18 +1,20 @@
-"""A Spark standalone cluster on 127.0.0.1: a master and one worker from pyspark's `spark-class`.
+"""A Spark standalone cluster on 127.0.0.1: a master and its workers from pyspark's `spark-class`,
+for the tests and the benchmarks (a cluster on one machine).
 
-pip's pyspark ships no `start-master.sh`, so both daemons run in the foreground
+pip's pyspark ships no `start-master.sh`, so the daemons run in the foreground
 as our own child processes and are stopped by their PIDs.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,8 +43,9 @@ def cluster_env() -> dict[str, str]:
 
 
 @contextmanager
-def standalone_cluster(base: Path, cores: int = 1, memory: str = "1g") -> Iterator[Cluster]:
-    port, master_ui, worker_ui = free_ports(3, set())
+def standalone_cluster(base: Path, cores: int = 1, memory: str = "1g", workers: int = 1) -> Iterator[Cluster]:
+    """`workers` workers of `cores` cores and `memory` each."""
+    port, master_ui, *worker_uis = free_ports(2 + workers, set())
     logs = base / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     env = cluster_env()
@@ -59,18 +62,20 @@ def standalone_cluster(base: Path, cores: int = 1, memory: str = "1g") -> Iterat
     ]
     master_url = f"spark://127.0.0.1:{port}"
     worker_dir = base / "work"
-    worker_cmd = [
-        spark_class, WORKER_CLASS, master_url, "--host", "127.0.0.1", "--cores", str(cores),
-        "--memory", memory, "--work-dir", str(worker_dir), "--webui-port", str(worker_ui),
-    ]  # fmt: skip
     processes: list[subprocess.Popen[bytes]] = []
     try:
         with open(logs / "master.log", "wb") as out:
             processes.append(subprocess.Popen(master_cmd, env=env, stdout=out, stderr=subprocess.STDOUT))
         _wait_for(lambda: _master_state(master_ui) is not None, processes, logs / "master.log")
-        with open(logs / "worker.log", "wb") as out:
-            processes.append(subprocess.Popen(worker_cmd, env=env, stdout=out, stderr=subprocess.STDOUT))
-        _wait_for(lambda: _alive_workers(master_ui) == 1, processes, logs / "worker.log")
+        for n, worker_ui in enumerate(worker_uis):
+            worker_cmd = [
+                spark_class, WORKER_CLASS, master_url, "--host", "127.0.0.1", "--cores", str(cores),
+                "--memory", memory, "--work-dir", str(worker_dir), "--webui-port", str(worker_ui),
+            ]  # fmt: skip
+            log = logs / f"worker-{n}.log"
+            with open(log, "wb") as out:
+                processes.append(subprocess.Popen(worker_cmd, env=env, stdout=out, stderr=subprocess.STDOUT))
+            _wait_for(functools.partial(_have_workers, master_ui, n + 1), processes, log)
         yield Cluster(master_url, worker_dir)
     finally:
         for process in reversed(processes):
@@ -92,18 +97,23 @@ def _master_state(ui_port: int) -> dict[str, object] | None:
         return None
 
 
+def _have_workers(ui_port: int, count: int) -> bool:
+    return _alive_workers(ui_port) == count
+
+
 def _alive_workers(ui_port: int) -> int:
     state = _master_state(ui_port) or {}
     workers = state.get("workers", [])
-    return sum(1 for w in workers if isinstance(w, dict) and w.get("state") == "ALIVE")  # type: ignore[union-attr]
+    listed = workers if isinstance(workers, list) else []
+    return sum(1 for w in listed if isinstance(w, dict) and w.get("state") == "ALIVE")
 
 
 def _wait_for(
-    ready: object, processes: list[subprocess.Popen[bytes]], log: Path, timeout: float = 120
+    ready: Callable[[], bool], processes: list[subprocess.Popen[bytes]], log: Path, timeout: float = 120
 ) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if callable(ready) and ready():
+        if ready():
             return
         dead = [p for p in processes if p.poll() is not None]
         if dead:

@@ -1,0 +1,612 @@
+"""Capacity: how fast one job drains a warehouse's backlog with merges side by side, and what a
+steady load costs while one table runs a 1 GiB merge, at max_concurrent_merges 1, 4 and 8.
+
+Segments are written without Spark, by delta-rs (the `deltalake` package), each commit with
+the load record a loader leaves, so that loading does not compete with the job; their
+`SegmentCompleted` events go on a real Kafka topic (a LocalKafkaBroker unless
+KAFKA_BOOTSTRAP_SERVERS is set). Each run is a process of its own (its own Spark, local[2]
+unless said): the job is `build_handler` + `start_query` with a 0.5 s trigger, as in
+latency.py, and its driver tree's CPU time and peak resident memory are measured.
+
+- **Drain**: T tables x S small segments each (1,000 x 16; --quick 8 x 4), every event on
+  the topic before the job starts, rule `minor` with level_thresholds [S, 0] (one merge of S
+  segments per table). Measured from the query's start to the last table's merge committed
+  and announced: merges/s, segments compacted/s, CPU-seconds per merge, peak RSS, and the
+  batch phases. At concurrency 1, 4 and 8 on local[2], and at 4 on a standalone cluster of
+  two workers (one core each) on this machine, the driver beside them.
+- **Steady**: pairs of loads into the same T tables (rule `minor` [2, 0]: a pair makes one
+  merge), at half the drain rate measured at concurrency 1, first at concurrency 1, then at
+  4. Per merge: event -> commit (the second load's event is produced -> the merge's Delta
+  commit timestamp). A window before, and one while table `big` merges its two 512 MiB
+  segments. Merge debt (unmerged pairs) sampled each second; its slope per minute.
+
+Targets (issue 27): drain at concurrency 4 >= 2 merges/s, speed-up at 4 vs 1 >= 1.5x; a small
+table's p99 event -> commit < 3 s while the 1 GiB merge runs; flat debt at the steady rate.
+
+Run: .venv/bin/python bench/capacity.py [--quick] [--tables N] [--segments S] [--no-cluster]
+Saves bench/results/capacity[_quick].json and bench/results/capacity[_quick].png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psutil
+import pyarrow as pa
+from _common import MIB, PeakRss, bench_parser, machine_info, percentiles, print_table, save_results
+from deltalake import CommitProperties, DeltaTable, write_deltalake
+
+from compactor.codec.events import default_codec
+from compactor.delta.commit_metadata import commit_metadata
+from compactor.domain.events import CompactionRequested, SegmentCompleted
+from compactor.domain.segments import Segment, TimeRange
+
+START = datetime(2024, 1, 1, tzinfo=UTC)
+ROWS_PER_SEGMENT = 200
+BIG_SEGMENT_BYTES = 512 * MIB
+CONCURRENCY = (1, 4, 8)
+TRIGGER = "500 milliseconds"
+BENCH = Path(__file__).parent
+
+
+# -- segments written by delta-rs -----------------------------------------------------------------
+
+
+def _rows(sids: list[str], starts: list[datetime], rows: int, payload: int = 0) -> pa.Table:
+    """`rows` rows per segment, event times spread over the segment's hour; `payload` random
+    bytes a row make a segment as large as wanted (they do not compress)."""
+    n = rows * len(sids)
+    rng = np.random.default_rng(len(sids) * 7919 + rows)
+    offsets = np.tile(np.arange(rows) * (3600 // max(rows, 1)), len(sids)).astype("int64")
+    base = np.repeat(np.array([int(s.timestamp()) for s in starts], dtype="int64"), rows)
+    columns: dict[str, Any] = {
+        "event_time": pa.array((base + offsets) * 1_000_000, pa.timestamp("us", tz="UTC")),
+        "customer_id": pa.array(rng.integers(0, 100_000, n), pa.int32()),
+        "amount": pa.array(rng.integers(0, 1_000_000, n) / 100, pa.float64()),
+    }
+    if payload:
+        blob = rng.integers(0, 256, n * payload, dtype=np.uint8).tobytes()
+        columns["payload"] = pa.array([blob[i * payload : (i + 1) * payload] for i in range(n)], pa.binary())
+    columns["segment_id"] = pa.array(np.repeat(np.array(sids, dtype=object), rows), pa.string())
+    return pa.table(columns)
+
+
+def write_segments(path: str, table: str, hours: list[int], rows: int, payload: int = 0) -> list[Segment]:
+    """One delta-rs append holding these segments (partitioned by segment_id), with the load record
+    the job reads in its userMetadata; returned with exact records and bytes."""
+    sids = [f"{table}-h{h:05d}" for h in hours]
+    starts = [START + timedelta(hours=h) for h in hours]
+    now = datetime.now(UTC)
+    segments = [
+        Segment(sid, table, TimeRange(s, s + timedelta(hours=1)), now, rows)
+        for sid, s in zip(sids, starts, strict=True)
+    ]
+    write_deltalake(
+        path,
+        _rows(sids, starts, rows, payload),
+        partition_by=["segment_id"],
+        mode="append",
+        commit_properties=CommitProperties(
+            custom_metadata={"userMetadata": commit_metadata("load", segments)}
+        ),
+    )
+    sizes: dict[str, int] = {}
+    for action in pa.table(DeltaTable(path).get_add_actions(flatten=True)).to_pylist():
+        sid = action.get("partition.segment_id")
+        sizes[sid] = sizes.get(sid, 0) + int(action["size_bytes"])
+    return [Segment(s.id, s.table, s.range, s.loaded_at, rows, bytes=sizes[s.id]) for s in segments]
+
+
+def completed(segments: list[Segment]) -> list[tuple[str, str, bytes, None]]:
+    codec = default_codec()
+    return [
+        (s.table, s.table, codec.encode_segment_completed(SegmentCompleted(s, s.loaded_at)), None)
+        for s in segments
+    ]
+
+
+# -- one run in a process of its own -------------------------------------------------------------
+
+
+@dataclass
+class Tree:
+    """CPU seconds of this process and its children (the JVM), read at two moments."""
+
+    process: psutil.Process
+
+    def cpu(self) -> float:
+        total = 0.0
+        for p in [self.process, *self.process.children(recursive=True)]:
+            with contextlib.suppress(psutil.Error):
+                t = p.cpu_times()
+                total += t.user + t.system + getattr(t, "children_user", 0) + getattr(t, "children_system", 0)
+        return total
+
+
+def _job(
+    master: str, concurrency: int, level: int, warehouse: Path, kafka: Any
+) -> tuple[Any, Any, Any, float]:
+    """The job as `compactor run` wires it: Spark, the handler (recovered), its metrics. Table
+    `big` merges only when asked (its 1 GiB merge starts when the steady run says)."""
+    from compactor.config.loading import load_config
+    from compactor.delta.session import build_spark
+    from compactor.kafka.producer import EventProducer
+    from compactor.observe.metrics import JobMetrics
+    from compactor.stream.job import build_handler
+
+    config = load_config(
+        {
+            "defaults": {"rules": [{"rule": "minor", "level_thresholds": [level, 0]}]},
+            "tables": {
+                "big": {"rules": [{"rule": "minor", "level_thresholds": [2, 0], "trigger": "manual"}]}
+            },
+            "operations": {"max_concurrent_merges": concurrency},
+        }
+    )
+    spark = build_spark("capacity", master=master, locations=(str(warehouse),))
+    spark.sparkContext.setLogLevel("ERROR")
+    metrics = JobMetrics()
+    began = time.perf_counter()
+    handler = build_handler(spark, config, warehouse, kafka, EventProducer(kafka), metrics=metrics)
+    metrics.watch(handler.state)
+    return spark, handler, metrics, time.perf_counter() - began
+
+
+def _phases(metrics: Any) -> dict[str, float]:
+    from compactor.stream.reporting import BATCH_PHASES
+
+    value = metrics.registry.get_sample_value
+    return {p: value("compactor_batch_phase_seconds_sum", {"phase": p}) or 0.0 for p in BATCH_PHASES}
+
+
+def drain_worker(args: Any) -> dict[str, Any]:
+    from compactor.kafka.producer import EventProducer
+    from compactor.stream.job import start_query
+
+    kafka = _kafka_settings(args.bootstrap, args.prefix)
+    warehouse = Path(args.warehouse)
+    segments = json.loads(Path(args.segments_file).read_text())
+    spark, handler, metrics, recovery = _job(args.master, args.concurrency, args.level, warehouse, kafka)
+    producer = EventProducer(kafka)
+    producer.send_all([(kafka.segments_topic, t, bytes.fromhex(v), None) for t, v in segments])
+    producer.close()
+    tree = Tree(psutil.Process())
+    tables = len({t for t, _ in segments})
+    with PeakRss() as rss:
+        cpu0, t0 = tree.cpu(), time.perf_counter()
+        query = start_query(
+            spark, handler, kafka, Path(args.warehouse).parent / "checkpoint", trigger_interval=TRIGGER
+        )
+        while handler.state.stats.merges < tables or handler.inflight.running():
+            if time.perf_counter() - t0 > args.timeout:
+                raise TimeoutError(
+                    f"{handler.state.stats.merges} of {tables} merges after {args.timeout:.0f}s"
+                )
+            time.sleep(0.05)
+        seconds, cpu = time.perf_counter() - t0, tree.cpu() - cpu0
+    query.stop()
+    handler.drain(60)
+    merges = handler.state.stats.merges
+    return {
+        "concurrency": args.concurrency,
+        "master": args.master,
+        "tables": tables,
+        "segments": len(segments),
+        "merges": merges,
+        "failed": handler.state.stats.failed_merges,
+        "recovery_seconds": recovery,
+        "seconds": seconds,
+        "merges_per_s": merges / seconds,
+        "segments_per_s": len(segments) / seconds,
+        "cpu_seconds": cpu,
+        "cpu_seconds_per_merge": cpu / merges,
+        "peak_rss_mib": rss.peak_mib,
+        "phases": _phases(metrics),
+        "batches": int(metrics.registry.get_sample_value("compactor_batch_duration_seconds_count") or 0),
+    }
+
+
+def steady_worker(args: Any) -> dict[str, Any]:
+    """Pairs of loads at `rate` merges/s; the 1 GiB merge asked for at `big_at` seconds."""
+    from compactor.kafka.producer import EventProducer
+    from compactor.stream.job import start_query
+
+    kafka = _kafka_settings(args.bootstrap, args.prefix)
+    warehouse = Path(args.warehouse)
+    big = json.loads(Path(args.segments_file).read_text())  # the 1 GiB table's two events
+    ask = default_codec().encode_compaction_requested(
+        CompactionRequested("bench", "big", datetime.now(UTC), "minor")
+    )
+    spark, handler, _, _ = _job(args.master, args.concurrency, 2, warehouse, kafka)
+    query = start_query(spark, handler, kafka, warehouse.parent / "checkpoint", trigger_interval=TRIGGER)
+    producer = EventProducer(kafka)
+    producer.send_all([(kafka.segments_topic, t, bytes.fromhex(v), None) for t, v in big])  # known, waiting
+    sent: dict[str, float] = {}  # the pair's second segment id -> when its event was produced (epoch s)
+    debt: list[tuple[float, int]] = []
+    rng = random.Random(7)
+    began = time.time()
+    big_sent: float | None = None
+    pair = 0
+    stop = threading.Event()
+
+    def sample_debt() -> None:
+        while not stop.wait(1.0):
+            with handler.lock:  # the catalog as the job's thread leaves it
+                catalog = handler.state.catalog
+                unmerged = sum(1 for t in catalog.table_names for s in catalog.segments(t) if s.level == 0)
+            debt.append((time.time() - began, unmerged))
+
+    sampler = threading.Thread(target=sample_debt, daemon=True)
+    sampler.start()
+    next_at = began
+    while time.time() - began < args.seconds:
+        if big_sent is None and time.time() - began >= args.big_at:
+            producer.send_all([(kafka.segments_topic, "big", ask, None)])
+            big_sent = time.time() - began
+        table = f"t{rng.randrange(args.tables):04d}"
+        hours = [2 * pair, 2 * pair + 1]
+        loads = write_segments(str(warehouse / table), table, hours, ROWS_PER_SEGMENT)
+        producer.send_all(
+            [
+                (kafka.segments_topic, s.table, v, None)
+                for s, (_, _, v, _) in zip(loads, completed(loads), strict=True)
+            ]
+        )
+        sent[loads[-1].id] = time.time()
+        pair += 1
+        next_at += 1 / args.rate
+        time.sleep(max(0.0, next_at - time.time()))
+    deadline = time.time() + args.timeout
+    while handler.inflight.running() or (big_sent is not None and not _merged(warehouse / "big")):
+        if time.time() > deadline:
+            break
+        time.sleep(0.2)
+    stop.set()
+    query.stop()
+    handler.drain(120)
+    producer.close()
+    samples = []
+    big_commit = None
+    for table_dir in sorted(warehouse.iterdir()):
+        for _, info in _merge_commits(table_dir):
+            if table_dir.name == "big":
+                big_commit = info["timestamp"] / 1000 - began
+                continue
+            last = max(json.loads(info["userMetadata"])["removed"])
+            if last in sent:
+                samples.append({"at": sent[last] - began, "ms": info["timestamp"] - sent[last] * 1000})
+    before = [s["ms"] for s in samples if big_sent is None or s["at"] < big_sent]
+    during = [
+        s["ms"]
+        for s in samples
+        if big_sent is not None and big_commit is not None and big_sent <= s["at"] <= big_commit
+    ]
+    return {
+        "concurrency": args.concurrency,
+        "rate_merges_per_s": args.rate,
+        "pairs": pair,
+        "merged": len(samples),
+        "big_sent_s": big_sent,
+        "big_committed_s": big_commit,
+        "event_to_commit_before_ms": percentiles(before),
+        "event_to_commit_during_big_ms": percentiles(during),
+        "debt": debt,
+        "debt_slope_per_min": _slope(debt) * 60,
+        "debt_slope_during_big_per_min": _slope(
+            [d for d in debt if big_sent and big_commit and big_sent <= d[0] <= big_commit]
+        )
+        * 60,
+    }
+
+
+def _merge_commits(table_dir: Path) -> list[tuple[int, dict[str, Any]]]:
+    found = []
+    for path in sorted((table_dir / "_delta_log").glob("*.json")):
+        for line in path.read_text().splitlines():
+            info = json.loads(line).get("commitInfo")
+            if info and '"op":"merge"' in (info.get("userMetadata") or ""):
+                found.append((int(path.stem), info))
+    return found
+
+
+def _merged(table_dir: Path) -> bool:
+    return table_dir.exists() and bool(_merge_commits(table_dir))
+
+
+def _slope(points: list[tuple[float, int]]) -> float:
+    if len(points) < 2:
+        return 0.0
+    xs, ys = np.array([p[0] for p in points]), np.array([p[1] for p in points], dtype=float)
+    return float(np.polyfit(xs, ys, 1)[0])
+
+
+def _kafka_settings(bootstrap: str, prefix: str) -> Any:
+    from compactor.kafka.settings import KafkaSettings
+    from compactor.kafka.topics import ensure_topics
+
+    kafka = KafkaSettings(
+        bootstrap, segments_topic=f"{prefix}-segments", results_topic=f"{prefix}-results",
+        dead_letter_topic=f"{prefix}-dead",
+    )  # fmt: skip
+    ensure_topics(kafka, [kafka.segments_topic, kafka.results_topic, kafka.dead_letter_topic])
+    return kafka
+
+
+# -- the orchestration ------------------------------------------------------------------------------
+
+
+def run_worker(kind: str, out: Path, **options: Any) -> dict[str, Any]:
+    cmd = [sys.executable, str(Path(__file__)), "--worker", kind, "--out", str(out)]
+    for key, value in options.items():
+        cmd += [f"--{key.replace('_', '-')}", str(value)]
+    log = out.with_suffix(".log")
+    with log.open("w") as err:
+        done = subprocess.run(cmd, stdout=err, stderr=subprocess.STDOUT, check=False)
+    if done.returncode != 0:
+        tail = log.read_text(errors="replace").splitlines()[-30:]
+        raise RuntimeError(f"{kind} run failed ({done.returncode}):\n" + "\n".join(tail))
+    result: dict[str, Any] = json.loads(out.read_text())
+    return result
+
+
+def prepare(template: Path, tables: int, segments: int) -> list[list[str]]:
+    """T tables of S segments in `template` (delta-rs), and their events (table, hex bytes)."""
+    events = []
+    for i in range(tables):
+        table = f"t{i:04d}"
+        loaded = write_segments(str(template / table), table, list(range(segments)), ROWS_PER_SEGMENT)
+        events += [[t, v.hex()] for t, _, v, _ in completed(loaded)]
+    return events
+
+
+def prepare_big(warehouse: Path) -> list[list[str]]:
+    """Table `big`: two segments of 512 MiB (random payload, so they do not compress)."""
+    payload = 1024
+    rows = BIG_SEGMENT_BYTES // (payload + 16)
+    loaded = []
+    for h in (0, 1):  # one append each: each table write holds one segment's rows in memory
+        loaded += write_segments(str(warehouse / "big"), "big", [h], rows, payload)
+    return [[t, v.hex()] for t, _, v, _ in completed(loaded)]
+
+
+def main() -> None:
+    parser = bench_parser(
+        __doc__, "8 tables x 4 segments at concurrency 1 and 4; 30 s steady runs beside a 64 MiB merge"
+    )
+    parser.add_argument("--tables", type=int)
+    parser.add_argument("--segments", type=int)
+    parser.add_argument("--no-cluster", action="store_true", help="skip the standalone-cluster drain")
+    # one run, in a process of its own (what the orchestration passes down)
+    parser.add_argument("--worker", choices=["recover", "drain", "steady"], help=argparse.SUPPRESS)
+    for name in ("out", "bootstrap", "prefix", "warehouse", "segments-file", "master"):
+        parser.add_argument(f"--{name}", help=argparse.SUPPRESS)
+    for name in ("concurrency", "level"):
+        parser.add_argument(f"--{name}", type=int, help=argparse.SUPPRESS)
+    for name in ("rate", "seconds", "big-at", "timeout"):
+        parser.add_argument(f"--{name}", type=float, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        workers = {"recover": recover_worker, "drain": drain_worker, "steady": steady_worker}
+        Path(args.out).write_text(json.dumps(workers[args.worker](args), default=str))
+        return
+    orchestrate(args)
+
+
+def recover_worker(args: Any) -> dict[str, Any]:
+    """The job's start-up on a fresh warehouse: every table read once into the catalog, which is
+    saved with it; the runs start from copies, as a job restarted on a known warehouse does."""
+    kafka = _kafka_settings(args.bootstrap, args.prefix)
+    _, handler, _, seconds = _job(args.master or "local[2]", 1, args.level, Path(args.warehouse), kafka)
+    handler.close()
+    return {"recovery_seconds": seconds, "tables": len(handler.state.catalog.table_names)}
+
+
+def orchestrate(args: Any) -> None:
+    from compactor.dev.kafka_broker import LocalKafkaBroker
+
+    quick = args.quick
+    tables = args.tables or (8 if quick else 1000)
+    segments = args.segments or (4 if quick else 16)
+    levels = (1, 4) if quick else CONCURRENCY
+    work = Path(tempfile.mkdtemp(prefix="capacity-"))
+    broker = None
+    bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if not bootstrap:
+        broker = LocalKafkaBroker(work / "kafka")
+        bootstrap = broker.start()
+    try:
+        print(f"writing {tables} tables x {segments} segments with delta-rs ...", flush=True)
+        began = time.perf_counter()
+        events = prepare(work / "template", tables, segments)
+        recovered = run_worker(
+            "recover", work / "recover.json", bootstrap=bootstrap, prefix="cap-recover",
+            warehouse=work / "template", level=segments,
+        )  # fmt: skip
+        print(
+            f"  {time.perf_counter() - began:.0f}s (the job's first start-up: {recovered['recovery_seconds']:.0f}s)"
+        )
+        (work / "drain-events.json").write_text(json.dumps(events))
+        drains = []
+        runs = [("local[2]", c) for c in levels] + ([] if quick or args.no_cluster else [("cluster", 4)])
+        for master, c in runs:
+            drains.append(drain_run(work, bootstrap, master, c, segments))
+            d = drains[-1]
+            print(f"drain {master} c={c}: {d['merges']} merges in {d['seconds']:.1f}s = {d['merges_per_s']:.2f} merges/s, "
+                  f"{d['cpu_seconds_per_merge']:.2f} CPU-s/merge, peak RSS {d['peak_rss_mib']:.0f} MiB", flush=True)  # fmt: skip
+        base = next(d for d in drains if d["concurrency"] == 1 and d["master"] == "local[2]")
+        rate = base["merges_per_s"] / 2
+        steady = [steady_run(work, bootstrap, c, tables, rate, quick) for c in (1, 4)]
+    finally:
+        if broker is not None:
+            broker.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    report(quick, tables, segments, drains, steady)
+
+
+def drain_run(work: Path, bootstrap: str, master: str, concurrency: int, level: int) -> dict[str, Any]:
+    name = f"drain-{master.strip('[]').replace('[', '')}-{concurrency}"
+    run = work / name
+    shutil.copytree(work / "template", run / "warehouse")
+    options: dict[str, Any] = dict(
+        bootstrap=bootstrap, prefix=f"cap-{uuid.uuid4().hex[:8]}", warehouse=run / "warehouse",
+        segments_file=work / "drain-events.json", concurrency=concurrency, level=level, timeout=7200,
+    )  # fmt: skip
+    try:
+        if master == "cluster":
+            from compactor.dev.spark_cluster import standalone_cluster
+
+            with standalone_cluster(run / "cluster", cores=1, memory="2g", workers=2) as cluster:
+                return run_worker("drain", run / "result.json", master=cluster.master_url, **options)
+        return run_worker("drain", run / "result.json", master=master, **options)
+    finally:
+        shutil.rmtree(run / "warehouse", ignore_errors=True)
+
+
+def steady_run(
+    work: Path, bootstrap: str, concurrency: int, tables: int, rate: float, quick: bool
+) -> dict[str, Any]:
+    run = work / f"steady-{concurrency}"
+    (run / "warehouse").mkdir(parents=True)
+    schema = _rows(["x"], [START], 1).schema
+    for i in range(tables):  # empty tables, known to the job before the loads begin
+        DeltaTable.create(str(run / "warehouse" / f"t{i:04d}"), schema, partition_by=["segment_id"])
+    big = prepare_big(run / "warehouse") if not quick else _small_big(run / "warehouse")
+    (run / "big.json").write_text(json.dumps(big))
+    seconds, big_at = (30.0, 10.0) if quick else (240.0, 90.0)
+    result = run_worker(
+        "steady", run / "result.json", bootstrap=bootstrap, prefix=f"cap-{uuid.uuid4().hex[:8]}",
+        warehouse=run / "warehouse", segments_file=run / "big.json", master="local[2]", concurrency=concurrency,
+        tables=tables, rate=rate, seconds=seconds, big_at=big_at, timeout=900,
+    )  # fmt: skip
+    shutil.rmtree(run, ignore_errors=True)
+    b, d = result["event_to_commit_before_ms"], result["event_to_commit_during_big_ms"]
+    print(f"steady c={concurrency} at {rate:.2f} merges/s: p50/p99 before {b['p50']}/{b['p99']} ms, while the big merge "
+          f"runs {d['p50']}/{d['p99']} ms; debt slope {result['debt_slope_per_min']:+.2f}/min", flush=True)  # fmt: skip
+    return result
+
+
+def _small_big(warehouse: Path) -> list[list[str]]:
+    loaded = []
+    for h in (0, 1):
+        loaded += write_segments(str(warehouse / "big"), "big", [h], 32 * MIB // 1040, 1024)
+    return [[t, v.hex()] for t, _, v, _ in completed(loaded)]
+
+
+def report(
+    quick: bool, tables: int, segments: int, drains: list[dict[str, Any]], steady: list[dict[str, Any]]
+) -> None:
+    print()
+    print_table(
+        [
+            "master",
+            "concurrency",
+            "merges",
+            "seconds",
+            "merges/s",
+            "segments/s",
+            "CPU-s/merge",
+            "peak RSS MiB",
+        ],
+        [
+            [
+                d["master"],
+                d["concurrency"],
+                d["merges"],
+                d["seconds"],
+                d["merges_per_s"],
+                d["segments_per_s"],
+                d["cpu_seconds_per_merge"],
+                d["peak_rss_mib"],
+            ]
+            for d in drains
+        ],
+        left=(0,),
+    )
+    local = {d["concurrency"]: d for d in drains if d["master"] == "local[2]"}
+    at4 = local[4]["merges_per_s"]
+    speedup = at4 / local[1]["merges_per_s"]
+    print()
+    print_table(
+        [
+            "concurrency",
+            "rate merges/s",
+            "p50 before",
+            "p99 before",
+            "p50 during 1 GiB",
+            "p99 during 1 GiB",
+            "debt slope/min",
+        ],
+        [
+            [
+                s["concurrency"],
+                s["rate_merges_per_s"],
+                s["event_to_commit_before_ms"]["p50"],
+                s["event_to_commit_before_ms"]["p99"],
+                s["event_to_commit_during_big_ms"]["p50"],
+                s["event_to_commit_during_big_ms"]["p99"],
+                s["debt_slope_per_min"],
+            ]
+            for s in steady
+        ],
+    )
+    during = next(s for s in steady if s["concurrency"] == 4)["event_to_commit_during_big_ms"]["p99"]
+    print()
+    print(f"target: drain at concurrency 4 >= 2 merges/s: {'met' if at4 >= 2 else 'missed'}")
+    print(f"target: speed-up 4 vs 1 >= 1.5x: {'met' if speedup >= 1.5 else 'missed'}")
+    print(f"target: small table p99 event -> commit < 3 s while the 1 GiB merge runs (c=4): "
+          f"{during} ms, {'met' if during is not None and during < 3000 else 'missed'}")  # fmt: skip
+    print(f"drain at concurrency 4: {at4:.1f} merges/s")
+    print(f"drain speed-up at concurrency 4 vs 1: {speedup:.1f}×")
+    path = save_results(
+        "capacity", quick,
+        {"tables": tables, "segments": segments, "drains": drains, "steady": steady, "speedup_4_vs_1": speedup,
+         "machine": machine_info()},
+    )  # fmt: skip
+    plot(path.with_suffix(".png"), drains, steady)
+
+
+def plot(path: Path, drains: list[dict[str, Any]], steady: list[dict[str, Any]]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    labels = [f"{d['master']}\nc={d['concurrency']}" for d in drains]
+    left.bar(labels, [d["merges_per_s"] for d in drains], color="#4c72b0")
+    left.axhline(2.0, color="#c44e52", linestyle="--", label="target at c=4")
+    left.set_ylabel("merges drained per second")
+    left.set_title("Drain")
+    left.legend()
+    for s in steady:
+        points = s["debt"]
+        right.plot([p[0] for p in points], [p[1] for p in points], label=f"c={s['concurrency']}")
+        if s["big_sent_s"] is not None:
+            right.axvspan(s["big_sent_s"], s["big_committed_s"] or points[-1][0], alpha=0.1)
+    right.set_xlabel("seconds")
+    right.set_ylabel("unmerged loads (debt)")
+    right.set_title("Steady load; shaded: the 1 GiB merge runs")
+    right.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print(f"saved {path}")
+
+
+if __name__ == "__main__":
+    main()
