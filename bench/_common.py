@@ -7,6 +7,7 @@ directory on sys.path, so they import it as `_common`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -15,7 +16,7 @@ import statistics
 import subprocess
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -284,6 +285,22 @@ class Stopwatch:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.seconds = time.perf_counter() - self._began
+
+
+@contextlib.contextmanager
+def kafka_bootstrap(work: Path) -> Iterator[str]:
+    """KAFKA_BOOTSTRAP_SERVERS if set; else a LocalKafkaBroker of our own in `work`, stopped after."""
+    configured = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if configured:
+        yield configured
+        return
+    from compactor.dev.kafka_broker import LocalKafkaBroker
+
+    broker = LocalKafkaBroker(work / "kafka")
+    try:
+        yield broker.start()
+    finally:
+        broker.stop()
 
 
 def bench_parser(doc: str | None, quick: str) -> argparse.ArgumentParser:

@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import random
 import shutil
 import subprocess
@@ -49,7 +48,16 @@ from typing import Any
 import numpy as np
 import psutil
 import pyarrow as pa
-from _common import MIB, PeakRss, bench_parser, machine_info, percentiles, print_table, save_results
+from _common import (
+    MIB,
+    PeakRss,
+    bench_parser,
+    kafka_bootstrap,
+    machine_info,
+    percentiles,
+    print_table,
+    save_results,
+)
 from deltalake import CommitProperties, DeltaTable, write_deltalake
 
 from compactor.codec.events import default_codec
@@ -418,45 +426,47 @@ def recover_worker(args: Any) -> dict[str, Any]:
 
 
 def orchestrate(args: Any) -> None:
-    from compactor.dev.kafka_broker import LocalKafkaBroker
-
     quick = args.quick
     tables = args.tables or (8 if quick else 1000)
     segments = args.segments or (4 if quick else 16)
     levels = (1, 4) if quick else CONCURRENCY
     work = Path(tempfile.mkdtemp(prefix="capacity-"))
-    broker = None
-    bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
-    if not bootstrap:
-        broker = LocalKafkaBroker(work / "kafka")
-        bootstrap = broker.start()
     try:
-        print(f"writing {tables} tables x {segments} segments with delta-rs ...", flush=True)
-        began = time.perf_counter()
-        events = prepare(work / "template", tables, segments)
-        recovered = run_worker(
-            "recover", work / "recover.json", bootstrap=bootstrap, prefix="cap-recover",
-            warehouse=work / "template", level=segments,
-        )  # fmt: skip
-        print(
-            f"  {time.perf_counter() - began:.0f}s (the job's first start-up: {recovered['recovery_seconds']:.0f}s)"
-        )
-        (work / "drain-events.json").write_text(json.dumps(events))
-        drains = []
-        runs = [("local[2]", c) for c in levels] + ([] if quick or args.no_cluster else [("cluster", 4)])
-        for master, c in runs:
-            drains.append(drain_run(work, bootstrap, master, c, segments))
-            d = drains[-1]
-            print(f"drain {master} c={c}: {d['merges']} merges in {d['seconds']:.1f}s = {d['merges_per_s']:.2f} merges/s, "
-                  f"{d['cpu_seconds_per_merge']:.2f} CPU-s/merge, peak RSS {d['peak_rss_mib']:.0f} MiB", flush=True)  # fmt: skip
-        base = next(d for d in drains if d["concurrency"] == 1 and d["master"] == "local[2]")
-        rate = base["merges_per_s"] / 2
-        steady = [steady_run(work, bootstrap, c, tables, rate, quick) for c in (1, 4)]
+        with kafka_bootstrap(work) as bootstrap:
+            drains, steady = measure(args, work, bootstrap, tables, segments, levels)
     finally:
-        if broker is not None:
-            broker.stop()
         shutil.rmtree(work, ignore_errors=True)
     report(quick, tables, segments, drains, steady)
+
+
+def measure(
+    args: Any, work: Path, bootstrap: str, tables: int, segments: int, levels: tuple[int, ...]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The drains (each level on local[2], then 4 on the cluster), then the steady runs."""
+    quick = args.quick
+    print(f"writing {tables} tables x {segments} segments with delta-rs ...", flush=True)
+    began = time.perf_counter()
+    events = prepare(work / "template", tables, segments)
+    recovered = run_worker(
+        "recover", work / "recover.json", bootstrap=bootstrap, prefix="cap-recover",
+        warehouse=work / "template", level=segments,
+    )  # fmt: skip
+    print(
+        f"  {time.perf_counter() - began:.0f}s (the job's first start-up: {recovered['recovery_seconds']:.0f}s)"
+    )
+    (work / "drain-events.json").write_text(json.dumps(events))
+    drains = []
+    runs = [("local[2]", c) for c in levels] + ([] if quick or args.no_cluster else [("cluster", 4)])
+    for master, c in runs:
+        drains.append(drain_run(work, bootstrap, master, c, segments))
+        d = drains[-1]
+        print(f"drain {master} c={c}: {d['merges']} merges in {d['seconds']:.1f}s = {d['merges_per_s']:.2f} merges/s, "
+              f"{d['cpu_seconds_per_merge']:.2f} CPU-s/merge, peak RSS {d['peak_rss_mib']:.0f} MiB", flush=True)  # fmt: skip
+    base = next(d for d in drains if d["concurrency"] == 1 and d["master"] == "local[2]")
+    rate = base["merges_per_s"] / 2
+    template = steady_template(work, bootstrap, tables, quick)
+    steady = [steady_run(work, template, bootstrap, c, tables, rate, quick) for c in (1, 4)]
+    return drains, steady
 
 
 def drain_run(work: Path, bootstrap: str, master: str, concurrency: int, level: int) -> dict[str, Any]:
@@ -478,20 +488,35 @@ def drain_run(work: Path, bootstrap: str, master: str, concurrency: int, level: 
         shutil.rmtree(run / "warehouse", ignore_errors=True)
 
 
-def steady_run(
-    work: Path, bootstrap: str, concurrency: int, tables: int, rate: float, quick: bool
-) -> dict[str, Any]:
-    run = work / f"steady-{concurrency}"
-    (run / "warehouse").mkdir(parents=True)
+def steady_template(work: Path, bootstrap: str, tables: int, quick: bool) -> Path:
+    """The steady runs' warehouse: T empty tables and `big`, read once by a job's start-up."""
+    template = work / "steady-template"
+    template.mkdir(parents=True)
     schema = _rows(["x"], [START], 1).schema
     for i in range(tables):  # empty tables, known to the job before the loads begin
-        DeltaTable.create(str(run / "warehouse" / f"t{i:04d}"), schema, partition_by=["segment_id"])
-    big = prepare_big(run / "warehouse") if not quick else _small_big(run / "warehouse")
-    (run / "big.json").write_text(json.dumps(big))
+        DeltaTable.create(str(template / f"t{i:04d}"), schema, partition_by=["segment_id"])
+    big = prepare_big(template) if not quick else _small_big(template)
+    (work / "big.json").write_text(json.dumps(big))
+    run_worker(
+        "recover",
+        work / "steady-recover.json",
+        bootstrap=bootstrap,
+        prefix="cap-recover",
+        warehouse=template,
+        level=2,
+    )
+    return template
+
+
+def steady_run(
+    work: Path, template: Path, bootstrap: str, concurrency: int, tables: int, rate: float, quick: bool
+) -> dict[str, Any]:
+    run = work / f"steady-{concurrency}"
+    shutil.copytree(template, run / "warehouse")
     seconds, big_at = (30.0, 10.0) if quick else (240.0, 90.0)
     result = run_worker(
         "steady", run / "result.json", bootstrap=bootstrap, prefix=f"cap-{uuid.uuid4().hex[:8]}",
-        warehouse=run / "warehouse", segments_file=run / "big.json", master="local[2]", concurrency=concurrency,
+        warehouse=run / "warehouse", segments_file=work / "big.json", master="local[2]", concurrency=concurrency,
         tables=tables, rate=rate, seconds=seconds, big_at=big_at, timeout=900,
     )  # fmt: skip
     shutil.rmtree(run, ignore_errors=True)

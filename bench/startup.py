@@ -39,7 +39,7 @@ from compactor.domain.events import SegmentCompleted
 from compactor.domain.segments import Segment, TimeRange
 from compactor.kafka.settings import KafkaSettings
 from compactor.loader import sample_rows
-from compactor.stream.handler import assemble
+from compactor.stream.assemble import assemble
 from compactor.stream.triggers import Envelope
 
 START = datetime(2020, 1, 1, tzinfo=UTC)

@@ -85,9 +85,10 @@ class RetiredFilter:
         return b"".join(parts)
 
     @classmethod
-    def from_bytes(cls, data: bytes | None) -> RetiredFilter:
+    def from_bytes(cls, data: bytes | bytearray | None) -> RetiredFilter:
         if not data:
             return cls()
+        data = bytes(data)  # Spark and the journal hand binary columns back as bytearray
         (layers,), offset = struct.unpack_from(">I", data), 4
         found = []
         for _ in range(layers):

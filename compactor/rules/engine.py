@@ -94,23 +94,35 @@ def evaluate(
             outcome = _after_running(outcome, running or {})
         if allowance is not None:  # a write-amplification budget: optional merges may wait
             outcome, allowance = _within_budget(outcome, rule, allowance)
-        dropped: set[str] = set()  # plans that must wait
-        kept_out: dict[str, Decision] = {}  # why the filters would have kept a rewritten segment out
-        for p in outcome.plans:
-            if p.table_wide and claimed:  # it rewrites everything: it waits for the plans before it
-                dropped.add(p.plan_id)
-                decisions += _waiting(p, claimed) if explain else []
-                continue
-            if p.table_wide:
-                kept_out = {
-                    d.segment_id: d for d in decisions if d.segment_id in set(p.input_ids) and not d.chosen
-                }
-                decisions = [d for d in decisions if d.segment_id not in kept_out]
-            claimed.update({sid: p.plan_id for sid in p.input_ids})
-            plans.append(p)
-        decisions += [_although(d, kept_out) for d in outcome.decisions if d.plan_id not in dropped]
+        decisions = _claim(outcome, claimed, plans, decisions, explain)
         waiting += outcome.waiting
     return Evaluation(table, tuple(plans), tuple(decisions), tuple(waiting))
+
+
+def _claim(
+    outcome: RuleOutcome,
+    claimed: dict[str, str],
+    plans: list[MergePlan],
+    decisions: list[Decision],
+    explain: bool,
+) -> list[Decision]:
+    """A rule's plans taken in order (their inputs claimed, added to `plans`); a table-wide
+    rewrite waits for the plans before it. The decisions so far, with the rule's."""
+    dropped: set[str] = set()  # plans that must wait
+    kept_out: dict[str, Decision] = {}  # why the filters would have kept a rewritten segment out
+    for p in outcome.plans:
+        if p.table_wide and claimed:  # it rewrites everything: it waits for the plans before it
+            dropped.add(p.plan_id)
+            decisions += _waiting(p, claimed) if explain else []
+            continue
+        if p.table_wide:
+            kept_out = {
+                d.segment_id: d for d in decisions if d.segment_id in set(p.input_ids) and not d.chosen
+            }
+            decisions = [d for d in decisions if d.segment_id not in kept_out]
+        claimed.update({sid: p.plan_id for sid in p.input_ids})
+        plans.append(p)
+    return decisions + [_although(d, kept_out) for d in outcome.decisions if d.plan_id not in dropped]
 
 
 def _after_running(outcome: RuleOutcome, running: Mapping[str, str]) -> RuleOutcome:

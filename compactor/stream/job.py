@@ -21,7 +21,8 @@ from compactor.domain.clock import now_utc
 from compactor.kafka.producer import EventProducer
 from compactor.kafka.settings import KafkaSettings
 from compactor.kafka.topics import ensure_topics
-from compactor.stream.handler import BatchHandler, assemble
+from compactor.stream.assemble import assemble
+from compactor.stream.handler import BatchHandler
 from compactor.stream.reporting import MetricsSink
 from compactor.stream.ticker import Ticker
 

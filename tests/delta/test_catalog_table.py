@@ -85,7 +85,9 @@ def test_saves_go_to_a_journal_that_is_folded_into_the_table_at_intervals(
     monkeypatch.setattr(catalog_table, "COMPACT_EVERY", 3)
     store = DeltaCatalogStore(spark, warehouse)
     a, b = seg("a", "2024-01-01", table="t"), seg("b", "2024-01-02", table="t")
-    store.save(CatalogChanges(live={("t", "a"): a}, marks={"t": TableMark(1)}))
+    kept = RetiredFilter()
+    kept.add("a")
+    store.save(CatalogChanges(live={("t", "a"): a}, marks={"t": TableMark(1, retired=kept)}))
     store.save(CatalogChanges(live={("t", "a"): None, ("t", "b"): b}, retired=[RetiredSegment.of(a, "p1")]))
     journal = Path(store.journal_uri.removeprefix("file:"))
 
@@ -97,6 +99,9 @@ def test_saves_go_to_a_journal_that_is_folded_into_the_table_at_intervals(
 
     reader = DeltaCatalogStore(spark, warehouse, writer=False)  # `compactor status` while the job runs
     assert [s.id for s in reader.load().segments["t"]] == ["b"] and reader.load().marks["t"].version == 1
+    assert reader.load().marks["t"].retired.might_contain("a"), (
+        "the mark's filter comes back from the journal"
+    )
     assert reader.retired("t", ["a"])["a"].retired_by == "p1", "retired rows are found in the journal too"
     assert len(files()) == 2, "a reader leaves the journal alone"
 

@@ -15,7 +15,8 @@ from compactor.domain.events import MergeStatus, SegmentCompleted
 from compactor.domain.segments import Segment, TimeRange
 from compactor.kafka.settings import KafkaSettings
 from compactor.observe.metrics import JobMetrics
-from compactor.stream.handler import BatchHandler, assemble
+from compactor.stream.assemble import assemble
+from compactor.stream.handler import BatchHandler
 from compactor.stream.inflight import InlineWorkers, Workers
 from compactor.stream.runner import RetryPolicy
 from compactor.stream.triggers import Envelope

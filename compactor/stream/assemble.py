@@ -1,0 +1,90 @@
+"""The job wired: a handler over a table store, a catalog store and a publisher, recovered.
+
+`job.build_handler` gives it Spark and Delta and Kafka; the unit tests an
+in-memory store and a recording publisher.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import datetime
+
+from compactor.catalog.store import CatalogStore
+from compactor.codec.events import Codec
+from compactor.config.tables import ProjectConfig
+from compactor.delta.store import TableStore
+from compactor.kafka.settings import KafkaSettings
+from compactor.rules.due import Due
+from compactor.stream.admission import Admission, KnownTables
+from compactor.stream.announcer import Announcer, Publisher
+from compactor.stream.due import DueTimes
+from compactor.stream.fair_share import WaitingPlans
+from compactor.stream.handler import BatchHandler
+from compactor.stream.inflight import InFlight, Workers, thread_workers
+from compactor.stream.planning import CoolDown, TablePlanner
+from compactor.stream.recovery import Unannounced, recover
+from compactor.stream.reporting import MetricsSink, NoMetrics
+from compactor.stream.runner import RetryPolicy, Runner
+from compactor.stream.state import StreamState
+from compactor.stream.stats import HandlerStats
+from compactor.stream.table_configs import TableConfigs
+
+
+def assemble(
+    store: TableStore,
+    catalog_store: CatalogStore,
+    config: ProjectConfig,
+    topics: KafkaSettings,
+    publisher: Publisher,
+    codec: Codec,
+    clock: Callable[[], datetime],
+    retry: RetryPolicy | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    metrics: MetricsSink | None = None,
+    workers: Workers | None = None,
+) -> BatchHandler:
+    """Wire a handler and recover: the catalog read from its store and caught up with the
+    tables, published configs adopted, and merges a crash left unannounced announced.
+
+    `workers` run the merges (default: `max_concurrent_merges` threads; `InlineWorkers` runs
+    each where it starts, as the unit tests do)."""
+    unannounced = Unannounced(clock)
+    catalog, new_tables = recover(store, catalog_store, unannounced)
+    configs = TableConfigs(config, store, catalog)
+    state = StreamState(store, catalog, configs, clock, HandlerStats(), unannounced, metrics or NoMetrics())
+    state.configs.load_recorded(catalog, new_tables)
+    announcer = Announcer(publisher, codec, topics, state)
+    announcer.announce_unannounced(catalog)
+    catalog_store.save(catalog.take_changes())
+    operations = config.operations
+    due = DueTimes()
+    started = clock()
+    for table in catalog.table_names:  # a merge in flight at a crash is planned again; due times derived
+        due.set(table, Due(started, "the job started: every table is attempted once"), started)
+    cool_down = CoolDown(clock, operations.cool_down, catalog, due)
+    pools = config.spark_pools()
+    limit = operations.max_concurrent_merges
+    inflight = InFlight(
+        workers or thread_workers(limit),
+        limit,
+        lambda pool: pools[pool].concurrency if pool in pools else None,
+        store.committed_version,
+    )
+    return BatchHandler(
+        state,
+        Admission(codec, state, KnownTables(store, catalog.table_names), catalog_store),
+        TablePlanner(
+            state,
+            cool_down,
+            defer_over_lag=operations.defer_optional_over_lag,
+            off_peak=operations.off_peak,
+            due=due,
+            running=lambda table: inflight.booked(table),
+        ),
+        Runner(state, cool_down, retry, sleep),
+        announcer,
+        catalog_store,
+        inflight,
+        WaitingPlans(lambda t: configs.for_table(t).priority, operations.max_merges_per_batch),
+    )
