@@ -71,6 +71,10 @@ class SegmentCatalog:
     def table_names(self) -> list[str]:
         return list(self._tables)
 
+    @property
+    def table_count(self) -> int:
+        return len(self._tables)
+
     def segments(self, table: str) -> list[Segment]:
         return list(self._tables.get(table, {}).values())
 

@@ -3,16 +3,19 @@
 The first run waits `first_delay` after start, so a job that restarts often
 does not list every table's files on each start; then each table runs every
 `vacuum.interval` of its config. A failure is logged and tried at the next
-interval: deleting old files is never urgent.
+interval: deleting old files is never urgent. Like merge attempts, vacuums come
+due with time, from a heap of due times, not a scan of the tables.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from compactor.delta.store import VacuumReport
+from compactor.rules.due import Due
+from compactor.stream.due import DueTimes
 from compactor.stream.state import StreamState
 
 log = logging.getLogger(__name__)
@@ -21,27 +24,39 @@ FIRST_DELAY = timedelta(minutes=10)
 
 
 class Janitor:
+    """Each table's next VACUUM in a heap (`DueTimes`): a check with nothing due looks at the
+    heap's top, whatever the number of tables; a table first seen comes due `first_delay`
+    after the start, then every `vacuum.interval` of its config."""
+
     def __init__(self, state: StreamState, first_delay: timedelta = FIRST_DELAY) -> None:
         self.state = state
         self.first_delay = first_delay
         self._started = state.clock()
-        self._last: dict[str, datetime] = {}
+        self.due = DueTimes()
+        self._seen: set[str] = set()
+        self._count = 0  # tables in the catalog when it was last looked through
 
-    def due(self) -> list[str]:
-        now, state = self.state.clock(), self.state
-        found = []
-        for table in state.catalog.table_names:
-            config = state.configs.for_table(table).vacuum
-            last = self._last.get(table, self._started - config.interval + self.first_delay)
-            if config.enabled and now >= last + config.interval:
-                found.append(table)
-        return found
+    def _sync(self) -> None:
+        """Tables new to the catalog join the heap (looked for only when the count changed)."""
+        catalog = self.state.catalog
+        if catalog.table_count == self._count:
+            return
+        self._count = catalog.table_count
+        first = max(self.state.clock(), self._started + self.first_delay)
+        for table in catalog.table_names:
+            if table not in self._seen:
+                self._seen.add(table)
+                self.due.set(table, Due(first, "its first VACUUM after the start"), first)
 
     def run_due(self) -> list[VacuumReport]:
+        self._sync()
         reports = []
-        for table in self.due():
-            self._last[table] = self.state.clock()
+        for table, _ in self.due.pop_due(self.state.clock()):
             config = self.state.configs.for_table(table).vacuum
+            now = self.state.clock()
+            self.due.set(table, Due(now + config.interval, "its vacuum interval"), now)
+            if not config.enabled:
+                continue
             try:
                 reports.append(self.state.store.vacuum(table, config))
             except Exception:  # a failed VACUUM deletes nothing it should not; the next interval retries

@@ -46,3 +46,19 @@ def test_a_failed_vacuum_waits_for_the_next_interval(harness: Harness) -> None:
     assert janitor.run_due() == [] and calls == ["t"]
     harness.clock.now += timedelta(hours=1)
     assert janitor.run_due() == [] and calls == ["t"], "not retried at once"
+
+
+def test_a_check_with_nothing_due_looks_at_no_table(harness: Harness) -> None:
+    for i in range(200):
+        harness.store.load(harness.day(0, table=f"t{i}"))
+    handler = harness.handler(CONFIG)
+    janitor = Janitor(handler.state, first_delay=timedelta(0))
+    assert len(janitor.run_due()) == 200
+    looked: list[str] = []
+    for_table = handler.state.configs.for_table
+    handler.state.configs.for_table = lambda t: looked.append(t) or for_table(t)  # type: ignore[method-assign]
+    harness.clock.now += timedelta(hours=5)
+    for _ in range(100):
+        assert janitor.run_due() == []
+    assert looked == [], "no table's config read until one comes due"
+    assert janitor.due.next_at() == harness.clock.now + timedelta(hours=1)
