@@ -161,8 +161,13 @@ def _job(
     config = load_config(
         {
             "defaults": {"rules": [{"rule": "minor", "level_thresholds": [level, 0]}]},
+            # `big` merges when asked, and rewrites its gigabyte (its 512 MiB files would otherwise
+            # move into the output unrewritten: promote_files_over)
             "tables": {
-                "big": {"rules": [{"rule": "minor", "level_thresholds": [2, 0], "trigger": "manual"}]}
+                "big": {
+                    "rules": [{"rule": "minor", "level_thresholds": [2, 0], "trigger": "manual"}],
+                    "promote_files_over": None,
+                }
             },
             "operations": {"max_concurrent_merges": concurrency},
         }

@@ -213,7 +213,14 @@ def measure_merges(
         finally:
             batches.append((began, time.monotonic(), handler.state.stats.merges))
 
-    query = start_query(spark, traced, kafka, checkpoint, trigger_interval=f"{trigger_ms} milliseconds")  # type: ignore[arg-type]
+    query = start_query(
+        spark,
+        handler,
+        kafka,
+        checkpoint,
+        trigger_interval=f"{trigger_ms} milliseconds",
+        foreach=traced,
+    )
     rng = random.Random(42)
     samples: list[dict[str, Any]] = []
     sent: list[float] = []  # t0 of each merge

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from compactor.codec.events import Codec, codec_for
@@ -60,10 +60,14 @@ def start_query(
     checkpoint: Path | str,
     available_now: bool = False,
     trigger_interval: str = "1 second",
+    foreach: Callable[[DataFrame, int], None] | None = None,
 ) -> StreamingQuery:
     """Start the streaming query; `available_now` drains the backlog and stops. A continuous
     query gets a `Ticker` beside it while it runs: merges that finish between batches are
-    announced, and what comes due with time is attempted, without waiting for an event."""
+    announced, and what comes due with time is attempted, without waiting for an event.
+
+    `foreach` replaces the handler as the foreachBatch function (a benchmark wraps the handler
+    to time it); the ticker still drives the handler itself."""
     reader = spark.readStream.format("kafka")
     for key, value in kafka.spark_options().items():
         reader = reader.option(key, value)
@@ -73,7 +77,7 @@ def start_query(
         .option("failOnDataLoss", "true")
         .load()
     )
-    writer = stream.writeStream.foreachBatch(handler).option("checkpointLocation", str(checkpoint))
+    writer = stream.writeStream.foreachBatch(foreach or handler).option("checkpointLocation", str(checkpoint))
     writer = (
         writer.trigger(availableNow=True)
         if available_now
