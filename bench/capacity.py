@@ -16,7 +16,7 @@ latency.py, and its driver tree's CPU time and peak resident memory are measured
   two workers (one core each) on this machine, the driver beside them.
 - **Steady**: pairs of loads into the same T tables (rule `minor` [2, 0]: a pair makes one
   merge), at half the drain rate measured at concurrency 1, first at concurrency 1, then at
-  4. Per merge: event -> commit (the second load's event is produced -> the merge's Delta
+  4 (--quick: at 4 only). Per merge: event -> commit (the second load's event is produced -> the merge's Delta
   commit timestamp). A window before, and one while table `big` merges its two 512 MiB
   segments. Merge debt (unmerged pairs) sampled each second; its slope per minute.
 
@@ -470,7 +470,9 @@ def measure(
     base = next(d for d in drains if d["concurrency"] == 1 and d["master"] == "local[2]")
     rate = base["merges_per_s"] / 2
     template = steady_template(work, bootstrap, tables, quick)
-    steady = [steady_run(work, template, bootstrap, c, tables, rate, quick) for c in (1, 4)]
+    steady = [
+        steady_run(work, template, bootstrap, c, tables, rate, quick) for c in ((4,) if quick else (1, 4))
+    ]
     return drains, steady
 
 
@@ -526,8 +528,8 @@ def steady_run(
     )  # fmt: skip
     shutil.rmtree(run, ignore_errors=True)
     b, d = result["event_to_commit_before_ms"], result["event_to_commit_during_big_ms"]
-    print(f"steady c={concurrency} at {rate:.2f} merges/s: p50/p99 before {b['p50']}/{b['p99']} ms, while the big merge "
-          f"runs {d['p50']}/{d['p99']} ms; debt slope {result['debt_slope_per_min']:+.2f}/min", flush=True)  # fmt: skip
+    print(f"steady c={concurrency} at {rate:.2f} merges/s: p50/p99 before {_ms(b['p50'])}/{_ms(b['p99'])} ms, while the "
+          f"big merge runs {_ms(d['p50'])}/{_ms(d['p99'])} ms; debt slope {result['debt_slope_per_min']:+.2f}/min", flush=True)  # fmt: skip
     return result
 
 
@@ -536,6 +538,10 @@ def _small_big(warehouse: Path) -> list[list[str]]:
     for h in (0, 1):
         loaded += write_segments(str(warehouse / "big"), "big", [h], 32 * MIB // 1040, 1024)
     return [[t, v.hex()] for t, _, v, _ in completed(loaded)]
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}"
 
 
 def report(
@@ -600,7 +606,7 @@ def report(
     print(f"target: drain at concurrency 4 >= 2 merges/s: {'met' if at4 >= 2 else 'missed'}")
     print(f"target: speed-up 4 vs 1 >= 1.5x: {'met' if speedup >= 1.5 else 'missed'}")
     print(f"target: small table p99 event -> commit < 3 s while the 1 GiB merge runs (c=4): "
-          f"{during} ms, {'met' if during is not None and during < 3000 else 'missed'}")  # fmt: skip
+          f"{_ms(during)} ms, {'met' if during is not None and during < 3000 else 'missed'}")  # fmt: skip
     print(f"drain at concurrency 4: {at4:.1f} merges/s")
     print(f"drain speed-up at concurrency 4 vs 1: {speedup:.1f}×")
     path = save_results(
