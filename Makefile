@@ -4,7 +4,7 @@ PYTHON ?= python3.11
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test unit lint bench-smoke
+.PHONY: demo test unit lint bench-smoke docs docs-build
 
 $(STAMP): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -31,3 +31,13 @@ test: lint
 bench-smoke: $(STAMP)
 	$(VENV)/bin/python -m pip install -q -e '.[bench]'
 	$(VENV)/bin/python bench/run_all.py --quick --timeout 300
+
+# The documentation site (docs/, mkdocs.yml): `docs` serves it with live reload on
+# http://127.0.0.1:8000, `docs-build` builds it into site/ and fails on any warning.
+docs: $(STAMP)
+	$(VENV)/bin/python -m pip install -q -e '.[docs]'
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve
+
+docs-build: $(STAMP)
+	$(VENV)/bin/python -m pip install -q -e '.[docs]'
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict

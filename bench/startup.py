@@ -28,6 +28,7 @@ from typing import Any
 from _common import Stopwatch, bench_parser, print_table, save_results, spark_quiet
 
 from compactor.catalog.store import CatalogChanges, TableMark
+from compactor.client.loader import sample_rows
 from compactor.codec.events import default_codec
 from compactor.config.loading import load_config
 from compactor.delta.catalog_table import DeltaCatalogStore
@@ -38,7 +39,6 @@ from compactor.delta.writes import write_segment
 from compactor.domain.events import SegmentCompleted
 from compactor.domain.segments import Segment, TimeRange
 from compactor.kafka.settings import KafkaSettings
-from compactor.loader import sample_rows
 from compactor.stream.assemble import assemble
 from compactor.stream.triggers import Envelope
 

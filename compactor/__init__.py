@@ -1,3 +1,46 @@
-"""Event-driven streaming compactor for Delta Lake segments."""
+"""Event-driven streaming compactor for Delta Lake segments.
+
+The public API is importable from here: `from compactor import load_segment`. Its names are
+resolved on first use, so `import compactor` stays cheap (no Spark until a loader is called).
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from compactor.client.loader import (
+        load_segment,
+        load_sub_partition,
+        new_segment_id,
+        refresh_sub_partition,
+        sample_rows,
+    )
+
+_PUBLIC = {
+    "load_segment": "compactor.client.loader",
+    "load_sub_partition": "compactor.client.loader",
+    "refresh_sub_partition": "compactor.client.loader",
+    "new_segment_id": "compactor.client.loader",
+    "sample_rows": "compactor.client.loader",
+}
+__all__ = [
+    "__version__",
+    "load_segment",
+    "load_sub_partition",
+    "new_segment_id",
+    "refresh_sub_partition",
+    "sample_rows",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module 'compactor' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value  # resolved once
+    return value

@@ -2,7 +2,7 @@
 
 Each leaf says what failed; its docstring says what the caller should do.
 Dead-letter reasons, the one vocabulary for why an event was refused, live
-here too, so the codec, admission and the README share them.
+here too, so the codec, admission and the docs (docs/operating/failures.md) share them.
 """
 
 from __future__ import annotations

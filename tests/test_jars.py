@@ -12,9 +12,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from compactor import jvm
 from compactor.cli.main import main
-from compactor.delta import session
+from compactor.delta import jvm, session
 from compactor.errors import DependencyResolutionError
 
 SMALL = jvm.Artifact("org.slf4j:slf4j-api:1.7.36")  # one jar, no dependencies, in every Maven cache here

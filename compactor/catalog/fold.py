@@ -26,8 +26,8 @@ from compactor.catalog.retired import RetiredFilter, RetiredSegment
 from compactor.catalog.store import CatalogChanges, StoredCatalog, TableMark
 from compactor.domain.columns import SegmentColumns, TableSegments
 from compactor.domain.plans import MergePlan
+from compactor.domain.segment_set import arrives_new, updates
 from compactor.domain.segments import Segment
-from compactor.errors import InvalidSegmentError
 
 log = logging.getLogger(__name__)
 
@@ -135,13 +135,8 @@ class SegmentCatalog:
         segment = change.segment
         if self.retired(segment.table, segment.id):
             return False
-        known = self._table(segment.table).get(segment.id)
-        if known is not None:
-            if known.same_content(segment):
-                return False
-            raise InvalidSegmentError(
-                f"segment {segment.id} of table {segment.table} is already known with other content"
-            )
+        if not arrives_new(self._table(segment.table).get(segment.id), segment):
+            return False
         self._tables[segment.table][segment.id] = segment
         self._journal.live[(segment.table, segment.id)] = segment
         return True
@@ -149,14 +144,7 @@ class SegmentCatalog:
     @apply.register
     def _(self, change: SegmentUpdated) -> bool:
         segment = change.segment
-        known = self.get(segment.table, segment.id)
-        if known is None:
-            raise InvalidSegmentError(f"segment {segment.id} of table {segment.table} is not known")
-        if known.range != segment.range:
-            raise InvalidSegmentError(
-                f"segment {segment.id}: time range {segment.range} differs from the known {known.range}"
-            )
-        if known == segment:
+        if not updates(self.get(segment.table, segment.id), segment):
             return False
         self._tables[segment.table][segment.id] = segment
         self._journal.live[(segment.table, segment.id)] = segment

@@ -38,10 +38,10 @@ def config_apply(
     config_path: Path, tables: tuple[str, ...], bootstrap_servers: str, segments_topic: str
 ) -> None:
     """Publish each table's config (a ConfigApplied event); the job adopts newer versions."""
-    from compactor.codec.events import codec_for
     from compactor.config.loading import load_config_file
     from compactor.config.publishing import config_events
     from compactor.domain.clock import now_utc
+    from compactor.kafka.codecs import codec_for
     from compactor.kafka.producer import EventProducer
     from compactor.kafka.topics import require_broker
 

@@ -8,7 +8,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from compactor.catalog.changes import SegmentAdded
 from compactor.config.tables import ProjectConfig
 from compactor.domain.plans import Decision, MergePlan
 from compactor.domain.segment_json import segment_from_dict, segment_to_dict
@@ -81,7 +80,7 @@ def run_plan(
     merge_ids: Sequence[str] = (),
     explain: bool = False,
 ) -> dict[str, Any]:
-    """Everything `compactor plan` prints, as a dict (see the README for the contract)."""
+    """Everything `compactor plan` prints, as a dict (the contract: docs/rules/trying-rules.md)."""
     check_segments(segments, config)
     sim = Simulation(config)
     tables = list(dict.fromkeys(s.table for s in segments))
@@ -91,7 +90,7 @@ def run_plan(
             sim.arrive(s, now)
     else:
         for s in segments:
-            sim.catalog.apply(SegmentAdded(s))
+            sim.catalog.add(s)
     moment = now or latest
     evaluations: dict[str, Evaluation] = {}
     if moment is not None:

@@ -48,10 +48,10 @@ def load(
     """Write one segment (or one sub-partition of it) and publish its SegmentCompleted event."""
     from pyspark.sql import functions as F
 
+    from compactor.client.loader import load_segment, load_sub_partition, sample_rows
     from compactor.delta.predicates import sub_partition_literal
     from compactor.kafka.producer import EventProducer
     from compactor.kafka.topics import ensure_topics
-    from compactor.loader import load_segment, load_sub_partition, sample_rows
 
     if value is not None and config_path is None:
         raise click.UsageError("--sub-partition needs --config (the table's declared sub-partition column)")

@@ -59,7 +59,7 @@ def jars(submit_args: bool, s3: bool, spark_only: bool, local_jars: bool) -> Non
     """Resolve and cache the JVM jars (Delta, Kafka connector, Kafka broker); print their paths."""
     import shlex
 
-    from compactor import jvm
+    from compactor.delta import jvm
     from compactor.delta.session import spark_submit_args
 
     if submit_args:

@@ -58,7 +58,7 @@ def _from_topic(
     config: ProjectConfig, topic: str, start: str | None, bootstrap_servers: str | None
 ) -> tuple[list[Segment], dict[str, object]]:
     from compactor.cli.options import kafka_settings
-    from compactor.codec.events import codec_for
+    from compactor.kafka.codecs import codec_for
     from compactor.kafka.replay import read_loads
 
     if not bootstrap_servers:

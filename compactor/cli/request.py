@@ -48,7 +48,7 @@ def publish_request(
     event: CompactionRequested, config_path: Path | None, bootstrap_servers: str, segments_topic: str
 ) -> None:
     """Put an operator's request on the segments topic, keyed by its table (ordered with its loads)."""
-    from compactor.codec.events import codec_for
+    from compactor.kafka.codecs import codec_for
     from compactor.kafka.producer import EventProducer
     from compactor.kafka.topics import require_broker
 

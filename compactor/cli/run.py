@@ -22,6 +22,7 @@ from compactor.cli.options import (
     warehouse_option,
 )
 from compactor.config.tables import ProjectConfig
+from compactor.delta.paths import warehouse_uri
 from compactor.errors import CompactorError, LeaseHeld
 from compactor.kafka.lease import ControllerLease
 from compactor.kafka.settings import DEFAULT_DEAD_LETTER_TOPIC, DEFAULT_RESULTS_TOPIC, KafkaSettings
@@ -80,7 +81,9 @@ def run(
     # at the default level the operator still sees one line per merge (dead letters warn anyway)
     for name in ("compactor.stream.runner", "compactor.stream.summary"):
         logging.getLogger(name).setLevel(logging.INFO)
-    lease = ControllerLease(kafka, warehouse)  # before Spark: a refused second job exits in seconds
+    lease = ControllerLease(
+        kafka, warehouse_uri(warehouse)
+    )  # before Spark: a refused second job exits in seconds
     lease.acquire(standby or config.operations.standby, waiting=say)
     try:
         _run(config, lease, kafka, warehouse, checkpoint, until_idle, metrics_port, metrics_host)

@@ -1,7 +1,7 @@
 """Loader API: write rows as a new segment (one Delta append), then announce it.
 
-Producers that write Delta themselves must follow the same contract (see the
-README): rows carry the `segment_id` column, the append commits before the
+Producers that write Delta themselves must follow the same contract (docs/producers-consumers.md,
+"The event contract"): rows carry the `segment_id` column, the append commits before the
 `SegmentCompleted` event is produced, and the event is keyed by the table name.
 """
 
@@ -16,7 +16,7 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from compactor.codec.events import Codec, codec_for
+from compactor.codec.events import Codec
 from compactor.config.sub_partitions import SubPartitionConfig
 from compactor.config.tables import TableSettings
 from compactor.delta.predicates import sub_partition_literal
@@ -26,6 +26,7 @@ from compactor.domain.clock import now_utc
 from compactor.domain.events import SegmentAction, SegmentCompleted
 from compactor.domain.segments import Segment, SegmentState, TimeRange, validate_segment_id
 from compactor.errors import CompactorError
+from compactor.kafka.codecs import codec_for
 from compactor.kafka.producer import EventProducer
 from compactor.kafka.settings import KafkaSettings
 
@@ -53,7 +54,7 @@ def load_segment(
 
     Returns the segment as committed (exact record count and bytes). The event is
     produced only after the Delta commit, and only returns once Kafka acknowledged it.
-    `built_with` records the layout the rows were built to (see `rules.refresh.layout_record`);
+    `built_with` records the layout the rows were built to (see `config.built_with.layout_record`);
     `indexes` names the indexes built for the segment (seed 001).
     """
     time_range = TimeRange(start, end)

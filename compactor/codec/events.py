@@ -31,7 +31,6 @@ from compactor.domain.segments import (
     validate_table_name,
 )
 from compactor.errors import CompactorError, DeadLetterReason, EventDecodeError
-from compactor.kafka.settings import KafkaSettings
 
 SEGMENT_COMPLETED = "io.compactor.events.SegmentCompleted"
 MERGE_RESULT = "io.compactor.events.MergeResult"
@@ -218,15 +217,3 @@ def _output(segment: Segment) -> dict[str, Any]:
 @cache
 def default_codec() -> Codec:
     return Codec()
-
-
-def codec_for(kafka: KafkaSettings) -> Codec:
-    """The codec the config's `kafka.encoding` asks for (single-object encoding by default)."""
-    block = kafka.config
-    if block is None or block.encoding == "single_object":
-        return default_codec()
-    from compactor.codec.registry import ConfluentRegistry
-
-    return Codec(
-        registry=ConfluentRegistry({k: v.get_secret_value() for k, v in block.schema_registry.items()})
-    )

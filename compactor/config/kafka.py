@@ -44,12 +44,18 @@ class TopicsConfig(Frozen):
     """Topic names (the CLI's --*-topic options win over them) and how new topics are created."""
 
     segments: str | None = Field(default=None, pattern=TOPIC_NAME)
+    """The segments topic (loads, merges, requests, configs); `--segments-topic` or
+    `COMPACTOR_SEGMENTS_TOPIC` wins; unset: `compactor.segments`."""
     results: str | None = Field(default=None, pattern=TOPIC_NAME)
+    """The `MergeResult` topic; `--results-topic` wins; unset: `compactor.results`."""
     dead_letter: str | None = Field(default=None, pattern=TOPIC_NAME)
-    advice: str | None = Field(default=None, pattern=TOPIC_NAME)  # ProducerAdvice; compactor.advice
-    # for topics the compactor creates; unset: the broker's own defaults
+    """The dead-letter topic; `--dead-letter-topic` wins; unset: `compactor.dead-letter`."""
+    advice: str | None = Field(default=None, pattern=TOPIC_NAME)
+    """The `ProducerAdvice` topic; unset: `compactor.advice`."""
     partitions: int | None = Field(default=None, ge=1)
+    """Partitions of the topics the compactor creates; unset: the broker's default."""
     replication_factor: int | None = Field(default=None, ge=1)
+    """Replication factor of the topics the compactor creates; unset: the broker's default."""
 
 
 class KafkaConfig(Frozen):
@@ -60,20 +66,31 @@ class KafkaConfig(Frozen):
     """
 
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    """The protocol every client speaks to the brokers."""
     sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
+    """The SASL mechanism; required with the SASL protocols."""
     sasl_username: str | None = None
+    """The SASL user; required with the SASL protocols."""
     sasl_password: Secret | None = None
+    """The SASL password (`env:NAME` reads it from the environment); required with the SASL
+    protocols."""
     ssl_ca_location: str | None = None
+    """A PEM file of the CA certificates that signed the brokers' certificates."""
     topics: TopicsConfig = TopicsConfig()
-    # librdkafka settings the block does not model (mTLS keys, OAUTHBEARER, client.id, ...);
-    # they go to every confluent-kafka client and win over the keys above
+    """Topic names, and how missing topics are created."""
     librdkafka: Mapping[str, Setting] = Field(default_factory=dict)
-    # options of Spark's Kafka source (`kafka.`-prefixed consumer settings, maxOffsetsPerTrigger, ...)
+    """librdkafka settings the block does not model (mTLS keys, OAUTHBEARER, `client.id`): they
+    go to every confluent-kafka client, over the keys above; values are masked, `env:NAME` works."""
     spark_source: Mapping[str, Setting] = Field(default_factory=dict)
-    # how events are framed: Avro single-object encoding, or the Confluent wire format with ids
-    # from `schema_registry` (confluent-kafka's client settings: url, basic.auth.user.info, ...)
+    """Options of Spark's Kafka source (`kafka.`-prefixed consumer settings,
+    `maxOffsetsPerTrigger`); `subscribe`, `subscribePattern`, `assign` and
+    `kafka.bootstrap.servers` are refused."""
     encoding: Literal["single_object", "confluent"] = "single_object"
+    """How events are written: Avro single-object encoding, or the Confluent wire format with
+    schema ids from `schema_registry`. Both are read whatever is written."""
     schema_registry: Mapping[str, Setting] = Field(default_factory=dict)
+    """confluent-kafka's Schema Registry client settings (`url`, `basic.auth.user.info`, ...);
+    `url` is required with `encoding: confluent`."""
 
     @field_validator("spark_source")
     @classmethod

@@ -16,8 +16,12 @@ from compactor.config.units import Frozen
 
 
 class OffPeak(Frozen):
+    """A daily window (UTC) in which optional merges may run; it may wrap midnight."""
+
     start: time
+    """When the window opens each day (`"22:00"`, UTC)."""
     end: time
+    """When it closes (`"06:00"`, UTC); before `start` means the next day."""
 
     @model_validator(mode="after")
     def _not_empty(self) -> OffPeak:

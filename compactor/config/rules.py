@@ -18,7 +18,7 @@ Trigger = Literal["on_load", "manual"]
 
 
 class Sealing(Frozen):
-    """Late data for a time-layer table (see `rules.late_data`).
+    """Late data for a time-layer table: loads that overlap data already there wait, then fold in.
 
     The watermark is the latest event end held minus `allowed_lateness`; data ending
     at or before it is sealed. A load overlapping data already there is late: it
@@ -27,8 +27,13 @@ class Sealing(Frozen):
     """
 
     allowed_lateness: Duration = timedelta(0)
+    """The watermark trails the latest event end the table holds by this much; data ending at or
+    before the watermark is sealed."""
     late_fold_ratio: float = Field(default=0.1, gt=0)
+    """A sealed late run folds into its host once its late bytes reach this share of the host's
+    bytes (r: a late byte is rewritten at most 1 + 1/r times)."""
     max_late_segments: int = Field(default=16, ge=1)
+    """A sealed late run also folds once it holds this many late segments, whatever their bytes."""
 
     @field_validator("allowed_lateness")
     @classmethod
@@ -44,7 +49,11 @@ class RuleBase(Frozen):
     gives seconds)."""
 
     trigger: Trigger = "on_load"
+    """`on_load`: evaluated on every completion event; `manual`: only when asked
+    (`compactor request --rule`) or on its `schedule`."""
     schedule: str | None = None
+    """A cron expression (UTC; a sixth field gives seconds) on which the rule also runs, e.g.
+    `0 2 * * *` for nightly at 02:00; fires missed while the job was down are not made up."""
 
     @field_validator("schedule")
     @classmethod
@@ -61,9 +70,12 @@ class AutoMergeRule(RuleBase):
     """Time-layer auto-merge (Kylin): natural levels, largest first, one merge per attempt."""
 
     rule: Literal["auto_merge"]
+    """Selects this rule."""
     levels: tuple[Level, ...] = (Level.WEEK, Level.MONTH)
-    # accept late loads that overlap sealed data and fold them in by ratio; null: overlaps are refused
+    """The natural time layers to merge into, each listed once; tried from the largest down."""
     sealing: Sealing | None = None
+    """Accept late loads that overlap data already there and fold them in by ratio; null:
+    overlapping loads are refused (`overlapping_range`)."""
 
     @field_validator("levels")
     @classmethod
@@ -83,10 +95,13 @@ class MinorRule(RuleBase):
     """Level-threshold compaction (CarbonData minor): x loads -> level 1, y level-1 -> level 2."""
 
     rule: Literal["minor"]
+    """Selects this rule."""
     level_thresholds: tuple[int, int] = (4, 3)
-    # CarbonData's carbon.number.of.cores.while.compacting: the rule's merges run in a Spark FAIR
-    # pool named after the rule, guaranteed this many cores (its minShare); null: the default pool
+    """`[x, y]`: every x level-0 segments (in load order) merge into a level-1 segment, every y
+    level-1 segments into a final level-2 one; 0 disables a level, 1 is refused."""
     cores_while_compacting: int | None = Field(default=None, ge=1)
+    """CarbonData's `carbon.number.of.cores.while.compacting`: the rule's merges run in a Spark FAIR
+    pool named after the rule with this minShare; null: Spark's default pool."""
 
     @field_validator("level_thresholds")
     @classmethod
@@ -109,8 +124,12 @@ class MajorRule(RuleBase):
     """Size-threshold compaction (CarbonData major): segments summing below the threshold merge."""
 
     rule: Literal["major"]
+    """Selects this rule."""
     size_threshold: ByteSize = 1024 << 20
-    cores_while_compacting: int | None = Field(default=None, ge=1)  # as minor's
+    """Oldest first, a segment that would bring the running total to or above this size is
+    skipped; what was collected (at least two segments) merges."""
+    cores_while_compacting: int | None = Field(default=None, ge=1)
+    """As for `minor`: the merges run in a Spark FAIR pool named `major` with this minShare."""
 
 
 ScaleProfile = Literal["I", "II", "III"]
@@ -120,9 +139,12 @@ class Resources(Frozen):
     """What a pool's merges get: how many run at once (its share of
     `operations.max_concurrent_merges`) and their Spark FAIR pool's weight and minShare."""
 
-    concurrency: int | None = None  # None: any free slot
+    concurrency: int | None = None
+    """How many of the pool's merges run at once; None: any free slot."""
     weight: int = 1
+    """The Spark FAIR pool's weight."""
     min_share: int = 0
+    """The Spark FAIR pool's minShare."""
 
 
 # Seed 003's scale profiles I, II and III (small, medium, large merge peers), as slots and FAIR
@@ -150,18 +172,30 @@ def _replicas(value: Any) -> int | None:
 
 class PoolConfig(Frozen):
     """A bin-pack pool: segments whose age, size and width fit it are packed together; its
-    merges run with the pool's resources (`resources`)."""
+    merges run with the pool's resources (concurrency, FAIR weight and minShare)."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    """The pool's name, also the name of the Spark FAIR scheduler pool its merges run in."""
     min_age: Duration = timedelta(0)
+    """A segment joins the pool once its age (now minus its end) reaches this."""
     max_age: Duration
+    """... and while its age is under this."""
     max_size: ByteSize
+    """The largest segment the pool takes, and the most bytes one of its merges may produce."""
     max_width: Duration
+    """The widest time range a segment, and a merge's output, may span in this pool."""
     scale_profile: ScaleProfile | None = None
+    """Hydrolix's scale profile: `I` (any free slot, weight 2, minShare 1), `II` (2 at once,
+    weight 1, minShare 1) or `III` (1 at once, weight 1, minShare 0)."""
     replicas: Annotated[int | None, BeforeValidator(_replicas), Field(ge=1)] = None
-    max_concurrent: int | None = Field(default=None, ge=1)  # wins over replicas
+    """How many of the pool's merges run at once, Hydrolix style: `3`, or a range `1-5` (its upper
+    bound counts)."""
+    max_concurrent: int | None = Field(default=None, ge=1)
+    """How many of the pool's merges run at once; wins over `replicas` and the profile."""
     weight: int | None = Field(default=None, ge=1)
+    """The FAIR pool's weight; wins over the profile's."""
     min_share: int | None = Field(default=None, ge=0)
+    """The FAIR pool's minShare; wins over the profile's."""
 
     @model_validator(mode="after")
     def _ranges(self) -> PoolConfig:
@@ -194,8 +228,12 @@ class BinPackRule(RuleBase):
     """Hydrolix-style merge: pools by age/size/width, packed first-fit or best-fit."""
 
     rule: Literal["bin_pack"]
+    """Selects this rule."""
     strategy: Literal["first_fit", "best_fit"] = "first_fit"
+    """How a pool's segments are packed into merges: first-fit or best-fit decreasing."""
     pools: tuple[PoolConfig, ...] = DEFAULT_POOLS
+    """The pools, in order: each segment joins the first whose age, size and width it fits. The
+    default is `small`, `medium` and `large`, each at most one hour wide."""
 
     @field_validator("pools")
     @classmethod
@@ -220,10 +258,16 @@ class UpsertCompactionRule(RuleBase):
     """
 
     rule: Literal["upsert_compaction"]
+    """Selects this rule."""
     invalid_records_threshold_percent: float = Field(default=0.0, ge=0, le=100)
+    """A segment qualifies when at least this percentage of its rows are superseded (and the count
+    below is reached too)."""
     invalid_records_threshold_count: int = Field(default=1, ge=1)
+    """... and at least this many of its rows are superseded."""
     max_records_per_segment: int = Field(default=5_000_000, gt=0)
+    """The most valid rows an output segment holds."""
     max_segment_size: ByteSize = 500 << 20
+    """The largest output segment."""
 
 
 ROLLUPS = ("sum", "min", "max", "distinct_count_hll")
@@ -234,18 +278,29 @@ class RefreshRule(RuleBase):
     resized toward the targets, with optional rollup or dedup."""
 
     rule: Literal["refresh"]
+    """Selects this rule."""
     skip_index_check: bool = False
+    """Trust the layout each segment recorded and skip reading its files and rows (cheaper, but
+    blind to drift the record does not show)."""
     max_records_per_segment: int = Field(default=5_000_000, gt=0)
+    """Outputs are split into chunks that approach this many rows."""
     desired_segment_size: ByteSize = 500 << 20
+    """Outputs are split into chunks that approach this size; conforming small segments of one
+    time bucket merge toward it."""
     max_records_per_task: int = Field(default=50_000_000, gt=0)
+    """The most input rows one task (one Delta commit) rewrites."""
     max_data_size_per_task: ByteSize = 5 << 30
+    """The most input bytes one task rewrites."""
     table_max_num_tasks: int = Field(default=10, gt=0)
+    """The most tasks per evaluation; the rest waits for the next one."""
     merge_type: Literal["concat", "rollup", "dedup"] = "concat"
+    """`concat` keeps every row; `rollup` combines rows with equal dimensions (needs
+    `aggregations`); `dedup` drops duplicate rows."""
     round_bucket_time_period: Duration | None = None
-    # metric column -> how rolled-up rows combine it: sum, min, max, or distinct_count_hll (the
-    # column holds HyperLogLog sketches, e.g. from Spark's hll_sketch_agg, and rolled-up rows hold
-    # their union)
+    """Round the time column down to this period before rolling up or de-duplicating."""
     aggregations: Mapping[str, str] = Field(default_factory=dict)
+    """Metric column -> how rolled-up rows combine it: `sum`, `min`, `max`, or `distinct_count_hll`
+    for a column of HyperLogLog sketches (rolled-up rows hold their union); `count` is refused."""
 
     @field_validator("aggregations")
     @classmethod

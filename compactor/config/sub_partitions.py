@@ -48,11 +48,15 @@ class SubPartitionConfig(Frozen):
     """
 
     column: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+    """The sub-partition column (a region, say)."""
     type: SubPartitionType = "string"
+    """The column's type; every value must parse as it."""
     values: tuple[str, ...] = ()
-    # off: the table is offline for merges while any segment still holds a sub-partition value
-    # (Kylin takes such a model offline); delete the values or turn it back on
+    """The declared values, written as text, each once, at most 2,000; matched exactly and
+    case-sensitively; a value no data has yet is allowed."""
     enabled: bool = True
+    """false: the table is offline for merges while any segment still holds a value (as Kylin
+    takes such a model offline); delete the values, or turn it back on."""
 
     @model_validator(mode="after")
     def _values(self) -> SubPartitionConfig:

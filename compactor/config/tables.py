@@ -36,8 +36,12 @@ from compactor.errors import ConfigError
 
 
 class ProducerAdviceConfig(Frozen):
+    """When the job advises a table's producers to load less often (a `ProducerAdvice` event)."""
+
     max_small_segments: int = Field(default=1000, ge=1)
+    """Advise once more than this many unmerged loads smaller than `min_segment_size` wait."""
     min_segment_size: ByteSize = 128 * 1024 * 1024
+    """Loads under this size count as small; also the minimum size the advice recommends."""
 
 
 class TableFields(Frozen):
@@ -48,29 +52,42 @@ class TableFields(Frozen):
     """
 
     merge_enabled: bool = True
+    """false: the table never merges (loads are still recorded). `compactor table disable` is
+    the switch for a pause."""
     preserve_latest: int = Field(default=0, ge=0)
+    """Leave the N most recently loaded segments alone."""
     allowed_compaction_days: int = Field(default=0, ge=0)
+    """Merge only segments loaded within this many days of now; 0 turns the filter off."""
     lookback: timedelta | None = None
+    """Merge only segments whose data ended within this long of now (`30d`, `12h`); null or
+    `off`: no limit."""
     rules: tuple[RuleConfig, ...] = (AutoMergeRule(rule="auto_merge"),)
+    """The rules, run in the order listed, each at most once; a segment is never claimed by two
+    plans. `auto_merge` cannot share a table with another rule."""
     sub_partition: SubPartitionConfig | None = None
+    """A second partition level under time (Kylin multi-level partitioning)."""
     upsert: UpsertConfig | None = None
+    """Makes the table an upsert table: the latest row per primary key is the valid one."""
     config_version: int = Field(default=1, ge=1)
+    """The table config's version: the job adopts a published config (`compactor config apply`)
+    whose version is newer than the one it holds."""
     layout: LayoutConfig | None = None
+    """How the table's segments must be built; the `refresh` rule rewrites those that differ."""
     vacuum: VacuumConfig = VacuumConfig()
-    # a plain merge whose input files are all at least this large moves them into its output by
-    # metadata instead of rewriting them (half the 256 MiB write target); null: always rewrite
+    """When the files of replaced segments are deleted (Delta's VACUUM)."""
     promote_files_over: ByteSize | None = Field(default=128 * 1024 * 1024, ge=1)
-    # the merge debt objective, in hours of ingest (`2h`): status and metrics say met, at risk or
-    # breached; null: no objective
+    """A merge moves input segments made only of files at least this large into its output by
+    metadata instead of rewriting them (half the 256 MiB write target); null: always rewrite."""
     max_debt: Duration | None = None
-    # bytes rewritten by merges over bytes ingested, over the last 30 days: once spent, optional
-    # merges (upper layers, later pools) wait; null: no budget
+    """The merge debt objective, in hours of ingest (`2h`): status and metrics say met, at risk
+    or breached; null: no objective."""
     max_write_amplification: float | None = Field(default=None, gt=0)
-    # advise the table's producers (ProducerAdvice) past this many unmerged loads smaller than
-    # min_segment_size; null: never
+    """Budget of bytes rewritten by merges over bytes loaded, over the last 30 days: once spent,
+    optional merges (upper layers, level 2, later pools) wait; null: no budget."""
     producer_advice: ProducerAdviceConfig | None = ProducerAdviceConfig()
-    # the table's weight when several tables share operations.max_merges_per_batch
+    """When to advise the table's producers that their loads are too small; null: never."""
     priority: float = Field(default=1.0, gt=0)
+    """The table's weight when tables share merge slots or `operations.max_merges_per_batch`."""
 
     @field_validator("rules")
     @classmethod
@@ -174,26 +191,28 @@ class OperationsConfig(Frozen):
     """How the job runs, not what it merges: the failure cool-down, the metrics endpoint, and
     what a second controller does."""
 
-    # a failed plan, or a table whose work failed, is left alone this long before it is tried again
     cool_down: Duration = timedelta(minutes=5)
-    # serve /metrics, /healthz and /ready on this port (`compactor run --metrics-port` overrides)
+    """A failed plan, or a table whose work failed, is left alone this long before it is tried
+    again (without waiting for an event)."""
     metrics_port: int | None = Field(default=None, ge=1, le=65535)
-    # a second `compactor run` on the same warehouse and topic waits for the lease instead of refusing
+    """Serve `/metrics`, `/healthz` and `/ready` on this port (`compactor run --metrics-port`
+    wins); null: no server."""
     standby: bool = False
-    # past this many events behind on the segments topic, optional merges (upper time layers,
-    # level-2, later pools) wait until the job catches up; null: never
+    """A second `compactor run` on the same warehouse and topic waits for the lease and takes over
+    when the holder stops, instead of exiting 4."""
     defer_optional_over_lag: int | None = Field(default=10_000, ge=1)
-    # at most this many merges start per micro-batch (or tick), shared across the tables with
-    # merges waiting by deficit round-robin (weight: the table's priority x its share of the
-    # waiting bytes); null: every merge starts as soon as an attempt plans it and a slot is free
+    """Past this many events behind on the segments topic, optional merges (upper time layers,
+    level 2, later pools) wait until the job catches up; null: never."""
     max_merges_per_batch: int | None = Field(default=None, ge=1)
-    # merges that run at once, on as many driver threads: different tables', and disjoint plans
-    # of one table; a bin-pack pool (or a rule with cores_while_compacting) runs within its own
-    # concurrency too
+    """At most this many merges start per micro-batch (or tick), shared across the tables with
+    merges waiting by deficit round-robin; null: every merge starts as soon as it is planned and
+    a slot is free."""
     max_concurrent_merges: int = Field(default=4, ge=1)
-    # optional merges run only inside this daily window (UTC, e.g. {start: "22:00", end: "06:00"});
-    # required ones run at any time; null: optional merges run at any time
+    """Merges that run at once, each on a driver thread: different tables', and disjoint plans of
+    one table; a bin-pack pool (or a rule's `cores_while_compacting`) also has its own limit."""
     off_peak: OffPeak | None = None
+    """Optional merges run only inside this daily window (UTC, e.g. `{start: "22:00", end:
+    "06:00"}`); required ones run at any time; null: optional merges run at any time."""
 
     @field_validator("cool_down")
     @classmethod
@@ -214,12 +233,17 @@ class ProjectConfig(Frozen):
     """
 
     defaults: TableFields = TableFields()
+    """Table keys that apply to every table that does not give them itself."""
     tables: Mapping[str, TableFields] = Field(default_factory=dict)
+    """Table name -> the keys that replace the defaults for that table. Names are letters,
+    digits and `_`, not starting with a digit."""
     kafka: KafkaConfig | None = None
-    # Spark settings for the job and every Spark-using command (an object store's endpoint and
-    # path style, say); applied over the project's own defaults
+    """Security, topics and client settings for every Kafka client."""
     spark: Mapping[str, str] = Field(default_factory=dict)
+    """Spark settings (`spark.*` keys) for the job and every Spark-using command, such as an
+    object store's endpoint; over the project's defaults and spark-submit's, under `--conf`."""
     operations: OperationsConfig = OperationsConfig()
+    """How the job runs."""
 
     @field_validator("spark", mode="before")
     @classmethod

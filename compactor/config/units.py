@@ -59,6 +59,10 @@ Duration = Annotated[timedelta, BeforeValidator(_duration)]
 
 
 class Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    """Config objects are immutable and refuse unknown keys.
 
-    """Config objects are immutable and refuse unknown keys."""
+    Each field's docstring is its description: the generated configuration reference
+    (docs/reference/configuration.md) prints it.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)

@@ -17,10 +17,14 @@ class VacuumConfig(Frozen):
     """`vacuum:` of a table: keep replaced files `retention` long, delete older ones every `interval`."""
 
     enabled: bool = True
+    """false: leave the table's files alone."""
     retention: Duration = DELTA_SAFE_RETENTION
+    """Keep files that versions within this long still need; time travel inside it keeps working."""
     interval: Duration = timedelta(days=1)
-    # a retention under Delta's 7 days is refused unless this says the operator knows the cost
+    """Run VACUUM this often (the first run comes ten minutes after the job starts)."""
     allow_short_retention: bool = False
+    """Accept a retention under Delta's 7-day safety check (lifted for this table's VACUUM only):
+    readers and time travel older than the retention fail on deleted files."""
 
     @model_validator(mode="after")
     def _safe(self) -> VacuumConfig:

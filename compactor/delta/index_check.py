@@ -13,8 +13,8 @@ from pyspark.sql.types import ArrayType, DataType
 from compactor.config.layout import LayoutConfig
 from compactor.delta.paths import SEGMENT_COLUMN, table_uri
 from compactor.delta.snapshot import physical_names
+from compactor.domain.layout import HIDDEN_COLUMNS, IndexFacts
 from compactor.domain.segments import Segment
-from compactor.rules.refresh import HIDDEN_COLUMNS, IndexFacts
 
 _CODECS = {"SNAPPY": "snappy", "ZSTD": "zstd", "GZIP": "gzip", "UNCOMPRESSED": "uncompressed"}
 

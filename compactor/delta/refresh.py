@@ -12,6 +12,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, DataFrameWriter, SparkSession, Window
 from pyspark.sql import functions as F
 
+from compactor.config.built_with import layout_record
 from compactor.config.layout import LayoutConfig
 from compactor.config.rules import RefreshRule
 from compactor.delta.commit_metadata import commit_metadata, plan_marker
@@ -23,10 +24,10 @@ from compactor.delta.paths import SEGMENT_COLUMN, table_uri
 from compactor.delta.predicates import in_list
 from compactor.delta.reads import app_id, committed
 from compactor.delta.snapshot import check_rewritable
+from compactor.domain.layout import refresh_output_prefix
 from compactor.domain.plans import Commit, MergePlan
 from compactor.domain.segments import Origin, Segment, TimeRange
 from compactor.errors import CommitConflict
-from compactor.rules.refresh import layout_record, output_prefix
 
 _KEYS = ("__bucket", "__partition", "__chunk")
 
@@ -98,7 +99,7 @@ def _keyed(rows: DataFrame, plan: MergePlan, layout: LayoutConfig, rule: Refresh
         .withColumn("__partition", partition)
         .withColumn("__chunk", F.floor((F.row_number().over(ranked) - 1) / per_chunk))
     )
-    parts = [F.lit(output_prefix(plan.plan_id)), *(F.col(k).cast("string") for k in _KEYS)]
+    parts = [F.lit(refresh_output_prefix(plan.plan_id)), *(F.col(k).cast("string") for k in _KEYS)]
     return keyed.withColumn(SEGMENT_COLUMN, F.concat_ws("-", *parts))
 
 
@@ -148,7 +149,7 @@ def _writer(
     )
     if plan.table_wide:
         return writer.option("overwriteSchema", "true").partitionBy(SEGMENT_COLUMN)
-    prefix = output_prefix(plan.plan_id)
+    prefix = refresh_output_prefix(plan.plan_id)
     predicate = f"{SEGMENT_COLUMN} IN ({in_list(plan.input_ids)}) OR {SEGMENT_COLUMN} LIKE '{prefix}-%'"
     return writer.option("replaceWhere", predicate).option("mergeSchema", "true")
 

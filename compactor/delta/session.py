@@ -26,8 +26,8 @@ from pyspark import SparkConf, SparkContext
 from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
-from compactor import jvm
 from compactor.config.rules import Resources
+from compactor.delta import jvm
 from compactor.errors import CompactorError
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"

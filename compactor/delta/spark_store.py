@@ -27,10 +27,10 @@ from compactor.delta.store import LoadOrder, TableChanges, VacuumReport
 from compactor.delta.sub_partition_delete import delete_sub_partition
 from compactor.delta.upsert import invalid_counts
 from compactor.delta.vacuum import vacuum
+from compactor.domain.layout import IndexFacts
 from compactor.domain.plans import Commit, MergePlan
 from compactor.domain.segments import Segment
 from compactor.errors import CompactorError
-from compactor.rules.refresh import IndexFacts
 
 POOL_PROPERTY = "spark.scheduler.pool"
 DESCRIPTION_PROPERTY = "spark.job.description"  # shown with the job in the UI and event log

@@ -22,9 +22,9 @@ from compactor.config.layout import LayoutConfig, UpsertConfig
 from compactor.config.sub_partitions import SubPartitionConfig
 from compactor.config.tables import TableSettings
 from compactor.config.vacuum import VacuumConfig
+from compactor.domain.layout import IndexFacts
 from compactor.domain.plans import Commit, MergePlan
 from compactor.domain.segments import Segment
-from compactor.rules.refresh import IndexFacts
 
 LoadOrder = Mapping[str, datetime]  # segment id -> when it was loaded
 

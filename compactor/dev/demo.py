@@ -19,11 +19,11 @@ from typing import Any
 
 from confluent_kafka import Consumer
 
+from compactor.client.loader import load_segment, sample_rows
 from compactor.codec.events import default_codec
 from compactor.config.loading import load_config
 from compactor.delta.paths import table_uri
 from compactor.kafka.settings import KafkaSettings
-from compactor.loader import load_segment, sample_rows
 
 TABLE = "demo_sales"
 FIRST_DAY = datetime(2024, 1, 1, tzinfo=UTC)  # a Monday, so weeks line up visibly

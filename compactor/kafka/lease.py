@@ -24,7 +24,6 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from compactor.delta.paths import warehouse_uri
 from compactor.errors import LeaseHeld
 from compactor.kafka.settings import KafkaSettings
 from compactor.kafka.topics import ensure_topics
@@ -39,18 +38,20 @@ def lease_topic(settings: KafkaSettings) -> str:
     return f"{settings.segments_topic}.controller"
 
 
-def lease_group(settings: KafkaSettings, warehouse: str) -> str:
-    key = f"{warehouse_uri(warehouse)}\n{settings.segments_topic}".encode()
+def lease_group(settings: KafkaSettings, warehouse_uri: str) -> str:
+    """The group for one warehouse and topic. `warehouse_uri` is the warehouse as one canonical
+    URI (`delta.paths.warehouse_uri`), so that two spellings of one warehouse share a lease."""
+    key = f"{warehouse_uri}\n{settings.segments_topic}".encode()
     return f"compactor-controller-{hashlib.sha256(key).hexdigest()[:16]}"
 
 
 class ControllerLease:
     """Join the group, wait for the lease, keep it (a daemon thread polls), give it back on close."""
 
-    def __init__(self, settings: KafkaSettings, warehouse: str) -> None:
+    def __init__(self, settings: KafkaSettings, warehouse_uri: str) -> None:
         self.settings = settings
-        self.warehouse = warehouse
-        self.group = lease_group(settings, warehouse)
+        self.warehouse = warehouse_uri
+        self.group = lease_group(settings, warehouse_uri)
         self.topic = lease_topic(settings)
         self.identity = f"compactor-run@{socket.gethostname()}:{os.getpid()}"
         self.held = threading.Event()

@@ -23,9 +23,9 @@ from datetime import datetime
 from compactor.config.rules import AutoMergeRule, RuleConfig, RuleName
 from compactor.config.tables import TableSettings
 from compactor.domain.columns import SegmentColumns
+from compactor.domain.layout import IndexFacts
 from compactor.domain.plans import Decision, MergePlan, RuleOutcome, SkipReason
 from compactor.domain.segments import Segment
-from compactor.rules import refresh
 from compactor.rules.budget import admit
 from compactor.rules.filters import shared_filter
 from compactor.rules.registry import PLANNERS, RuleInput
@@ -55,7 +55,7 @@ def evaluate(
     only_rule: str | None = None,
     explain: bool = True,
     invalid_counts: Mapping[str, int] | None = None,
-    index_facts: Mapping[str, refresh.IndexFacts] | None = None,
+    index_facts: Mapping[str, IndexFacts] | None = None,
     near: Collection[Segment] | None = None,
     allowance: float | None = None,
     running: Mapping[str, str] | None = None,

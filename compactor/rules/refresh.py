@@ -15,17 +15,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from enum import StrEnum
 from typing import Any
 
+from compactor.config.built_with import layout_record
 from compactor.config.layout import LayoutConfig
 from compactor.config.rules import RefreshRule, RuleName
+from compactor.domain.layout import HIDDEN_COLUMNS, IndexFacts
 from compactor.domain.plans import Decision, MergePlan, RuleOutcome, SkipReason, make_plan
 from compactor.domain.segments import Segment
 
 RULE = RuleName.REFRESH
-HIDDEN_COLUMNS = frozenset({"segment_id"})
 
 
 class Drift(StrEnum):
@@ -51,38 +52,6 @@ class Drift(StrEnum):
 
 # a Delta table has one schema: these changes are applied to every segment in one commit
 TABLE_WIDE = frozenset({Drift.COLUMN_REMOVED, Drift.DATA_TYPE, Drift.SINGLE_MULTI_VALUE})
-
-
-def layout_record(layout: LayoutConfig, config_version: int) -> str:
-    """Canonical JSON of what a segment built now is built with (stored in `built_with`)."""
-    return json.dumps(
-        {
-            "config_version": config_version,
-            "time_column": layout.time_column,
-            "bucket_seconds": layout.bucket_time_period.total_seconds(),
-            "partitioning": layout.partitioning.model_dump() if layout.partitioning else None,
-            "sorted_column": layout.sorted_column,
-            "columns": {n: (c.type, c.multi_value) for n, c in sorted(layout.columns.items())},
-            "encoding": layout.encoding,
-            "compression": layout.compression,
-        },
-        sort_keys=True,
-        separators=(",", ":"),
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class IndexFacts:
-    """What the index check found in a segment's files and rows."""
-
-    columns: Mapping[str, tuple[str, bool]]  # column -> (type, multi_value) in the files
-    bucket_count: int  # distinct time buckets of bucket_time_period among the rows
-    partition_count: int  # distinct value partitions among the rows (0 without partitioning)
-    sorted: bool  # rows sorted by the layout's sorted column (True without one)
-    encoding: str
-    compression: str
-    # distinct values of the table's sub-partition column in the rows, as text (None: no such column)
-    sub_partition_values: frozenset[str] | None = None
 
 
 def drift(segment: Segment, layout: LayoutConfig, facts: IndexFacts | None) -> list[Drift]:
@@ -138,12 +107,6 @@ def _sizing(segment: Segment, rule: RefreshRule) -> Drift | None:
     if segment.records > rule.max_records_per_segment or segment.bytes > 2 * rule.desired_segment_size:
         return Drift.OVERSIZED
     return None
-
-
-def output_prefix(plan_id: str) -> str:
-    """Every segment a refresh plan writes has an id starting with this (derived from the plan id,
-    so a replay writes the same ids and Delta's txnAppId recognises it)."""
-    return f"r-{plan_id[:16]}"
 
 
 def plan(

@@ -23,6 +23,7 @@ from compactor.config.rules import (
 )
 from compactor.config.tables import TableSettings
 from compactor.domain.columns import SegmentColumns
+from compactor.domain.layout import IndexFacts
 from compactor.domain.plans import RuleOutcome
 from compactor.domain.segments import Segment
 from compactor.rules import auto_merge, level_threshold, pools, refresh, size_threshold, upsert
@@ -40,7 +41,7 @@ class RuleInput:
     now: datetime
     explain: bool
     invalid_counts: Mapping[str, int] | None = None  # upsert tables: superseded rows per segment
-    index_facts: Mapping[str, refresh.IndexFacts] | None = None  # refresh: what the index check found
+    index_facts: Mapping[str, IndexFacts] | None = None  # refresh: what the index check found
     near: Collection[Segment] | None = None  # the segments the triggering events brought (None: all)
 
 

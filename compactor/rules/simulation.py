@@ -15,11 +15,10 @@ from datetime import datetime
 
 import numpy as np
 
-from compactor.catalog.changes import PlanApplied, SegmentAdded
-from compactor.catalog.fold import SegmentCatalog
 from compactor.config.tables import ProjectConfig
 from compactor.domain.columns import SegmentColumns
 from compactor.domain.plans import MergePlan
+from compactor.domain.segment_set import SegmentSet
 from compactor.domain.segments import Segment
 from compactor.errors import InvalidSegmentError
 from compactor.rules import manual
@@ -34,10 +33,11 @@ _MAX_ATTEMPTS_PER_SEGMENT = 4
 
 @dataclass
 class Simulation:
-    """A catalog plus the merges applied to it, in order."""
+    """The segments (in memory, as the job's catalog would hold them) plus the merges applied to
+    them, in order."""
 
     config: ProjectConfig
-    catalog: SegmentCatalog = field(default_factory=SegmentCatalog)
+    catalog: SegmentSet = field(default_factory=SegmentSet)
     merges: list[MergePlan] = field(default_factory=list)
     local: bool = False  # attempts look only near the segment that triggered them, as the stream's do
     writes: WriteLedger = field(default_factory=WriteLedger)  # for write-amplification budgets
@@ -57,7 +57,7 @@ class Simulation:
             allowance=self.writes.allowance(table, now, settings.max_write_amplification),
         )
         for plan in evaluation.plans:
-            self.catalog.apply(PlanApplied(plan, (plan.output,)))
+            self.catalog.apply(plan)
             self.merges.append(plan)
             self.writes.rewritten(table, now, plan.bytes_in)
         return evaluation
@@ -82,14 +82,14 @@ class Simulation:
 
     def arrive(self, segment: Segment, now: datetime | None = None) -> None:
         """A completion event for `segment`: record it and run the cascade."""
-        self.catalog.apply(SegmentAdded(segment))
+        self.catalog.add(segment)
         self.writes.ingested(segment.table, now or segment.loaded_at, segment.bytes)
         self.cascade(segment.table, now or segment.loaded_at, near=(segment,))
 
     def manual_merge(self, table: str, ids: Sequence[str]) -> MergePlan:
         """Validate and apply a merge of exactly `ids` (ManualMergeError if invalid)."""
         plan = manual.plan(table, ids, self.catalog.segments(table), self.config.for_table(table))
-        self.catalog.apply(PlanApplied(plan, (plan.output,)))
+        self.catalog.apply(plan)
         self.merges.append(plan)
         return plan
 

@@ -13,11 +13,12 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
-from compactor.codec.events import Codec, codec_for
+from compactor.codec.events import Codec
 from compactor.config.tables import ProjectConfig
 from compactor.delta.catalog_table import DeltaCatalogStore
 from compactor.delta.spark_store import SparkTableStore
 from compactor.domain.clock import now_utc
+from compactor.kafka.codecs import codec_for
 from compactor.kafka.producer import EventProducer
 from compactor.kafka.settings import KafkaSettings
 from compactor.kafka.topics import ensure_topics

@@ -21,10 +21,11 @@ from compactor.config.rules import RefreshRule, RuleName
 from compactor.config.tables import TableSettings
 from compactor.domain.columns import SegmentColumns
 from compactor.domain.events import ProducerAdvice
+from compactor.domain.layout import IndexFacts
 from compactor.domain.plans import MergePlan
 from compactor.domain.segments import Segment
 from compactor.errors import DeadLetterReason, ManualMergeError, Rejected
-from compactor.rules import manual, refresh
+from compactor.rules import manual
 from compactor.rules.due import Due, cool_down_end, table_due
 from compactor.rules.engine import evaluate
 from compactor.stream.advice import ADVISE_EVERY, advise
@@ -101,7 +102,7 @@ class TablePlanner:
         self.due = due if due is not None else DueTimes()
         self.running = running  # a table's segments in merges in flight (id -> plan id)
         self._advised: dict[str, datetime] = {}  # when each table's producers were last advised
-        self._facts: dict[tuple[str, str], refresh.IndexFacts] = {}
+        self._facts: dict[tuple[str, str], IndexFacts] = {}
         self._stuck: set[str] = set()  # tables whose debt was last seen stuck
 
     def plans(self, trigger: Trigger) -> list[MergePlan]:
@@ -233,7 +234,7 @@ class TablePlanner:
 
     def _index_facts(
         self, table: str, settings: TableSettings, only_rule: str | None, segments: Iterable[Segment]
-    ) -> dict[str, refresh.IndexFacts] | None:
+    ) -> dict[str, IndexFacts] | None:
         """The index check of every segment, when a refresh rule that wants it is about to run;
         cached per segment and layout, since a segment's files never change."""
         rule = next((r for r in settings.rules if isinstance(r, RefreshRule)), None)

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from delta.tables import DeltaTable
 
+from compactor.client.loader import sample_rows
 from compactor.delta.files import HadoopFiles
 from compactor.delta.log import CommitFacts, DeltaLogReader
 from compactor.delta.merge import execute_merge
@@ -17,7 +18,6 @@ from compactor.delta.reads import segments_with_rows
 from compactor.delta.writes import write_segment
 from compactor.domain.plans import make_plan
 from compactor.domain.segments import Segment, TimeRange
-from compactor.loader import sample_rows
 
 pytestmark = pytest.mark.integration
 

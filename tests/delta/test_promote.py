@@ -13,6 +13,7 @@ import pytest
 from delta.tables import DeltaTable
 from deltalake import DeltaTable as RustDeltaTable
 
+from compactor.client.loader import sample_rows
 from compactor.delta import promote as promote_module
 from compactor.delta.checksum import rows_checksum
 from compactor.delta.merge import execute_merge
@@ -22,7 +23,6 @@ from compactor.delta.writes import write_segment
 from compactor.domain.plans import make_plan
 from compactor.domain.segments import Segment, TimeRange
 from compactor.errors import CommitConflict
-from compactor.loader import sample_rows
 from tests.delta.test_log_reads import reader
 
 pytestmark = pytest.mark.integration

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from compactor import jvm
+from compactor.delta import jvm
 from compactor.delta.session import jars_for, on_s3
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from pyspark.sql import functions as F
 
+from compactor.client.loader import sample_rows
 from compactor.codec.events import SEGMENT_COMPLETED, default_codec
 from compactor.codec.framing import MAGIC
 from compactor.config.loading import load_config
@@ -22,7 +23,6 @@ from compactor.domain.events import SegmentCompleted
 from compactor.domain.segments import Segment, TimeRange
 from compactor.kafka.messages import DEAD_LETTER_REASON_HEADER
 from compactor.kafka.producer import EventProducer
-from compactor.loader import sample_rows
 from compactor.stream.job import build_handler
 from tests.helpers.streaming import JobRunner, checksum, consume_all, make_kafka
 

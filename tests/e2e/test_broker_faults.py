@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from compactor.client.loader import load_segment, sample_rows
 from compactor.codec.events import default_codec
 from compactor.config.loading import load_config
 from compactor.delta.paths import table_uri
@@ -18,7 +19,6 @@ from compactor.dev.kafka_broker import LocalKafkaBroker
 from compactor.kafka.producer import EventProducer
 from compactor.kafka.settings import KafkaSettings
 from compactor.kafka.topics import ensure_topics
-from compactor.loader import load_segment, sample_rows
 from compactor.stream.job import build_handler, start_query
 from tests.helpers.streaming import JobRunner, checksum, consume_all
 

@@ -17,6 +17,7 @@ import pytest
 from delta.tables import DeltaTable
 
 from compactor.cli.dry_run import run_plan
+from compactor.client.loader import load_segment, sample_rows
 from compactor.codec.events import default_codec
 from compactor.config.loading import load_config
 from compactor.delta.paths import table_uri
@@ -24,7 +25,6 @@ from compactor.domain.clock import now_utc
 from compactor.domain.segments import Segment
 from compactor.kafka.producer import EventProducer
 from compactor.kafka.settings import KafkaSettings
-from compactor.loader import load_segment, sample_rows
 from compactor.stream.faults import WITH_MERGES_IN_FLIGHT
 from compactor.stream.job import build_handler, start_query
 from tests.helpers.jobs import run_job

@@ -11,6 +11,7 @@ from typing import Any
 import delta.exceptions
 import pytest
 
+from compactor.client.loader import load_segment, sample_rows
 from compactor.codec.events import default_codec
 from compactor.config.loading import load_config
 from compactor.delta import spark_store
@@ -18,7 +19,6 @@ from compactor.delta.paths import table_uri
 from compactor.domain.events import MergeStatus
 from compactor.domain.plans import MergePlan
 from compactor.kafka.producer import EventProducer
-from compactor.loader import load_segment, sample_rows
 from compactor.stream.job import build_handler, start_query
 from tests.helpers.streaming import JobRunner, checksum, consume_all, make_kafka
 

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
+from compactor.client.loader import load_segment, sample_rows
 from compactor.codec.events import default_codec
 from compactor.config.loading import load_config
 from compactor.domain.segments import Segment, TimeRange
 from compactor.kafka.producer import EventProducer
-from compactor.loader import load_segment, sample_rows
 from compactor.stream.job import build_handler
 from tests.helpers.streaming import JobRunner, checksum, consume_all, make_kafka
 

@@ -18,7 +18,9 @@ import pytest
 from delta.tables import DeltaTable
 from pyspark.sql import functions as F
 
+from compactor.client.loader import load_segment
 from compactor.codec.events import default_codec
+from compactor.config.built_with import layout_record
 from compactor.config.loading import load_config
 from compactor.config.tables import ProjectConfig
 from compactor.delta.index_check import index_facts
@@ -26,8 +28,6 @@ from compactor.delta.paths import table_uri
 from compactor.domain.events import CompactionRequested
 from compactor.kafka.producer import EventProducer
 from compactor.kafka.settings import KafkaSettings
-from compactor.loader import load_segment
-from compactor.rules.refresh import layout_record
 from compactor.stream.handler import BatchHandler
 from compactor.stream.job import build_handler
 from tests.helpers.streaming import DownstreamReader, JobRunner, consume_all, make_kafka
@@ -361,7 +361,7 @@ def test_layout_refreshes_are_invisible_to_streaming_readers_and_rollups_are_not
     """A compression-only refresh rearranges rows (dataChange=false); a rollup changes them.
 
     A streaming reader without options stops at the rollup commit, as Delta does
-    for any update of existing rows; one with `skipChangeCommits` (the README's
+    for any update of existing rows; one with `skipChangeCommits` (docs/reading.md's
     advice for tables with such rules) skips that commit and keeps reading loads.
     """
     base = rows(scenario.spark, 0, n=6)

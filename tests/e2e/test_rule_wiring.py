@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from compactor.cli.dry_run import run_plan
+from compactor.client.loader import load_segment, sample_rows
 from compactor.codec.events import default_codec
 from compactor.config.loading import load_config
 from compactor.delta import spark_store
@@ -19,7 +20,6 @@ from compactor.domain.plans import MergePlan
 from compactor.kafka.messages import DEAD_LETTER_REASON_HEADER
 from compactor.kafka.producer import EventProducer
 from compactor.kafka.settings import KafkaSettings
-from compactor.loader import load_segment, sample_rows
 from compactor.stream.handler import BatchHandler
 from compactor.stream.job import build_handler
 from tests.helpers.streaming import JobRunner, checksum, consume_all, make_kafka

@@ -15,12 +15,12 @@ import pytest
 import yaml
 
 from compactor.cli.dry_run import run_plan
+from compactor.client.loader import load_segment, sample_rows
 from compactor.codec.events import default_codec
 from compactor.config.loading import load_config
 from compactor.delta.catalog_table import DeltaCatalogStore
 from compactor.delta.paths import table_uri
 from compactor.kafka.producer import EventProducer
-from compactor.loader import load_segment, sample_rows
 from tests.conftest import S3Server
 from tests.helpers.jobs import run_job
 from tests.helpers.sales import TABLE, handler_for, load_days
@@ -70,7 +70,7 @@ def test_loads_a_week_cascade_a_crash_and_a_restart_on_s3(
 def test_a_loader_in_the_same_driver_appends_while_the_job_merges_on_s3(
     spark: Any, s3: S3Server, kafka_bootstrap: str, unique: Callable[[str], str], tmp_path: Path
 ) -> None:
-    """Delta's default S3 log store serialises commits within one Spark driver (see the README
+    """Delta's default S3 log store serialises commits within one Spark driver (see docs/deploying.md
     for several writing processes): a loader thread and the job share this one."""
     kafka = make_kafka(kafka_bootstrap, unique)
     warehouse = s3.location(unique("warehouse"))

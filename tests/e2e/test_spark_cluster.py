@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
+from compactor.delta.jvm import artifact_name
 from compactor.delta.paths import table_uri
 from compactor.dev.broker_process import free_ports
 from compactor.dev.spark_cluster import BIN, cluster_env, standalone_cluster
-from compactor.jvm import artifact_name
 from tests.helpers.jobs import TABLE, bulk_load, wait_while_running
 from tests.helpers.streaming import checksum, make_kafka
 
@@ -30,8 +30,8 @@ CONFIG_YAML = "defaults:\n  rules:\n    - rule: auto_merge\n      levels: [week]
 
 
 def readme_block(containing: str) -> str:
-    """The README's fenced bash block that contains `containing`, as a user would paste it."""
-    blocks = re.findall(r"```bash\n(.*?)```", (REPO / "README.md").read_text(), flags=re.S)
+    """The fenced bash block of docs/deploying.md that contains `containing`, as a user would paste it."""
+    blocks = re.findall(r"```bash\n(.*?)```", (REPO / "docs" / "deploying.md").read_text(), flags=re.S)
     (block,) = [b for b in blocks if containing in b]
     return block
 
@@ -171,7 +171,7 @@ def _artifact(jar: str) -> str:
 
 
 def _pyspark_jars() -> list[Path]:
-    from compactor.jvm import pyspark_jars_dir
+    from compactor.delta.jvm import pyspark_jars_dir
 
     return list(pyspark_jars_dir().glob("*.jar"))
 

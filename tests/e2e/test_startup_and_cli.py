@@ -15,11 +15,11 @@ from delta.tables import DeltaTable
 from pyspark.sql import functions as F
 
 from compactor.cli import main
+from compactor.client.loader import load_segment, load_sub_partition, sample_rows
 from compactor.codec.events import default_codec
 from compactor.config.loading import load_config
 from compactor.delta.paths import table_uri
 from compactor.kafka.producer import EventProducer
-from compactor.loader import load_segment, load_sub_partition, sample_rows
 from compactor.stream.job import build_handler
 from tests.helpers.streaming import make_kafka
 

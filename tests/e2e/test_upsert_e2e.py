@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from pyspark.sql import functions as F
 
+from compactor.client.loader import load_segment
 from compactor.codec.events import default_codec
 from compactor.config.loading import load_config
 from compactor.delta.upsert import invalid_counts, latest_rows
 from compactor.kafka.producer import EventProducer
-from compactor.loader import load_segment
 from compactor.stream.job import build_handler
 from tests.helpers.streaming import JobRunner, consume_all, make_kafka
 

@@ -7,8 +7,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from compactor.codec.events import Codec, default_codec
 from compactor.config.loading import load_config
 from compactor.domain.events import MergeStatus, SegmentCompleted
@@ -95,8 +93,3 @@ class Harness:
 
     def re_emitted(self) -> list[SegmentCompleted]:
         return [self.codec.decode_segment_completed(m[2]) for m in self.publisher.on(TOPICS.segments_topic)]
-
-
-@pytest.fixture
-def harness(tmp_path: Path) -> Harness:
-    return Harness(tmp_path)

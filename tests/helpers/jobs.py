@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from pyspark.sql import functions as F
 
+from compactor.client.loader import sample_rows
 from compactor.codec.events import default_codec
 from compactor.delta.paths import table_uri
 from compactor.domain.clock import now_utc
@@ -21,7 +22,6 @@ from compactor.domain.events import SegmentCompleted
 from compactor.domain.segments import Segment, TimeRange
 from compactor.kafka.producer import EventProducer
 from compactor.kafka.settings import KafkaSettings
-from compactor.loader import sample_rows
 from compactor.stream.faults import FAULT_ENV
 
 TABLE = "ledger"

@@ -20,10 +20,10 @@ from compactor.config.sub_partitions import SubPartitionConfig
 from compactor.config.tables import TableSettings
 from compactor.config.vacuum import VacuumConfig
 from compactor.delta.store import LoadOrder, TableChanges, VacuumReport
+from compactor.domain.layout import IndexFacts
 from compactor.domain.plans import Commit, MergePlan
 from compactor.domain.segments import Segment
 from compactor.errors import CommitConflict, LogGap, TableNotFoundError
-from compactor.rules.refresh import IndexFacts
 
 
 @dataclass

@@ -12,11 +12,12 @@ from confluent_kafka.schema_registry import record_subject_name_strategy
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from compactor.codec.events import SEGMENT_COMPLETED, Codec, codec_for, default_codec
-from compactor.codec.registry import ConfluentRegistry
+from compactor.codec.events import SEGMENT_COMPLETED, Codec, default_codec
 from compactor.config.loading import load_config
 from compactor.domain.events import SegmentCompleted
 from compactor.errors import ConfigError, DeadLetterReason, EventDecodeError, ServiceUnreachable
+from compactor.kafka.codecs import codec_for
+from compactor.kafka.schema_registry import ConfluentRegistry
 from compactor.kafka.settings import KafkaSettings
 from tests.helpers.segments import seg
 

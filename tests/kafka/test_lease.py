@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from compactor.delta.paths import warehouse_uri
 from compactor.errors import LeaseHeld
 from compactor.kafka.lease import SESSION_TIMEOUT_MS, ControllerLease, lease_group
 from compactor.kafka.settings import KafkaSettings
@@ -100,10 +101,12 @@ def test_a_killed_holders_lease_passes_to_the_standby_after_its_session(
 def test_the_group_is_named_by_the_warehouse_as_a_uri_and_the_topic(tmp_path: Path) -> None:
     kafka = KafkaSettings("127.0.0.1:1", segments_topic="s")
     relative = Path("wh")
-    assert lease_group(kafka, str(relative)) == lease_group(kafka, str(relative.resolve()))
-    assert lease_group(kafka, "s3a://b/wh/") == lease_group(kafka, "s3a://b/wh")
-    assert lease_group(kafka, "s3a://b/wh") != lease_group(kafka, "s3a://b/other")
-    assert lease_group(kafka, "s3a://b/wh") != lease_group(
-        KafkaSettings("x:1", segments_topic="t"), "s3a://b/wh"
-    )
-    assert lease_group(kafka, "s3a://b/wh").startswith("compactor-controller-")
+
+    def group(warehouse: str, settings: KafkaSettings = kafka) -> str:
+        return lease_group(settings, warehouse_uri(warehouse))  # as `compactor run` names it
+
+    assert group(str(relative)) == group(str(relative.resolve()))
+    assert group("s3a://b/wh/") == group("s3a://b/wh")
+    assert group("s3a://b/wh") != group("s3a://b/other")
+    assert group("s3a://b/wh") != group("s3a://b/wh", KafkaSettings("x:1", segments_topic="t"))
+    assert group("s3a://b/wh").startswith("compactor-controller-")

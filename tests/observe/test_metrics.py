@@ -10,7 +10,7 @@ from compactor.observe.readiness import offsets_behind
 from compactor.observe.server import ProbeServer
 from compactor.stream.debt_trend import ingest_hours
 from compactor.stream.reporting import BATCH_PHASES
-from tests.stream.conftest import Harness
+from tests.helpers.harness import Harness
 
 MINOR = {"defaults": {"rules": [{"rule": "minor", "level_thresholds": [3, 0]}]}}
 

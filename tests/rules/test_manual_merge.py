@@ -8,7 +8,6 @@ from datetime import timedelta
 import pytest
 from pydantic import ValidationError
 
-from compactor.catalog.changes import SegmentAdded
 from compactor.config.loading import load_config
 from compactor.config.rules import AutoMergeRule, BinPackRule, MajorRule, MinorRule
 from compactor.config.tables import TableSettings
@@ -182,7 +181,7 @@ def test_checks_apply_to_other_tables_too() -> None:
 def simulation() -> Simulation:
     sim = Simulation(load_config({"defaults": {"rules": [{"rule": "auto_merge", "levels": ["month"]}]}}))
     for s in week():
-        sim.catalog.apply(SegmentAdded(s))
+        sim.catalog.add(s)
     return sim
 
 

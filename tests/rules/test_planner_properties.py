@@ -11,7 +11,6 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from compactor.catalog.changes import SegmentAdded
 from compactor.config.rules import (
     DEFAULT_POOLS,
     AutoMergeRule,
@@ -613,9 +612,9 @@ def settled_then_one_more(
     *before, new = segments
     sim = Simulation(ProjectConfig(defaults=table))
     for s in before:
-        sim.catalog.apply(SegmentAdded(s))
+        sim.catalog.add(s)
     sim.cascade("t", now)
-    sim.catalog.apply(SegmentAdded(new))
+    sim.catalog.add(new)
     full = evaluate("t", sim.catalog.columns("t"), table, now, explain=False)
     return full, evaluate("t", sim.catalog.columns("t"), table, now, explain=False, near=(new,))
 

@@ -7,15 +7,17 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from compactor.config.built_with import layout_record
 from compactor.config.layout import LayoutConfig
 from compactor.config.loading import load_config
 from compactor.config.rules import RefreshRule
 from compactor.config.tables import TableSettings
+from compactor.domain.layout import IndexFacts
 from compactor.domain.plans import SkipReason
 from compactor.domain.segments import SegmentState
 from compactor.errors import ConfigError
 from compactor.rules.engine import evaluate
-from compactor.rules.refresh import Drift, IndexFacts, drift, layout_record
+from compactor.rules.refresh import Drift, drift
 from tests.helpers.segments import seg
 
 NOW = datetime(2030, 1, 1, tzinfo=UTC)

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from compactor.catalog.changes import SegmentAdded
 from compactor.config.loading import load_config
 from compactor.config.rules import MajorRule, MinorRule
 from compactor.config.tables import ProjectConfig, TableSettings
@@ -266,7 +265,7 @@ def test_major_with_manual_trigger_runs_only_when_asked() -> None:
 def test_major_in_simulation_leaves_500_alone() -> None:
     sim = Simulation(ProjectConfig(defaults=major_settings(), tables={}))
     for s in major_segments([300, 400, 500, 200, 100]):
-        sim.catalog.apply(SegmentAdded(s))
+        sim.catalog.add(s)
     sim.attempt("t", NOW, only_rule="major")
     sizes = sorted(s.bytes // MB for s in sim.catalog.segments("t"))
     assert sizes == [500, 1000]

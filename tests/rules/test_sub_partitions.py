@@ -8,7 +8,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compactor.catalog.changes import SegmentUpdated
 from compactor.config.loading import load_config
 from compactor.config.rules import AutoMergeRule
 from compactor.config.tables import TableSettings
@@ -65,7 +64,7 @@ def test_adding_the_missing_sub_partition_lets_the_week_merge() -> None:
     for s in week_of([EU_US] * 6 + [EU]):
         sim.arrive(s)
     assert sim.merges == []
-    sim.catalog.apply(SegmentUpdated(seg("d7", "2024-01-07", sub_partitions=EU_US)))
+    sim.catalog.update(seg("d7", "2024-01-07", sub_partitions=EU_US))
     sim.cascade("t", NOW)
     assert [len(p.inputs) for p in sim.merges] == [7]
 

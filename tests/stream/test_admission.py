@@ -24,7 +24,7 @@ from compactor.domain.plans import make_plan
 from compactor.domain.segments import TimeRange
 from compactor.errors import DeadLetterReason
 from compactor.stream.triggers import Envelope
-from tests.stream.conftest import DAY, Harness
+from tests.helpers.harness import DAY, Harness
 
 WEEKS = {"defaults": {"rules": [{"rule": "auto_merge", "levels": ["week"]}]}}
 

@@ -10,7 +10,7 @@ from compactor.domain.events import MergeStatus
 from compactor.domain.plans import make_plan
 from compactor.domain.segments import Origin
 from compactor.errors import DeliveryError
-from tests.stream.conftest import Harness
+from tests.helpers.harness import Harness
 
 MINOR = {"defaults": {"rules": [{"rule": "minor", "level_thresholds": [2, 0]}]}}
 

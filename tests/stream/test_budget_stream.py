@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from compactor.domain.events import MergeStatus
-from tests.stream.conftest import Harness
+from tests.helpers.harness import Harness
 
 MB = 1 << 20
 

@@ -17,7 +17,7 @@ from compactor.domain.plans import make_plan
 from compactor.domain.segments import Segment, TimeRange
 from compactor.stream.handler import BatchHandler
 from compactor.stream.inflight import thread_workers
-from tests.stream.conftest import Harness
+from tests.helpers.harness import Harness
 
 MINOR = {"rule": "minor", "level_thresholds": [3, 0]}
 

@@ -6,7 +6,7 @@ import pytest
 
 from compactor.domain.events import CompactionRequested, MergeStatus
 from compactor.errors import EventDecodeError
-from tests.stream.conftest import DAY, Harness
+from tests.helpers.harness import DAY, Harness
 
 MINOR = {"defaults": {"rules": [{"rule": "minor", "level_thresholds": [3, 0]}]}}
 

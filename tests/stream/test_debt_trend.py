@@ -10,7 +10,6 @@ from itertools import pairwise
 
 import pytest
 
-from compactor.catalog.changes import PlanApplied, SegmentAdded
 from compactor.config.loading import load_config
 from compactor.domain.plans import make_plan
 from compactor.domain.segments import Segment, TimeRange
@@ -18,7 +17,7 @@ from compactor.observe.status import render, table_status
 from compactor.rules.engine import evaluate
 from compactor.rules.simulation import Simulation
 from compactor.stream.debt_trend import DebtTrend, Objective, Reading, drain_rate, is_stuck, objective
-from tests.stream.conftest import Harness
+from tests.helpers.harness import Harness
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 MB = 1 << 20
@@ -89,11 +88,11 @@ def test_a_pause_raises_the_debt_and_the_eta_predicts_when_it_is_paid() -> None:
     predicted_at, eta, paid_at = None, None, None
     for h in range(24 * 14):
         now = T0 + timedelta(hours=h + 1)
-        sim.catalog.apply(SegmentAdded(hour(h)))
+        sim.catalog.add(hour(h))
         evaluation = evaluate("t", sim.catalog.columns("t"), config.for_table("t"), now, explain=False)
         ready = list(evaluation.ready)
         if h not in paused and h % 4 == 0 and evaluation.plans:
-            sim.catalog.apply(PlanApplied(evaluation.plans[0], (evaluation.plans[0].output,)))
+            sim.catalog.apply(evaluation.plans[0])
             ready.remove(evaluation.plans[0])
         debt = sum(p.bytes_in for p in ready)
         trend.add("t", Reading(now, debt, sum(len(p.inputs) for p in ready)))

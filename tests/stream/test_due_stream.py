@@ -10,7 +10,7 @@ from compactor.domain.events import MergeStatus
 from compactor.domain.segments import Segment, TimeRange
 from compactor.rules.due import Due
 from compactor.stream.due import DueTimes
-from tests.stream.conftest import Harness
+from tests.helpers.harness import Harness
 
 POOLS = [
     {"name": "fresh", "max_age": "10m", "max_size": "1GB", "max_width": "1h"},

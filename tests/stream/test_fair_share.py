@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from compactor.domain.events import MergeStatus
 from compactor.stream.fair_share import FairShare
-from tests.stream.conftest import Harness
+from tests.helpers.harness import Harness
 from tests.stream.test_admission import request
 
 WEIGHTS = st.dictionaries(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from compactor.stream.janitor import FIRST_DELAY, Janitor
-from tests.stream.conftest import Harness
+from tests.helpers.harness import Harness
 
 CONFIG = {
     "defaults": {"rules": [{"rule": "minor", "level_thresholds": [3, 0]}], "vacuum": {"interval": "6h"}},

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from compactor.domain.events import MergeStatus
 from compactor.domain.plans import make_plan
-from tests.stream.conftest import Harness
+from tests.helpers.harness import Harness
 
 WEEKS = {
     "defaults": {"rules": [{"rule": "auto_merge", "levels": ["week"]}]},

@@ -10,7 +10,7 @@ from compactor.domain.columns import SegmentColumns
 from compactor.domain.events import ProducerAdvice
 from compactor.domain.segments import Origin
 from compactor.stream.advice import advise
-from tests.stream.conftest import Harness
+from tests.helpers.harness import Harness
 
 MB = 1 << 20
 NOW = datetime(2024, 6, 1, tzinfo=UTC)

@@ -10,7 +10,7 @@ import pytest
 
 from compactor.domain.events import MergeStatus, SegmentCompleted
 from compactor.stream.recovery import UNANNOUNCED_GRACE, UNKNOWN_ROWS_ACTION
-from tests.stream.conftest import DAY, Harness
+from tests.helpers.harness import DAY, Harness
 
 MINOR = {"defaults": {"rules": [{"rule": "minor", "level_thresholds": [2, 0]}]}}
 

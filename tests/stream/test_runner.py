@@ -10,7 +10,7 @@ import pytest
 from compactor.domain.events import MergeStatus
 from compactor.domain.plans import MergePlan, make_plan
 from compactor.domain.segments import Origin, Segment
-from tests.stream.conftest import Harness
+from tests.helpers.harness import Harness
 
 MINOR = {"defaults": {"rules": [{"rule": "minor", "level_thresholds": [3, 0]}]}}
 

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from compactor.domain.events import CompactionRequested
 from compactor.domain.segments import SegmentState
-from tests.stream.conftest import DAY, Harness
+from tests.helpers.harness import DAY, Harness
 
 REGIONS = {
     "defaults": {

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from compactor.stream.summary import Summary
-from tests.stream.conftest import Harness
+from tests.helpers.harness import Harness
 
 CONFIG = {"defaults": {"rules": [{"rule": "minor", "level_thresholds": [2, 0]}]}}
 
