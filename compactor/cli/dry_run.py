@@ -8,6 +8,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from compactor.config.sort import describe
 from compactor.config.tables import ProjectConfig
 from compactor.domain.plans import Decision, MergePlan
 from compactor.domain.segment_json import segment_from_dict, segment_to_dict
@@ -110,6 +111,7 @@ def run_plan(
             )
             for t in tables
         }
+        result["layout"] = {t: describe(config.for_table(t).layout_order) for t in tables}
         # the evaluation that was run, or (after a simulation) why what is left stays
         result["explain"] = {
             t: _explain(

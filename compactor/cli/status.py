@@ -25,6 +25,7 @@ def status(tables: tuple[str, ...], config_path: Path, warehouse: str, as_json: 
 
     Reads the catalog the job saves and the tables' history, so it works while the job runs."""
     from compactor.config.loading import load_config_file
+    from compactor.config.sort import describe
     from compactor.delta.catalog_table import DeltaCatalogStore
     from compactor.delta.spark_store import SparkTableStore
     from compactor.domain.clock import now_utc
@@ -50,7 +51,10 @@ def status(tables: tuple[str, ...], config_path: Path, warehouse: str, as_json: 
         late = summary(segments, project.for_table(table).rules)
         cooling = [(f.key, f.until) for f in failures]
         due = table_due(SegmentColumns.of(segments), settings, now, cooling, project.operations.off_peak)
-        found.append(table_status(table, merging, segments, ready, history, failures, now, debt, late, due))
+        layout = describe(settings.layout_order)
+        found.append(
+            table_status(table, merging, segments, ready, history, failures, now, debt, late, due, layout)
+        )
     if as_json:
         click.echo(json.dumps([s.to_json() for s in found], indent=2))
     else:

@@ -179,7 +179,7 @@ class Codec(SchemaSet):
     def encode_merge_result(self, result: MergeResult) -> bytes:
         plan = result.plan
         counts = ("records_in", "records_out", "bytes_in", "bytes_out", "duration_ms", "invalid_rows_removed")
-        outcome = ("error", "table_version", "data_change", "produced_at")
+        outcome = ("error", "table_version", "data_change", "produced_at", "layout")
         return self.encode(
             MERGE_RESULT,
             plan.summary()

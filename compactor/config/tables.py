@@ -28,6 +28,7 @@ from compactor.config.rules import (
     RuleConfig,
     RuleName,
 )
+from compactor.config.sort import COLUMN, SortConfig, by_column
 from compactor.config.sub_partitions import SubPartitionConfig
 from compactor.config.units import ByteSize, Duration, Frozen, parse_duration
 from compactor.config.vacuum import VacuumConfig
@@ -88,6 +89,14 @@ class TableFields(Frozen):
     """When to advise the table's producers that their loads are too small; null: never."""
     priority: float = Field(default=1.0, gt=0)
     """The table's weight when tables share merge slots or `operations.max_merges_per_batch`."""
+    sort: SortConfig | None = None
+    """The order every rewrite lays rows out in (`by: [customer_id, country]`, `curve: zorder`);
+    null: the time column's order when the table declares one, else the order rows are read in."""
+    time_column: str | None = Field(default=None, pattern=COLUMN)
+    """The table's event-time column, for tables without a refresh `layout` (which names its
+    own): with no `sort`, merges sort by it, so that time filters skip files within a segment."""
+    target_file_size: ByteSize = Field(default=256 * 1024 * 1024, ge=1024)
+    """A rewrite cuts its output into files of about this size, along the sort order."""
 
     @field_validator("rules")
     @classmethod
@@ -171,6 +180,27 @@ class TableSettings(TableFields):
         if self.upsert is not None:
             self._upsert_keeps_its_keys()
         return self
+
+    @model_validator(mode="after")
+    def _one_order(self) -> TableSettings:
+        """`layout.sorted_column` is the same idea as `sort:`; both may be given only if they agree."""
+        legacy = self.layout.sorted_column if self.layout is not None else None
+        if self.sort is not None and legacy is not None and self.sort != by_column(legacy):
+            raise ValueError(
+                f"layout.sorted_column {legacy!r} and sort {self.sort.describe()} disagree: "
+                "give the order once, under sort"
+            )
+        return self
+
+    @property
+    def layout_order(self) -> SortConfig | None:
+        """The order rewrites apply: `sort`, else refresh's sorted column, else the time column."""
+        if self.sort is not None:
+            return self.sort
+        if self.layout is not None and self.layout.sorted_column is not None:
+            return by_column(self.layout.sorted_column)
+        time_column = self.time_column or (self.layout.time_column if self.layout is not None else None)
+        return by_column(time_column) if time_column is not None else None
 
     def _upsert_keeps_its_keys(self) -> None:
         """Seed 004: an upsert table's rows keep their primary keys, and segments map M:1."""

@@ -53,7 +53,7 @@ def index_facts(
     in_order = not (layout.sorted_column and layout.sorted_column in columns) or all(
         _sorted_file(spark, file, layout.sorted_column) for file in files
     )
-    encoding, compression = _footer(spark, files[0])
+    encoding, compression = footer(spark, files[0])
     values = sub_partition_values(rows, sub_column) if sub_column and sub_column in columns else None
     return IndexFacts(columns, buckets, partitions, in_order, encoding, compression, values)
 
@@ -92,7 +92,7 @@ def _spark_type(data_type: DataType) -> tuple[str, bool]:
     return data_type.simpleString(), False
 
 
-def _footer(spark: SparkSession, file: str) -> tuple[str, str]:
+def footer(spark: SparkSession, file: str) -> tuple[str, str]:
     """(encoding, compression) of a Parquet file, read from its footer."""
     jvm: Any = spark._jvm
     conf = spark._jsc.hadoopConfiguration()
@@ -104,9 +104,12 @@ def _footer(spark: SparkSession, file: str) -> tuple[str, str]:
         blocks = reader.getFooter().getBlocks()
         if blocks.isEmpty():
             return "dictionary", "snappy"
-        column = blocks.get(0).getColumns().get(0)
-        encodings = {str(e) for e in column.getEncodings()}
+        columns = blocks.get(0).getColumns()
+        # the writer's dictionary setting shows in any column: one of all-distinct values (an INT64
+        # timestamp) falls back to plain even when dictionaries are on
+        encodings = {str(e) for i in range(columns.size()) for e in columns.get(i).getEncodings()}
         encoding = "dictionary" if encodings & {"PLAIN_DICTIONARY", "RLE_DICTIONARY"} else "plain"
-        return encoding, _CODECS.get(str(column.getCodec().name()), str(column.getCodec().name()).lower())
+        codec = str(columns.get(0).getCodec().name())
+        return encoding, _CODECS.get(codec, codec.lower())
     finally:
         reader.close()

@@ -8,12 +8,15 @@ from dataclasses import replace
 from pathlib import Path
 
 from delta.tables import DeltaTable
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from compactor.config.layout import UpsertConfig
+from compactor.config.sort import SortConfig, describe
+from compactor.delta.arrange import arrange
 from compactor.delta.commit_metadata import commit_metadata, plan_marker
 from compactor.delta.files import HadoopFiles
+from compactor.delta.index_check import footer
 from compactor.delta.log import RECENT_COMMITS, CommitFacts, DeltaLogReader
 from compactor.delta.paths import SEGMENT_COLUMN, TARGET_FILE_BYTES, table_uri
 from compactor.delta.predicates import in_list
@@ -33,6 +36,8 @@ def execute_merge(
     log: DeltaLogReader | None = None,
     load_order: LoadOrder | None = None,
     promote_min_bytes: int | None = PROMOTE_MIN_FILE_BYTES,
+    order: SortConfig | None = None,
+    target_file_bytes: int = TARGET_FILE_BYTES,
 ) -> Commit:
     """Replace the plan's input segments with its output in ONE Delta commit.
 
@@ -45,6 +50,7 @@ def execute_merge(
     dropped in the same commit.
 
     A plain merge moves inputs made of files of `promote_min_bytes` or more (`promote`).
+    The output is laid out in `order` (`arrange`), in files of about `target_file_bytes`.
     A plain merge only rearranges rows, so its adds and removes carry
     `dataChange=false` (as Delta's OPTIMIZE does): streaming readers and the change
     feed skip it. Upsert compaction drops rows, so it commits as a data change.
@@ -55,22 +61,20 @@ def execute_merge(
     log = log or DeltaLogReader(HadoopFiles(spark), path, plan.table)
     done = committed(spark, log, plan.plan_id, depth)
     if done is not None:
-        return _merged(plan, done, 0, already_done=True)
+        return _merged(plan, done, 0, order, already_done=True)
     check_rewritable(spark, path)
     moved = None if upsert is not None else _moved(spark, path, plan, promote_min_bytes)
     if moved is not None:
         return moved
     data_change = upsert is not None
     inputs = list(plan.input_ids)
-    if upsert is not None:
-        source = valid_rows_of(table.toDF(), inputs, upsert, order_frame(spark, load_order or {}))
-    else:
-        source = table.toDF().where(F.col(SEGMENT_COLUMN).isin(inputs))
-    files = max(1, math.ceil(plan.bytes_in / TARGET_FILE_BYTES))
-    output = source.withColumn(SEGMENT_COLUMN, F.lit(plan.output.id)).coalesce(files)
+    source = _source(spark, table, inputs, upsert, load_order)
+    files = max(1, math.ceil(plan.bytes_in / target_file_bytes))
+    output = arrange(source.withColumn(SEGMENT_COLUMN, F.lit(plan.output.id)), order, files, plan.table)
     (
         output.write.format("delta")
         .mode("overwrite")
+        .option("compression", _codec_of(spark, source))
         # Delta checks every written row against this predicate, testing the IN list in order
         # (unoptimised): the output id, which every row carries, goes first so that costs one
         # comparison per row, not one per input (a third of a 200-segment merge's time).
@@ -82,7 +86,30 @@ def execute_merge(
         .save(path)
     )
     facts = log.written(plan_marker(plan.plan_id))
-    return _merged(plan, facts, int((time.monotonic() - started) * 1000))
+    return _merged(plan, facts, int((time.monotonic() - started) * 1000), order)
+
+
+def _source(
+    spark: SparkSession,
+    table: DeltaTable,
+    inputs: list[str],
+    upsert: UpsertConfig | None,
+    load_order: LoadOrder | None,
+) -> DataFrame:
+    """The inputs' rows; of an upsert table, only the valid ones (latest per key)."""
+    if upsert is not None:
+        return valid_rows_of(table.toDF(), inputs, upsert, order_frame(spark, load_order or {}))
+    return table.toDF().where(F.col(SEGMENT_COLUMN).isin(inputs))
+
+
+def _codec_of(spark: SparkSession, source: DataFrame) -> str:
+    """The compression codec of the inputs' files (their first file's footer), so that a merge
+    keeps the table's codec whoever wrote it; Spark's default when there is none to read."""
+    files = sorted(source.inputFiles())
+    if not files:
+        return str(spark.conf.get("spark.sql.parquet.compression.codec", "snappy"))
+    codec = footer(spark, files[0])[1]
+    return "none" if codec == "uncompressed" else codec
 
 
 def _moved(spark: SparkSession, path: str, plan: MergePlan, min_bytes: int | None) -> Commit | None:
@@ -93,8 +120,21 @@ def _moved(spark: SparkSession, path: str, plan: MergePlan, min_bytes: int | Non
     return promote(spark, path, plan, min_bytes)
 
 
-def _merged(plan: MergePlan, facts: CommitFacts, duration_ms: int, already_done: bool = False) -> Commit:
+def _merged(
+    plan: MergePlan,
+    facts: CommitFacts,
+    duration_ms: int,
+    order: SortConfig | None,
+    already_done: bool = False,
+) -> Commit:
     output = replace(plan.output, records=facts.records, bytes=facts.bytes)
     return Commit(
-        facts.version, (output,), facts.records, facts.bytes, duration_ms, already_done, facts.data_change
+        facts.version,
+        (output,),
+        facts.records,
+        facts.bytes,
+        duration_ms,
+        already_done,
+        facts.data_change,
+        describe(order),
     )

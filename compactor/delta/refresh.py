@@ -15,6 +15,8 @@ from pyspark.sql import functions as F
 from compactor.config.built_with import layout_record
 from compactor.config.layout import LayoutConfig
 from compactor.config.rules import RefreshRule
+from compactor.config.sort import SortConfig, by_column, describe
+from compactor.delta.arrange import sort_each_file
 from compactor.delta.commit_metadata import commit_metadata, plan_marker
 from compactor.delta.conform import changes_data, conform
 from compactor.delta.files import HadoopFiles
@@ -42,8 +44,10 @@ def execute_refresh(
     depth: int = RECENT_COMMITS,
     log: DeltaLogReader | None = None,
     sub_column: str | None = None,
+    order: SortConfig | None = None,
 ) -> Commit:
-    """Rewrite the plan's inputs into conforming outputs in ONE Delta commit.
+    """Rewrite the plan's inputs into conforming outputs in ONE Delta commit, each output's rows
+    in `order` (the table's `layout_order`; refresh's own sorted column when not given).
 
     Each output holds one time bucket and (with partitioning) one partition,
     split into chunks that approach `max_records_per_segment` and
@@ -72,7 +76,8 @@ def execute_refresh(
     keyed = _keyed(rows, plan, layout, rule).persist()
     try:
         outputs = _outputs(keyed, plan, layout, config_version, sub_column)
-        writer = _writer(keyed, plan, layout, outputs, data_change)
+        order = order or (by_column(layout.sorted_column) if layout.sorted_column else None)
+        writer = _writer(keyed, plan, layout, order, outputs, data_change)
         if plan.table_wide and _version(table) != read_version:
             # an overwrite deletes whatever the table holds when it commits: never rows read after
             raise CommitConflict(f"{plan.table} changed during a table-wide refresh; retry")
@@ -82,7 +87,15 @@ def execute_refresh(
         keyed.unpersist()
     facts = log.written(plan_marker(plan.plan_id))
     elapsed = int((time.monotonic() - started) * 1000)
-    return Commit(facts.version, outputs, facts.records, facts.bytes, elapsed, data_change=data_change)
+    return Commit(
+        facts.version,
+        outputs,
+        facts.records,
+        facts.bytes,
+        elapsed,
+        data_change=data_change,
+        layout=describe(order),
+    )
 
 
 def _keyed(rows: DataFrame, plan: MergePlan, layout: LayoutConfig, rule: RefreshRule) -> DataFrame:
@@ -132,11 +145,14 @@ def _outputs(
 
 
 def _writer(
-    keyed: DataFrame, plan: MergePlan, layout: LayoutConfig, outputs: tuple[Segment, ...], data_change: bool
+    keyed: DataFrame,
+    plan: MergePlan,
+    layout: LayoutConfig,
+    order: SortConfig | None,
+    outputs: tuple[Segment, ...],
+    data_change: bool,
 ) -> DataFrameWriter:
-    data = keyed.drop(*_KEYS).repartition(F.col(SEGMENT_COLUMN))
-    if layout.sorted_column:
-        data = data.sortWithinPartitions(SEGMENT_COLUMN, layout.sorted_column)
+    data = sort_each_file(keyed.drop(*_KEYS).repartition(F.col(SEGMENT_COLUMN)), order, SEGMENT_COLUMN)
     metadata = commit_metadata("refresh", list(outputs), plan.input_ids, plan, data_change)
     writer = (
         data.write.format("delta")

@@ -51,6 +51,9 @@ DEFAULTS: dict[str, str] = {
     # wasted scheduling for segment-sized tables on a few cores.
     "spark.databricks.delta.snapshotPartitions": "2",
     "spark.sql.session.timeZone": "UTC",
+    # Spark's default writes timestamps as INT96, deprecated and unread by some engines; merged
+    # files keep what modern writers (delta-rs, Spark's own Delta writes elsewhere) leave.
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
     "spark.databricks.delta.schema.autoMerge.enabled": "false",
     # VACUUM lists a table's directories with this many tasks; Spark's 10000 made a VACUUM of a
     # small table take a minute on a few cores. Clusters with many cores raise it.

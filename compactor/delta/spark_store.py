@@ -113,6 +113,7 @@ class SparkTableStore:
                     settings.config_version,
                     self.depth,
                     sub_column=settings.sub_partition.column if settings.sub_partition else None,
+                    order=settings.layout_order,
                 )
             return execute_merge(
                 self.spark,
@@ -123,6 +124,8 @@ class SparkTableStore:
                 self.log(plan.table),
                 load_order,
                 settings.promote_files_over,
+                settings.layout_order,
+                settings.target_file_size,
             )
 
     def committed_version(self, table: str, plan_id: str) -> int | None:

@@ -55,6 +55,7 @@ class MergeResult:
     outputs: tuple[Segment, ...] = ()  # when a plan writes several segments (refresh)
     # False when the commit only rearranged rows (dataChange=false): readers of the table saw no change
     data_change: bool = True
+    layout: str | None = None  # the order the rewrite applied (`SortConfig.describe`)
 
     @classmethod
     def succeeded(cls, plan: MergePlan, commit: Commit, at: datetime, upsert: bool = False) -> MergeResult:
@@ -77,6 +78,7 @@ class MergeResult:
             invalid_rows_removed=plan.records_in - commit.records_out if upsert else 0,
             outputs=commit.outputs if several else (),
             data_change=commit.data_change,
+            layout=commit.layout,
         )
 
     @classmethod

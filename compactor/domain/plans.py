@@ -114,6 +114,7 @@ class Commit:
     duration_ms: int = 0
     already_done: bool = False
     data_change: bool = True
+    layout: str | None = None  # the order rows were laid out in (`zorder(a,b)`); None: as read
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,6 +30,7 @@ class TableStatus:
     debt: dict[str, Any] | None = None  # the running job's last debt outlook (`DebtTrend`)
     late: dict[str, Any] | None = None  # late data waiting to fold (`late_data.summary`)
     due: Due | None = None  # when time alone may make its next merge possible, and why
+    layout: str | None = None  # the order its rewrites apply (`zorder(a,b)`); None: rows as read
 
     def to_json(self) -> dict[str, Any]:
         by_level = Counter((s.level, str(s.state)) for s in self.segments)
@@ -59,6 +60,7 @@ class TableStatus:
             "debt": self.debt,
             "late_data": self.late,
             "next_due": due_json(self.due),
+            "layout": self.layout,
         }  # fmt: skip
 
 
@@ -73,11 +75,13 @@ def table_status(
     debt: str | None = None,
     late: dict[str, Any] | None = None,
     due: Due | None = None,
+    layout: str | None = None,
 ) -> TableStatus:
     merges = [c for c in reversed(history) if c.op in {"merge", "refresh"}][:LAST_MERGES]
     return TableStatus(
-        table, merging, segments, ready, merges, failures, now, json.loads(debt) if debt else None, late, due
-    )
+        table, merging, segments, ready, merges, failures, now, json.loads(debt) if debt else None, late, due,
+        layout,
+    )  # fmt: skip
 
 
 def due_json(due: Due | None) -> dict[str, Any] | None:
@@ -94,6 +98,9 @@ def render(status: TableStatus) -> str:
     lines.append(f"  ready to merge now: {len(doc['ready'])} plan(s) over {waiting} segment(s)")
     due = doc["next_due"]
     lines.append(f"  next due: {due['at']} ({due['why']})" if due else "  next due: on its next event only")
+    lines.append(
+        f"  merges lay rows out in: {doc['layout'] or 'the order they are read (no sort or time column)'}"
+    )
     if doc["debt"]:
         lines.append("  " + debt_line(doc["debt"]))
     if doc["late_data"]:

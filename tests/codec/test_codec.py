@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 from datetime import UTC, datetime
@@ -229,3 +230,22 @@ def test_indexes_round_trip_and_version_2_events_built_none(codec: Codec) -> Non
         fastavro.schema.fingerprint(fastavro.schema.to_parsing_canonical_form(v2), "CRC-64-AVRO")
     )
     assert codec.decode_segment_completed(MAGIC + key + body.getvalue()).segment.indexes == frozenset()
+
+
+def test_merge_results_name_the_layout_their_rewrite_applied_and_version_3_reads_none(codec: Codec) -> None:
+    ordered = dataclasses.replace(_merge_result(codec, False), layout="zorder(customer_id,country)")
+    assert (
+        codec.decode_merge_result(codec.encode_merge_result(ordered))["layout"]
+        == "zorder(customer_id,country)"
+    )
+    record = codec.decode_merge_result(codec.encode_merge_result(_merge_result(codec, False)))
+    assert record["layout"] is None
+    v3 = _history_schema("merge_result.v3.avsc")
+    del record["layout"]
+    record["status"] = record["status"].value
+    body = io.BytesIO()
+    fastavro.schemaless_writer(body, v3, record)
+    key = bytes.fromhex(
+        fastavro.schema.fingerprint(fastavro.schema.to_parsing_canonical_form(v3), "CRC-64-AVRO")
+    )
+    assert codec.decode_merge_result(MAGIC + key + body.getvalue())["layout"] is None

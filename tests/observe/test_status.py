@@ -24,17 +24,23 @@ def test_status_says_levels_what_waits_and_the_newest_merges_first() -> None:
         CommitRecord("t", 2, (c,), ("x", "y"), plan_id="p1", op="merge", rule="minor", level="1"),
         CommitRecord("t", 3, (c,), ("c0", "c1", "c2"), plan_id="p2", op="merge", rule="major", level="2"),
     ]
-    status = table_status("t", False, [a, b, c], [plan], history)
+    status = table_status("t", False, [a, b, c], [plan], history, layout="zorder(customer_id,country)")
     assert render(status).splitlines() == [
         f"table t: merging off, 3 segment(s), {a.bytes + b.bytes + c.bytes} bytes",
         "  level 0 ONLINE: 3",
         "  ready to merge now: 1 plan(s) over 2 segment(s)",
         "  next due: on its next event only",
+        "  merges lay rows out in: zorder(customer_id,country)",
         "  last merges:",
         "    v3 major (2): 3 -> c",
         "    v2 minor (1): 2 -> c",
     ]
     doc = status.to_json()
+    assert doc["layout"] == "zorder(customer_id,country)"
+    unordered = render(table_status("t", True, [a], [], []))
+    assert (
+        "  merges lay rows out in: the order they are read (no sort or time column)" in unordered.splitlines()
+    )
     assert doc["ready"] == [{"rule": "minor", "inputs": 2, "bytes": plan.bytes_in, "plan_id": plan.plan_id}]
     assert [m["plan_id"] for m in doc["last_merges"]] == ["p2", "p1"]
 
@@ -74,7 +80,7 @@ def test_status_shows_the_watermark_and_each_buckets_late_run() -> None:
     rules = load_config({"defaults": {"rules": [rule]}}).for_table("t").rules
     late = summary([week, nxt, straggler], rules)
     status = table_status("t", True, [week, nxt, straggler], [], [], late=late)
-    assert render(status).splitlines()[4:6] == [
+    assert render(status).splitlines()[5:7] == [
         "  late data: watermark 2024-01-08T12:00:00+00:00, 1 late segment(s)",
         "    sealed [2024-01-01T00:00:00+00:00, 2024-01-08T00:00:00+00:00): 1 late, 350 of 7000 bytes (5.0%); waits",
     ]

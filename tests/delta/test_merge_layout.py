@@ -1,0 +1,144 @@
+"""A merge lays its output out in the table's order, cut into files along it, and writes files
+as a modern writer does: TIMESTAMP_MICROS, the inputs' codec, statistics; rows stay exact."""
+
+from __future__ import annotations
+
+import itertools
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable as RustDeltaTable
+from pyspark.sql import functions as F
+
+from compactor.config.sort import SortConfig
+from compactor.delta.checksum import rows_checksum
+from compactor.delta.merge import execute_merge
+from compactor.delta.paths import SEGMENT_COLUMN, table_uri
+from compactor.delta.writes import write_segment
+from compactor.domain.plans import MergePlan, make_plan
+from compactor.domain.segments import Segment, TimeRange
+from compactor.errors import ConfigError
+
+pytestmark = pytest.mark.integration
+
+DAY = datetime(2024, 5, 6, tzinfo=UTC)
+ROWS = 3000
+SEGMENTS = 4
+
+
+def load_days(spark: Any, warehouse: Path, table: str) -> list[Segment]:
+    """Four daily segments; customers and countries spread at random over every segment."""
+    out = []
+    for d in range(SEGMENTS):
+        start = DAY + timedelta(days=d)
+        rows = (
+            spark.range(ROWS)
+            .withColumn("customer_id", (F.xxhash64("id", F.lit(d)) % 100_000).cast("long"))
+            .withColumn("country", F.element_at(F.array(*map(F.lit, "ABCDEFGHIJKLMNOP")), F.abs(F.xxhash64("id", F.lit(-d)) % 16).cast("int") + 1))
+            .withColumn("sku", (F.abs(F.xxhash64("id", F.lit(d), F.lit(7))) % 5_000).cast("long"))
+            .withColumn("event_time", (F.lit(int(start.timestamp())) + F.col("id") * 28).cast("timestamp"))
+            .withColumn("amount", F.col("id") * 0.5)
+        )  # fmt: skip
+        segment = Segment(f"d{d}", table, TimeRange(start, start + timedelta(days=1)), loaded_at=start)
+        out.append(write_segment(spark, warehouse, segment, rows))
+    return out
+
+
+def merged_files(spark: Any, warehouse: Path, plan: MergePlan) -> list[str]:
+    table = spark.read.format("delta").load(table_uri(warehouse, plan.table))
+    return sorted(table.where(F.col(SEGMENT_COLUMN) == plan.output.id).inputFiles())
+
+
+def column_of(file: str, name: str) -> list[Any]:
+    return pq.read_table(file.removeprefix("file:"), columns=[name]).column(name).to_pylist()  # type: ignore[no-any-return]
+
+
+def merge(spark: Any, warehouse: Path, table: str, order: SortConfig | None) -> tuple[MergePlan, list[str]]:
+    segments = load_days(spark, warehouse, table)
+    path = table_uri(warehouse, table)
+    before = rows_checksum(spark.read.format("delta").load(path))
+    plan = make_plan(table, "minor", segments, level=1)
+    # about four files: a quarter of the inputs' bytes each
+    commit = execute_merge(spark, warehouse, plan, order=order, target_file_bytes=plan.bytes_in // 4 + 1)
+    assert commit.layout == (order.describe() if order else None), "the result names the layout applied"
+    assert rows_checksum(spark.read.format("delta").load(path)) == before, "the same rows, exactly"
+    return plan, merged_files(spark, warehouse, plan)
+
+
+def widths(files: list[str], column: str) -> float:
+    """The mean span of the files' min/max over the column's whole range (1.0: every file spans it)."""
+    spans = [(min(v), max(v)) for v in (column_of(f, column) for f in files)]
+    low, high = min(s[0] for s in spans), max(s[1] for s in spans)
+    return sum(_rank(b) - _rank(a) for a, b in spans) / len(spans) / (_rank(high) - _rank(low))
+
+
+def _rank(value: Any) -> float:
+    return float(ord(value)) if isinstance(value, str) else float(value)
+
+
+def test_a_linear_order_sorts_each_file_and_files_do_not_overlap(spark: Any, warehouse: Path) -> None:
+    _, files = merge(spark, warehouse, "lin", SortConfig(by=("customer_id", "country")))
+
+    assert len(files) == 4
+    keys = [list(zip(column_of(f, "customer_id"), column_of(f, "country"), strict=True)) for f in files]
+    assert all(k == sorted(k) for k in keys), "rows sorted within each file, by both columns in turn"
+    spans = sorted((min(k), max(k)) for k in keys)
+    assert all(a[1] < b[0] for a, b in itertools.pairwise(spans)), f"ranges overlap: {spans}"
+    assert sum(map(len, keys)) == ROWS * SEGMENTS
+
+
+def test_a_zorder_narrows_every_files_range_on_both_columns(spark: Any, warehouse: Path) -> None:
+    # two columns of many values each: Delta's curves interleave the columns' range ids, so a
+    # column of a few values (a country) only splits once the other's leading bits are spent
+    by = ("customer_id", "sku")
+    _, plain = merge(spark, warehouse, "plain", None)
+    _, zorder = merge(spark, warehouse, "z", SortConfig(by=by, curve="zorder"))
+    _, hilbert = merge(spark, warehouse, "h", SortConfig(by=by, curve="hilbert"))
+
+    assert len(zorder) == len(hilbert) == 4  # the unsorted merge coalesces the read's partitions
+    for column in by:
+        assert widths(plain, column) > 0.95, "unsorted: every file spans (almost) everything"
+        assert widths(zorder, column) < 0.75 * widths(plain, column), column
+        assert widths(hilbert, column) < 0.75 * widths(plain, column), column
+
+
+def test_merged_files_carry_micros_timestamps_the_inputs_codec_and_statistics(
+    spark: Any, warehouse: Path
+) -> None:
+    spark.conf.set("spark.sql.parquet.compression.codec", "zstd")
+    try:
+        segments = load_days(spark, warehouse, "modern")  # the loads write zstd, as their writer chose
+    finally:
+        spark.conf.unset("spark.sql.parquet.compression.codec")
+    plan = make_plan("modern", "minor", segments, level=1)
+    execute_merge(spark, warehouse, plan, order=SortConfig(by=("event_time",)))
+
+    (file,) = merged_files(spark, warehouse, plan)
+    meta = pq.ParquetFile(file.removeprefix("file:"))
+    schema = meta.schema_arrow
+    assert str(schema.field("event_time").type) == "timestamp[us, tz=UTC]"
+    column = meta.schema.column(schema.get_field_index("event_time"))
+    assert column.physical_type == "INT64", "not INT96"
+    group = meta.metadata.row_group(0)
+    codecs = {group.column(i).compression for i in range(group.num_columns)}
+    assert codecs == {"ZSTD"}
+    stats = group.column(schema.get_field_index("event_time")).statistics
+    assert stats is not None and stats.has_min_max
+    rust = RustDeltaTable(table_uri(warehouse, "modern")).to_pyarrow_table()
+    assert rust.num_rows == ROWS * SEGMENTS and set(rust["segment_id"].to_pylist()) == {plan.output.id}
+
+
+def test_an_order_on_a_column_the_table_lacks_fails_the_merge_with_its_name(
+    spark: Any, warehouse: Path
+) -> None:
+    segments = load_days(spark, warehouse, "bad")
+    plan = make_plan("bad", "minor", segments, level=1)
+    with pytest.raises(
+        ConfigError, match=r"table bad: sort.by column\(s\) \['region'\] are not in the table's columns"
+    ):
+        execute_merge(spark, warehouse, plan, order=SortConfig(by=("region", "country"), curve="zorder"))
+    table = spark.read.format("delta").load(table_uri(warehouse, "bad"))
+    assert table.select(SEGMENT_COLUMN).distinct().count() == SEGMENTS, "nothing committed"
