@@ -68,11 +68,10 @@ def _write_amplification(d: dict[str, Any]) -> str:
 
 
 def _query_benefit(d: dict[str, Any]) -> str:
-    return "; ".join(
-        f"{s['state'].split(' (')[0]}: {s['seconds_median']:.2f}s, {s['files_read']} files "
-        f"({s['speedup_vs_loaded']:.2f}x)"
-        for s in d["states"]
-    )
+    point = {s["state"].split(" (")[0]: s["queries"]["point"]["files_read"] for s in d["states"]}
+    files = ", ".join(f"{state} {n}" for state, n in point.items())
+    rate = d["targets"]["merge_rate_vs_optimize"]
+    return f"point query files read: {files}; zorder merge {rate:.2f}x OPTIMIZE ZORDER BY's MiB/s"
 
 
 def _merge_throughput(d: dict[str, Any]) -> str:

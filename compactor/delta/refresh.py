@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 from compactor.config.built_with import layout_record
 from compactor.config.layout import LayoutConfig
 from compactor.config.rules import RefreshRule
-from compactor.config.sort import SortConfig, by_column, describe
+from compactor.config.sort import SortConfig, describe
 from compactor.delta.arrange import sort_each_file
 from compactor.delta.commit_metadata import commit_metadata, plan_marker
 from compactor.delta.conform import changes_data, conform
@@ -46,13 +46,12 @@ def execute_refresh(
     sub_column: str | None = None,
     order: SortConfig | None = None,
 ) -> Commit:
-    """Rewrite the plan's inputs into conforming outputs in ONE Delta commit, each output's rows
-    in `order` (the table's `layout_order`; refresh's own sorted column when not given).
+    """Rewrite the plan's inputs into conforming outputs in ONE Delta commit, rows in `order`.
 
     Each output holds one time bucket and (with partitioning) one partition,
     split into chunks that approach `max_records_per_segment` and
-    `desired_segment_size`, rows sorted by the sorted column, written with the
-    layout's compression and encoding. Output ids derive from the plan id, so a
+    `desired_segment_size`, in the layout's compression and encoding (`order`: the
+    table's `layout_order`). Output ids derive from the plan id, so a
     replay is recognised (txnAppId), writes nothing twice and returns the outputs
     the first run recorded. A table-wide plan (a column removed, a type changed)
     overwrites the whole table with its new schema.
@@ -76,7 +75,6 @@ def execute_refresh(
     keyed = _keyed(rows, plan, layout, rule).persist()
     try:
         outputs = _outputs(keyed, plan, layout, config_version, sub_column)
-        order = order or (by_column(layout.sorted_column) if layout.sorted_column else None)
         writer = _writer(keyed, plan, layout, order, outputs, data_change)
         if plan.table_wide and _version(table) != read_version:
             # an overwrite deletes whatever the table holds when it commits: never rows read after
