@@ -72,22 +72,13 @@ def test_the_public_api_imports_from_the_package_without_starting_spark() -> Non
     code = (
         "import sys, compactor\n"
         "assert 'pyspark' not in sys.modules, 'import compactor pulled in Spark'\n"
-        "from compactor import load_segment, load_sub_partition, new_segment_id\n"
-        "from compactor.client.loader import load_segment as direct\n"
-        "assert load_segment is direct\n"
-        "print(sorted(compactor.__all__))\n"
+        "from compactor.client import loader\n"
+        "resolved = {name: getattr(compactor, name) for name in compactor.__all__}\n"
+        "assert resolved['load_segment'] is loader.load_segment\n"
+        "print(' '.join(sorted(resolved)))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
-    assert out.stdout.strip() == str(
-        [
-            "__version__",
-            "load_segment",
-            "load_sub_partition",
-            "new_segment_id",
-            "refresh_sub_partition",
-            "sample_rows",
-        ]
-    )
+    assert {"load_segment", "load_sub_partition", "new_segment_id"} <= set(out.stdout.split())
     import compactor
 
     with pytest.raises(AttributeError, match="no attribute 'loader'"):

@@ -7,6 +7,7 @@ import io
 import json
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import fastavro
 import pytest
@@ -182,6 +183,18 @@ def _history_schema(name: str) -> dict[str, object]:
     return parsed
 
 
+def _written_by(schema: str, record: dict[str, Any], without: str) -> bytes:
+    """A decoded merge result as a producer on an older schema (lacking `without`) wrote it."""
+    writer = _history_schema(schema)
+    old = {k: v for k, v in record.items() if k != without} | {"status": record["status"].value}
+    body = io.BytesIO()
+    fastavro.schemaless_writer(body, writer, old)
+    key = bytes.fromhex(
+        fastavro.schema.fingerprint(fastavro.schema.to_parsing_canonical_form(writer), "CRC-64-AVRO")
+    )
+    return MAGIC + key + body.getvalue()
+
+
 def _merge_result(codec: Codec, data_change: bool) -> MergeResult:
     later = Segment("b", "sales", TimeRange(T1, datetime(2024, 1, 3, tzinfo=UTC)), loaded_at=T1)
     plan = make_plan("sales", "auto_merge", [segment("a"), later])
@@ -198,16 +211,8 @@ def test_merge_results_say_whether_the_commit_changed_data(codec: Codec, data_ch
 
 def test_version_2_merge_results_read_as_data_changes(codec: Codec) -> None:
     """Results written before data_change existed came from commits that all changed data."""
-    v2 = _history_schema("merge_result.v2.avsc")
     record = codec.decode_merge_result(codec.encode_merge_result(_merge_result(codec, False)))
-    del record["data_change"]
-    record["status"] = record["status"].value
-    body = io.BytesIO()
-    fastavro.schemaless_writer(body, v2, record)
-    key = bytes.fromhex(
-        fastavro.schema.fingerprint(fastavro.schema.to_parsing_canonical_form(v2), "CRC-64-AVRO")
-    )
-    decoded = codec.decode_merge_result(MAGIC + key + body.getvalue())
+    decoded = codec.decode_merge_result(_written_by("merge_result.v2.avsc", record, without="data_change"))
     assert decoded["data_change"] is True and decoded["plan_id"] == record["plan_id"]
 
 
@@ -240,12 +245,7 @@ def test_merge_results_name_the_layout_their_rewrite_applied_and_version_3_reads
     )
     record = codec.decode_merge_result(codec.encode_merge_result(_merge_result(codec, False)))
     assert record["layout"] is None
-    v3 = _history_schema("merge_result.v3.avsc")
-    del record["layout"]
-    record["status"] = record["status"].value
-    body = io.BytesIO()
-    fastavro.schemaless_writer(body, v3, record)
-    key = bytes.fromhex(
-        fastavro.schema.fingerprint(fastavro.schema.to_parsing_canonical_form(v3), "CRC-64-AVRO")
+    assert (
+        codec.decode_merge_result(_written_by("merge_result.v3.avsc", record, without="layout"))["layout"]
+        is None
     )
-    assert codec.decode_merge_result(MAGIC + key + body.getvalue())["layout"] is None
