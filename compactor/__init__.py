@@ -20,13 +20,6 @@ if TYPE_CHECKING:
         sample_rows,
     )
 
-_PUBLIC = {
-    "load_segment": "compactor.client.loader",
-    "load_sub_partition": "compactor.client.loader",
-    "refresh_sub_partition": "compactor.client.loader",
-    "new_segment_id": "compactor.client.loader",
-    "sample_rows": "compactor.client.loader",
-}
 __all__ = [
     "__version__",
     "load_segment",
@@ -38,9 +31,8 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    module = _PUBLIC.get(name)
-    if module is None:
+    if name not in __all__:
         raise AttributeError(f"module 'compactor' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
+    value = getattr(import_module("compactor.client.loader"), name)  # every public name is a loader
     globals()[name] = value  # resolved once
     return value

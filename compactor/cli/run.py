@@ -81,9 +81,8 @@ def run(
     # at the default level the operator still sees one line per merge (dead letters warn anyway)
     for name in ("compactor.stream.runner", "compactor.stream.summary"):
         logging.getLogger(name).setLevel(logging.INFO)
-    lease = ControllerLease(
-        kafka, warehouse_uri(warehouse)
-    )  # before Spark: a refused second job exits in seconds
+    # before Spark: a refused second job exits in seconds
+    lease = ControllerLease(kafka, warehouse_uri(warehouse))
     lease.acquire(standby or config.operations.standby, waiting=say)
     try:
         _run(config, lease, kafka, warehouse, checkpoint, until_idle, metrics_port, metrics_host)

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from compactor.config.units import Duration, Frozen
+from compactor.config.units import COLUMN_NAME, Duration, Frozen
 from compactor.domain.segments import TABLE_NAME
 
 
@@ -29,7 +29,7 @@ class ColumnConfig(Frozen):
 class PartitioningConfig(Frozen):
     """Value partitioning: each segment holds rows of one partition (function(column) mod n)."""
 
-    column: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+    column: str = Field(pattern=COLUMN_NAME)
     """The column whose value picks the partition; one of the layout's columns."""
     function: Literal["modulo", "murmur"] = "modulo"
     """How a value maps to a partition: its value modulo the count, or its Murmur hash modulo it."""
@@ -40,7 +40,7 @@ class PartitioningConfig(Frozen):
 class LayoutConfig(Frozen):
     """How a table's segments must be built (Pinot table config); refresh rewrites the ones that differ."""
 
-    time_column: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+    time_column: str = Field(pattern=COLUMN_NAME)
     """The event-time column; one of `columns`."""
     bucket_time_period: Duration
     """Every output segment holds rows of one bucket of this period (`1d`)."""
@@ -74,7 +74,7 @@ class UpsertConfig(Frozen):
 
     primary_key: tuple[str, ...] = Field(min_length=1)
     """The key columns: rows with equal keys are versions of one row."""
-    comparison_column: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+    comparison_column: str = Field(pattern=COLUMN_NAME)
     """The row with the highest value here is its key's valid one (ties: the later load, then the
     higher row hash)."""
 

@@ -8,10 +8,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from compactor.config.units import Frozen
-
-COLUMN = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
-CURVES = ("linear", "zorder", "hilbert")
+from compactor.config.units import COLUMN_NAME, Frozen
 
 
 class SortConfig(Frozen):
@@ -27,7 +24,7 @@ class SortConfig(Frozen):
     @model_validator(mode="after")
     def _columns(self) -> SortConfig:
         for column in self.by:
-            if re.fullmatch(COLUMN, column) is None:
+            if re.fullmatch(COLUMN_NAME, column) is None:
                 raise ValueError(f"sort.by: {column!r} is not a column name")
         if len(set(self.by)) != len(self.by):
             raise ValueError(f"sort.by names a column twice: {list(self.by)}")

@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from compactor.config.units import Frozen
+from compactor.config.units import COLUMN_NAME, Frozen
 
 MAX_SUB_PARTITION_VALUES = 2000
 SubPartitionType = Literal[
@@ -47,7 +47,7 @@ class SubPartitionConfig(Frozen):
     is allowed. Values are written as text and must parse as `type`.
     """
 
-    column: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+    column: str = Field(pattern=COLUMN_NAME)
     """The sub-partition column (a region, say)."""
     type: SubPartitionType = "string"
     """The column's type; every value must parse as it."""

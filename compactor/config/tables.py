@@ -28,9 +28,9 @@ from compactor.config.rules import (
     RuleConfig,
     RuleName,
 )
-from compactor.config.sort import COLUMN, SortConfig, by_column
+from compactor.config.sort import SortConfig, by_column
 from compactor.config.sub_partitions import SubPartitionConfig
-from compactor.config.units import ByteSize, Duration, Frozen, parse_duration
+from compactor.config.units import COLUMN_NAME, ByteSize, Duration, Frozen, parse_duration
 from compactor.config.vacuum import VacuumConfig
 from compactor.domain.segments import TABLE_NAME
 from compactor.errors import ConfigError
@@ -92,7 +92,7 @@ class TableFields(Frozen):
     sort: SortConfig | None = None
     """The order every rewrite lays rows out in (`by: [customer_id, country]`, `curve: zorder`);
     null: the time column's order when the table declares one, else the order rows are read in."""
-    time_column: str | None = Field(default=None, pattern=COLUMN)
+    time_column: str | None = Field(default=None, pattern=COLUMN_NAME)
     """The table's event-time column, for tables without a refresh `layout` (which names its
     own): with no `sort`, merges sort by it, so that time filters skip files within a segment."""
     target_file_size: ByteSize = Field(default=256 * 1024 * 1024, ge=1024)

@@ -56,6 +56,7 @@ def _duration(value: Any) -> timedelta:
 
 ByteSize = Annotated[int, BeforeValidator(_size)]
 Duration = Annotated[timedelta, BeforeValidator(_duration)]
+COLUMN_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"  # a column a config names
 
 
 class Frozen(BaseModel):

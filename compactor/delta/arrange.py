@@ -28,23 +28,25 @@ def arrange(frame: DataFrame, order: SortConfig | None, files: int, table: str) 
         raise ConfigError(
             f"table {table}: sort.by column(s) {missing} are not in the table's columns {sorted(frame.columns)}"
         )
-    if order.curve == "linear":
-        keys = [F.col(c) for c in order.by]
-        spread = frame.coalesce(1) if files == 1 else frame.repartitionByRange(files, *keys)
-        return spread.sortWithinPartitions(*keys)
-    keyed = frame.withColumn(CURVE_KEY, curve_value(frame, order))
-    spread = keyed.coalesce(1) if files == 1 else keyed.repartitionByRange(files, F.col(CURVE_KEY))
-    return spread.sortWithinPartitions(CURVE_KEY).drop(CURVE_KEY)
+    keyed, keys = _ordered_by(frame, order)
+    spread = keyed.coalesce(1) if files == 1 else keyed.repartitionByRange(files, *keys)
+    return spread.sortWithinPartitions(*keys).drop(CURVE_KEY)
 
 
 def sort_each_file(frame: DataFrame, order: SortConfig | None, first: str) -> DataFrame:
     """Rows sorted within each partition by `first` (a segment id column), then by the order."""
     if order is None:
         return frame
+    keyed, keys = _ordered_by(frame, order)
+    return keyed.sortWithinPartitions(F.col(first), *keys).drop(CURVE_KEY)
+
+
+def _ordered_by(frame: DataFrame, order: SortConfig) -> tuple[DataFrame, list[Column]]:
+    """The frame and the keys that order it: the columns themselves (linear), or their position
+    on the curve in a column of its own (dropping an absent column is a no-op)."""
     if order.curve == "linear":
-        return frame.sortWithinPartitions(first, *order.by)
-    keyed = frame.withColumn(CURVE_KEY, curve_value(frame, order))
-    return keyed.sortWithinPartitions(first, CURVE_KEY).drop(CURVE_KEY)
+        return frame, [F.col(c) for c in order.by]
+    return frame.withColumn(CURVE_KEY, curve_value(frame, order)), [F.col(CURVE_KEY)]
 
 
 def curve_value(frame: DataFrame, order: SortConfig) -> Column:
