@@ -78,8 +78,23 @@ def test_the_public_api_imports_from_the_package_without_starting_spark() -> Non
         "print(' '.join(sorted(resolved)))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
-    assert {"load_segment", "load_sub_partition", "new_segment_id"} <= set(out.stdout.split())
+    assert {"SparkLoader", "ArrowLoader", "StreamingSink", "ResultsFollower", "load_segment"} <= set(
+        out.stdout.split()
+    )
+    assert set(compactor_homes()) == set(compactor_all()) - {"__version__"}, "every public name has a home"
     import compactor
 
     with pytest.raises(AttributeError, match="no attribute 'loader'"):
         compactor.loader  # noqa: B018  # the old module path is gone, not silently aliased
+
+
+def compactor_homes() -> dict[str, str]:
+    import compactor
+
+    return compactor._HOMES
+
+
+def compactor_all() -> list[str]:
+    import compactor
+
+    return compactor.__all__

@@ -62,8 +62,8 @@ class TableReloaded:
 class CommitRecord:
     """What one Delta commit did to the segment set (from its user metadata).
 
-    `op` is load, merge, refresh, sub_partition or sub_partition_delete; `metrics` are the commit's
-    operation metrics, which give the segments' true sizes.
+    `op` is load, merge, refresh, sub_partition, sub_partition_delete or purge; `metrics` are the
+    commit's operation metrics, which give the segments' true sizes.
     """
 
     table: str
@@ -84,6 +84,9 @@ class CommitRecord:
         m = self.metrics
         if not m or self.op == "sub_partition_delete":  # a value's rows left: its record is exact
             return segment
+        if self.op == "purge" and before is not None:  # the files with deletion vectors rewritten
+            size = before.bytes - m.get("numRemovedBytes", 0) + m.get("numAddedBytes", 0)
+            return replace(segment, bytes=max(0, size))
         if self.op == "refresh":  # several outputs: the commit's bytes shared by rows
             total = sum(s.records for s in self.added) or 1
             return replace(segment, bytes=m.get("numOutputBytes", 0) * segment.records // total)
@@ -99,10 +102,13 @@ class CommitRecord:
             )
             size = base_bytes - m.get("numRemovedBytes", 0) + m.get("numOutputBytes", 0)
             return replace(segment, records=records, bytes=size)
+        if self.op == "merge" and "numOutputRows" not in m:  # an overwrite that wrote no row (upsert)
+            return replace(segment, records=0, bytes=0)
         return replace(
             segment,
             records=m.get("numOutputRows", segment.records),
-            bytes=m.get("numOutputBytes", segment.bytes),
+            # delta-rs records no bytes: the load's event told them, or they are not known yet
+            bytes=m.get("numOutputBytes", before.bytes if before else segment.bytes),
         )
 
 

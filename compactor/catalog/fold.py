@@ -27,7 +27,7 @@ from compactor.catalog.store import CatalogChanges, StoredCatalog, TableMark
 from compactor.domain.columns import SegmentColumns, TableSegments
 from compactor.domain.plans import MergePlan
 from compactor.domain.segment_set import arrives_new, updates
-from compactor.domain.segments import Segment
+from compactor.domain.segments import RowCount, Segment
 
 log = logging.getLogger(__name__)
 
@@ -352,6 +352,28 @@ class SegmentCatalog:
         gone = set(self._table(table)) - present
         self.apply(SegmentsGone(table, frozenset(gone)))
         return present - set(self._tables[table]), gone
+
+    def recount(self, table: str, counts: Mapping[str, RowCount]) -> list[Segment]:
+        """Take the visible and hidden rows Delta counts where others deleted rows (held in
+        deletion vectors, purged, or rewritten away), and the bytes of segments whose commit did
+        not tell them (delta-rs); returns the segments whose counts changed, as they are now.
+        Rows added are left to the commits that added them, which the catalog folds (a count
+        read beside such a commit would be folded twice)."""
+        changed = []
+        for sid, count in counts.items():
+            known = self.get(table, sid)
+            if known is None or count.visible < 0:
+                continue
+            recounted = known
+            if count.hidden or known.deleted or count.visible < known.records:
+                recounted = replace(recounted, records=count.visible, deleted=count.hidden)
+            if known.bytes == 0:
+                recounted = replace(recounted, bytes=count.bytes)
+            if recounted == known:
+                continue
+            self.apply(SegmentUpdated(recounted))
+            changed.append(recounted)
+        return changed
 
     @classmethod
     def from_commits(cls, commits: Mapping[str, Iterable[CommitRecord]]) -> SegmentCatalog:

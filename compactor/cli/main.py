@@ -12,6 +12,7 @@ from pythonjsonlogger.json import JsonFormatter
 
 from compactor.cli.configs import config_group
 from compactor.cli.coverage import coverage
+from compactor.cli.events import events_group
 from compactor.cli.load import load
 from compactor.cli.local import demo, jars, kafka
 from compactor.cli.plan import plan
@@ -100,6 +101,7 @@ commands = (
     vacuum,
     config_group,
     upsert,
+    events_group,
     kafka,
     jars,
     demo,

@@ -30,7 +30,7 @@ def status(tables: tuple[str, ...], config_path: Path, warehouse: str, as_json: 
     from compactor.delta.spark_store import SparkTableStore
     from compactor.domain.clock import now_utc
     from compactor.domain.columns import SegmentColumns
-    from compactor.observe.status import render, table_status
+    from compactor.observe.status import DeletedRows, render, table_status
     from compactor.rules.due import table_due
     from compactor.rules.engine import evaluate
     from compactor.rules.late_data import summary
@@ -52,8 +52,11 @@ def status(tables: tuple[str, ...], config_path: Path, warehouse: str, as_json: 
         cooling = [(f.key, f.until) for f in failures]
         due = table_due(SegmentColumns.of(segments), settings, now, cooling, project.operations.off_peak)
         layout = describe(settings.layout_order)
+        deleted = DeletedRows.of(store.row_counts(table).values(), settings.purge_deleted_ratio)
         found.append(
-            table_status(table, merging, segments, ready, history, failures, now, debt, late, due, layout)
+            table_status(
+                table, merging, segments, ready, history, failures, now, debt, late, due, layout, deleted
+            )
         )
     if as_json:
         click.echo(json.dumps([s.to_json() for s in found], indent=2))

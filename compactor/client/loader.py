@@ -7,7 +7,6 @@ Producers that write Delta themselves must follow the same contract (docs/produc
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -24,15 +23,11 @@ from compactor.delta.reads import read_catalog, table_exists
 from compactor.delta.writes import write_segment, write_sub_partition
 from compactor.domain.clock import now_utc
 from compactor.domain.events import SegmentAction, SegmentCompleted
-from compactor.domain.segments import Segment, SegmentState, TimeRange, validate_segment_id
+from compactor.domain.segments import Segment, SegmentState, TimeRange, new_segment_id, validate_segment_id
 from compactor.errors import CompactorError
 from compactor.kafka.codecs import codec_for
 from compactor.kafka.producer import EventProducer
 from compactor.kafka.settings import KafkaSettings
-
-
-def new_segment_id(table: str, start: datetime) -> str:
-    return f"{table}-{start:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
 
 
 def load_segment(

@@ -97,6 +97,9 @@ class TableFields(Frozen):
     own): with no `sort`, merges sort by it, so that time filters skip files within a segment."""
     target_file_size: ByteSize = Field(default=256 * 1024 * 1024, ge=1024)
     """A rewrite cuts its output into files of about this size, along the sort order."""
+    purge_deleted_ratio: float | None = Field(default=0.2, gt=0, le=1)
+    """A segment whose files hold at least this share of rows other writers deleted (kept in
+    deletion vectors) is rewritten without them; null: never purge."""
 
     @field_validator("rules")
     @classmethod
@@ -243,8 +246,12 @@ class OperationsConfig(Frozen):
     off_peak: OffPeak | None = None
     """Optional merges run only inside this daily window (UTC, e.g. `{start: "22:00", end:
     "06:00"}`); required ones run at any time; null: optional merges run at any time."""
+    check_other_writers_every: Duration = timedelta(minutes=1)
+    """Between batches, every table's log is looked at this often for commits other writers
+    made (a DELETE, a load without an event), so that a table with no events of its own is
+    still checked, and its deleted rows purged (one file lookup per table)."""
 
-    @field_validator("cool_down")
+    @field_validator("cool_down", "check_other_writers_every")
     @classmethod
     def _positive(cls, value: timedelta) -> timedelta:
         if value <= timedelta(0):

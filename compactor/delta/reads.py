@@ -15,6 +15,7 @@ from compactor.delta.commit_metadata import commit_record, parse_metadata, plan_
 from compactor.delta.log import RECENT_COMMITS, CommitFacts, DeltaLogReader, commit_facts
 from compactor.delta.paths import SEGMENT_COLUMN, table_uri
 from compactor.delta.snapshot import app_version, snapshot_files
+from compactor.domain.segments import RowCount
 from compactor.errors import TableNotFoundError
 
 
@@ -49,15 +50,21 @@ def read_catalog(spark: SparkSession, warehouse: Path | str, table: str) -> Segm
     return SegmentCatalog.from_commits({table: read_commits(spark, warehouse, table)})
 
 
-def segment_ids_present(spark: SparkSession, warehouse: Path | str, table: str) -> dict[str, int]:
-    """Live rows per segment id, from the snapshot's file list: each file's row count (from its
-    statistics) less the rows its deletion vector removes. No data file is read."""
-    return {sid: rows for sid, (rows, _) in segment_sizes(spark, warehouse, table).items()}
+def segment_rows(spark: SparkSession, warehouse: Path | str, table: str) -> dict[str, RowCount]:
+    """Rows per segment id, from the snapshot's file list: each file's row count (from its
+    statistics) less the rows its deletion vector hides, those hidden, and the files' bytes.
+    No data file is read."""
+    return {sid: RowCount(*totals) for sid, totals in _file_totals(spark, warehouse, table).items()}
 
 
 def segment_sizes(spark: SparkSession, warehouse: Path | str, table: str) -> dict[str, tuple[int, int]]:
-    """(live rows, bytes) per segment id with rows, from the snapshot's file list (rows -1 when
-    a file has no statistics)."""
+    """(visible rows, bytes) per segment id with rows, from the snapshot's file list (rows -1
+    when a file has no statistics)."""
+    return {sid: (visible, size) for sid, (visible, _, size) in _file_totals(spark, warehouse, table).items()}
+
+
+def _file_totals(spark: SparkSession, warehouse: Path | str, table: str) -> dict[str, tuple[int, int, int]]:
+    """(visible rows, rows deletion vectors hide, bytes) per segment id with visible rows."""
     uri = table_uri(warehouse, table)
     DeltaTable.forPath(spark, uri)  # loads the newest snapshot
     files = DataFrame(snapshot_files(spark, uri), spark)
@@ -65,15 +72,19 @@ def segment_sizes(spark: SparkSession, warehouse: Path | str, table: str) -> dic
         files.select(
             F.map_values("partitionValues")[0].alias("sid"),  # partitioned by segment_id alone
             F.get_json_object("stats", "$.numRecords").cast("long").alias("n"),
-            F.coalesce(F.col("deletionVector.cardinality"), F.lit(0)).alias("deleted"),
+            F.coalesce(F.col("deletionVector.cardinality"), F.lit(0)).alias("hidden"),
             F.col("size"),
         )
         .groupBy("sid")
-        .agg(F.sum(F.col("n") - F.col("deleted")).alias("rows"), F.sum("size").alias("bytes"))
+        .agg(
+            F.sum(F.col("n") - F.col("hidden")).alias("rows"),
+            F.sum("hidden").alias("hidden"),
+            F.sum("size").alias("bytes"),
+        )
         .collect()
     )
     return {
-        r.sid: (int(r.rows) if r.rows is not None else -1, int(r.bytes))
+        r.sid: (int(r.rows) if r.rows is not None else -1, int(r.hidden), int(r.bytes))
         for r in rows
         if r.rows is None or r.rows > 0
     }

@@ -22,6 +22,7 @@ from compactor.delta.index_check import index_facts
 from compactor.delta.log import RECENT_COMMITS, DeltaLogReader
 from compactor.delta.merge import execute_merge
 from compactor.delta.paths import RESERVED, free_bytes, table_uri, warehouse_uri
+from compactor.delta.purge import purge_deleted_rows
 from compactor.delta.refresh import execute_refresh
 from compactor.delta.store import LoadOrder, TableChanges, VacuumReport
 from compactor.delta.sub_partition_delete import delete_sub_partition
@@ -29,7 +30,7 @@ from compactor.delta.upsert import invalid_counts
 from compactor.delta.vacuum import vacuum
 from compactor.domain.layout import IndexFacts
 from compactor.domain.plans import Commit, MergePlan
-from compactor.domain.segments import Segment
+from compactor.domain.segments import RowCount, Segment
 from compactor.errors import CompactorError
 
 POOL_PROPERTY = "spark.scheduler.pool"
@@ -74,8 +75,8 @@ class SparkTableStore:
     def changes_since(self, table: str, version: int) -> TableChanges:
         return self.log(table).changes_since(version)
 
-    def row_counts(self, table: str) -> dict[str, int]:
-        return reads.segment_ids_present(self.spark, self.warehouse, table)
+    def row_counts(self, table: str) -> dict[str, RowCount]:
+        return reads.segment_rows(self.spark, self.warehouse, table)
 
     def segments_with_rows(self, table: str, segment_ids: Sequence[str]) -> set[str]:
         return reads.segments_with_rows(self.spark, self.log(table), list(segment_ids), self.depth)
@@ -127,6 +128,11 @@ class SparkTableStore:
                 settings.layout_order,
                 settings.target_file_size,
             )
+
+    def purge(self, segments: Sequence[Segment]) -> None:
+        label = f"compactor purge {segments[0].table} {','.join(s.id for s in segments)}"
+        with self._local(DESCRIPTION_PROPERTY, label), conflicts_as_commit_conflict():
+            purge_deleted_rows(self.spark, self.warehouse, segments)
 
     def committed_version(self, table: str, plan_id: str) -> int | None:
         found = self.log(table).find(plan_marker(plan_id), self.depth)

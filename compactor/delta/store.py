@@ -24,7 +24,7 @@ from compactor.config.tables import TableSettings
 from compactor.config.vacuum import VacuumConfig
 from compactor.domain.layout import IndexFacts
 from compactor.domain.plans import Commit, MergePlan
-from compactor.domain.segments import Segment
+from compactor.domain.segments import RowCount, Segment
 
 LoadOrder = Mapping[str, datetime]  # segment id -> when it was loaded
 
@@ -62,8 +62,9 @@ class TableStore(Protocol):
     def changes_since(self, table: str, version: int) -> TableChanges:
         """The table's commits after `version`; `LogGap` when the log no longer holds them all."""
 
-    def row_counts(self, table: str) -> dict[str, int]:
-        """Rows per segment id, as the table holds them now (from its file list, not its rows)."""
+    def row_counts(self, table: str) -> dict[str, RowCount]:
+        """Rows per segment id with rows, visible and hidden by deletion vectors, as the table
+        holds them now (from its file list, not its rows)."""
 
     def segments_with_rows(self, table: str, segment_ids: Sequence[str]) -> set[str]:
         """Which of these segments have rows now (cheap: answered from the newest commits)."""
@@ -81,6 +82,11 @@ class TableStore(Protocol):
         """Execute a plan as ONE commit (idempotent: a replay returns the earlier commit).
         Upsert tables judge ties by `load_order` (segment id -> load time). Safe to call from
         several threads at once, for plans of different tables or disjoint plans of one."""
+
+    def purge(self, segments: Sequence[Segment]) -> None:
+        """Rewrite the files of one table's segments without the rows deletion vectors hide, in
+        one commit (`dataChange=false`) that the table's log records as ours; `CommitConflict`
+        when a concurrent writer touched the same files."""
 
     def committed_version(self, table: str, plan_id: str) -> int | None:
         """The version at which the plan committed, looked up among the newest commits (None:

@@ -21,13 +21,23 @@ from compactor.domain.segments import Segment
 from compactor.errors import CompactorError
 
 
-def write_segment(spark: SparkSession, warehouse: Path | str, segment: Segment, rows: DataFrame) -> Segment:
-    """Append `rows` as `segment` (one Delta commit) and return it with exact counts."""
+def write_segment(
+    spark: SparkSession,
+    warehouse: Path | str,
+    segment: Segment,
+    rows: DataFrame,
+    txn: tuple[str, int] | None = None,
+) -> Segment:
+    """Append `rows` as `segment` (one Delta commit) and return it with exact counts.
+    `txn` (application id, version): Delta writes nothing when that version of the
+    application already committed, which makes a replayed write a no-op."""
     path = table_uri(warehouse, segment.table)
     data = rows.withColumn(SEGMENT_COLUMN, F.lit(segment.id))
     writer = (
         data.write.format("delta").mode("append").option("userMetadata", commit_metadata("load", [segment]))
     )
+    if txn is not None:
+        writer = writer.option("txnAppId", txn[0]).option("txnVersion", txn[1])
     if not DeltaTable.isDeltaTable(spark, path):
         writer = writer.partitionBy(SEGMENT_COLUMN)
     writer.save(path)

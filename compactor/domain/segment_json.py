@@ -43,6 +43,7 @@ def segment_from_dict(record: Mapping[str, Any]) -> Segment:
             level=int(record.get("level", 0)),
             origin=Origin(record.get("origin", "load")),
             built_with=str(record.get("built_with", "")),
+            deleted=int(record.get("deleted", 0)),
             sub_partition_states=tuple(
                 (str(v), SegmentState(st)) for v, st in dict(record.get("sub_partition_states", {})).items()
             ),
@@ -69,4 +70,5 @@ def segment_to_dict(segment: Segment) -> dict[str, Any]:
         "origin": str(segment.origin),
         "sub_partition_states": {v: str(st) for v, st in segment.sub_partition_states},
         "built_with": segment.built_with,
+        **({"deleted": segment.deleted} if segment.deleted else {}),  # absent from older records
     }

@@ -5,6 +5,8 @@ history and announcements on top of the same two operations: a segment arrives, 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from compactor.domain.columns import SegmentColumns, TableSegments
 from compactor.domain.plans import MergePlan
 from compactor.domain.segments import Segment
@@ -18,6 +20,8 @@ def arrives_new(known: Segment | None, segment: Segment) -> bool:
         return True
     if known.same_content(segment):
         return False
+    if known.bytes == 0 and replace(known, bytes=segment.bytes) == segment:
+        return True  # its commit was folded first, and it did not tell the bytes (delta-rs)
     raise InvalidSegmentError(
         f"segment {segment.id} of table {segment.table} is already known with other content"
     )

@@ -7,9 +7,11 @@ timezone-aware UTC, so comparisons never mix naive and aware datetimes.
 from __future__ import annotations
 
 import re
+import uuid
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
+from typing import NamedTuple
 
 from compactor.errors import InvalidSegmentError
 
@@ -92,6 +94,15 @@ class Origin(StrEnum):
     REFRESH = "refresh"
 
 
+class RowCount(NamedTuple):
+    """A segment's rows as its files hold them: visible, and hidden by deletion vectors
+    (`visible` is -1 when a file has no statistics); and its files' bytes."""
+
+    visible: int
+    hidden: int = 0
+    bytes: int = 0
+
+
 @dataclass(frozen=True, slots=True)
 class Segment:
     """One load's worth of rows in a table, or the output of a merge.
@@ -118,6 +129,9 @@ class Segment:
     built_with: str = ""
     # indexes built for the segment (seed 001's Index A/B/C); merges keep them, so inputs must agree
     indexes: frozenset[str] = frozenset()
+    # rows other writers deleted (DELETE, UPDATE) that deletion vectors still hide in the segment's
+    # files; `records` counts only the visible rows. A purge rewrites the files without them.
+    deleted: int = 0
 
     def __post_init__(self) -> None:
         validate_table_name(self.table)
@@ -134,6 +148,8 @@ class Segment:
             raise InvalidSegmentError(f"segment {self.id}: records {self.records} is negative")
         if self.bytes < 0:
             raise InvalidSegmentError(f"segment {self.id}: bytes {self.bytes} is negative")
+        if self.deleted < 0:
+            raise InvalidSegmentError(f"segment {self.id}: deleted {self.deleted} is negative")
 
     @property
     def settled(self) -> bool:
@@ -162,9 +178,24 @@ class Segment:
     def end(self) -> datetime:
         return self.range.end
 
+    @property
+    def deleted_ratio(self) -> float:
+        """The share of the rows in the segment's files that deletion vectors hide."""
+        stored = self.records + self.deleted
+        return self.deleted / stored if stored else 0.0
+
     def same_content(self, other: Segment) -> bool:
-        """True when `other` describes this segment identically (a duplicate event)."""
-        return self == other
+        """True when `other` describes this segment identically (a duplicate event), or as it
+        was before other writers deleted rows that deletion vectors now hide."""
+        if self == other:
+            return True
+        as_known = replace(other, records=self.records, bytes=self.bytes, deleted=self.deleted)
+        return self.deleted > 0 and as_known == self and self.records + self.deleted == other.records
+
+
+def new_segment_id(table: str, start: datetime) -> str:
+    """A fresh id for a load: `<table>-<start>-<8 random hex digits>`."""
+    return f"{table}-{start:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
 
 
 def with_state(segment: Segment, state: SegmentState) -> Segment:

@@ -125,6 +125,17 @@ class JobMetrics:
         self.last_vacuum = _gauge(
             r, "compactor_last_vacuum_timestamp_seconds", "When a table's VACUUM last completed.", "table"
         )
+        self.deleted_rows = _gauge(
+            r, "compactor_deleted_rows",
+            "Rows other writers deleted that deletion vectors still hide in the table's files.", "table",
+        )  # fmt: skip
+        self.deleted_ratio = _gauge(
+            r, "compactor_deleted_rows_ratio", "Deleted rows over all rows in the table's files.", "table"
+        )
+        self.purges = _counter(
+            r, "compactor_purges", "Segments rewritten without their deleted rows.", "table"
+        )
+        self.purged_rows = _counter(r, "compactor_purged_rows", "Deleted rows purged from files.", "table")
 
     # -- what the stream reports ------------------------------------------------------------
 
@@ -165,6 +176,14 @@ class JobMetrics:
     def on_vacuum(self, table: str) -> None:
         self.vacuums.labels(table).inc()
         self.last_vacuum.labels(table).set_to_current_time()
+
+    def on_deleted_rows(self, table: str, deleted: int, stored: int) -> None:
+        self.deleted_rows.labels(table).set(deleted)
+        self.deleted_ratio.labels(table).set(deleted / stored if stored else 0.0)
+
+    def on_purge(self, table: str, segments: int, rows: int) -> None:
+        self.purges.labels(table).inc(segments)
+        self.purged_rows.labels(table).inc(rows)
 
     def on_conflict(self, table: str) -> None:
         self.conflicts_lost.labels(table).inc()

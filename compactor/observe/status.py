@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -12,10 +12,34 @@ from typing import Any
 from compactor.catalog.changes import CommitRecord
 from compactor.catalog.failures import Failure
 from compactor.domain.plans import MergePlan
-from compactor.domain.segments import Segment
+from compactor.domain.segments import RowCount, Segment
 from compactor.rules.due import Due
 
 LAST_MERGES = 5
+
+
+@dataclass(frozen=True, slots=True)
+class DeletedRows:
+    """Rows other writers deleted that deletion vectors still hide in a table's files."""
+
+    rows: int
+    stored: int  # every row the files hold, visible or hidden
+    purge_ratio: float | None  # a segment is purged at this share of hidden rows; None: never
+
+    @classmethod
+    def of(cls, counts: Iterable[RowCount], purge_ratio: float | None) -> DeletedRows:
+        counted = [c for c in counts if c.visible >= 0]
+        hidden = sum(c.hidden for c in counted)
+        return cls(hidden, hidden + sum(c.visible for c in counted), purge_ratio)
+
+    def to_json(self) -> dict[str, Any]:
+        ratio = self.rows / self.stored if self.stored else 0.0
+        return {"rows": self.rows, "ratio": round(ratio, 4), "purge_ratio": self.purge_ratio}
+
+    def line(self) -> str:
+        doc = self.to_json()
+        purged = f"a segment is purged at {doc['purge_ratio']:.0%}" if self.purge_ratio else "purging is off"
+        return f"  deleted rows in files: {self.rows} of {self.stored} ({doc['ratio']:.1%}); {purged}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +55,7 @@ class TableStatus:
     late: dict[str, Any] | None = None  # late data waiting to fold (`late_data.summary`)
     due: Due | None = None  # when time alone may make its next merge possible, and why
     layout: str | None = None  # the order its rewrites apply (`zorder(a,b)`); None: rows as read
+    deleted: DeletedRows | None = None  # rows other writers deleted that its files still hold
 
     def to_json(self) -> dict[str, Any]:
         by_level = Counter((s.level, str(s.state)) for s in self.segments)
@@ -61,6 +86,7 @@ class TableStatus:
             "late_data": self.late,
             "next_due": due_json(self.due),
             "layout": self.layout,
+            "deleted_rows": self.deleted.to_json() if self.deleted else None,
         }  # fmt: skip
 
 
@@ -76,11 +102,12 @@ def table_status(
     late: dict[str, Any] | None = None,
     due: Due | None = None,
     layout: str | None = None,
+    deleted: DeletedRows | None = None,
 ) -> TableStatus:
     merges = [c for c in reversed(history) if c.op in {"merge", "refresh"}][:LAST_MERGES]
     return TableStatus(
         table, merging, segments, ready, merges, failures, now, json.loads(debt) if debt else None, late, due,
-        layout,
+        layout, deleted,
     )  # fmt: skip
 
 
@@ -101,6 +128,8 @@ def render(status: TableStatus) -> str:
     lines.append(
         f"  merges lay rows out in: {doc['layout'] or 'the order they are read (no sort or time column)'}"
     )
+    if status.deleted is not None:
+        lines.append(status.deleted.line())
     if doc["debt"]:
         lines.append("  " + debt_line(doc["debt"]))
     if doc["late_data"]:

@@ -14,6 +14,7 @@ from compactor.catalog.store import CatalogStore
 from compactor.codec.events import Codec
 from compactor.config.tables import ProjectConfig
 from compactor.delta.store import TableStore
+from compactor.errors import Rejected
 from compactor.kafka.settings import KafkaSettings
 from compactor.rules.due import Due
 from compactor.stream.admission import Admission, KnownTables
@@ -23,6 +24,7 @@ from compactor.stream.fair_share import WaitingPlans
 from compactor.stream.handler import BatchHandler
 from compactor.stream.inflight import InFlight, Workers, thread_workers
 from compactor.stream.planning import CoolDown, TablePlanner
+from compactor.stream.purging import OtherWriters, Purges
 from compactor.stream.recovery import Unannounced, recover
 from compactor.stream.reporting import MetricsSink, NoMetrics
 from compactor.stream.runner import RetryPolicy, Runner
@@ -63,15 +65,8 @@ def assemble(
     for table in catalog.table_names:  # a merge in flight at a crash is planned again; due times derived
         due.set(table, Due(started, "the job started: every table is attempted once"), started)
     cool_down = CoolDown(clock, operations.cool_down, catalog, due)
-    pools = config.spark_pools()
-    limit = operations.max_concurrent_merges
-    inflight = InFlight(
-        workers or thread_workers(limit),
-        limit,
-        lambda pool: pools[pool].concurrency if pool in pools else None,
-        store.committed_version,
-    )
-    return BatchHandler(
+    inflight = _inflight(config, store, workers)
+    handler = BatchHandler(
         state,
         Admission(codec, state, KnownTables(store, catalog.table_names), catalog_store),
         TablePlanner(
@@ -87,4 +82,28 @@ def assemble(
         catalog_store,
         inflight,
         WaitingPlans(lambda t: configs.for_table(t).priority, operations.max_merges_per_batch),
+        Purges(lambda table: _purge_ratio(configs, table), clock),
+        OtherWriters(operations.check_other_writers_every.total_seconds()),
+    )
+    # segments whose deleted rows a crash left unpurged: reported, and queued again
+    handler.recounted([s for table in catalog.table_names for s in catalog.segments(table) if s.deleted])
+    return handler
+
+
+def _purge_ratio(configs: TableConfigs, table: str) -> float | None:
+    try:
+        return configs.for_table(table).purge_deleted_ratio
+    except Rejected:  # no valid config for the table: nothing of it is rewritten
+        return None
+
+
+def _inflight(config: ProjectConfig, store: TableStore, workers: Workers | None) -> InFlight:
+    """Merges side by side: `max_concurrent_merges` slots, each Spark pool's own limit."""
+    pools = config.spark_pools()
+    limit = config.operations.max_concurrent_merges
+    return InFlight(
+        workers or thread_workers(limit),
+        limit,
+        lambda pool: pools[pool].concurrency if pool in pools else None,
+        store.committed_version,
     )

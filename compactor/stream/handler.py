@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 from compactor.catalog.store import CatalogStore
 from compactor.domain.events import MergeStatus
 from compactor.domain.plans import MergePlan
-from compactor.errors import DeliveryError, Rejected
+from compactor.domain.segments import Segment
+from compactor.errors import CommitConflict, DeliveryError, Rejected
 from compactor.rules.due import Due
 from compactor.stream.admission import Admission
 from compactor.stream.announcer import Announcer
@@ -33,6 +34,7 @@ from compactor.stream.fair_share import INLINE_ORIGINS, WaitingPlans
 from compactor.stream.faults import WITH_MERGES_IN_FLIGHT, fault_point
 from compactor.stream.inflight import Finished, InFlight
 from compactor.stream.planning import TablePlanner
+from compactor.stream.purging import OtherWriters, Purges
 from compactor.stream.recovery import catch_up
 from compactor.stream.runner import Runner, RunOutcome
 from compactor.stream.state import StreamState
@@ -60,6 +62,8 @@ class BatchHandler:
     catalog_store: CatalogStore
     inflight: InFlight
     waiting: WaitingPlans
+    purges: Purges
+    other_writers: OtherWriters
     lock: threading.RLock = field(default_factory=threading.RLock)
     # tables a table-wide rewrite replaced: checked against the table when the batch saves,
     # since the overwrite also took whatever was loaded between planning and its read
@@ -122,6 +126,49 @@ class BatchHandler:
             if self.state.catalog.changed and time.monotonic() - self._saved_at >= TICK_SAVE_EVERY_S:
                 with self.state.metrics.phase("catalog"):
                     self.save(set())
+            probe = self.other_writers.due(time.monotonic(), self.state.catalog.table_names)
+        written = [t for t in probe if self._written_since(t)]  # file lookups, without the lock
+        with self.lock:
+            for table in written:
+                self.recounted(catch_up(self.state.store, self.state.catalog, table, self.state.unannounced))
+            busy = lambda table: self.inflight.running(table) > 0  # noqa: E731
+            purge = None if self._draining else self.purges.take(self.state.catalog, busy)
+        if purge:
+            self._purge(purge)
+
+    def _written_since(self, table: str) -> bool:
+        """Whether the table has commits the catalog has not folded (ours or others')."""
+        known = self.state.catalog.version(table)
+        return known is not None and self.state.store.latest_version(table) > known
+
+    def _purge(self, segments: list[Segment]) -> None:
+        """Rewrite one table's segments without their deleted rows (a batch may run meanwhile),
+        then check the table: the purge commit is folded and the segments recounted."""
+        table, state = segments[0].table, self.state
+        ids, rows = ", ".join(s.id for s in segments), sum(s.deleted for s in segments)
+        try:
+            state.store.purge(segments)
+        except CommitConflict as exc:  # another writer touched the files: the check says what is left
+            log.info("table %s: purge of %s lost a race (%s); checking the table", table, ids, exc)
+        except Exception:
+            log.exception("table %s: purge of %s failed; tried again later", table, ids)
+            with self.lock:
+                self.purges.failed(segments)
+            return
+        else:
+            log.info("table %s: purged %d deleted row(s) from %s", table, rows, ids)
+            state.metrics.on_purge(table, len(segments), rows)
+            state.stats.purges += len(segments)
+        with self.lock:
+            self.recounted(catch_up(state.store, state.catalog, table, state.unannounced, check=True))
+
+    def recounted(self, segments: list[Segment]) -> None:
+        """Segments a check recounted: the tables' deleted rows reported, purges queued."""
+        for table in sorted({s.table for s in segments}):
+            held = self.state.catalog.segments(table)
+            deleted = sum(s.deleted for s in held)
+            self.state.metrics.on_deleted_rows(table, deleted, deleted + sum(s.records for s in held))
+        self.purges.offer(segments)
 
     def until_due(self, ceiling: float) -> float:
         """Seconds until the next table comes due, at most `ceiling`."""
@@ -177,8 +224,9 @@ class BatchHandler:
     def save(self, tables: set[str]) -> None:
         """Fold the touched tables' newest commits into the catalog, then make it durable."""
         for table in sorted(tables | self._rewritten):
-            catch_up(
-                self.state.store, self.state.catalog, table, self.state.unannounced, table in self._rewritten
+            checked = table in self._rewritten
+            self.recounted(
+                catch_up(self.state.store, self.state.catalog, table, self.state.unannounced, checked)
             )
         self._rewritten.clear()
         self.state.unannounced.report(self.state.catalog)
@@ -274,7 +322,7 @@ class BatchHandler:
         plan, state = finished.plan, self.state
         outcome = self.runner.record(finished)
         if outcome.stale:  # a concurrent writer changed the inputs: plan again, once
-            catch_up(state.store, state.catalog, plan.table, state.unannounced, check=True)
+            self.recounted(catch_up(state.store, state.catalog, plan.table, state.unannounced, check=True))
             self._owed.add(plan.table)
         elif outcome.result.status is MergeStatus.SUCCEEDED and plan.table_wide:
             self._rewritten.add(plan.table)

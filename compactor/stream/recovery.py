@@ -18,6 +18,7 @@ from compactor.catalog.changes import CommitRecord, SegmentsGone
 from compactor.catalog.fold import SegmentCatalog
 from compactor.catalog.store import CatalogStore
 from compactor.delta.store import TableStore
+from compactor.domain.segments import Segment
 from compactor.errors import LogGap
 
 log = logging.getLogger(__name__)
@@ -47,10 +48,11 @@ def recover(
 
 def catch_up(
     store: TableStore, catalog: SegmentCatalog, table: str, unannounced: Unannounced, check: bool = False
-) -> None:
+) -> list[Segment]:
     """Fold the table's commits since the catalog's mark, so that the mark says exactly how far
     the catalog reaches; check it against the table when others wrote to it, when the log no
-    longer reaches back to the mark, when the table is new to the catalog, or when asked."""
+    longer reaches back to the mark, when the table is new to the catalog, or when asked.
+    Returns the segments a check recounted (others deleted rows from them)."""
     since = catalog.version(table)
     if since is None:  # a table the catalog has never seen: its history, as far as Delta keeps it
         log.info("table %s: not in the catalog yet; reading its history", table)
@@ -70,8 +72,7 @@ def catch_up(
             if changes.foreign:
                 log.info("table %s: versions %s were written by others; checking", table, changes.foreign)
                 check = True
-    if check:
-        reconcile(store, catalog, table, unannounced)
+    return reconcile(store, catalog, table, unannounced) if check else []
 
 
 def _fold(catalog: SegmentCatalog, records: list[CommitRecord]) -> None:
@@ -92,9 +93,13 @@ def _told_already(catalog: SegmentCatalog, record: CommitRecord) -> bool:
     )
 
 
-def reconcile(store: TableStore, catalog: SegmentCatalog, table: str, unannounced: Unannounced) -> None:
-    """Drop what the table no longer holds; note rows the compactor has no record of yet."""
-    unknown, gone = catalog.reconcile(table, store.row_counts(table))
+def reconcile(
+    store: TableStore, catalog: SegmentCatalog, table: str, unannounced: Unannounced
+) -> list[Segment]:
+    """Drop what the table no longer holds; note rows the compactor has no record of yet; take
+    the rows Delta counts for the rest. Returns the segments recounted."""
+    counts = store.row_counts(table)
+    unknown, gone = catalog.reconcile(table, counts)
     unannounced.saw(table, unknown)
     if gone:
         log.warning(
@@ -103,6 +108,7 @@ def reconcile(store: TableStore, catalog: SegmentCatalog, table: str, unannounce
             len(gone),
             sorted(gone),
         )
+    return catalog.recount(table, counts)
 
 
 class Unannounced:

@@ -49,6 +49,12 @@ class MetricsSink(Protocol):
     def on_deferring(self, deferring: bool) -> None:
         """Optional merges wait (the job is behind its events), or run again."""
 
+    def on_deleted_rows(self, table: str, deleted: int, stored: int) -> None:
+        """The table's files hold `stored` rows, `deleted` of them deleted by other writers."""
+
+    def on_purge(self, table: str, segments: int, rows: int) -> None:
+        """`segments` of the table were rewritten without their `rows` deleted rows."""
+
 
 class NoMetrics:
     """A sink that reports nowhere."""
@@ -83,4 +89,10 @@ class NoMetrics:
         pass
 
     def on_deferring(self, deferring: bool) -> None:
+        pass
+
+    def on_deleted_rows(self, table: str, deleted: int, stored: int) -> None:
+        pass
+
+    def on_purge(self, table: str, segments: int, rows: int) -> None:
         pass

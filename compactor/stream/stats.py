@@ -22,4 +22,5 @@ class HandlerStats:
     replans: int = 0
     due_attempts: int = 0  # tables attempted because their due time came, with no event
     disabled_attempts: int = 0  # attempts not made because an operator turned merging off
+    purges: int = 0  # segments rewritten without the rows other writers deleted
     attempts_by_origin: dict[str, int] = field(default_factory=dict)

@@ -89,3 +89,24 @@ def test_a_reloaded_table_takes_the_recorded_segments() -> None:
     catalog.apply(TableReloaded("sales", (recorded, C), (RetiredSegment.of(B, "p1"),)))
     assert catalog.get("sales", "a") == recorded and catalog.retired("sales", "b")
     assert catalog.retired_ids("sales") == frozenset({"b"})
+
+
+def test_a_merge_commit_that_wrote_no_row_folds_to_an_empty_output_whoever_records_it_first() -> None:
+    """Upsert compaction of segments whose every row was superseded: Delta's overwrite wrote
+    nothing and recorded no `numOutputRows`; the output holds no row, not the plan's estimate."""
+    a, b = replace(A, records=12), replace(B, records=12)
+    plan = make_plan("sales", "upsert_compaction", [a, b])
+    assert plan.output.records == 24, "the plan's estimate"
+    empty = CommitRecord(
+        "sales", 5, (plan.output,), (A.id, B.id), plan.plan_id, "merge", {"numRemovedFiles": 2},
+        rule="upsert_compaction",
+    )  # fmt: skip
+    for first_the_commit in (True, False):
+        catalog = SegmentCatalog()
+        catalog.apply(SegmentAdded(a))
+        catalog.apply(SegmentAdded(b))
+        changes = [empty, PlanApplied(plan, (replace(plan.output, records=0, bytes=0),), version=5)]
+        for change in changes if first_the_commit else reversed(changes):
+            catalog.apply(change)
+        (output,) = catalog.segments("sales")
+        assert (output.id, output.records, output.bytes) == (plan.output.id, 0, 0)

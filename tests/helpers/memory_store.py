@@ -22,13 +22,15 @@ from compactor.config.vacuum import VacuumConfig
 from compactor.delta.store import LoadOrder, TableChanges, VacuumReport
 from compactor.domain.layout import IndexFacts
 from compactor.domain.plans import Commit, MergePlan
-from compactor.domain.segments import Segment
+from compactor.domain.segments import RowCount, Segment
 from compactor.errors import CommitConflict, LogGap, TableNotFoundError
 
 
 @dataclass
 class InMemoryTableStore:
     rows: dict[str, dict[str, int]] = field(default_factory=dict)  # table -> segment id -> rows
+    hidden: dict[str, dict[str, int]] = field(default_factory=dict)  # rows deletion vectors hide
+    purges: list[str] = field(default_factory=list)  # segment ids, one per purge call
     commits: dict[str, list[CommitRecord]] = field(default_factory=dict)
     configs: dict[str, str] = field(default_factory=dict)
     conflicts: dict[str, int] = field(default_factory=dict)  # plan id -> conflicts before it commits
@@ -75,6 +77,16 @@ class InMemoryTableStore:
                 CommitRecord(table, self.latest_version(table) + 1, (), (), op="foreign")
             )
 
+    def delete_rows(self, table: str, segment_id: str, count: int) -> None:
+        """Another writer's DELETE with deletion vectors: `count` rows hidden, still in the files."""
+        with self._lock:
+            self.rows[table][segment_id] -= count
+            hidden = self.hidden.setdefault(table, {})
+            hidden[segment_id] = hidden.get(segment_id, 0) + count
+            self.commits[table].append(
+                CommitRecord(table, self.latest_version(table) + 1, (), (), op="foreign")
+            )
+
     # -- the TableStore protocol ----------------------------------------------------
 
     def tables(self) -> list[str]:
@@ -96,8 +108,9 @@ class InMemoryTableStore:
         foreign = [c.version for c in later if c.op == "foreign"]
         return TableChanges(ours, foreign, self.latest_version(table))
 
-    def row_counts(self, table: str) -> dict[str, int]:
-        return dict(self.rows[table])
+    def row_counts(self, table: str) -> dict[str, RowCount]:
+        hidden = self.hidden.get(table, {})
+        return {sid: RowCount(n, hidden.get(sid, 0)) for sid, n in self.rows[table].items()}
 
     def segments_with_rows(self, table: str, segment_ids: Sequence[str]) -> set[str]:
         return {sid for sid in segment_ids if self.rows.get(table, {}).get(sid)}
@@ -138,10 +151,26 @@ class InMemoryTableStore:
             raise self.failures[plan.plan_id]
         table = self.rows[plan.table]
         records = sum(table.pop(sid, 0) for sid in plan.input_ids)
+        for sid in plan.input_ids:  # a merge rewrites its inputs' rows: nothing stays hidden
+            self.hidden.get(plan.table, {}).pop(sid, None)
         output = replace(plan.output, records=records, bytes=records * 10)
         table[output.id] = records
         version = self._record(plan.table, (output,), plan.input_ids, plan, "merge")
         return Commit(version, (output,), records, output.bytes, duration_ms=3, data_change=False)
+
+    def purge(self, segments: Sequence[Segment]) -> None:
+        with self._lock:
+            self.purges.extend(s.id for s in segments)
+            failure = next((self.failures[s.id] for s in segments if s.id in self.failures), None)
+            if failure is not None:
+                raise failure
+            table = segments[0].table
+            hidden = self.hidden.get(table, {})
+            purged = tuple(
+                replace(s, records=self.rows[table][s.id], deleted=0) for s in segments if hidden.pop(s.id, 0)
+            )
+            if purged:
+                self._record(table, purged, (), None, "purge")
 
     def committed_version(self, table: str, plan_id: str) -> int | None:
         with self._lock:

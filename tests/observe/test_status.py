@@ -9,8 +9,8 @@ from compactor.catalog.failures import Failure
 from compactor.config.loading import load_config
 from compactor.domain.columns import SegmentColumns
 from compactor.domain.plans import make_plan
-from compactor.domain.segments import Origin, Segment, TimeRange
-from compactor.observe.status import render, table_status
+from compactor.domain.segments import Origin, RowCount, Segment, TimeRange
+from compactor.observe.status import DeletedRows, render, table_status
 from compactor.rules.due import Due, table_due
 from compactor.rules.late_data import summary
 from tests.helpers.segments import seg
@@ -107,3 +107,15 @@ def test_status_says_when_the_table_comes_due_and_why() -> None:
     assert status.to_json()["next_due"] == {
         "at": "2024-03-01T12:55:00+00:00", "why": "a segment reaches pool large's age (1:10:00)", "rule": None,
     }  # fmt: skip
+
+
+def test_status_counts_the_deleted_rows_its_files_still_hold() -> None:
+    counts = [RowCount(70, 30), RowCount(100, 0), RowCount(-1, 5)]  # no statistics: not counted
+    status = table_status("t", True, [], [], [], deleted=DeletedRows.of(counts, 0.2))
+    assert (
+        "  deleted rows in files: 30 of 200 (15.0%); a segment is purged at 20%"
+        in render(status).splitlines()
+    )
+    assert status.to_json()["deleted_rows"] == {"rows": 30, "ratio": 0.15, "purge_ratio": 0.2}
+    off = table_status("t", True, [], [], [], deleted=DeletedRows.of([], None))
+    assert "  deleted rows in files: 0 of 0 (0.0%); purging is off" in render(off).splitlines()

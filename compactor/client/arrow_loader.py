@@ -1,0 +1,196 @@
+"""`ArrowLoader`: segments from Arrow tables or pandas DataFrames, with no JVM (delta-rs).
+
+A Python service that has no Spark loads through delta-rs (`pip install
+'streaming-compactor[deltars]'`). The load is the same as the Spark loader's:
+the same segment id rules, one Delta append partitioned by `segment_id` whose
+`userMetadata` is the load record the job reads (so the job takes it as one of
+its own commits, not as rows "written by others" to check), the event produced
+only after the commit. A transaction id per segment (`txn`: the `compactor-load-<id>`
+application) makes a retried load with the same `segment_id` announce the first
+commit instead of writing the rows again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from compactor.client.announcing import Announcing
+from compactor.client.connection import Encoding
+from compactor.delta.commit_metadata import commit_metadata, parse_metadata
+from compactor.delta.paths import SEGMENT_COLUMN, table_uri
+from compactor.domain.clock import now_utc
+from compactor.domain.events import SegmentCompleted
+from compactor.domain.segment_json import segment_from_dict
+from compactor.domain.segments import Segment, TimeRange, new_segment_id, validate_segment_id
+from compactor.errors import CompactorError
+from compactor.kafka.settings import DEFAULT_SEGMENTS_TOPIC
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+TXN_PREFIX = "compactor-load-"
+
+
+class ArrowLoader(Announcing):
+    """Loads segments into the tables under `warehouse` through delta-rs and announces each.
+
+    ```python
+    loader = ArrowLoader("/data/warehouse", bootstrap_servers="kafka:9092")
+    segment = loader.load("sales", pandas_frame, start, end)
+    ```
+
+    `storage_options` go to delta-rs (object store credentials and endpoints; `s3a://`
+    warehouses are opened as `s3://`).
+    """
+
+    def __init__(
+        self,
+        warehouse: Path | str,
+        bootstrap_servers: str | None = None,
+        *,
+        kafka_config: Mapping[str, Any] | None = None,
+        segments_topic: str = DEFAULT_SEGMENTS_TOPIC,
+        encoding: Encoding = "single_object",
+        schema_registry: Mapping[str, str] | None = None,
+        storage_options: Mapping[str, str] | None = None,
+    ) -> None:
+        try:
+            import deltalake  # noqa: F401
+        except ImportError:
+            raise CompactorError(
+                "ArrowLoader needs delta-rs: pip install 'streaming-compactor[deltars]'"
+            ) from None
+        self.warehouse = warehouse
+        self.storage_options = dict(storage_options or {})
+        super().__init__(
+            bootstrap_servers,
+            kafka_config=kafka_config,
+            segments_topic=segments_topic,
+            encoding=encoding,
+            schema_registry=schema_registry,
+        )
+
+    def load(
+        self, table: str, data: Any, start: datetime, end: datetime, *, segment_id: str | None = None
+    ) -> Segment:
+        """Append `data` (a pyarrow Table or RecordBatch, or a pandas DataFrame) to `table` as one
+        segment covering [start, end), then announce it. Returns the segment as committed."""
+        time_range = TimeRange(start, end)
+        rows = _arrow(data)
+        if SEGMENT_COLUMN in rows.column_names:
+            raise CompactorError(f"column {SEGMENT_COLUMN!r}: the loader sets it; leave it out of the rows")
+        segment = Segment(
+            id=validate_segment_id(segment_id or new_segment_id(table, time_range.start)),
+            table=table,
+            range=time_range,
+            loaded_at=now_utc(),
+            records=rows.num_rows,
+        )
+        uri = _rust_uri(table_uri(self.warehouse, table))
+        committed = self._committed(uri, segment.id) or self._write(uri, segment, rows)
+        self.announce(SegmentCompleted(committed, now_utc()))
+        return committed
+
+    def _write(self, uri: str, segment: Segment, rows: pa.Table) -> Segment:
+        from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+
+        existing = _open(uri, self.storage_options)
+        if existing is not None:
+            rows = _conform(rows, existing)
+        rows = rows.append_column(SEGMENT_COLUMN, _repeat(segment.id, rows.num_rows))
+        write_deltalake(
+            uri,
+            rows,
+            mode="append",
+            partition_by=[SEGMENT_COLUMN] if existing is None else None,
+            storage_options=self.storage_options or None,
+            commit_properties=CommitProperties(
+                custom_metadata={"userMetadata": commit_metadata("load", [segment])},
+                app_transactions=[Transaction(app_id=TXN_PREFIX + segment.id, version=0)],
+            ),
+        )
+        written = DeltaTable(uri, storage_options=self.storage_options or None)
+        return replace(segment, bytes=_segment_bytes(written, segment.id))
+
+    def _committed(self, uri: str, segment_id: str) -> Segment | None:
+        """The segment as an earlier load of the same id committed it (None: never loaded)."""
+        table = _open(uri, self.storage_options)
+        if table is None or table.transaction_version(TXN_PREFIX + segment_id) is None:
+            return None
+        for commit in table.history():
+            meta = parse_metadata(commit.get("userMetadata"))
+            added = [s for s in (meta or {}).get("added", []) if s.get("id") == segment_id]
+            if added and meta and meta.get("op") == "load":
+                return replace(segment_from_dict(added[0]), bytes=_segment_bytes(table, segment_id))
+        raise CompactorError(
+            f"segment {segment_id}: its load committed, but the table's history lost its record"
+        )
+
+
+def _arrow(data: Any) -> pa.Table:
+    import pyarrow as pa
+
+    if isinstance(data, pa.Table):
+        return data
+    if isinstance(data, pa.RecordBatch):
+        return pa.Table.from_batches([data])
+    if type(data).__module__.startswith("pandas"):
+        return pa.Table.from_pandas(data, preserve_index=False)
+    raise CompactorError(
+        f"rows: a pyarrow Table or RecordBatch or a pandas DataFrame, not {type(data).__name__}"
+    )
+
+
+def _conform(rows: pa.Table, table: Any) -> pa.Table:
+    """The rows cast to the table's column types (pandas' int64 to Spark's INT, naive or
+    nanosecond times to Delta's microsecond UTC timestamps); a value that does not fit fails."""
+    import pyarrow as pa
+
+    target = pa.schema(table.schema().to_arrow())
+    columns = []
+    for name in rows.column_names:
+        column = rows.column(name)
+        if name in target.names and column.type != target.field(name).type:
+            try:
+                column = column.cast(target.field(name).type)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                raise CompactorError(
+                    f"column {name!r}: {column.type} does not fit the table's {target.field(name).type}: {exc}"
+                ) from None
+        columns.append(column)
+    return pa.table(columns, names=rows.column_names)
+
+
+def _repeat(value: str, count: int) -> pa.Array:
+    import pyarrow as pa
+
+    return pa.array([value] * count, pa.string())
+
+
+def _open(uri: str, options: Mapping[str, str]) -> Any:
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        return DeltaTable(uri, storage_options=dict(options) or None)
+    except TableNotFoundError:
+        return None
+
+
+def _segment_bytes(table: Any, segment_id: str) -> int:
+    """Bytes of the segment's files in the table's newest version."""
+    import pyarrow as pa
+
+    actions = pa.table(table.get_add_actions(flatten=True))
+    partition = actions.column(f"partition.{SEGMENT_COLUMN}").to_pylist()
+    sizes = actions.column("size_bytes").to_pylist()
+    return sum(size for sid, size in zip(partition, sizes, strict=True) if sid == segment_id)
+
+
+def _rust_uri(uri: str) -> str:
+    """delta-rs names S3 `s3://`; Hadoop's `s3a://` is the same bucket."""
+    return "s3://" + uri.removeprefix("s3a://") if uri.startswith("s3a://") else uri

@@ -1,0 +1,123 @@
+"""`ResultsFollower`: the merge results, decoded, each plan once, for one consumer group.
+
+The job announces a result at least once: a job that restarts may send a
+result again, with the same `plan_id`. The follower drops a `plan_id` it has
+already given out (it remembers the last `window` of them), and commits a
+result's offset only once the caller asks for the next one, so a consumer that
+stops mid-way resumes after the last result it finished with.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from confluent_kafka import Consumer, TopicPartition
+
+from compactor.client.connection import Connection, Encoding
+from compactor.errors import CompactorError
+from compactor.kafka.polling import messages
+from compactor.kafka.settings import DEFAULT_RESULTS_TOPIC
+
+log = logging.getLogger(__name__)
+
+DEDUPE_WINDOW = 100_000  # plan ids remembered; a repeat older than this is given out again
+
+
+class ResultsFollower:
+    """Iterate the results topic as a consumer group member:
+
+    ```python
+    with ResultsFollower("segment-cache", bootstrap_servers="kafka:9092") as results:
+        for result in results.follow():
+            handle(result)  # committed when the loop asks for the next one, or the block ends
+    ```
+
+    Each result is a dict: `plan_id`, `table`, `rule`, `inputs`, `output`, `outputs`, `status`
+    (a `MergeStatus`), counts and times (the fields of `schemas/merge_result.avsc`).
+    A new group starts at the topic's beginning (`from_beginning=False`: at its end).
+    """
+
+    def __init__(
+        self,
+        group_id: str,
+        bootstrap_servers: str | None = None,
+        *,
+        kafka_config: Mapping[str, Any] | None = None,
+        results_topic: str = DEFAULT_RESULTS_TOPIC,
+        encoding: Encoding = "single_object",
+        schema_registry: Mapping[str, str] | None = None,
+        from_beginning: bool = True,
+        window: int = DEDUPE_WINDOW,
+    ) -> None:
+        if not group_id:
+            raise CompactorError("group_id: a consumer group is needed to remember what was processed")
+        self.connection = Connection.of(
+            bootstrap_servers,
+            kafka_config=kafka_config,
+            results_topic=results_topic,
+            encoding=encoding,
+            schema_registry=schema_registry,
+        )
+        self.window = window
+        self._seen: OrderedDict[str, None] = OrderedDict()
+        self._given: Any = None  # the last message given out, committed once the caller moves on
+        settings = {
+            "group.id": group_id,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest" if from_beginning else "latest",
+        }
+        self._consumer = Consumer(self.connection.kafka.librdkafka(**settings))
+        self._consumer.subscribe([results_topic])
+
+    def follow(self, idle_timeout: float | None = None) -> Iterator[dict[str, Any]]:
+        """Each new result, once per `plan_id`; ends when nothing arrived for `idle_timeout`
+        seconds (None: never). A result's offset is committed when the next one is asked for,
+        or when the follower closes after the caller handled it (the `with` block ends without
+        an exception); a result whose handling raised is given out again after a restart."""
+        for message in messages(self._consumer, idle_timeout):
+            self._commit()  # the caller asked for more: it is done with the last one
+            self._given = message
+            result = self._decode(message)
+            if result is not None:
+                yield result
+        self._commit()
+
+    def _decode(self, message: Any) -> dict[str, Any] | None:
+        """The result, or None for a repeat or a record that is not a result (logged)."""
+        try:
+            result = self.connection.codec.decode_merge_result(message.value())
+        except CompactorError as exc:
+            log.warning(
+                "results topic partition %d offset %d: not a merge result (%s); skipped",
+                message.partition(), message.offset(), exc,
+            )  # fmt: skip
+            return None
+        plan_id = str(result["plan_id"])
+        if plan_id in self._seen:
+            self._seen.move_to_end(plan_id)
+            return None
+        self._seen[plan_id] = None
+        if len(self._seen) > self.window:
+            self._seen.popitem(last=False)
+        return result
+
+    def _commit(self) -> None:
+        message, self._given = self._given, None
+        if message is not None:
+            position = TopicPartition(message.topic(), message.partition(), message.offset() + 1)
+            self._consumer.commit(offsets=[position], asynchronous=False)
+
+    def close(self, processed: bool = True) -> None:
+        """Leave the group; `processed`: the last result given out was handled (commit it)."""
+        if processed:
+            self._commit()
+        self._consumer.close()
+
+    def __enter__(self) -> ResultsFollower:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
+        self.close(processed=kind is None)  # an exception while handling it: it comes again
