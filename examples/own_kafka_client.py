@@ -29,7 +29,10 @@ codec = Codec()  # Avro single-object encoding; Codec(registry=...) for the Conf
 value = codec.encode_segment_completed(SegmentCompleted(segment, produced_at=datetime.now(UTC)))
 assert codec.decode_segment_completed(value).segment == segment  # consumers decode the same way
 
-producer = Producer({"bootstrap.servers": servers, "enable.idempotence": True})
+# keyed by table, with Java's partitioner: one table's events in one partition, whoever produces
+producer = Producer(
+    {"bootstrap.servers": servers, "enable.idempotence": True, "partitioner": "murmur2_random"}
+)
 producer.produce(topic, key=segment.table, value=value)
 assert producer.flush(30) == 0, "the event was not acknowledged"
 print(f"announced {segment.id} on {topic}")

@@ -10,6 +10,7 @@ from confluent_kafka import KafkaError, Producer
 
 from compactor.errors import DeliveryError
 from compactor.kafka.messages import Message
+from compactor.kafka.partitioning import JAVA_PARTITIONER
 from compactor.kafka.settings import KafkaSettings
 
 log = logging.getLogger(__name__)
@@ -28,6 +29,8 @@ class EventProducer:
             settings.librdkafka(
                 **{
                     "enable.idempotence": True,
+                    # a table's events in one partition whatever client produced them
+                    "partitioner": JAVA_PARTITIONER,
                     "acks": "all",
                     "linger.ms": 5,
                     "message.timeout.ms": int(flush_timeout * 1000),
