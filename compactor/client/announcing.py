@@ -2,34 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Self
+from typing import Self, Unpack
 
-from compactor.client.connection import Connection, Encoding
+from compactor.client.connection import Connection, KafkaOptions
 from compactor.domain.events import SegmentCompleted
 from compactor.kafka.producer import EventProducer
-from compactor.kafka.settings import DEFAULT_SEGMENTS_TOPIC
 
 
 class Announcing:
     """Announces segments on the segments topic; a context manager that closes its producer."""
 
-    def __init__(
-        self,
-        bootstrap_servers: str | None = None,
-        *,
-        kafka_config: Mapping[str, Any] | None = None,
-        segments_topic: str = DEFAULT_SEGMENTS_TOPIC,
-        encoding: Encoding = "single_object",
-        schema_registry: Mapping[str, str] | None = None,
-    ) -> None:
-        self.connection = Connection.of(
-            bootstrap_servers,
-            kafka_config=kafka_config,
-            segments_topic=segments_topic,
-            encoding=encoding,
-            schema_registry=schema_registry,
-        )
+    def __init__(self, bootstrap_servers: str | None = None, **kafka: Unpack[KafkaOptions]) -> None:
+        self.connection = Connection.of(bootstrap_servers, **kafka)
         self._producer = EventProducer(self.connection.kafka)
 
     def announce(self, event: SegmentCompleted) -> None:

@@ -16,10 +16,10 @@ from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from compactor.client.announcing import Announcing
-from compactor.client.connection import Encoding
+from compactor.client.connection import KafkaOptions
 from compactor.delta.commit_metadata import commit_metadata, parse_metadata
 from compactor.delta.paths import SEGMENT_COLUMN, table_uri
 from compactor.domain.clock import now_utc
@@ -27,7 +27,6 @@ from compactor.domain.events import SegmentCompleted
 from compactor.domain.segment_json import segment_from_dict
 from compactor.domain.segments import Segment, TimeRange, new_segment_id, validate_segment_id
 from compactor.errors import CompactorError
-from compactor.kafka.settings import DEFAULT_SEGMENTS_TOPIC
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -44,7 +43,7 @@ class ArrowLoader(Announcing):
     ```
 
     `storage_options` go to delta-rs (object store credentials and endpoints; `s3a://`
-    warehouses are opened as `s3://`).
+    warehouses are opened as `s3://`). Kafka settings as for `SparkLoader`.
     """
 
     def __init__(
@@ -52,11 +51,8 @@ class ArrowLoader(Announcing):
         warehouse: Path | str,
         bootstrap_servers: str | None = None,
         *,
-        kafka_config: Mapping[str, Any] | None = None,
-        segments_topic: str = DEFAULT_SEGMENTS_TOPIC,
-        encoding: Encoding = "single_object",
-        schema_registry: Mapping[str, str] | None = None,
         storage_options: Mapping[str, str] | None = None,
+        **kafka: Unpack[KafkaOptions],
     ) -> None:
         try:
             import deltalake  # noqa: F401
@@ -66,13 +62,7 @@ class ArrowLoader(Announcing):
             ) from None
         self.warehouse = warehouse
         self.storage_options = dict(storage_options or {})
-        super().__init__(
-            bootstrap_servers,
-            kafka_config=kafka_config,
-            segments_topic=segments_topic,
-            encoding=encoding,
-            schema_registry=schema_registry,
-        )
+        super().__init__(bootstrap_servers, **kafka)
 
     def load(
         self, table: str, data: Any, start: datetime, end: datetime, *, segment_id: str | None = None

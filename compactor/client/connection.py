@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from pydantic import ValidationError
 
@@ -28,6 +28,17 @@ from compactor.kafka.settings import (
 )
 
 Encoding = Literal["single_object", "confluent"]
+
+
+class KafkaOptions(TypedDict, total=False):
+    """The keyword arguments every public class passes on to `Connection.of`."""
+
+    kafka_config: Mapping[str, Any] | None  # librdkafka keys (security, client id, ...)
+    segments_topic: str
+    results_topic: str
+    dead_letter_topic: str
+    encoding: Encoding  # the job's `kafka.encoding`
+    schema_registry: Mapping[str, str] | None  # `{"url": ...}` with encoding "confluent"
 
 
 @dataclass(frozen=True)

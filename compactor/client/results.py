@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, Unpack
 
 from confluent_kafka import Consumer, TopicPartition
 
-from compactor.client.connection import Connection, Encoding
+from compactor.client.connection import Connection, KafkaOptions
 from compactor.errors import CompactorError
 from compactor.kafka.polling import messages
-from compactor.kafka.settings import DEFAULT_RESULTS_TOPIC
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +36,8 @@ class ResultsFollower:
 
     Each result is a dict: `plan_id`, `table`, `rule`, `inputs`, `output`, `outputs`, `status`
     (a `MergeStatus`), counts and times (the fields of `schemas/merge_result.avsc`).
-    A new group starts at the topic's beginning (`from_beginning=False`: at its end).
+    A new group starts at the topic's beginning (`from_beginning=False`: at its end). Kafka
+    settings as for `SparkLoader` (`results_topic` names the topic).
     """
 
     def __init__(
@@ -45,22 +45,14 @@ class ResultsFollower:
         group_id: str,
         bootstrap_servers: str | None = None,
         *,
-        kafka_config: Mapping[str, Any] | None = None,
-        results_topic: str = DEFAULT_RESULTS_TOPIC,
-        encoding: Encoding = "single_object",
-        schema_registry: Mapping[str, str] | None = None,
         from_beginning: bool = True,
         window: int = DEDUPE_WINDOW,
+        **kafka: Unpack[KafkaOptions],
     ) -> None:
         if not group_id:
             raise CompactorError("group_id: a consumer group is needed to remember what was processed")
-        self.connection = Connection.of(
-            bootstrap_servers,
-            kafka_config=kafka_config,
-            results_topic=results_topic,
-            encoding=encoding,
-            schema_registry=schema_registry,
-        )
+        self.connection = Connection.of(bootstrap_servers, **kafka)
+        results_topic = self.connection.kafka.results_topic
         self.window = window
         self._seen: OrderedDict[str, None] = OrderedDict()
         self._given: Any = None  # the last message given out, committed once the caller moves on

@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Unpack
 
 from pyspark.sql import DataFrame, SparkSession
 
 from compactor.client.announcing import Announcing
-from compactor.client.connection import Encoding
+from compactor.client.connection import KafkaOptions
 from compactor.client.loader import load_segment
 from compactor.domain.segments import Segment
-from compactor.kafka.settings import DEFAULT_SEGMENTS_TOPIC
 
 log = logging.getLogger(__name__)
 TIMESTAMP_TYPE = "spark.sql.parquet.outputTimestampType"
@@ -24,7 +23,8 @@ class SparkLoader(Announcing):
     """Loads segments into the tables under `warehouse` and announces each on the segments topic.
 
     Build it once from plain settings and reuse it for every load: it holds one idempotent
-    Kafka producer. Each `load` commits before it announces, and returns only once Kafka has
+    Kafka producer. Kafka: `bootstrap_servers`, or `kafka_config` (librdkafka keys), and the
+    other `KafkaOptions` keywords (`segments_topic`, `encoding`, `schema_registry`). Each `load` commits before it announces, and returns only once Kafka has
     acknowledged the event.
 
     ```python
@@ -38,24 +38,14 @@ class SparkLoader(Announcing):
         spark: SparkSession,
         warehouse: Path | str,
         bootstrap_servers: str | None = None,
-        *,
-        kafka_config: Mapping[str, Any] | None = None,
-        segments_topic: str = DEFAULT_SEGMENTS_TOPIC,
-        encoding: Encoding = "single_object",
-        schema_registry: Mapping[str, str] | None = None,
+        **kafka: Unpack[KafkaOptions],
     ) -> None:
         self.spark = spark
         self.warehouse = warehouse
         if spark.conf.get(TIMESTAMP_TYPE, "INT96") == "INT96":  # Spark's default, deprecated
             log.info("setting %s to TIMESTAMP_MICROS, as modern Parquet writers store times", TIMESTAMP_TYPE)
             spark.conf.set(TIMESTAMP_TYPE, "TIMESTAMP_MICROS")
-        super().__init__(
-            bootstrap_servers,
-            kafka_config=kafka_config,
-            segments_topic=segments_topic,
-            encoding=encoding,
-            schema_registry=schema_registry,
-        )
+        super().__init__(bootstrap_servers, **kafka)
 
     def load(
         self,

@@ -46,7 +46,12 @@ LOAD_SCRIPT = textwrap.dedent(
             end = start + timedelta(days=1)
             loaded.append(loader.load("sales", rows, start, end, segment_id=f"d{start:%Y%m%d}").id)
         again = loader.load("sales", rows, start, end, segment_id=loaded[-1])
-    stats = [open(f"/proc/{p}/stat").read() for p in os.listdir("/proc") if p.isdigit()]
+    def stat(pid):  # a process may end between the listing and the read
+        try:
+            return open(f"/proc/{pid}/stat").read()
+        except OSError:
+            return None
+    stats = [s for s in map(stat, (p for p in os.listdir("/proc") if p.isdigit())) if s]
     children = [s.split(") ")[0].split(" (")[1] for s in stats if int(s.split(") ")[1].split()[1]) == os.getpid()]
     print(json.dumps({"loaded": loaded, "again": again.id, "records": again.records,
                       "spark": "pyspark" in sys.modules, "children": children}))
