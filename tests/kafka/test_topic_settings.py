@@ -3,6 +3,7 @@ and the broker's default replication."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,9 +21,15 @@ pytestmark = pytest.mark.integration
 
 
 def partitions(bootstrap: str, topic: str) -> int:
-    return len(
-        AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10).topics[topic].partitions
-    )
+    """The topic's partition count, once the broker's metadata lists them (a topic just created
+    may show none for a moment)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + 10
+    while True:
+        found = len(admin.list_topics(topic, timeout=10).topics[topic].partitions)
+        if found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.1)
 
 
 def test_new_topics_take_the_configured_partitions_else_the_brokers_defaults(
