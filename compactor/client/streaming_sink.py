@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 
 from compactor.client.spark_loader import SparkLoader
 from compactor.delta.files import HadoopFiles
-from compactor.delta.log import RECENT_COMMITS, DeltaLogReader
+from compactor.delta.log import DeltaLogReader
 from compactor.delta.paths import table_uri
 from compactor.delta.reads import read_catalog, table_exists
 from compactor.delta.writes import write_segment
@@ -31,6 +31,7 @@ from compactor.errors import CompactorError
 QUERY_ID = "sql.streaming.queryId"  # the local property Spark sets on a micro-batch's thread
 TXN_PREFIX = "compactor-sink-"
 ONE_MICROSECOND = timedelta(microseconds=1)
+RECENT_LOOK = 8  # commits read before each batch: a replayed batch is usually among them
 
 
 class StreamingSink:
@@ -66,12 +67,14 @@ class StreamingSink:
         if batch.isEmpty():
             return None
         segment = Segment(segment_id, self.table, self._range(batch), loaded_at=now_utc())
-        write_segment(self.loader.spark, self.loader.warehouse, segment, batch, txn)
-        # the commit's record: ours, or (when Delta found the transaction done) the first one's
-        committed = self._committed(segment_id, depth=RECENT_COMMITS)
-        if committed is None:
-            raise CompactorError(f"segment {segment_id}: committed, but not found in the table's history")
-        return committed
+        spark, warehouse = self.loader.spark, self.loader.warehouse
+        try:  # the commit's record: ours, or (Delta found the transaction done) the first run's
+            return write_segment(spark, warehouse, segment, batch, txn)
+        except CompactorError:  # that first run is older than the newest commits: the history
+            committed = read_catalog(spark, warehouse, self.table).get(self.table, segment_id)
+            if committed is None:
+                raise
+            return committed
 
     def _range(self, batch: DataFrame) -> TimeRange:
         if self.time_column is None:
@@ -87,18 +90,15 @@ class StreamingSink:
             raise CompactorError(f"time_column {self.time_column!r}: every value in the batch is null")
         return TimeRange(_instant(row.first), _instant(row.last) + ONE_MICROSECOND)
 
-    def _committed(self, segment_id: str, depth: int = 8) -> Segment | None:
-        """The segment as a commit of this table recorded it (None: not committed)."""
+    def _committed(self, segment_id: str) -> Segment | None:
+        """The segment as one of the table's newest commits recorded it (None: not among them;
+        an older one is found by the write, which Delta's transaction makes a no-op)."""
         spark, warehouse = self.loader.spark, self.loader.warehouse
         if not table_exists(spark, warehouse, self.table):
             return None
         log = DeltaLogReader(HadoopFiles(spark), table_uri(warehouse, self.table), self.table)
-        found = log.find(f'"id":"{segment_id}"', depth)
-        if found is not None and found.added:
-            return next(s for s in found.added if s.id == segment_id)
-        if depth >= RECENT_COMMITS:  # older than the newest commits: the table's history
-            return read_catalog(spark, warehouse, self.table).get(self.table, segment_id)
-        return None
+        found = log.find(f'"id":"{segment_id}"', RECENT_LOOK)
+        return next((s for s in found.added if s.id == segment_id), None) if found else None
 
 
 def _instant(micros: int) -> datetime:

@@ -28,9 +28,10 @@ def write_segment(
     rows: DataFrame,
     txn: tuple[str, int] | None = None,
 ) -> Segment:
-    """Append `rows` as `segment` (one Delta commit) and return it with exact counts.
-    `txn` (application id, version): Delta writes nothing when that version of the
-    application already committed, which makes a replayed write a no-op."""
+    """Append `rows` as `segment` (one Delta commit) and return it as the commit recorded it,
+    with exact counts. `txn` (application id, version): Delta writes nothing when that version
+    of the application already committed, which makes a replayed write a no-op; the segment
+    returned is then the first commit's."""
     path = table_uri(warehouse, segment.table)
     data = rows.withColumn(SEGMENT_COLUMN, F.lit(segment.id))
     writer = (
@@ -42,7 +43,8 @@ def write_segment(
         writer = writer.partitionBy(SEGMENT_COLUMN)
     writer.save(path)
     facts = DeltaLogReader(HadoopFiles(spark), path, segment.table).written(f'"id":"{segment.id}"')
-    return replace(segment, records=facts.records, bytes=facts.bytes)
+    recorded = next((s for s in facts.added if s.id == segment.id), None)
+    return recorded or replace(segment, records=facts.records, bytes=facts.bytes)
 
 
 def write_sub_partition(

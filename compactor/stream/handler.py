@@ -126,7 +126,7 @@ class BatchHandler:
             if self.state.catalog.changed and time.monotonic() - self._saved_at >= TICK_SAVE_EVERY_S:
                 with self.state.metrics.phase("catalog"):
                     self.save(set())
-            probe = self.other_writers.due(time.monotonic(), self.state.catalog.table_names)
+            probe = self.other_writers.due(time.monotonic(), lambda: self.state.catalog.table_names)
         written = [t for t in probe if self._written_since(t)]  # file lookups, without the lock
         with self.lock:
             for table in written:

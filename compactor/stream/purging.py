@@ -89,9 +89,13 @@ class OtherWriters:
         self._next_at = 0.0  # monotonic seconds
         self._cursor = 0
 
-    def due(self, now: float, tables: Sequence[str]) -> list[str]:
-        """The tables to probe now: the next slice, round-robin, once `every` has passed."""
-        if now < self._next_at or not tables:
+    def due(self, now: float, table_names: Callable[[], Sequence[str]]) -> list[str]:
+        """The tables to probe now: the next slice, round-robin, once `every` has passed (the
+        table list is asked for only then: most ticks cost one comparison)."""
+        if now < self._next_at:
+            return []
+        tables = table_names()
+        if not tables:
             return []
         if self._cursor >= len(tables):
             self._cursor = 0

@@ -177,10 +177,16 @@ def test_exactly_the_segments_at_or_over_the_ratio_are_queued(
 
 def test_the_prober_walks_the_tables_in_slices_then_waits() -> None:
     probe = OtherWriters(every=60.0, per_round=2)
-    tables = ["a", "b", "c"]
+    asked: list[float] = []
+
+    def tables() -> list[str]:
+        asked.append(1.0)
+        return ["a", "b", "c"]
+
     assert probe.due(0.0, tables) == ["a", "b"]
     assert probe.due(1.0, tables) == ["c"]
     assert probe.due(2.0, tables) == []
+    assert len(asked) == 2, "between rounds the table list is not built"
     assert probe.due(61.0, tables) == ["a", "b"]
 
 
