@@ -69,6 +69,11 @@ class EventDecodeError(Rejected):
     """An event's bytes are not a valid event: route it to the dead-letter topic."""
 
 
+class ShardCountMismatch(ConfigError):
+    """`operations.shards` (or the segments topic's partition count) differs from what the
+    warehouse's jobs run with: stop every job, then start one with `compactor run --reshard`."""
+
+
 class InvalidSegmentError(CompactorError):
     """A segment (from an event or a file) is inconsistent: reject that record."""
 

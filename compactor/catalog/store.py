@@ -10,7 +10,7 @@ the stored facts are complete to and the Bloom filter of retired ids.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -50,6 +50,16 @@ class CatalogChanges:
 class StoredCatalog:
     segments: Mapping[str, Sequence[Segment]]  # live segments per table
     marks: Mapping[str, TableMark]
+
+
+@dataclass(frozen=True, slots=True)
+class StoreScope:
+    """The part of a warehouse's catalog that one shard's job reads and writes: the tables it
+    `owns`, and a journal of its own (`name`), so that jobs sharing the warehouse never write
+    the same file or fold the same rows."""
+
+    name: str
+    owns: Callable[[str], bool]
 
 
 class CatalogStore(Protocol):

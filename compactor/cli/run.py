@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +24,12 @@ from compactor.cli.options import (
 )
 from compactor.config.tables import ProjectConfig
 from compactor.delta.paths import warehouse_uri
-from compactor.errors import CompactorError, LeaseHeld
+from compactor.delta.shard_record import ShardRecord
+from compactor.errors import ConfigError, ShardCountMismatch
 from compactor.kafka.lease import ControllerLease
 from compactor.kafka.settings import DEFAULT_DEAD_LETTER_TOPIC, DEFAULT_RESULTS_TOPIC, KafkaSettings
+from compactor.kafka.shards import ShardLayout
+from compactor.stream.shard_jobs import ShardedJob
 
 # on a stop, merges in flight get this long to finish; the rest are planned again at the next start
 STOP_GRACE_S = 60.0
@@ -61,19 +65,25 @@ STOP_GRACE_S = 60.0
 @click.option("--metrics-host", default="0.0.0.0", show_default=True, help="Address the metrics port binds.")
 @click.option(
     "--standby", is_flag=True,
-    help="If another job already runs on this warehouse and topic, wait and take over when it stops "
-    "(default: the config's operations.standby, else refuse to start).",
+    help="If other jobs already run every shard of this warehouse and topic, wait and take over when "
+    "one stops (default: the config's operations.standby, else refuse to start).",
+)  # fmt: skip
+@click.option(
+    "--reshard", is_flag=True,
+    help="Change the shard count to the config's operations.shards: every job of the warehouse must be "
+    "stopped; the catalog journals are folded and the new shards' queries start where the old ones stopped.",
 )  # fmt: skip
 @spark_options
 def run(
     config_path: Path, warehouse: str, checkpoint: str, bootstrap_servers: str,
     segments_topic: str, results_topic: str, dead_letter_topic: str, until_idle: bool,
-    metrics_port: int | None, metrics_host: str, standby: bool,
+    metrics_port: int | None, metrics_host: str, standby: bool, reshard: bool,
 ) -> None:  # fmt: skip
     """Run the streaming compaction job until interrupted (or, with --until-idle, until idle).
 
-    One job runs per warehouse and segments topic: a second one refuses to start, or with
-    --standby waits and takes over when the first stops or dies."""
+    With one shard (operations.shards, the default) one job runs per warehouse and segments
+    topic: a second one refuses to start, or with --standby waits and takes over when the first
+    stops or dies. With more, every job started shares the shards through Kafka's group protocol."""
     from compactor.config.loading import load_config_file
 
     config = load_config_file(config_path)
@@ -81,83 +91,136 @@ def run(
     # at the default level the operator still sees one line per merge (dead letters warn anyway)
     for name in ("compactor.stream.runner", "compactor.stream.summary"):
         logging.getLogger(name).setLevel(logging.INFO)
-    # before Spark: a refused second job exits in seconds
-    lease = ControllerLease(kafka, warehouse_uri(warehouse))
+    # before Spark: a refused job exits in seconds
+    shards = config.operations.shards
+    _refuse_other_counts(kafka, warehouse_uri(warehouse), shards)
+    lease = ControllerLease(kafka, warehouse_uri(warehouse), shards)
     lease.acquire(standby or config.operations.standby, waiting=say)
     try:
-        _run(config, lease, kafka, warehouse, checkpoint, until_idle, metrics_port, metrics_host)
+        _run(config, lease, kafka, warehouse, checkpoint, until_idle, (metrics_port, metrics_host), reshard)
     finally:
         lease.close()
 
 
+def _refuse_other_counts(kafka: KafkaSettings, warehouse: str, shards: int) -> None:
+    """Jobs with another shard count run on this warehouse and topic: this one must not."""
+    from compactor.kafka.lease import running_counts
+
+    for count, members in sorted(running_counts(kafka, warehouse).items()):
+        if count != shards:
+            raise ShardCountMismatch(
+                f"operations.shards is {shards}, but {', '.join(members)} run(s) this warehouse and topic "
+                f"with {count} shard(s); use the same count, or stop them and start one job with --reshard"
+            )
+
+
 def _run(
     config: ProjectConfig, lease: ControllerLease, kafka: KafkaSettings, warehouse: str, checkpoint: str,
-    until_idle: bool, metrics_port: int | None, metrics_host: str,
+    until_idle: bool, metrics_at: tuple[int | None, str], reshard: bool,
 ) -> None:  # fmt: skip
     from compactor.kafka.producer import EventProducer
-    from compactor.observe.metrics import JobMetrics
     from compactor.observe.readiness import ProgressListener, Readiness
     from compactor.observe.server import ProbeServer
-    from compactor.stream.janitor import Janitor
-    from compactor.stream.job import build_handler, run_until_idle, start_query
-    from compactor.stream.summary import Summary
+    from compactor.observe.shard_metrics import ShardMetrics
 
     spark = spark_session("streaming-compactor", config, (warehouse, checkpoint), config.spark_pools())
     context = spark.sparkContext
     say(f"spark: master {context.master}, UI {context.uiWebUrl or 'off'}")
+    layout, record = _layout(spark, config, kafka, warehouse, checkpoint, reshard)
     producer = EventProducer(kafka)
-    metrics = JobMetrics()
-    port = metrics_port if metrics_port is not None else config.operations.metrics_port
+    metrics = ShardMetrics()
+    port = metrics_at[0] if metrics_at[0] is not None else config.operations.metrics_port
     readiness, probes = Readiness(kafka), None
     if port is not None:
-        probes = ProbeServer(metrics.registry, readiness.checks(), metrics_host, port).start()
-        say(f"metrics: http://{metrics_host}:{probes.port}/metrics (and /healthz, /ready)")
-    handler = None
+        probes = ProbeServer(metrics.registry, readiness.checks(), metrics_at[1], port).start()
+        say(f"metrics: http://{metrics_at[1]}:{probes.port}/metrics (and /healthz, /ready)")
+    controls: dict[str, Any] = {}  # query name -> its shard's control state, for the lag
+    spark.streams.addListener(ProgressListener(readiness, controls))
+    start = _shard_starter(
+        spark, config, warehouse, kafka, checkpoint, producer, layout, record, metrics, controls
+    )
     try:
-        handler = build_handler(spark, config, warehouse, kafka, producer, metrics=metrics)
-        metrics.watch(handler.state)
-        # the lag, for planning (admission control), the metrics and the summary
-        spark.streams.addListener(ProgressListener(readiness, handler.state.control))
         readiness.catalog = None
         if until_idle:
-            runs = run_until_idle(spark, handler, kafka, checkpoint)
-            say(
-                f"idle after {runs} run(s): {handler.state.stats.events} events, {handler.state.stats.merges} merges"
-            )
+            for index in sorted(lease.owned):
+                shard = start(index, False)
+                runs, stats = shard.run_until_idle(), shard.handler.state.stats
+                shard.handler.close(wait=False)
+                say(f"idle after {runs} run(s): {stats.events} events, {stats.merges} merges")
             return
-        Janitor(handler.state).start()  # VACUUM on each table's schedule, in a daemon thread
-        Summary(handler.state).start()  # a line a minute
-        query = start_query(spark, handler, kafka, checkpoint)
-        say(
-            f"compactor running: {kafka.segments_topic} -> {warehouse} (checkpoint {checkpoint}); Ctrl-C stops"
+        where = (
+            f"{layout.shards} shard(s), holding {sorted(lease.owned)}" if layout.shards > 1 else "one shard"
         )
-        _until_stopped(query, lease)
-        left = handler.drain(STOP_GRACE_S)
-        if left:
-            say(f"{left} merge(s) still running were left; they are planned again at the next start")
+        say(
+            f"compactor running: {kafka.segments_topic} -> {warehouse} (checkpoint {checkpoint}, {where}); Ctrl-C stops"
+        )
+        ShardedJob(lease, start, STOP_GRACE_S, say).run(_stop_signal())
         say("compactor stopped")
     finally:
-        if handler is not None:
-            handler.close(wait=False)  # after a failure or a lost lease: no merge is waited for
         producer.close()
         if probes is not None:
             probes.stop()
 
 
-def _until_stopped(query: Any, lease: ControllerLease) -> None:
-    """Wait for the query; SIGTERM or SIGINT stop it between batches, and the command exits 0.
-    A lost lease stops it too (another job may have taken over), with an error.
+def _layout(
+    spark: Any, config: ProjectConfig, kafka: KafkaSettings, warehouse: str, checkpoint: str, reshard: bool
+) -> tuple[ShardLayout, ShardRecord | None]:
+    """The shards over the segments topic's partitions, checked against the warehouse's record."""
+    from compactor.delta.catalog_table import DeltaCatalogStore
+    from compactor.delta.files import HadoopFiles
+    from compactor.domain.clock import now_utc
+    from compactor.kafka.topics import ensure_topics, partition_count
+    from compactor.stream.resharding import settle_layout
 
-    The signal only sets a flag: raising inside a py4j call would cut its socket mid-answer.
-    """
+    ensure_topics(kafka, kafka.topics)
+    try:
+        layout = ShardLayout(
+            kafka.segments_topic, config.operations.shards, partition_count(kafka, kafka.segments_topic)
+        )
+    except ValueError as exc:
+        raise ConfigError(f"operations.{exc}") from None
+    files = HadoopFiles(spark)
+    record = settle_layout(
+        files, DeltaCatalogStore(spark, warehouse), warehouse, checkpoint, layout, reshard, now_utc()
+    )
+    return layout, record
+
+
+def _shard_starter(
+    spark: Any, config: ProjectConfig, warehouse: str, kafka: KafkaSettings, checkpoint: str, producer: Any,
+    layout: ShardLayout, record: ShardRecord | None, metrics: Any, controls: dict[str, Any],
+) -> Callable[..., Any]:  # fmt: skip
+    """What starts shard i in this job: its handler on the job's slots and workers, its metrics
+    labelled with it, its query (unless only built, for --until-idle)."""
+    from compactor.stream.assemble import job_slots
+    from compactor.stream.inflight import thread_workers
+    from compactor.stream.spark_shard import SparkShard, shard_of_job
+
+    slots = job_slots(config)
+    workers = thread_workers(slots.limit)
+
+    def start(index: int, query: bool = True) -> SparkShard:
+        shard = shard_of_job(layout, record, index, checkpoint, slots, workers)
+        shard_metrics = metrics.add(index)
+
+        def stopped() -> None:
+            metrics.remove(index)
+            controls.pop(shard.query_name, None)
+
+        built = SparkShard(
+            spark, config, warehouse, kafka, producer, shard, shard_metrics, shard_metrics.watch, stopped
+        )
+        controls[shard.query_name] = built.handler.state.control
+        return built.start() if query else built
+
+    return start
+
+
+def _stop_signal() -> threading.Event:
+    """Set by SIGTERM or SIGINT: the job stops between batches and exits 0.
+
+    The signal only sets a flag: raising inside a py4j call would cut its socket mid-answer."""
     stopping = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stopping.set())
-    while not stopping.is_set() and not lease.lost.is_set() and query.isActive:
-        query.awaitTermination(2)
-    if query.isActive:
-        query.stop()  # the running batch finishes; Spark records no offsets for an unfinished one
-    if lease.lost.is_set():
-        raise LeaseHeld(f"lost the controller lease ({lease.group}); stopped so that only one job merges")
-    elif query.exception() is not None:
-        raise CompactorError(f"the streaming query failed: {query.exception()}")
+    return stopping

@@ -240,6 +240,10 @@ class OperationsConfig(Frozen):
     """At most this many merges start per micro-batch (or tick), shared across the tables with
     merges waiting by deficit round-robin; null: every merge starts as soon as it is planned and
     a slot is free."""
+    shards: int = Field(default=1, ge=1, le=1024)
+    """The segments topic's partitions grouped into this many shards (shard i: the partitions p
+    with p mod shards = i), each a streaming query of its own that one of the jobs sharing the
+    warehouse runs; 1: one job runs every table. Changing it needs `compactor run --reshard`."""
     max_concurrent_merges: int = Field(default=4, ge=1)
     """Merges that run at once, each on a driver thread: different tables', and disjoint plans of
     one table; a bin-pack pool (or a rule's `cores_while_compacting`) also has its own limit."""

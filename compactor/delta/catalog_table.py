@@ -15,6 +15,12 @@ file systems: one write, no Spark job), and every `COMPACT_EVERY` saves, or
 Delta commit and its files deleted. Every save is durable the moment it returns;
 readers fold the journal over the table (rows carry a sequence number, so a row
 in both after a crash between the append and the deletes folds once).
+
+Jobs that share a warehouse in shards share the table: each reads the rows of the
+tables it owns, keeps its journal in a folder of its own
+(`catalog-journal/<shard>-of-<n>/`) and appends blindly, which Delta never
+refuses for a concurrent append; only the occasional rewrite of a shard's current
+rows can lose a race, and it is then left for a later start.
 """
 
 from __future__ import annotations
@@ -40,10 +46,11 @@ from pyspark.sql.types import (
     StructType,
     TimestampType,
 )
+from tenacity import retry, retry_if_exception, stop_after_attempt, wait_random
 
 from compactor.catalog.failures import Failure
 from compactor.catalog.retired import RetiredFilter, RetiredSegment
-from compactor.catalog.store import CatalogChanges, StoredCatalog, TableMark
+from compactor.catalog.store import CatalogChanges, StoredCatalog, StoreScope, TableMark
 from compactor.delta.files import HadoopFiles
 from compactor.delta.paths import state_uri
 from compactor.delta.predicates import in_list
@@ -81,14 +88,23 @@ SCHEMA = StructType(
 
 class DeltaCatalogStore:
     """`CatalogStore` on a Delta table beside the data tables (same storage, same transactions),
-    with a journal of recent saves. One job writes it (`writer`); others (`compactor status`)
-    only read, and leave the journal and the table as they find them."""
+    with a journal of recent saves. One job writes it (`writer`), or one per shard (`scope`);
+    others (`compactor status`) only read every shard's part, and leave the journals and the
+    table as they find them."""
 
-    def __init__(self, spark: SparkSession, warehouse: Path | str, writer: bool = True) -> None:
+    def __init__(
+        self,
+        spark: SparkSession,
+        warehouse: Path | str,
+        writer: bool = True,
+        scope: StoreScope | None = None,
+    ) -> None:
         self.spark = spark
         self.uri = state_uri(warehouse, "catalog")
-        self.journal_uri = state_uri(warehouse, JOURNAL)
+        self.journals_uri = state_uri(warehouse, JOURNAL)
+        self.journal_uri = self.journals_uri + (f"/{scope.name}" if scope is not None else "")
         self.writer = writer
+        self.scope = scope
         self.files = HadoopFiles(spark)
         self._seq = 0
         self._journal: list[Row] = []  # rows saved since the journal was last folded into the table
@@ -103,10 +119,15 @@ class DeltaCatalogStore:
         if self.writer:  # what a previous run left in the journal goes into the table first
             self.compact()
         journal = [r for r in self._journal if r.part == CURRENT]
-        if not self._exists():
-            return self._fold(journal)
-        table_rows = self.spark.read.format("delta").load(self.uri).where(F.col("part") == CURRENT).collect()
-        return self._fold([*table_rows, *journal])
+        if self._exists():
+            journal = [
+                *self.spark.read.format("delta").load(self.uri).where(F.col("part") == CURRENT).collect(),
+                *journal,
+            ]
+        return self._fold([r for r in journal if self._owns(r.table)])
+
+    def _owns(self, table: str) -> bool:
+        return self.scope is None or self.scope.owns(table)
 
     def _fold(self, rows: list[Row]) -> StoredCatalog:
         latest: dict[tuple[str, str], Any] = {}
@@ -162,16 +183,28 @@ class DeltaCatalogStore:
             self.files.delete(name)
         self._journal, self._journal_files = [], []
 
-    def _read_journal(self) -> None:
-        names = sorted(n for n in self.files.list_names(self.journal_uri) if n.endswith(".json"))
-        self._journal_files = [f"{self.journal_uri}/{n}" for n in names]
+    def fold_journals(self) -> None:
+        """Every shard's journal folded into the table (a reshard, with every job stopped)."""
+        self._read_journal(every=True)
+        self.compact()
+
+    def _read_journal(self, every: bool = False) -> None:
+        """This store's journal; a reader's is every shard's (their folders under the root)."""
+        folders = [self.journal_uri]
+        if every or (not self.writer and self.scope is None):
+            names = self.files.list_names(self.journals_uri)
+            folders += [f"{self.journals_uri}/{n}" for n in sorted(names) if not n.endswith(".json")]
+        self._journal_files, self._journal = [], []
+        for folder in folders:
+            names = sorted(n for n in self.files.list_names(folder) if n.endswith(".json"))
+            self._journal_files += [f"{folder}/{n}" for n in names]
+            self._seq = max([self._seq, *(int(n.removesuffix(".json")) for n in names)])
         self._journal = [
             _row_from_json(json.loads(line))
             for uri in self._journal_files
             for line in (self.files.read_text(uri) or "").splitlines()
             if line.strip()
         ]
-        self._seq = max([self._seq, *(int(n.removesuffix(".json")) for n in names)])
         self._journal_since = time.monotonic()
 
     def retired(self, table: str, segment_ids: Sequence[str]) -> dict[str, RetiredSegment]:
@@ -197,7 +230,15 @@ class DeltaCatalogStore:
             for sid, r in found.items()
         }
 
+    @retry(
+        retry=retry_if_exception(lambda exc: _lost_race(exc)),
+        stop=stop_after_attempt(5),
+        wait=wait_random(0.1, 1.0),
+        reraise=True,
+    )
     def _append(self, rows: list[Row]) -> None:
+        """One blind append (jobs in shards append side by side; only two that create the
+        table at once race, and the loser appends again)."""
         df = self.spark.createDataFrame(rows, SCHEMA)
         writer = df.write.format("delta").mode("append").option("userMetadata", "compactor catalog")
         if not self._exists():
@@ -210,9 +251,18 @@ class DeltaCatalogStore:
         rows = [self._live_row(t, s.id, s) for t, members in segments.items() for s in members]
         rows += [self._mark_row(t, m) for t, m in marks.items()]
         df = self.spark.createDataFrame(rows, SCHEMA)
-        df.write.format("delta").mode("overwrite").option("replaceWhere", f"part = '{CURRENT}'").save(
-            self.uri
-        )
+        where = f"part = '{CURRENT}'"
+        if self.scope is not None:  # this shard's rows only; other jobs may append meanwhile
+            where += f" AND `table` IN ({in_list(sorted({*segments, *marks}))})" if rows else " AND false"
+        try:
+            df.write.format("delta").mode("overwrite").option("replaceWhere", where).save(self.uri)
+        except Exception as exc:
+            if not _lost_race(exc):
+                raise
+            log.info(
+                "catalog: the rewrite of %s's rows lost a race with another job; left for later", self.scope
+            )
+            return
         log.info("catalog: current partition rewritten to %d row(s)", len(rows))
 
     def _row(self, part: str, table: str, segment_id: str, **values: Any) -> Row:
@@ -240,6 +290,22 @@ class DeltaCatalogStore:
                 "debt": json.loads(mark.debt) if mark.debt else None,
             }),
         )  # fmt: skip
+
+
+def _lost_race(exc: BaseException) -> bool:
+    """Delta refused a commit because another job committed first (py4j wraps the exception)."""
+    text = f"{type(exc).__name__} {exc}"
+    return any(
+        name in text
+        for name in (
+            "ConcurrentAppend",
+            "ConcurrentDelete",
+            "ProtocolChanged",
+            "MetadataChanged",
+            "FileAlreadyExists",
+            "ConcurrentWrite",
+        )
+    )
 
 
 def _mark_extras(text: str | None) -> dict[str, Any]:

@@ -63,6 +63,11 @@ class HadoopFiles:
         fs, path = self._fs_path(uri)
         fs.delete(path, False)
 
+    def delete_tree(self, uri: str) -> None:
+        """Delete a directory and everything under it (nothing when it is gone already)."""
+        fs, path = self._fs_path(uri)
+        fs.delete(path, True)
+
     def list_names(self, uri: str) -> list[str]:
         """Names of the entries directly under a directory (empty when it does not exist)."""
         fs, path = self._fs_path(uri)

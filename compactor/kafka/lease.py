@@ -1,10 +1,15 @@
-"""One controller per warehouse and segments topic: a lease kept as a Kafka consumer group.
+"""Who runs which shard of a warehouse and segments topic: leases kept as a Kafka consumer group.
 
-Every `compactor run` joins one group (named from the warehouse and the topic) on a one-partition
-topic; whoever is assigned the partition holds the lease. With the cooperative-sticky assignor a
-newcomer never takes the partition from a live holder, and the broker hands it on when the holder
-leaves (a clean stop) or its session expires (a crash, SIGKILL, a lost network): no lock file, no
-clock shared between hosts, and it works for any warehouse the job can write.
+Every `compactor run` joins one group (named from the warehouse, the topic and the shard count)
+on a topic with one partition per shard; the partitions a job is assigned are the shards it
+runs. With the cooperative-sticky assignor a newcomer takes only the shards the assignor moves
+to it, the others' queries run on; the broker hands a job's shards on when it leaves (a clean
+stop) or its session expires (a crash, SIGKILL, a lost network): no lock file, no clock shared
+between hosts, and it works for any warehouse the job can write. With one shard (the default)
+this is one controller per warehouse and topic.
+
+A shard is given up only after the job stopped its query: the revocation waits for the
+supervisor (`changes`), so a shard never runs in two jobs at once while both are alive.
 
 The lease avoids doubled work, not corruption: two jobs that did merge at once would still
 commit through Delta's optimistic concurrency, and one of the two would lose its commit.
@@ -15,10 +20,12 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import queue
 import socket
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
@@ -32,38 +39,57 @@ log = logging.getLogger(__name__)
 
 SESSION_TIMEOUT_MS = 10_000  # a dead holder's lease passes on this long after its last heartbeat
 FIRST_ANSWER_S = 60.0  # how long to wait for the group's first answer (a crashed holder's session included)
+SETTLE_S = 90.0  # with shards: how long a newcomer waits for the holders to hand some over
+GIVE_UP_S = 120.0  # longest a revocation waits for the job to stop the shard's query
 
 
-def lease_topic(settings: KafkaSettings) -> str:
-    return f"{settings.segments_topic}.controller"
+def lease_topic(settings: KafkaSettings, shards: int = 1) -> str:
+    return f"{settings.segments_topic}.controller" + (f"-{shards}" if shards > 1 else "")
 
 
-def lease_group(settings: KafkaSettings, warehouse_uri: str) -> str:
-    """The group for one warehouse and topic. `warehouse_uri` is the warehouse as one canonical
-    URI (`delta.paths.warehouse_uri`), so that two spellings of one warehouse share a lease."""
+def lease_group(settings: KafkaSettings, warehouse_uri: str, shards: int = 1) -> str:
+    """The group for one warehouse, topic and shard count. `warehouse_uri` is the warehouse as one
+    canonical URI (`delta.paths.warehouse_uri`), so that two spellings of one warehouse share a
+    lease; jobs with another shard count never share one (the shard record refuses them)."""
     key = f"{warehouse_uri}\n{settings.segments_topic}".encode()
-    return f"compactor-controller-{hashlib.sha256(key).hexdigest()[:16]}"
+    name = f"compactor-controller-{hashlib.sha256(key).hexdigest()[:16]}"
+    return name + (f"-of-{shards}" if shards > 1 else "")
+
+
+@dataclass(frozen=True, slots=True)
+class ShardChange:
+    """A shard gained or to be given up; `done` is set once the job has stopped its query."""
+
+    shard: int
+    gained: bool
+    done: threading.Event = field(default_factory=threading.Event)
 
 
 class ControllerLease:
-    """Join the group, wait for the lease, keep it (a daemon thread polls), give it back on close."""
+    """Join the group, wait for a first shard, keep what the group assigns (a daemon thread
+    polls), give it back on close. Gains and revocations reach the job through `changes`."""
 
-    def __init__(self, settings: KafkaSettings, warehouse_uri: str) -> None:
+    def __init__(self, settings: KafkaSettings, warehouse_uri: str, shards: int = 1) -> None:
         self.settings = settings
         self.warehouse = warehouse_uri
-        self.group = lease_group(settings, warehouse_uri)
-        self.topic = lease_topic(settings)
+        self.shards = shards
+        self.group = lease_group(settings, warehouse_uri, shards)
+        self.topic = lease_topic(settings, shards)
         self.identity = f"compactor-run@{socket.gethostname()}:{os.getpid()}"
-        self.held = threading.Event()
-        self.lost = threading.Event()  # held once, then taken away (a lost session, a fence)
-        self._answered = threading.Event()  # the group's first assignment arrived, lease or not
+        self.held = threading.Event()  # at least one shard held
+        self.lost = threading.Event()  # the session was lost: another job may run our shards now
+        self.owned: set[int] = set()
+        self.changes: queue.Queue[ShardChange] = queue.Queue()
+        self.supervised = threading.Event()  # a job takes `changes`: a revocation waits for it
+        self._answered = threading.Event()  # the group's first assignment arrived, shards or not
         self._stop = threading.Event()
+        self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
     def acquire(self, standby: bool, waiting: Callable[[str], None] = log.info) -> None:
-        """Return holding the lease. Without `standby`, raise LeaseHeld if a live holder has it;
-        with it, wait (reporting the holder once) until the lease passes to us."""
-        ensure_topics(self.settings, [self.topic], partitions=1)  # one partition: one holder
+        """Return holding a shard. Without `standby`, raise LeaseHeld if live holders keep every
+        shard; with it, wait (reporting the holders once) until one passes to us."""
+        ensure_topics(self.settings, [self.topic], partitions=self.shards)  # one partition per shard
         self._thread = threading.Thread(target=self._poll, name="controller-lease", daemon=True)
         self._thread.start()
         if not self._answered.wait(FIRST_ANSWER_S):
@@ -71,38 +97,41 @@ class ControllerLease:
             raise LeaseHeld(
                 f"no answer from Kafka's group coordinator for {self.group} in {FIRST_ANSWER_S:.0f}s"
             )
-        if self.held.is_set():
+        # with shards, a newcomer's first assignment is empty while the holders hand some over
+        if self.held.is_set() or (self.shards > 1 and self.held.wait(SETTLE_S)):
             return
         holder = self.holder() or "another compactor"
+        what = "holds the lease" if self.shards == 1 else f"and others hold all {self.shards} shards"
         if not standby:
             self.close()
             raise LeaseHeld(
                 f"{holder} already runs for warehouse {self.warehouse} and topic {self.settings.segments_topic} "
-                "(one controller each); stop it, or start this one with --standby to take over when it stops"
+                + (
+                    "(one controller each)"
+                    if self.shards == 1
+                    else f"with every one of its {self.shards} shards"
+                )
+                + "; stop it, or start this one with --standby to take over when it stops"
             )
-        waiting(f"standby: {holder} holds the lease for {self.warehouse}; waiting for it to stop")
+        waiting(f"standby: {holder} {what} for {self.warehouse}; waiting for it to stop")
         while not self.held.wait(1.0):
             if self._thread is not None and not self._thread.is_alive():
                 raise LeaseHeld(f"the lease's consumer for {self.group} stopped while waiting")
 
     def holder(self) -> str | None:
-        """The client id of the member holding the partition, if the group says."""
-        admin = AdminClient(self.settings.librdkafka())
-        try:
-            (future,) = admin.describe_consumer_groups([self.group], request_timeout=10).values()
-            group = future.result()
-        except KafkaException:
-            return None
-        for member in group.members:
-            if member.assignment and member.assignment.topic_partitions:
-                return f"{member.client_id} ({member.host.lstrip('/')})"
-        return None
+        """The client id of a member holding a shard, if the group says."""
+        owners = self.owners()
+        return next(iter(owners.values()), None) if owners else None
+
+    def owners(self) -> dict[int, str]:
+        """Shard -> the member that holds it, as the group describes itself (empty if unknown)."""
+        return group_owners(self.settings, self.group)
 
     def close(self) -> None:
-        """Leave the group, so a standby takes over at once rather than after the session."""
+        """Leave the group, so that the shards pass on at once rather than after the session."""
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=SESSION_TIMEOUT_MS / 1000)
+            self._thread.join(timeout=GIVE_UP_S)
 
     def _poll(self) -> None:
         consumer = Consumer(
@@ -113,27 +142,101 @@ class ControllerLease:
                     "partition.assignment.strategy": "cooperative-sticky",
                     "session.timeout.ms": SESSION_TIMEOUT_MS,
                     "heartbeat.interval.ms": SESSION_TIMEOUT_MS // 5,
+                    "max.poll.interval.ms": int(GIVE_UP_S * 1000) + 60_000,
                     "enable.auto.commit": False,
                 }
             )
         )
-        consumer.subscribe([self.topic], on_assign=self._assigned, on_revoke=self._taken, on_lost=self._taken)
+        consumer.subscribe(
+            [self.topic], on_assign=self._assigned, on_revoke=self._revoked, on_lost=self._lost
+        )
         try:
             while not self._stop.is_set():
                 consumer.poll(0.5)  # runs the callbacks; nobody produces to the topic
         finally:
-            consumer.close()
+            consumer.close()  # a revocation of what we hold runs here, and waits for the job
 
     def _assigned(self, _: Any, partitions: list[TopicPartition]) -> None:
-        if partitions:  # cooperative: an increment; empty when a rebalance left ours unchanged
+        gained = sorted(p.partition for p in partitions)
+        with self._lock:
+            self.owned.update(gained)
+        for shard in gained:  # cooperative: an increment; empty when a rebalance left ours unchanged
+            self.changes.put(ShardChange(shard, gained=True))
+        if gained:
             self.held.set()
-            log.info("holding the controller lease %s as %s", self.group, self.identity)
+            log.info("holding shard(s) %s of %s as %s", gained, self.group, self.identity)
         self._answered.set()
 
-    def _taken(self, _: Any, partitions: list[TopicPartition]) -> None:
-        if partitions and self.held.is_set():
-            self.held.clear()
-            if self._stop.is_set():  # given back on close
-                return
+    def _revoked(self, _: Any, partitions: list[TopicPartition]) -> None:
+        """Give shards up: wait until the job stopped their queries (it checks `owned` before it
+        starts one, so a shard revoked before it started never starts)."""
+        given = sorted(p.partition for p in partitions)
+        with self._lock:
+            self.owned.difference_update(given)
+            if not self.owned:
+                self.held.clear()
+        changes = [ShardChange(shard, gained=False) for shard in given]
+        for change in changes:
+            self.changes.put(change)
+        if self._stop.is_set():  # closing: the job stopped its queries first
+            return
+        if self.shards == 1 and given:  # the one controller's lease moved: another job runs now
+            self.lost.set()
+        if self.supervised.is_set():
+            for change in changes:
+                if not change.done.wait(GIVE_UP_S):
+                    log.error(
+                        "shard %d: its query did not stop in %.0fs; giving it up anyway",
+                        change.shard,
+                        GIVE_UP_S,
+                    )
+        if given:
+            log.info("gave up shard(s) %s of %s", given, self.group)
+
+    def _lost(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+        if partitions and not self._stop.is_set():
             self.lost.set()
             log.error("lost the controller lease %s at %s", self.group, time.strftime("%H:%M:%S"))
+        self._revoked(consumer, partitions)
+
+
+def group_owners(settings: KafkaSettings, group: str) -> dict[int, str]:
+    """Shard -> `client id (host)` of the member assigned its partition, as the group says."""
+    admin = AdminClient(settings.librdkafka())
+    try:
+        (future,) = admin.describe_consumer_groups([group], request_timeout=10).values()
+        described = future.result()
+    except KafkaException:
+        return {}
+    return {
+        tp.partition: f"{member.client_id} ({member.host.lstrip('/')})"
+        for member in described.members
+        if member.assignment
+        for tp in member.assignment.topic_partitions
+    }
+
+
+def running_counts(settings: KafkaSettings, warehouse_uri: str) -> dict[int, list[str]]:
+    """Shard count -> the members of its group that are alive now, for every count this
+    warehouse and topic have had a controller topic for."""
+    admin = AdminClient(settings.librdkafka())
+    prefix = lease_topic(settings)
+    counts = [1] + [
+        int(name.removeprefix(prefix + "-"))
+        for name in admin.list_topics(timeout=10).topics
+        if name.startswith(prefix + "-") and name.removeprefix(prefix + "-").isdigit()
+    ]
+    groups = {n: lease_group(settings, warehouse_uri, n) for n in counts}
+    try:
+        described = admin.describe_consumer_groups(list(groups.values()), request_timeout=10)
+    except KafkaException:
+        return {}
+    found: dict[int, list[str]] = {}
+    for n, group in groups.items():
+        try:
+            members = described[group].result().members
+        except KafkaException:
+            continue
+        if members:
+            found[n] = [f"{m.client_id} ({m.host.lstrip('/')})" for m in members]
+    return found

@@ -49,3 +49,15 @@ def partition_of(key: str, partitions: int) -> int:
     if partitions < 1:
         raise ValueError(f"partitions: {partitions} is not a partition count")
     return (murmur2(key.encode()) & 0x7FFFFFFF) % partitions
+
+
+def shard_partitions(shard: int, shards: int, partitions: int) -> list[int]:
+    """The segments topic's partitions that make up `shard` of `shards`: p with p mod shards = shard."""
+    if not 0 <= shard < shards:
+        raise ValueError(f"shard: {shard} is not one of {shards} shards")
+    return list(range(shard, partitions, shards))
+
+
+def shard_of(table: str, shards: int, partitions: int) -> int:
+    """The shard that owns `table`: the one holding the partition its events are keyed to."""
+    return partition_of(table, partitions) % shards

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable
 
 from confluent_kafka import KafkaError, KafkaException
@@ -47,3 +48,17 @@ def ensure_topics(
             if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise
         log.info("created topic %s", topic)
+
+
+def partition_count(settings: KafkaSettings, topic: str, timeout: float = 30) -> int:
+    """The topic's partitions, once the broker's metadata lists them (a topic created a moment
+    ago can show none)."""
+    admin = AdminClient(settings.librdkafka())
+    deadline = time.monotonic() + timeout
+    while True:
+        found = admin.list_topics(topic, timeout=timeout).topics.get(topic)
+        if found is not None and found.error is None and found.partitions:
+            return len(found.partitions)
+        if time.monotonic() > deadline:
+            raise ServiceUnreachable(f"topic {topic}: the broker lists no partitions for it")
+        time.sleep(0.2)

@@ -49,23 +49,32 @@ class Readiness:
 
 
 class ProgressListener(StreamingQueryListener):
-    """Spark's query events: readiness follows the query, the lag gauge follows its progress."""
+    """Spark's query events: readiness follows the queries, each shard's lag gauge follows its
+    query's progress (`controls`: query name -> its shard's control state)."""
 
-    def __init__(self, readiness: Readiness, control: Control) -> None:
+    def __init__(self, readiness: Readiness, controls: dict[str, Control]) -> None:
         self.readiness = readiness
-        self.control = control
+        self.controls = controls
+        self._running: dict[str, str] = {}  # query id -> name
 
     def onQueryStarted(self, event: Any) -> None:
+        self._running[str(event.id)] = str(event.name)
         self.readiness.query = None
 
     def onQueryProgress(self, event: Any) -> None:
-        self.control.on_lag(sum(offsets_behind(s.endOffset, s.latestOffset) for s in event.progress.sources))
+        control = self.controls.get(str(event.progress.name))
+        if control is not None:
+            control.on_lag(sum(offsets_behind(s.endOffset, s.latestOffset) for s in event.progress.sources))
 
     def onQueryIdle(self, event: Any) -> None:
         pass
 
     def onQueryTerminated(self, event: Any) -> None:
-        self.readiness.query = f"the streaming query stopped ({event.exception or 'no error'})"
+        name = self._running.pop(str(event.id), "the streaming query")
+        if event.exception:
+            self.readiness.query = f"{name} stopped ({event.exception})"
+        elif not self._running:  # a shard handed on stops cleanly; ready while another runs
+            self.readiness.query = "no streaming query runs (no shard held)"
 
 
 def offsets_behind(end: str | None, latest: str | None) -> int:

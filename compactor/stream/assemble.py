@@ -22,7 +22,7 @@ from compactor.stream.announcer import Announcer, Publisher
 from compactor.stream.due import DueTimes
 from compactor.stream.fair_share import WaitingPlans
 from compactor.stream.handler import BatchHandler
-from compactor.stream.inflight import InFlight, Workers, thread_workers
+from compactor.stream.inflight import InFlight, Slots, Workers, thread_workers
 from compactor.stream.planning import CoolDown, TablePlanner
 from compactor.stream.purging import OtherWriters, Purges
 from compactor.stream.recovery import Unannounced, recover
@@ -45,14 +45,17 @@ def assemble(
     sleep: Callable[[float], None] = time.sleep,
     metrics: MetricsSink | None = None,
     workers: Workers | None = None,
+    slots: Slots | None = None,
+    owns: Callable[[str], bool] = lambda _: True,
 ) -> BatchHandler:
     """Wire a handler and recover: the catalog read from its store and caught up with the
     tables, published configs adopted, and merges a crash left unannounced announced.
 
     `workers` run the merges (default: `max_concurrent_merges` threads; `InlineWorkers` runs
-    each where it starts, as the unit tests do)."""
+    each where it starts, as the unit tests do). A shard's handler shares the job's `slots` and
+    recovers only the tables it `owns`."""
     unannounced = Unannounced(clock)
-    catalog, new_tables = recover(store, catalog_store, unannounced)
+    catalog, new_tables = recover(store, catalog_store, unannounced, owns)
     configs = TableConfigs(config, store, catalog)
     state = StreamState(store, catalog, configs, clock, HandlerStats(), unannounced, metrics or NoMetrics())
     state.configs.load_recorded(catalog, new_tables)
@@ -65,7 +68,7 @@ def assemble(
     for table in catalog.table_names:  # a merge in flight at a crash is planned again; due times derived
         due.set(table, Due(started, "the job started: every table is attempted once"), started)
     cool_down = CoolDown(clock, operations.cool_down, catalog, due)
-    inflight = _inflight(config, store, workers)
+    inflight = _inflight(config, store, workers, slots)
     handler = BatchHandler(
         state,
         Admission(codec, state, KnownTables(store, catalog.table_names), catalog_store),
@@ -97,13 +100,17 @@ def _purge_ratio(configs: TableConfigs, table: str) -> float | None:
         return None
 
 
-def _inflight(config: ProjectConfig, store: TableStore, workers: Workers | None) -> InFlight:
+def job_slots(config: ProjectConfig) -> Slots:
     """Merges side by side: `max_concurrent_merges` slots, each Spark pool's own limit."""
     pools = config.spark_pools()
-    limit = config.operations.max_concurrent_merges
-    return InFlight(
-        workers or thread_workers(limit),
-        limit,
+    return Slots(
+        config.operations.max_concurrent_merges,
         lambda pool: pools[pool].concurrency if pool in pools else None,
-        store.committed_version,
     )
+
+
+def _inflight(
+    config: ProjectConfig, store: TableStore, workers: Workers | None, slots: Slots | None
+) -> InFlight:
+    slots = slots or job_slots(config)
+    return InFlight(workers or thread_workers(slots.limit), slots, store.committed_version)

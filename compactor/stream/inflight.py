@@ -1,7 +1,8 @@
 """Merges in flight: plans running on worker threads beside the batches, as the job's slots allow.
 
 - **Slots.** At most `limit` merges run at once (`operations.max_concurrent_merges`), and a
-  Spark pool with a concurrency (seed 003's pool replicas) at most that many of its own.
+  Spark pool with a concurrency (seed 003's pool replicas) at most that many of its own. The
+  slots are the job's: the shards it runs share them (`Slots`), each shard its own `InFlight`.
 - **Bookings.** A plan starts only when none of its inputs is in a running plan: a segment is
   in at most one merge in flight. A table-wide plan (a rewrite of every segment) starts only
   when its table has nothing running, and nothing of that table starts beside it.
@@ -67,6 +68,72 @@ def thread_workers(limit: int) -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=limit, thread_name_prefix="compactor-merge")
 
 
+class SharedWorkers:
+    """One shard's share of the job's worker threads: stopping it cancels and waits for this
+    shard's merges only, the pool goes on for the others."""
+
+    def __init__(self, pool: Workers) -> None:
+        self.pool = pool
+        self._futures: set[Future[Finished]] = set()
+        self._lock = threading.Lock()
+
+    def submit(self, fn: Callable[[], Finished], /) -> Future[Finished]:
+        future = self.pool.submit(fn)
+        with self._lock:
+            self._futures.add(future)
+        future.add_done_callback(self._forget)
+        return future
+
+    def _forget(self, future: Future[Finished]) -> None:
+        with self._lock:
+            self._futures.discard(future)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        with self._lock:
+            mine = list(self._futures)
+        if cancel_futures:
+            for future in mine:
+                future.cancel()
+        if wait:
+            for future in mine:
+                if not future.cancelled():
+                    future.exception()  # waits; the outcome was reported to its InFlight
+
+
+class Slots:
+    """The job's merge slots, shared by the `InFlight` of every shard it runs: at most `limit`
+    merges at once, and a Spark pool with a concurrency at most that many of its own."""
+
+    def __init__(self, limit: int, concurrency: Callable[[str], int | None]) -> None:
+        self.limit = limit
+        self.concurrency = concurrency  # a Spark pool's own limit (None: any free slot)
+        self._taken: dict[str, str | None] = {}  # plan id -> its pool
+        self._lock = threading.Lock()
+
+    def free(self) -> int:
+        with self._lock:
+            return max(0, self.limit - len(self._taken))
+
+    def blocked(self, pool: str | None) -> str | None:
+        """Why no merge of `pool` can start now (None: it can)."""
+        with self._lock:
+            if len(self._taken) >= self.limit:
+                return f"all {self.limit} merge slots are busy"
+            cap = self.concurrency(pool) if pool is not None else None
+            in_pool = sum(1 for p in self._taken.values() if p == pool)
+            if cap is not None and in_pool >= cap:
+                return f"pool {pool} runs {in_pool} of its {cap} merges"
+        return None
+
+    def take(self, plan_id: str, pool: str | None) -> None:
+        with self._lock:
+            self._taken[plan_id] = pool
+
+    def give(self, plan_id: str) -> None:
+        with self._lock:
+            self._taken.pop(plan_id, None)
+
+
 @dataclass
 class _Running:
     plan: MergePlan
@@ -77,8 +144,7 @@ class _Running:
 @dataclass
 class InFlight:
     workers: Workers
-    limit: int
-    concurrency: Callable[[str], int | None]  # a Spark pool's own limit (None: any free slot)
+    slots: Slots
     committed_at: Callable[[str, str], int | None]  # (table, plan id) -> its commit's version
     _running: dict[str, _Running] = field(default_factory=dict)  # plan id ->
     _booked: dict[str, dict[str, str]] = field(default_factory=dict)  # table -> segment id -> plan id
@@ -97,20 +163,20 @@ class InFlight:
         """Segment id -> the running plan that holds it."""
         return dict(self._booked.get(table, {}))
 
+    @property
+    def limit(self) -> int:
+        return self.slots.limit
+
     def free_slots(self) -> int:
-        return max(0, self.limit - len(self._running))
+        return self.slots.free()
 
     def blocked(self, plan: MergePlan, pool: str | None) -> str | None:
         """Why the plan cannot start now (None: it can)."""
         if plan.plan_id in self._running:
             return "it is running"
-        if len(self._running) >= self.limit:
-            return f"all {self.limit} merge slots are busy"
-        if pool is not None:
-            cap = self.concurrency(pool)
-            in_pool = sum(1 for r in self._running.values() if r.pool == pool)
-            if cap is not None and in_pool >= cap:
-                return f"pool {pool} runs {in_pool} of its {cap} merges"
+        slots = self.slots.blocked(pool)
+        if slots is not None:
+            return slots
         table = [r.plan for r in self._running.values() if r.plan.table == plan.table]
         if any(p.table_wide for p in table):
             return "a rewrite of the whole table is running"
@@ -128,6 +194,7 @@ class InFlight:
         if why is not None:
             raise ValueError(f"plan {plan.plan_id} cannot start: {why}")
         self._running[plan.plan_id] = _Running(plan, pool)
+        self.slots.take(plan.plan_id, pool)
         self._booked.setdefault(plan.table, {}).update(dict.fromkeys(plan.input_ids, plan.plan_id))
         self.workers.submit(job).add_done_callback(lambda done: self._report(plan, done))
 
@@ -161,6 +228,7 @@ class InFlight:
         for finished in released:
             plan = finished.plan
             del self._running[plan.plan_id]
+            self.slots.give(plan.plan_id)
             booked = self._booked.get(plan.table, {})
             for sid in plan.input_ids:
                 if booked.get(sid) == plan.plan_id:
@@ -168,6 +236,12 @@ class InFlight:
             if not booked:
                 self._booked.pop(plan.table, None)
         return released
+
+    def release(self) -> None:
+        """Give back the slots of merges left running (the shard stopped): the job's other
+        shards may use them; those merges' outcomes are never taken."""
+        for plan_id in self._running:
+            self.slots.give(plan_id)
 
     def _in_commit_order(self, table: str) -> list[Finished]:
         """The table's reported merges that no unreported earlier commit of the table precedes."""

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
+from compactor.catalog.store import StoreScope
 from compactor.codec.events import Codec
 from compactor.config.tables import ProjectConfig
 from compactor.delta.catalog_table import DeltaCatalogStore
@@ -24,6 +26,7 @@ from compactor.kafka.settings import KafkaSettings
 from compactor.kafka.topics import ensure_topics
 from compactor.stream.assemble import assemble
 from compactor.stream.handler import BatchHandler
+from compactor.stream.inflight import SharedWorkers, Slots, Workers
 from compactor.stream.reporting import MetricsSink
 from compactor.stream.ticker import Ticker
 
@@ -39,19 +42,41 @@ def build_handler(
     codec: Codec | None = None,
     clock: Callable[[], datetime] = now_utc,
     metrics: MetricsSink | None = None,
+    shard: Shard | None = None,
 ) -> BatchHandler:
-    """The handler on Spark + Delta and Kafka, its topics created, recovered from the tables."""
+    """The handler on Spark + Delta and Kafka, its topics created, recovered from the tables
+    (a `shard`'s: the tables it owns, its part of the catalog, the job's merge slots)."""
     ensure_topics(kafka, kafka.topics)
     return assemble(
         SparkTableStore(spark, warehouse),
-        DeltaCatalogStore(spark, warehouse),
+        DeltaCatalogStore(spark, warehouse, scope=shard.scope if shard else None),
         config,
         kafka,
         producer or EventProducer(kafka),
         codec or codec_for(kafka),
         clock,
         metrics=metrics,
+        workers=SharedWorkers(shard.workers) if shard else None,
+        slots=shard.slots if shard else None,
+        owns=shard.scope.owns if shard and shard.scope else lambda _: True,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Shard:
+    """One shard as a job runs it: its tables and catalog part, its Kafka source, its
+    checkpoint; the merge slots and worker threads it shares with the job's other shards."""
+
+    index: int
+    scope: StoreScope | None  # None: the one shard of an unsharded job, every table its own
+    source: dict[str, str]  # the Kafka source's `assign` and `startingOffsets`
+    checkpoint: str
+    slots: Slots
+    workers: Workers
+
+    @property
+    def query_name(self) -> str:
+        return f"segment-compactor-{self.scope.name}" if self.scope else "segment-compactor"
 
 
 def start_query(
@@ -62,36 +87,38 @@ def start_query(
     available_now: bool = False,
     trigger_interval: str = "1 second",
     foreach: Callable[[DataFrame, int], None] | None = None,
+    shard: Shard | None = None,
 ) -> StreamingQuery:
     """Start the streaming query; `available_now` drains the backlog and stops. A continuous
     query gets a `Ticker` beside it while it runs: merges that finish between batches are
     announced, and what comes due with time is attempted, without waiting for an event.
 
     `foreach` replaces the handler as the foreachBatch function (a benchmark wraps the handler
-    to time it); the ticker still drives the handler itself."""
+    to time it); the ticker still drives the handler itself. A `shard`'s query reads its
+    partitions only, into its own checkpoint."""
     reader = spark.readStream.format("kafka")
-    for key, value in kafka.spark_options().items():
+    source = shard.source if shard else {"subscribe": kafka.segments_topic, "startingOffsets": "earliest"}
+    for key, value in (kafka.spark_options() | source).items():
         reader = reader.option(key, value)
-    stream = (
-        reader.option("subscribe", kafka.segments_topic)
-        .option("startingOffsets", "earliest")
-        .option("failOnDataLoss", "true")
-        .load()
-    )
+    stream = reader.option("failOnDataLoss", "true").load()
     writer = stream.writeStream.foreachBatch(foreach or handler).option("checkpointLocation", str(checkpoint))
     writer = (
         writer.trigger(availableNow=True)
         if available_now
         else writer.trigger(processingTime=trigger_interval)
     )
-    query = writer.queryName("segment-compactor").start()
+    query = writer.queryName(shard.query_name if shard else "segment-compactor").start()
     if not available_now:
         Ticker(handler, alive=lambda: bool(query.isActive)).start()
     return query
 
 
 def run_until_idle(
-    spark: SparkSession, handler: BatchHandler, kafka: KafkaSettings, checkpoint: Path | str
+    spark: SparkSession,
+    handler: BatchHandler,
+    kafka: KafkaSettings,
+    checkpoint: Path | str,
+    shard: Shard | None = None,
 ) -> int:
     """Drain the topic and the merges it starts (and what is due now), re-run while merges keep
     emitting events, stop when a run sees none and its merges are done.
@@ -101,7 +128,7 @@ def run_until_idle(
     runs = 0
     while True:
         before = progress(handler)
-        start_query(spark, handler, kafka, checkpoint, available_now=True).awaitTermination()
+        start_query(spark, handler, kafka, checkpoint, available_now=True, shard=shard).awaitTermination()
         handler.settle()
         runs += 1
         if progress(handler) == before:

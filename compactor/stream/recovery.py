@@ -31,12 +31,15 @@ UNKNOWN_ROWS_ACTION = (
 
 
 def recover(
-    store: TableStore, catalog_store: CatalogStore, unannounced: Unannounced
+    store: TableStore,
+    catalog_store: CatalogStore,
+    unannounced: Unannounced,
+    owns: Callable[[str], bool] = lambda _: True,
 ) -> tuple[SegmentCatalog, list[str]]:
     """The catalog as stored, caught up with every table's commits since, and reconciled; with
-    the tables that were new to it."""
+    the tables that were new to it. A shard's job recovers the tables it `owns`."""
     catalog = SegmentCatalog.from_store(catalog_store.load())
-    tables = store.tables()
+    tables = [t for t in store.tables() if owns(t)]
     new = [t for t in tables if catalog.version(t) is None]
     for table in tables:
         catch_up(store, catalog, table, unannounced)

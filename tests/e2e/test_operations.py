@@ -31,11 +31,12 @@ CONFIG_YAML = "defaults:\n  rules:\n    - rule: auto_merge\n      levels: [week]
 
 
 def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """The job's samples by name and labels; every one carries its shard (the one shard, 0)."""
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    samples = [s for family in text_string_to_metric_families(text) for s in family.samples]
+    assert all(s.labels.get("shard") == "0" for s in samples), "every sample carries its shard"
     return {
-        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
+        (s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k != "shard"))): s.value for s in samples
     }
 
 

@@ -110,3 +110,49 @@ def test_the_group_is_named_by_the_warehouse_as_a_uri_and_the_topic(tmp_path: Pa
     assert group("s3a://b/wh") != group("s3a://b/other")
     assert group("s3a://b/wh") != group("s3a://b/wh", KafkaSettings("x:1", segments_topic="t"))
     assert group("s3a://b/wh").startswith("compactor-controller-")
+
+
+def wait_until(check: Callable[[], bool], seconds: float, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.2)
+
+
+def test_shards_are_split_between_jobs_and_a_leavers_pass_to_the_other(
+    kafka_bootstrap: str, unique: Callable[[str], str], tmp_path: Path
+) -> None:
+    kafka = KafkaSettings(kafka_bootstrap, segments_topic=unique("segments"))
+    warehouse = str(tmp_path / "wh")
+    first = ControllerLease(kafka, warehouse, shards=4)
+    first.acquire(standby=False)
+    assert first.owned == {0, 1, 2, 3} and first.topic == f"{kafka.segments_topic}.controller-4"
+    first.supervised.set()  # a revocation waits until the job says the shard stopped
+    stopped: list[int] = []
+
+    def supervise() -> None:  # what the job's shard loop does with revocations
+        while not first._stop.is_set():
+            try:
+                change = first.changes.get(timeout=0.2)
+            except Exception:
+                continue
+            if not change.gained:
+                time.sleep(0.5)  # the shard's query stops between batches
+                stopped.append(change.shard)
+            change.done.set()
+
+    threading.Thread(target=supervise, daemon=True).start()
+    second = ControllerLease(kafka, warehouse, shards=4)
+    second.acquire(standby=False)  # not refused: the first hands shards over
+    wait_until(lambda: len(first.owned) == 2 and len(second.owned) == 2, 30, "two shards each")
+    assert first.owned.isdisjoint(second.owned)
+    assert sorted(stopped) == sorted(second.owned), "each moved shard stopped in the first before it moved"
+    owners = second.owners()
+    assert sorted(owners) == [0, 1, 2, 3] and {owners[s].split(" ")[0] for s in second.owned} == {
+        second.identity
+    }
+
+    first.close()  # a clean leave: its shards pass at once
+    wait_until(lambda: second.owned == {0, 1, 2, 3}, 30, "the leaver's shards passed on")
+    assert not second.lost.is_set()
+    second.close()

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from compactor.domain.plans import Commit, MergePlan, make_plan
 from compactor.domain.segments import Segment, TimeRange
-from compactor.stream.inflight import Finished, InFlight
+from compactor.stream.inflight import Finished, InFlight, SharedWorkers, Slots
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 POOL_CAPS = {"p1": 1, "p2": 2}
@@ -84,7 +84,7 @@ def check(inflight: InFlight, limit: int) -> None:
 def test_no_segment_is_in_two_merges_in_flight(limit: int, steps: list[tuple[str, object]]) -> None:
     workers = ManualWorkers()
     versions: dict[str, int] = {}
-    inflight = InFlight(workers, limit, POOL_CAPS.get, lambda table, pid: versions.get(pid))
+    inflight = InFlight(workers, Slots(limit, POOL_CAPS.get), lambda table, pid: versions.get(pid))
 
     def job(plan: MergePlan) -> Callable[[], Finished]:
         def commit() -> Finished:
@@ -116,3 +116,32 @@ def test_no_segment_is_in_two_merges_in_flight(limit: int, steps: list[tuple[str
                 "released before an earlier commit"
             )
         check(inflight, limit)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 4), st.lists(st.tuples(st.sampled_from(["start", "finish"]), plans())))
+def test_shards_share_the_jobs_slots(
+    limit: int, steps: list[tuple[str, tuple[MergePlan, str | None]]]
+) -> None:
+    """Two shards' InFlights on one Slots: together they never pass the job's limit or a pool's
+    cap, and a stopped shard's merges give their slots back to the other."""
+    workers = ManualWorkers()
+    slots = Slots(limit, POOL_CAPS.get)
+    shards = [InFlight(SharedWorkers(workers), slots, lambda table, pid: None) for _ in range(2)]
+    for kind, (plan, pool) in steps:
+        inflight = shards[0 if plan.table == "a" else 1]  # a table belongs to one shard
+        if kind == "start" and plan.plan_id not in inflight._running:
+            if inflight.blocked(plan, pool) is None:
+                inflight.start(plan, pool, lambda plan=plan: Finished(plan))  # type: ignore[misc]
+        elif kind == "finish" and workers.pending:
+            workers.run(0)
+            workers.report(0)
+            for each in shards:
+                each.take_finished()
+        running = [r for each in shards for r in each._running.values()]
+        assert len(running) <= limit
+        assert slots.free() == limit - len(running)
+        for pool_name, cap in POOL_CAPS.items():
+            assert sum(1 for r in running if r.pool == pool_name) <= cap
+    shards[0].release()
+    assert slots.free() == limit - len(shards[1]._running), "a stopped shard's slots go back to the job"
