@@ -38,8 +38,9 @@ def run_job(args: list[str], fault: str | None) -> subprocess.CompletedProcess[s
 
 
 def bulk_load(
-    spark: Any, warehouse: Path | str, kafka: KafkaSettings, days: int, rows: int, first_day: int = 0
-) -> list[Segment]:
+    spark: Any, warehouse: Path | str, kafka: KafkaSettings, days: int, rows: int, first_day: int = 0,
+    table: str = TABLE,
+) -> list[Segment]:  # fmt: skip
     """Daily segments (`d<first_day>` on) written as a producer that writes Delta itself would:
     one append for all of them (the rows carry their segment id), then one event each."""
     first = datetime(2024, 1, 1, tzinfo=UTC)
@@ -52,11 +53,11 @@ def bulk_load(
     data = frames[0]
     for frame in frames[1:]:
         data = data.unionByName(frame)
-    data.write.format("delta").mode("append").partitionBy("segment_id").save(table_uri(warehouse, TABLE))
+    data.write.format("delta").mode("append").partitionBy("segment_id").save(table_uri(warehouse, table))
     segments = [
         Segment(
             f"d{d:02d}",
-            TABLE,
+            table,
             TimeRange(first + timedelta(days=d), first + timedelta(days=d + 1)),
             loaded_at=now_utc(),
             records=rows,
@@ -68,7 +69,7 @@ def bulk_load(
         [
             (
                 kafka.segments_topic,
-                TABLE,
+                table,
                 codec.encode_segment_completed(SegmentCompleted(s, now_utc())),
                 None,
             )
