@@ -8,7 +8,18 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from compactor.cli.options import chosen_tables, config_option, spark_options, spark_session, warehouse_option
+from compactor.cli.options import (
+    DEFAULT_HOME,
+    chosen_tables,
+    config_option,
+    segments_topic_option,
+    spark_options,
+    spark_session,
+    warehouse_option,
+)
+from compactor.errors import CompactorError
+from compactor.kafka.shards import ShardLayout
+from compactor.observe.shard_status import ShardStatus, render_shards, shard_statuses
 
 if TYPE_CHECKING:
     from compactor.domain.segments import Segment
@@ -19,9 +30,26 @@ if TYPE_CHECKING:
 @config_option(required=True, text="Table config (the rules that say what is ready to merge)")
 @warehouse_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+@click.option(
+    "--shards", "only_shards", is_flag=True,
+    help="Print only the shards: which job runs each, how far behind it is, and its tables.",
+)  # fmt: skip
+@click.option(
+    "--bootstrap-servers", envvar="KAFKA_BOOTSTRAP_SERVERS",
+    help="Kafka, to show which job runs each shard and its lag (env KAFKA_BOOTSTRAP_SERVERS).",
+)  # fmt: skip
+@segments_topic_option
+@click.option(
+    "--checkpoint", default=str(DEFAULT_HOME / "checkpoint"), show_default=True,
+    help="The jobs' --checkpoint, to read how far each shard's query has got.",
+)  # fmt: skip
 @spark_options
-def status(tables: tuple[str, ...], config_path: Path, warehouse: str, as_json: bool) -> None:
-    """Per table: segments by level and state, what is ready to merge, the last merges, the switch.
+def status(
+    tables: tuple[str, ...], config_path: Path, warehouse: str, as_json: bool, only_shards: bool,
+    bootstrap_servers: str | None, segments_topic: str, checkpoint: str,
+) -> None:  # fmt: skip
+    """Per table: segments by level and state, what is ready to merge, the last merges, the switch;
+    and, for a warehouse run in shards, which job runs each shard, its lag and its tables.
 
     Reads the catalog the job saves and the tables' history, so it works while the job runs."""
     from compactor.config.loading import load_config_file
@@ -39,6 +67,16 @@ def status(tables: tuple[str, ...], config_path: Path, warehouse: str, as_json: 
     spark = spark_session("compactor-status", project, (warehouse,))
     spark.sparkContext.setLogLevel("ERROR")
     store = SparkTableStore(spark, warehouse)
+    shards = shard_section(spark, project, warehouse, bootstrap_servers, segments_topic, checkpoint, store)
+    if only_shards:
+        if shards is None:
+            raise CompactorError(
+                f"{warehouse} is not run in shards (operations.shards is 1, no shard record)"
+            )
+        click.echo(
+            json.dumps([s.to_json() for s in shards[1]], indent=2) if as_json else render_shards(*shards)
+        )
+        return
     stored = DeltaCatalogStore(spark, warehouse, writer=False).load()
     found, now = [], now_utc()
     for table in chosen_tables(store, tables, warehouse):
@@ -61,6 +99,8 @@ def status(tables: tuple[str, ...], config_path: Path, warehouse: str, as_json: 
     if as_json:
         click.echo(json.dumps([s.to_json() for s in found], indent=2))
     else:
+        if shards is not None:
+            click.echo(render_shards(*shards))
         click.echo("\n".join(render(s) for s in found) or f"no tables in {warehouse}")
 
 
@@ -70,3 +110,31 @@ def table_segments(spark: Any, warehouse: str, stored: Any, table: str) -> list[
     from compactor.delta.reads import read_catalog
 
     return list(stored.segments.get(table) or read_catalog(spark, warehouse, table).segments(table))
+
+
+def shard_section(
+    spark: Any, project: Any, warehouse: str, bootstrap: str | None, topic: str, checkpoint: str, store: Any
+) -> tuple[ShardLayout, list[ShardStatus]] | None:
+    """The warehouse's shards as recorded, with each one's job and lag when Kafka is given."""
+    from compactor.cli.options import kafka_settings
+    from compactor.delta.files import HadoopFiles
+    from compactor.delta.paths import warehouse_uri
+    from compactor.delta.shard_record import committed_offsets, read_record, shard_checkpoint
+    from compactor.kafka.lease import group_owners, lease_group
+    from compactor.kafka.topics import end_offsets
+
+    files = HadoopFiles(spark)
+    record = read_record(files, warehouse, topic)
+    if record is None or record.shards == 1:
+        return None
+    layout = ShardLayout(topic, record.shards, record.partitions)
+    processed = dict(record.offsets)
+    for shard in range(record.shards):
+        processed.update(committed_offsets(files, shard_checkpoint(checkpoint, record, shard), topic))
+    owners: dict[int, str] = {}
+    ends = None
+    if bootstrap:
+        kafka = kafka_settings(bootstrap, project, topic)
+        owners = group_owners(kafka, lease_group(kafka, warehouse_uri(warehouse), record.shards))
+        ends = end_offsets(kafka, topic, range(record.partitions))
+    return layout, shard_statuses(layout, owners, processed, ends, store.tables())

@@ -6,7 +6,7 @@ import logging
 import time
 from collections.abc import Iterable
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from compactor.errors import ServiceUnreachable
@@ -62,3 +62,14 @@ def partition_count(settings: KafkaSettings, topic: str, timeout: float = 30) ->
         if time.monotonic() > deadline:
             raise ServiceUnreachable(f"topic {topic}: the broker lists no partitions for it")
         time.sleep(0.2)
+
+
+def end_offsets(settings: KafkaSettings, topic: str, partitions: Iterable[int]) -> dict[int, int]:
+    """Partition -> its high watermark (the offset the next event will get)."""
+    consumer = Consumer(settings.librdkafka(**{"group.id": "compactor-offsets", "enable.auto.commit": False}))
+    try:
+        return {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions
+        }
+    finally:
+        consumer.close()

@@ -5,6 +5,7 @@ exactly as `compactor plan --simulate` predicts, each plan committed and announc
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import subprocess
@@ -16,7 +17,9 @@ from typing import Any
 
 import pytest
 import yaml
+from click.testing import CliRunner
 
+from compactor.cli.main import main
 from compactor.codec.events import default_codec
 from compactor.config.loading import load_config
 from compactor.delta.paths import table_uri
@@ -130,6 +133,13 @@ def test_jobs_share_shards_take_over_a_killed_ones_and_merge_every_table_once(
             for m in consume_all(kafka_bootstrap, kafka.results_topic, 10)
         ]
 
+    def shard_status() -> list[dict[str, Any]]:
+        shown = CliRunner().invoke(
+            main, ["status", "--shards", "--json", *args[:4], *args[6:10], "--checkpoint", str(checkpoint)]
+        )
+        assert shown.exit_code == 0, shown.output
+        return list(json.loads(shown.output))
+
     a, b = Job("a", args, tmp_path), Job("b", args, tmp_path)
     jobs = [a, b]
     try:
@@ -175,6 +185,11 @@ def test_jobs_share_shards_take_over_a_killed_ones_and_merge_every_table_once(
         for t in tables:
             loaded += bulk_load(spark, warehouse, kafka, 7, 40, 14, t)
         until(lambda: len(results()) == 3 * len(tables), jobs, "the third week merged")
+        until(lambda: all(s["events_behind"] == 0 for s in shard_status()), jobs, "every shard caught up", 60)
+        shown, owners = shard_status(), group_owners(kafka, group)
+        assert [(s["shard"], s["job"], s["tables"]) for s in shown] == [
+            (i, owners[i], [t for t in tables if layout.shard_of(t) == i]) for i in range(SHARDS)
+        ], "status shows which job runs which shard, and its tables"
         time.sleep(3)  # a merge run twice would announce late
     finally:
         for job in jobs:
