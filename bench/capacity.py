@@ -13,7 +13,9 @@ latency.py, and its driver tree's CPU time and peak resident memory are measured
   segments per table). Measured from the query's start to the last table's merge committed
   and announced: merges/s, segments compacted/s, CPU-seconds per merge, peak RSS, and the
   batch phases. At concurrency 1, 4 and 8 on local[2], and at 4 on a standalone cluster of
-  two workers (one core each) on this machine, the driver beside them.
+  two workers (one core each) on this machine, the driver beside them. Then by two jobs of
+  one core each (local[1], concurrency 2) sharing the warehouse in two shards
+  (`_two_jobs.py`): the cost of sharding on one machine.
 - **Steady**: pairs of loads into the same T tables (rule `minor` [2, 0]: a pair makes one
   merge), at half the drain rate measured at concurrency 1, first at concurrency 1, then at
   4 (--quick: at 4 only). Per merge: event -> commit (the second load's event is produced -> the merge's Delta
@@ -58,6 +60,7 @@ from _common import (
     print_table,
     save_results,
 )
+from _two_jobs import shard_setup, shard_tables, two_job_drain
 from deltalake import CommitProperties, DeltaTable, write_deltalake
 
 from compactor.codec.events import default_codec
@@ -148,9 +151,10 @@ class Tree:
 
 
 def _job(
-    master: str, concurrency: int, level: int, warehouse: Path, kafka: Any
-) -> tuple[Any, Any, Any, float]:
-    """The job as `compactor run` wires it: Spark, the handler (recovered), its metrics. Table
+    master: str, concurrency: int, level: int, warehouse: Path, kafka: Any, shard: int | None = None
+) -> tuple[Any, Any, Any, float, Any]:
+    """The job as `compactor run` wires it: Spark, the handler (recovered), its metrics (and the
+    shard it runs, if one of two). Table
     `big` merges only when asked (its 1 GiB merge starts when the steady run says)."""
     from compactor.config.loading import load_config
     from compactor.delta.session import build_spark
@@ -176,9 +180,12 @@ def _job(
     spark.sparkContext.setLogLevel("ERROR")
     metrics = JobMetrics()
     began = time.perf_counter()
-    handler = build_handler(spark, config, warehouse, kafka, EventProducer(kafka), metrics=metrics)
+    job_shard = shard_setup(config, kafka, warehouse, shard) if shard is not None else None
+    handler = build_handler(
+        spark, config, warehouse, kafka, EventProducer(kafka), metrics=metrics, shard=job_shard
+    )
     metrics.watch(handler.state)
-    return spark, handler, metrics, time.perf_counter() - began
+    return spark, handler, metrics, time.perf_counter() - began, job_shard
 
 
 def _phases(metrics: Any) -> dict[str, float]:
@@ -195,24 +202,38 @@ def drain_worker(args: Any) -> dict[str, Any]:
     kafka = _kafka_settings(args.bootstrap, args.prefix)
     warehouse = Path(args.warehouse)
     segments = json.loads(Path(args.segments_file).read_text())
-    spark, handler, metrics, recovery = _job(args.master, args.concurrency, args.level, warehouse, kafka)
-    producer = EventProducer(kafka)
-    producer.send_all([(kafka.segments_topic, t, bytes.fromhex(v), None) for t, v in segments])
-    producer.close()
+    spark, handler, metrics, recovery, shard = _job(
+        args.master, args.concurrency, args.level, warehouse, kafka, args.shard
+    )
+    if not args.produced:
+        producer = EventProducer(kafka)
+        producer.send_all([(kafka.segments_topic, t, bytes.fromhex(v), None) for t, v in segments])
+        producer.close()
     tree = Tree(psutil.Process())
-    tables = len({t for t, _ in segments})
+    names = {t for t, _ in segments}
+    if args.shard is not None:  # one of the two-job drain's jobs: its shard's tables
+        names = shard_tables(names, args.shard)
+        segments = [s for s in segments if s[0] in names]
+    tables = len(names)
     with PeakRss() as rss:
-        cpu0, t0 = tree.cpu(), time.perf_counter()
+        cpu0, t0, started_at = tree.cpu(), time.perf_counter(), time.time()
         query = start_query(
-            spark, handler, kafka, Path(args.warehouse).parent / "checkpoint", trigger_interval=TRIGGER
+            spark,
+            handler,
+            kafka,
+            Path(args.warehouse).parent / "checkpoint",
+            trigger_interval=TRIGGER,
+            shard=shard,
         )
         while handler.state.stats.merges < tables or handler.inflight.running():
+            if not query.isActive:
+                raise RuntimeError(f"the streaming query stopped: {query.exception()}")
             if time.perf_counter() - t0 > args.timeout:
                 raise TimeoutError(
                     f"{handler.state.stats.merges} of {tables} merges after {args.timeout:.0f}s"
                 )
             time.sleep(0.05)
-        seconds, cpu = time.perf_counter() - t0, tree.cpu() - cpu0
+        seconds, cpu, ended_at = time.perf_counter() - t0, tree.cpu() - cpu0, time.time()
     query.stop()
     handler.drain(60)
     merges = handler.state.stats.merges
@@ -232,6 +253,8 @@ def drain_worker(args: Any) -> dict[str, Any]:
         "peak_rss_mib": rss.peak_mib,
         "phases": _phases(metrics),
         "batches": int(metrics.registry.get_sample_value("compactor_batch_duration_seconds_count") or 0),
+        "started_at": started_at,
+        "ended_at": ended_at,
     }
 
 
@@ -246,7 +269,7 @@ def steady_worker(args: Any) -> dict[str, Any]:
     ask = default_codec().encode_compaction_requested(
         CompactionRequested("bench", "big", datetime.now(UTC), "minor")
     )
-    spark, handler, _, _ = _job(args.master, args.concurrency, 2, warehouse, kafka)
+    spark, handler, _, _, _ = _job(args.master, args.concurrency, 2, warehouse, kafka)
     query = start_query(spark, handler, kafka, warehouse.parent / "checkpoint", trigger_interval=TRIGGER)
     producer = EventProducer(kafka)
     producer.send_all([(kafka.segments_topic, t, bytes.fromhex(v), None) for t, v in big])  # known, waiting
@@ -409,7 +432,7 @@ def main() -> None:
     parser.add_argument("--worker", choices=["recover", "drain", "steady"], help=argparse.SUPPRESS)
     for name in ("out", "bootstrap", "prefix", "warehouse", "segments-file", "master"):
         parser.add_argument(f"--{name}", help=argparse.SUPPRESS)
-    for name in ("concurrency", "level"):
+    for name in ("concurrency", "level", "shard", "produced"):
         parser.add_argument(f"--{name}", type=int, help=argparse.SUPPRESS)
     for name in ("rate", "seconds", "big-at", "timeout"):
         parser.add_argument(f"--{name}", type=float, help=argparse.SUPPRESS)
@@ -425,7 +448,7 @@ def recover_worker(args: Any) -> dict[str, Any]:
     """The job's start-up on a fresh warehouse: every table read once into the catalog, which is
     saved with it; the runs start from copies, as a job restarted on a known warehouse does."""
     kafka = _kafka_settings(args.bootstrap, args.prefix)
-    _, handler, _, seconds = _job(args.master or "local[2]", 1, args.level, Path(args.warehouse), kafka)
+    _, handler, _, seconds, _ = _job(args.master or "local[2]", 1, args.level, Path(args.warehouse), kafka)
     handler.close()
     return {"recovery_seconds": seconds, "tables": len(handler.state.catalog.table_names)}
 
@@ -467,6 +490,11 @@ def measure(
         d = drains[-1]
         print(f"drain {master} c={c}: {d['merges']} merges in {d['seconds']:.1f}s = {d['merges_per_s']:.2f} merges/s, "
               f"{d['cpu_seconds_per_merge']:.2f} CPU-s/merge, peak RSS {d['peak_rss_mib']:.0f} MiB", flush=True)  # fmt: skip
+    # the same drain by two jobs of one core each, sharing the warehouse in two shards
+    drains.append(two_job_drain(work, bootstrap, segments, 2, run_worker, events))
+    two, one = drains[-1], next(d for d in drains if d["concurrency"] == 4 and d["master"] == "local[2]")
+    print(f"drain 2 jobs x local[1], c=2 each: {two['merges_per_s']:.2f} merges/s "
+          f"({two['merges_per_s'] / one['merges_per_s']:.2f}x one job on local[2] at c=4)", flush=True)  # fmt: skip
     base = next(d for d in drains if d["concurrency"] == 1 and d["master"] == "local[2]")
     rate = base["merges_per_s"] / 2
     template = steady_template(work, bootstrap, tables, quick)
@@ -609,10 +637,13 @@ def report(
           f"{_ms(during)} ms, {'met' if during is not None and during < 3000 else 'missed'}")  # fmt: skip
     print(f"drain at concurrency 4: {at4:.1f} merges/s")
     print(f"drain speed-up at concurrency 4 vs 1: {speedup:.1f}×")
+    two = next(d for d in drains if d["master"].startswith("2 jobs"))
+    print(f"two jobs (2 x local[1], c=2 each) vs one (local[2], c=4): {two['merges_per_s']:.2f} vs "
+          f"{at4:.2f} merges/s = {two['merges_per_s'] / at4:.2f}x (the cost of sharding on one machine)")  # fmt: skip
     path = save_results(
         "capacity", quick,
         {"tables": tables, "segments": segments, "drains": drains, "steady": steady, "speedup_4_vs_1": speedup,
-         "machine": machine_info()},
+         "two_jobs_vs_one": two["merges_per_s"] / at4, "machine": machine_info()},
     )  # fmt: skip
     plot(path.with_suffix(".png"), drains, steady)
 

@@ -110,6 +110,11 @@ def _capacity(d: dict[str, Any]) -> str:
         f"drain at 4: {at4:.2f} merges/s ({'met' if at4 >= 2 else 'target 2 missed'}), "
         f"{d['speedup_4_vs_1']:.2f}x over 1 ({'met' if d['speedup_4_vs_1'] >= 1.5 else 'target 1.5x missed'}), "
         f"{local[4]['cpu_seconds_per_merge']:.2f} CPU-s/merge; p99 beside the big merge {steady:.0f} ms"
+        + (
+            f"; two jobs x local[1] {d['two_jobs_vs_one']:.2f}x one on local[2]"
+            if "two_jobs_vs_one" in d
+            else ""
+        )
     )
 
 

@@ -95,13 +95,14 @@ def start_query(
 
     `foreach` replaces the handler as the foreachBatch function (a benchmark wraps the handler
     to time it); the ticker still drives the handler itself. A `shard`'s query reads its
-    partitions only, into its own checkpoint."""
+    partitions only, into its own checkpoint (`shard.checkpoint`, whatever `checkpoint` says)."""
     reader = spark.readStream.format("kafka")
     source = shard.source if shard else {"subscribe": kafka.segments_topic, "startingOffsets": "earliest"}
     for key, value in (kafka.spark_options() | source).items():
         reader = reader.option(key, value)
     stream = reader.option("failOnDataLoss", "true").load()
-    writer = stream.writeStream.foreachBatch(foreach or handler).option("checkpointLocation", str(checkpoint))
+    location = shard.checkpoint if shard else str(checkpoint)
+    writer = stream.writeStream.foreachBatch(foreach or handler).option("checkpointLocation", location)
     writer = (
         writer.trigger(availableNow=True)
         if available_now
