@@ -14,11 +14,9 @@ import pytest
 
 from compactor.codec.events import default_codec
 from compactor.delta.paths import state_uri
-from compactor.kafka.settings import KafkaSettings
 from compactor.kafka.shards import ShardLayout
-from compactor.kafka.topics import ensure_topics
 from tests.helpers.jobs import COMPACTOR, bulk_load
-from tests.helpers.streaming import consume_all
+from tests.helpers.streaming import consume_all, make_kafka
 
 pytestmark = pytest.mark.integration
 
@@ -35,12 +33,7 @@ defaults:
 def test_a_reshard_moves_on_from_where_the_old_layout_stopped(
     spark: Any, kafka_bootstrap: str, unique: Callable[[str], str], tmp_path: Path
 ) -> None:
-    kafka = KafkaSettings(
-        kafka_bootstrap, segments_topic=unique("segments"), results_topic=unique("results"),
-        dead_letter_topic=unique("dead"),
-    )  # fmt: skip
-    ensure_topics(kafka, [kafka.segments_topic], partitions=4)
-    ensure_topics(kafka, [kafka.results_topic, kafka.dead_letter_topic])
+    kafka = make_kafka(kafka_bootstrap, unique, partitions=4)
     layout = ShardLayout(kafka.segments_topic, 2, 4)
     tables = ["t0", next(f"t{n}" for n in range(1, 99) if layout.shard_of(f"t{n}") != layout.shard_of("t0"))]
     warehouse, checkpoint = tmp_path / "warehouse", tmp_path / "cp"

@@ -26,12 +26,10 @@ from compactor.delta.paths import table_uri
 from compactor.delta.spark_store import SparkTableStore
 from compactor.domain.events import MergeStatus
 from compactor.kafka.lease import SESSION_TIMEOUT_MS, group_owners, lease_group
-from compactor.kafka.settings import KafkaSettings
 from compactor.kafka.shards import ShardLayout
-from compactor.kafka.topics import ensure_topics
 from compactor.rules.simulation import Simulation
 from tests.helpers.jobs import COMPACTOR, bulk_load
-from tests.helpers.streaming import consume_all
+from tests.helpers.streaming import consume_all, make_kafka
 
 pytestmark = pytest.mark.integration
 
@@ -108,12 +106,7 @@ def until(check: Callable[[], bool], jobs: list[Job], what: str, timeout: float 
 def test_jobs_share_shards_take_over_a_killed_ones_and_merge_every_table_once(
     spark: Any, kafka_bootstrap: str, unique: Callable[[str], str], tmp_path: Path
 ) -> None:
-    kafka = KafkaSettings(
-        kafka_bootstrap, segments_topic=unique("segments"), results_topic=unique("results"),
-        dead_letter_topic=unique("dead"),
-    )  # fmt: skip
-    ensure_topics(kafka, [kafka.segments_topic], partitions=PARTITIONS)
-    ensure_topics(kafka, [kafka.results_topic, kafka.dead_letter_topic])
+    kafka = make_kafka(kafka_bootstrap, unique, partitions=PARTITIONS)
     layout = ShardLayout(kafka.segments_topic, SHARDS, PARTITIONS)
     tables = tables_two_per_shard(layout)
     config_path = tmp_path / "tables.yaml"

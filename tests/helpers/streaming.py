@@ -22,14 +22,16 @@ from compactor.stream.handler import BatchHandler
 from compactor.stream.job import progress, start_query
 
 
-def make_kafka(bootstrap: str, unique: Callable[[str], str]) -> KafkaSettings:
+def make_kafka(bootstrap: str, unique: Callable[[str], str], partitions: int | None = None) -> KafkaSettings:
+    """Fresh topics; `partitions`: the segments topic's count (shards need several)."""
     kafka = KafkaSettings(
         bootstrap,
         segments_topic=unique("segments"),
         results_topic=unique("results"),
         dead_letter_topic=unique("dead"),
     )
-    ensure_topics(kafka, [kafka.segments_topic, kafka.results_topic, kafka.dead_letter_topic])
+    ensure_topics(kafka, [kafka.segments_topic], partitions=partitions)
+    ensure_topics(kafka, [kafka.results_topic, kafka.dead_letter_topic])
     return kafka
 
 
