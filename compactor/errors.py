@@ -29,6 +29,7 @@ class DeadLetterReason(StrEnum):
     MANUAL_MERGE_REJECTED = "manual_merge_rejected"
     UNKNOWN_RULE = "unknown_rule"
     INVALID_CONFIG = "invalid_config"
+    WRONG_PARTITION = "wrong_partition"  # a sharded job got an event of another shard's table
 
 
 class CompactorError(Exception):

@@ -49,5 +49,6 @@ def coverage(
     if offline is not None:
         raise CompactorError(f"table {table}: {offline}")
     declared = settings.sub_partition.values if settings.sub_partition else ()
-    result = answer(segments, declared, start, end, values, able)
+    pushdown = settings.sub_partition.pushdown if settings.sub_partition else True
+    result = answer(segments, declared, start, end, values, able, pushdown)
     click.echo(json.dumps(result.to_json(), indent=2) if as_json else render(result))

@@ -57,6 +57,10 @@ class SubPartitionConfig(Frozen):
     enabled: bool = True
     """false: the table is offline for merges while any segment still holds a value (as Kylin
     takes such a model offline); delete the values, or turn it back on."""
+    pushdown: bool = True
+    """Whether the query engine may answer from the raw rows what no built index serves (Kylin's
+    query pushdown, a prerequisite of seed 001's fallback); false: `compactor coverage` reports
+    such questions as not served."""
 
     @model_validator(mode="after")
     def _values(self) -> SubPartitionConfig:

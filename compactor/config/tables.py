@@ -177,8 +177,9 @@ class TableSettings(TableFields):
             for r in self.rules
         ):
             raise ValueError(
-                "an upsert table may only use upsert_compaction: other rules would merge without removing "
-                "superseded rows"
+                "an upsert table merges with upsert_compaction, and may refresh its segments one by one "
+                "(encoding, compression, sort order); minor, major, bin_pack and auto_merge would merge "
+                "without removing superseded rows"
             )
         if self.upsert is not None:
             self._upsert_keeps_its_keys()
@@ -206,7 +207,9 @@ class TableSettings(TableFields):
         return by_column(time_column) if time_column is not None else None
 
     def _upsert_keeps_its_keys(self) -> None:
-        """Seed 004: an upsert table's rows keep their primary keys, and segments map M:1."""
+        """Seed 004: an upsert table's rows keep their primary keys, and segments map M:1: its
+        refresh rewrites each segment whole (`rules.refresh`, `whole`): never re-bucketed,
+        repartitioned or split."""
         for rule in self.rules:
             if isinstance(rule, RefreshRule) and rule.merge_type == "rollup":
                 raise ValueError(

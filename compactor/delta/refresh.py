@@ -45,16 +45,16 @@ def execute_refresh(
     log: DeltaLogReader | None = None,
     sub_column: str | None = None,
     order: SortConfig | None = None,
+    whole: bool = False,
 ) -> Commit:
     """Rewrite the plan's inputs into conforming outputs in ONE Delta commit, rows in `order`.
 
-    Each output holds one time bucket and (with partitioning) one partition,
-    split into chunks that approach `max_records_per_segment` and
-    `desired_segment_size`, in the layout's compression and encoding (`order`: the
-    table's `layout_order`). Output ids derive from the plan id, so a
-    replay is recognised (txnAppId), writes nothing twice and returns the outputs
-    the first run recorded. A table-wide plan (a column removed, a type changed)
-    overwrites the whole table with its new schema.
+    Each output holds one time bucket and (with partitioning) one partition, split into chunks
+    toward `max_records_per_segment` and `desired_segment_size`, in the layout's compression and
+    encoding (`order`: the table's `layout_order`). Output ids derive from the plan id, so a replay
+    is recognised (txnAppId) and returns the first run's outputs. A table-wide plan overwrites
+    the whole table with its new schema.
+    `whole` (an upsert table, seed 004: M:1): one output with the inputs' range and rows.
     """
     started = time.monotonic()
     path = table_uri(warehouse, plan.table)
@@ -72,9 +72,9 @@ def execute_refresh(
     )
     rows = conform(source, layout, rule)
     data_change = changes_data(source, rows, rule, plan.table_wide)
-    keyed = _keyed(rows, plan, layout, rule).persist()
+    keyed = _keyed(rows, plan, layout, rule, whole).persist()
     try:
-        outputs = _outputs(keyed, plan, layout, config_version, sub_column)
+        outputs = _outputs(keyed, plan, layout, config_version, sub_column, whole)
         writer = _writer(keyed, plan, layout, order, outputs, data_change)
         if plan.table_wide and _version(table) != read_version:
             # an overwrite deletes whatever the table holds when it commits: never rows read after
@@ -96,8 +96,20 @@ def execute_refresh(
     )
 
 
-def _keyed(rows: DataFrame, plan: MergePlan, layout: LayoutConfig, rule: RefreshRule) -> DataFrame:
-    """Each row's output: its time bucket, value partition and size chunk, as a segment id."""
+def _keyed(
+    rows: DataFrame, plan: MergePlan, layout: LayoutConfig, rule: RefreshRule, whole: bool
+) -> DataFrame:
+    """Each row's output: its time bucket, value partition and size chunk, as a segment id (one
+    output for every row when the plan's segments are kept `whole`)."""
+    if whole:
+        keys = {
+            "__bucket": F.lit(int(plan.output.range.start_ts)),
+            "__partition": F.lit(0),
+            "__chunk": F.lit(0),
+        }
+        keyed = rows.withColumns(keys)
+        parts = [F.lit(refresh_output_prefix(plan.plan_id)), *(F.col(k).cast("string") for k in _KEYS)]
+        return keyed.withColumn(SEGMENT_COLUMN, F.concat_ws("-", *parts))
     period = int(layout.bucket_time_period.total_seconds())
     bucket = F.floor(F.unix_seconds(F.col(layout.time_column).cast("timestamp")) / period) * period
     partition = partition_id(F.col(layout.partitioning.column), layout) if layout.partitioning else F.lit(0)
@@ -115,7 +127,12 @@ def _keyed(rows: DataFrame, plan: MergePlan, layout: LayoutConfig, rule: Refresh
 
 
 def _outputs(
-    keyed: DataFrame, plan: MergePlan, layout: LayoutConfig, config_version: int, sub_column: str | None
+    keyed: DataFrame,
+    plan: MergePlan,
+    layout: LayoutConfig,
+    config_version: int,
+    sub_column: str | None,
+    whole: bool = False,
 ) -> tuple[Segment, ...]:
     """The segments the rewrite writes, one per output id, with their exact row counts and, for a
     sub-partitioned table, the values their rows hold (the column may have changed)."""
@@ -131,7 +148,9 @@ def _outputs(
         Segment(
             id=r[SEGMENT_COLUMN],
             table=plan.table,
-            range=TimeRange(start := datetime.fromtimestamp(int(r["__bucket"]), UTC), start + period),
+            range=plan.output.range
+            if whole
+            else TimeRange(start := datetime.fromtimestamp(int(r["__bucket"]), UTC), start + period),
             loaded_at=plan.output.loaded_at,
             records=int(r["count"]),
             sub_partitions=plan.output.sub_partitions if r["values"] is None else frozenset(r["values"]),

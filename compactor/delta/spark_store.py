@@ -61,10 +61,17 @@ class SparkTableStore:
         return found
 
     def tables(self) -> list[str]:
+        """The warehouse's Delta tables: folders whose log holds a commit. Delta creates
+        `_delta_log/` before the first commit file, so a table being born is not one yet; its
+        first event finds it as a table new to a running job."""
         names = self.files.list_names(self.warehouse)
         return sorted(
-            n for n in names if n != RESERVED and self.files.exists(f"{self.warehouse}/{n}/_delta_log")
+            n for n in names if n != RESERVED and self._committed(f"{self.warehouse}/{n}/_delta_log")
         )
+
+    def _committed(self, log: str) -> bool:
+        # version 0, or (after log cleanup removed it) the checkpoint that replaced it
+        return self.files.exists(f"{log}/{0:020d}.json") or self.files.exists(f"{log}/_last_checkpoint")
 
     def exists(self, table: str) -> bool:
         return reads.table_exists(self.spark, self.warehouse, table)
@@ -115,6 +122,7 @@ class SparkTableStore:
                     self.depth,
                     sub_column=settings.sub_partition.column if settings.sub_partition else None,
                     order=settings.layout_order,
+                    whole=settings.upsert is not None,  # seed 004: an upsert table stays M:1
                 )
             return execute_merge(
                 self.spark,

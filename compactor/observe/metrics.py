@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime, timedelta
@@ -205,7 +206,8 @@ class JobMetrics:
     def watch(self, state: StreamState) -> None:
         """Report the stream's tables (segments, debt, late data) and its lag at each scrape."""
         catalog, configs = state.catalog, state.configs
-        self.consumer_lag.set_function(lambda: state.control.lag or 0.0)
+        # unknown (no progress yet, or one Spark could not give offsets for): NaN, not a stale 0
+        self.consumer_lag.set_function(lambda: math.nan if state.control.lag is None else state.control.lag)
         self.registry.register(
             _CatalogCollector(
                 state.control,

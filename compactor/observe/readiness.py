@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from pyspark.sql.streaming.listener import StreamingQueryListener
@@ -64,7 +65,7 @@ class ProgressListener(StreamingQueryListener):
     def onQueryProgress(self, event: Any) -> None:
         control = self.controls.get(str(event.progress.name))
         if control is not None:
-            control.on_lag(sum(offsets_behind(s.endOffset, s.latestOffset) for s in event.progress.sources))
+            control.on_lag(lag_of(event.progress.sources))  # None: unknown, never a stale figure
 
     def onQueryIdle(self, event: Any) -> None:
         pass
@@ -77,13 +78,48 @@ class ProgressListener(StreamingQueryListener):
             self.readiness.query = "no streaming query runs (no shard held)"
 
 
-def offsets_behind(end: str | None, latest: str | None) -> int:
-    """Events between what the query processed (`end`) and the topic's latest offsets, summed."""
-    if not end or not latest:
-        return 0
-    processed, newest = json.loads(end), json.loads(latest)
+def offsets_behind(end: str | None, latest: str | None) -> int | None:
+    """Events between what a source processed (`end`) and the topic's latest offsets, summed over
+    the partitions; None when it cannot be told.
+
+    Spark's `SourceProgress` gives both as JSON strings, for the Kafka source
+    `{"topic": {"partition": offset}}`, and either can be missing, empty or `null` (no batch
+    since the start, no latest offset fetched yet) or shaped otherwise (another source). A
+    partition in `latest` that `end` lacks (one added to the topic) is read from its start.
+    """
+    processed, newest = _kafka_offsets(end), _kafka_offsets(latest)
+    if processed is None or newest is None:
+        return None
     return sum(
-        max(0, int(offset) - int(processed.get(topic, {}).get(partition, 0)))
+        max(0, offset - processed.get(topic, {}).get(partition, 0))
         for topic, partitions in newest.items()
         for partition, offset in partitions.items()
     )
+
+
+def lag_of(sources: Iterable[Any]) -> int | None:
+    """A query's lag over all its sources (None when any source's is unknown, or none has one)."""
+    lags = [offsets_behind(s.endOffset, s.latestOffset) for s in sources]
+    if not lags or any(lag is None for lag in lags):
+        return None
+    return sum(lag for lag in lags if lag is not None)
+
+
+def _kafka_offsets(text: str | None) -> dict[str, dict[str, int]] | None:
+    if not text or not text.strip():
+        return None
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(doc, dict) or not doc:
+        return None
+    found: dict[str, dict[str, int]] = {}
+    for topic, partitions in doc.items():
+        if not isinstance(partitions, dict):
+            return None
+        try:
+            found[topic] = {str(p): int(o) for p, o in partitions.items()}
+        except (TypeError, ValueError):
+            return None
+    return found

@@ -26,6 +26,7 @@ class AnsweredBy(StrEnum):
     INDEX = "index"  # an index built in every answering segment serves it
     INDEX_IF_ABLE = "index_if_able"  # the segments' indexes are judged; if none can serve, pushdown
     PUSHDOWN = "pushdown"  # some asked data has no index built: the pushdown query engine answers
+    NOT_SERVED = "not_served"  # it would need the pushdown query engine, and pushdown is disabled
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +48,7 @@ class Coverage:
     undeclared: tuple[str, ...]
     # indexes the caller says can serve the question's shape (empty: not said, the engine judges)
     able: tuple[str, ...] = ()
+    pushdown: bool = True  # the query engine may push down what no index serves (seed 001)
 
     @property
     def fully_served(self) -> bool:
@@ -73,7 +75,7 @@ class Coverage:
         if not self.answering:
             return AnsweredBy.NO_DATA
         if not self.fully_served or (self.able and not self.usable):
-            return AnsweredBy.PUSHDOWN
+            return AnsweredBy.PUSHDOWN if self.pushdown else AnsweredBy.NOT_SERVED
         return AnsweredBy.INDEX if self.able else AnsweredBy.INDEX_IF_ABLE
 
     def to_json(self) -> dict[str, Any]:
@@ -98,6 +100,7 @@ class Coverage:
             "unindexed": list(self.unindexed),
             "usable": list(self.usable),
             "fully_served": self.fully_served,
+            "pushdown": self.pushdown,
             "answered_by": str(self.answered_by),
         }
 
@@ -127,6 +130,7 @@ def coverage(
     end: datetime | None = None,
     values: Sequence[str] = (),
     able: Sequence[str] = (),
+    pushdown: bool = True,
 ) -> Coverage:
     """Answer "which data can serve [start, end) for `values`?".
 
@@ -135,10 +139,13 @@ def coverage(
     sub-partition in particular: each segment answers with what it built (Kylin's
     case 2). `able` names the indexes that can serve the question's shape, when
     the caller knows; otherwise the segments' indexes are listed for the engine to judge.
+    Without `pushdown` what no index serves is not served at all.
     """
     live = [s for s in segments if s.state is not SegmentState.LOADING]
     if not live and (start is None or end is None):
-        return Coverage(None, (), (), (), tuple(v for v in values if v not in declared), tuple(able))
+        return Coverage(
+            None, (), (), (), tuple(v for v in values if v not in declared), tuple(able), pushdown
+        )
     lo = start or min(s.start for s in live)
     hi = end or max(s.end for s in live)
     asked = TimeRange(lo, hi)
@@ -162,6 +169,7 @@ def coverage(
         tuple(not_built),
         undeclared,
         tuple(dict.fromkeys(able)),
+        pushdown,
     )
 
 
@@ -178,10 +186,11 @@ def render(result: Coverage) -> str:
         )
     for r in result.undefined_ranges:
         lines.append(f"no segment defines {r}: no data")
+    fallback = "the pushdown query engine answers" if result.pushdown else "not served (pushdown disabled)"
     for sid, v in result.not_built:
-        lines.append(f"segment {sid} has not built {v!r}: the pushdown query engine answers")
+        lines.append(f"segment {sid} has not built {v!r}: {fallback}")
     for sid in result.unindexed:
-        lines.append(f"segment {sid} has built no index: the pushdown query engine answers")
+        lines.append(f"segment {sid} has built no index: {fallback}")
     for v in result.undeclared:
         lines.append(f"value {v!r} is not declared: no data")
     lines.append(_verdict(result))
@@ -196,7 +205,10 @@ def _verdict(result: Coverage) -> str:
         case AnsweredBy.INDEX:
             return f"answered by: index {result.usable[0]} (built in every answering segment)"
         case AnsweredBy.INDEX_IF_ABLE:
-            return f"answered by: indexes {judged} if they can answer, otherwise the pushdown query engine"
+            otherwise = "the pushdown query engine" if result.pushdown else "not served (pushdown disabled)"
+            return f"answered by: indexes {judged} if they can answer, otherwise {otherwise}"
+        case AnsweredBy.NOT_SERVED:
+            return "not served: pushdown disabled (no index built in every answering segment serves it)"
         case _:
             if result.fully_served:
                 able = ", ".join(result.able)

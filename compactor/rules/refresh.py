@@ -52,6 +52,11 @@ class Drift(StrEnum):
 
 # a Delta table has one schema: these changes are applied to every segment in one commit
 TABLE_WIDE = frozenset({Drift.COLUMN_REMOVED, Drift.DATA_TYPE, Drift.SINGLE_MULTI_VALUE})
+# what rewriting a segment whole (one output with its range and rows) fixes: an upsert table's
+# refresh (seed 004: its segments map M:1, never re-bucketed, repartitioned or split)
+IN_PLACE = frozenset(
+    {Drift.NO_LAYOUT_RECORDED, Drift.ENCODING, Drift.COMPRESSION, Drift.UNSORTED, Drift.SORTED_COLUMN}
+)
 
 
 def drift(segment: Segment, layout: LayoutConfig, facts: IndexFacts | None) -> list[Drift]:
@@ -120,6 +125,7 @@ def plan(
     facts: Mapping[str, IndexFacts] | None,
     explain: bool = True,
     table_segments: Sequence[Segment] | None = None,
+    whole: bool = False,
 ) -> RuleOutcome:
     """Tasks rewriting drifted segments, within the per-evaluation limits.
 
@@ -131,6 +137,10 @@ def plan(
     most `table_max_num_tasks` tasks; the rest waits for the next evaluation,
     which the tasks' own completion events trigger. Small conforming segments
     sharing a time bucket are merged as undersized.
+
+    `whole` (an upsert table): each drifted segment is rewritten whole, one output with its
+    range and every row, for the drifts that fixes (encoding, compression, sort order); what
+    would take re-bucketing, repartitioning, splitting or a schema rewrite is left as it is.
     """
     if layout is None:
         return RuleOutcome()
@@ -141,6 +151,8 @@ def plan(
         return RuleOutcome((), tuple(skipped) if explain else ())
     kinds = _drifts(segments, rule, layout, facts)
     ordered = sorted(segments, key=lambda s: (s.start, s.id))
+    if whole:
+        return _in_place(table, ordered, kinds, rule, explain)
     table_wide = any(set(k) & TABLE_WIDE for k in kinds.values())
     if table_wide:
         tasks = [sorted(table_segments or segments, key=lambda s: (s.start, s.id))]
@@ -153,6 +165,29 @@ def plan(
     ]
     decisions = _explain(plans, tasks, ordered, kinds, rule) if explain else []
     return RuleOutcome(tuple(plans), tuple(decisions))
+
+
+def _in_place(
+    table: str, ordered: Sequence[Segment], kinds: Mapping[str, list[Drift]], rule: RefreshRule, explain: bool
+) -> RuleOutcome:
+    """One task per drifted segment, rewritten whole (1:1), for the drifts that fixes."""
+    fixable = {sid: [k for k in found if k in IN_PLACE] for sid, found in kinds.items()}
+    tasks = [[s] for s in ordered if fixable.get(s.id)]
+    plans = [make_plan(table, RULE, task, allow_single=True) for task in tasks[: rule.table_max_num_tasks]]
+    if not explain:
+        return RuleOutcome(tuple(plans))
+    decisions = [_kept_m_to_1(d, kinds) for d in _explain(plans, tasks, ordered, fixable, rule)]
+    return RuleOutcome(tuple(plans), tuple(decisions))
+
+
+def _kept_m_to_1(decision: Decision, kinds: Mapping[str, list[Drift]]) -> Decision:
+    """A drifted segment left alone because fixing it would split or re-bucket it says so."""
+    found = kinds.get(decision.segment_id, [])
+    if decision.chosen or not found or any(k in IN_PLACE for k in found):  # chosen, or over the task limit
+        return decision
+    why = ", ".join(k for k in found if k not in IN_PLACE)
+    text = f"{why}: an upsert table's segments are never re-bucketed, repartitioned or split (M:1)"
+    return Decision(decision.segment_id, RULE, False, SkipReason.KEEPS_M_TO_1, text)
 
 
 def _drifts(

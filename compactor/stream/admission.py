@@ -9,7 +9,7 @@ stops the stream.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,14 +38,25 @@ class Decoded:
 
 
 class KnownTables:
-    """Which tables exist; a table first seen while the job runs is reported to `on_new`."""
+    """Which tables exist; a table first seen while the job runs is reported to `on_new`. A
+    shard's job `owns` only some: an event of another shard's table (keyed otherwise than by
+    its table name, so placed in a partition of the wrong shard) is refused, never merged here."""
 
-    def __init__(self, store: TableStore, known: Sequence[str] = ()) -> None:
+    def __init__(
+        self, store: TableStore, known: Sequence[str] = (), owns: Callable[[str], bool] = lambda _: True
+    ) -> None:
         self.store = store
         self._known = set(known)
+        self.owns = owns
         self.new: list[str] = []
 
     def require(self, table: str) -> None:
+        if not self.owns(table):
+            raise Rejected(
+                DeadLetterReason.WRONG_PARTITION,
+                f"table {table!r} belongs to another shard: its events must be keyed by the table name "
+                "(Kafka's default partitioner) so that they reach the shard that merges it",
+            )
         if table not in self._known:
             if not self.store.exists(table):
                 raise Rejected(DeadLetterReason.UNKNOWN_TABLE, f"no table {table!r} in the warehouse")

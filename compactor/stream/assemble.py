@@ -71,7 +71,7 @@ def assemble(
     inflight = _inflight(config, store, workers, slots)
     handler = BatchHandler(
         state,
-        Admission(codec, state, KnownTables(store, catalog.table_names), catalog_store),
+        Admission(codec, state, KnownTables(store, catalog.table_names, owns), catalog_store),
         TablePlanner(
             state,
             cool_down,

@@ -77,7 +77,8 @@ class Control:
         """Where the table's debt stands and goes (None before its first evaluation)."""
         return self.trend.outlook(table, self.ingest.bytes_per_hour(table, now), max_debt)
 
-    def on_lag(self, events: float) -> None:
+    def on_lag(self, events: float | None) -> None:
+        """The query's latest lag; None when its progress could not tell (then not "behind")."""
         self._lag = events
 
     @property

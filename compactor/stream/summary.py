@@ -17,14 +17,15 @@ INTERVAL_S = 60.0
 
 
 def summary_line(
-    before: HandlerStats, after: HandlerStats, seconds: float, segments: int, tables: int, lag: int
+    before: HandlerStats, after: HandlerStats, seconds: float, segments: int, tables: int, lag: int | None
 ) -> str:
     """`before` and `after` are the counters at both ends of the interval."""
     return (
         f"last {seconds:.0f}s: {after.events - before.events} events, {after.merges - before.merges} merges, "
         f"{after.failed_merges - before.failed_merges} failed, {after.conflicts - before.conflicts} conflicts lost, "
         f"{after.dead_letters - before.dead_letters} dead letters; "
-        f"tracking {segments} segments in {tables} tables, {lag} events behind the topic"
+        f"tracking {segments} segments in {tables} tables, "
+        + ("lag unknown" if lag is None else f"{lag} events behind the topic")
     )
 
 
@@ -48,7 +49,12 @@ class Summary:
         tables = state.catalog.table_names
         segments = sum(len(state.catalog.segments(t)) for t in tables)
         text = summary_line(
-            self._before, state.stats, now - self._since, segments, len(tables), int(state.control.lag or 0)
+            self._before,
+            state.stats,
+            now - self._since,
+            segments,
+            len(tables),
+            None if state.control.lag is None else int(state.control.lag),
         )
         self._before, self._since = replace(state.stats), now
         return text

@@ -236,6 +236,34 @@ def test_compression_change_rewrites_files_with_the_new_codec(scenario: Scenario
     assert tuples(scenario.table(), *BASE_COLUMNS) == before
 
 
+def test_an_upsert_tables_refresh_rewrites_a_segment_whole_never_split_or_rebucketed(
+    scenario: Scenario,
+) -> None:
+    """Seed 004: an upsert table stays M:1. A compression change rewrites the segment in the
+    new codec as ONE output with its own range and every row (keys intact), although its rows
+    span three daily buckets and outnumber max_records_per_segment."""
+
+    def upsert(version: int, **lay: Any) -> ProjectConfig:
+        spec = {"time_column": "event_time", "bucket_time_period": "1d", "columns": BASE_COLUMNS} | lay
+        refresh = {"rule": "refresh", "trigger": "manual", "max_records_per_segment": 2}
+        table = {"config_version": version, "layout": spec, "rules": [refresh],
+                 "upsert": {"primary_key": ["customer_id"], "comparison_column": "created"}}  # fmt: skip
+        return load_config({"tables": {TABLE: table}})
+
+    v1, v2 = upsert(1), upsert(2, compression="zstd")
+    scenario.load("a", rows(scenario.spark, 0, n=6, span_days=3), 0, v1, days=3)
+    before = tuples(scenario.table(), *BASE_COLUMNS)
+    handler = scenario.refresh(v2)
+    (out,) = handler.state.catalog.segments(TABLE)
+    assert out.id != "a" and (out.start, out.end, out.records) == (DAY, DAY + timedelta(days=3), 6)
+    layout = v2.for_table(TABLE).layout
+    assert layout is not None
+    assert index_facts(scenario.spark, scenario.warehouse, TABLE, out, layout).compression == "zstd"
+    assert tuples(scenario.table(), *BASE_COLUMNS) == before, "every row, every key, as it was"
+    (result,) = scenario.results()
+    assert result["inputs"] == ["a"] and [o["segment_id"] for o in result["outputs"]] == [out.id]
+
+
 def test_rollup_and_dedup_exact_results(scenario: Scenario) -> None:
     base = rows(scenario.spark, 0, n=6)
     dupes = base.unionByName(base.limit(2))

@@ -189,13 +189,25 @@ def test_jobs_share_shards_take_over_a_killed_ones_and_merge_every_table_once(
             job.stop()
 
     # every table as the simulation predicts, every row once, every plan committed and announced once
+    def tables_of(shards: list[int]) -> list[str]:
+        return [t for t in tables if layout.shard_of(t) in shards]
+
     simulation = Simulation(load_config(yaml.safe_load(CONFIG)))
     store = SparkTableStore(spark, warehouse)
     for segment in loaded:
         simulation.arrive(segment)
     announced = results()
     plan_ids = [r["plan_id"] for r in announced]
-    assert Counter(plan_ids).most_common(1)[0][1] == 1, "one MergeResult per plan"
+    # results are at least once: a job SIGKILLed after announcing a merge and before saving that
+    # it did is followed by its shard's next holder announcing it again (and saying so)
+    again = set(re.findall(r"announcing plan (\w+) \(version \d+\) again after a restart", a.output()))
+    twice = {plan for plan, n in Counter(plan_ids).items() if n > 1}
+    assert twice <= again and max(Counter(plan_ids).values()) <= 2, (
+        "one MergeResult per plan, but after the kill"
+    )
+    assert {r["table"] for r in announced if r["plan_id"] in twice} <= set(tables_of(b_shards)), (
+        "only the killed job's tables are announced again"
+    )
     assert set(plan_ids) == {p.plan_id for p in simulation.merges}
     assert {r["status"] for r in announced} == {MergeStatus.SUCCEEDED}
     for t in tables:

@@ -5,8 +5,12 @@ from __future__ import annotations
 import math
 import urllib.error
 import urllib.request
+from types import SimpleNamespace
 
-from compactor.observe.readiness import offsets_behind
+import pytest
+
+from compactor.observe.metrics import JobMetrics
+from compactor.observe.readiness import lag_of, offsets_behind
 from compactor.observe.server import ProbeServer
 from compactor.stream.debt_trend import ingest_hours
 from compactor.stream.reporting import BATCH_PHASES
@@ -79,8 +83,44 @@ def test_debt_in_hours_of_ingest() -> None:
 def test_lag_sums_every_partition_behind_the_latest_offset() -> None:
     end = '{"segments":{"0":10,"1":5}}'
     latest = '{"segments":{"0":12,"1":5,"2":3}}'
-    assert offsets_behind(end, latest) == 2 + 0 + 3
-    assert offsets_behind(None, latest) == 0
+    assert offsets_behind(end, latest) == 2 + 0 + 3, "a partition the query has not read: from its start"
+    assert offsets_behind('{"a":{"0":1},"b":{"0":4}}', '{"a":{"0":3},"b":{"0":4}}') == 2, "every topic"
+
+
+@pytest.mark.parametrize(
+    ("end", "latest"),
+    [
+        (None, '{"segments":{"0":3}}'),  # no batch since the start
+        ("", '{"segments":{"0":3}}'),  # the empty string Spark gave right after a restart
+        ("null", '{"segments":{"0":3}}'),
+        ('{"segments":{"0":3}}', None),  # no latest offset fetched yet
+        ('{"segments":{"0":3}}', ""),
+        ('{"segments":{"0":3}}', "{}"),
+        ('{"segments":{"0":3}', '{"segments":{"0":3}}'),  # cut short
+        ("5", "7"),  # another source's shape
+        ('{"segments":{"0":"x"}}', '{"segments":{"0":3}}'),
+    ],
+)
+def test_a_lag_that_cannot_be_told_is_unknown_never_zero(end: str | None, latest: str | None) -> None:
+    assert offsets_behind(end, latest) is None
+
+
+def test_a_querys_lag_is_unknown_when_any_of_its_sources_is() -> None:
+    known = SimpleNamespace(endOffset='{"s":{"0":1}}', latestOffset='{"s":{"0":4}}')
+    unknown = SimpleNamespace(endOffset="", latestOffset='{"s":{"0":4}}')
+    assert lag_of([known, known]) == 6
+    assert lag_of([known, unknown]) is None and lag_of([]) is None
+
+
+def test_an_unknown_lag_shows_as_nan_not_as_a_stale_figure(harness: Harness) -> None:
+    handler = harness.handler(MINOR)
+    metrics = JobMetrics()
+    metrics.watch(handler.state)
+    handler.state.control.on_lag(5)
+    handler.state.control.on_lag(None)  # the next progress could not tell
+    assert math.isnan(metrics.registry.get_sample_value("compactor_consumer_lag_events") or 0.0)
+    handler.state.control.on_lag(12)
+    assert metrics.registry.get_sample_value("compactor_consumer_lag_events") == 12
 
 
 def test_probes_answer_health_readiness_and_metrics(harness: Harness) -> None:

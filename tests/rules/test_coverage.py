@@ -151,6 +151,24 @@ def test_json_shape(values: tuple[str, ...]) -> None:
     data = coverage(SEGMENTS, DECLARED, year(2015), year(2016), values).to_json()
     assert set(data) == {
         "range", "answering", "undefined_ranges", "not_built", "undeclared",
-        "indexes", "unindexed", "usable", "fully_served", "answered_by",
+        "indexes", "unindexed", "usable", "fully_served", "pushdown", "answered_by",
     }  # fmt: skip
     assert data["answering"][0]["segment"] == "S1"
+
+
+def test_with_pushdown_disabled_what_only_pushdown_could_answer_is_not_served() -> None:
+    """Seed 001 names query pushdown as the prerequisite of the fallback: without it, a value not
+    built in a segment (case 6) is not served, while a question the indexes serve still is."""
+    off = coverage(SEGMENTS, DECLARED, year(2016), year(2017), ["P1", "P4"], pushdown=False)
+    assert off.not_built == (("S2", "P4"),) and off.answered_by is AnsweredBy.NOT_SERVED
+    text = render(off).splitlines()
+    assert "segment S2 has not built 'P4': not served (pushdown disabled)" in text
+    assert text[-1] == "not served: pushdown disabled (no index built in every answering segment serves it)"
+    assert off.to_json()["answered_by"] == "not_served" and off.to_json()["pushdown"] is False
+    served = coverage(SEGMENTS, DECLARED, year(2015), year(2016), (), pushdown=False)
+    assert served.answered_by is AnsweredBy.INDEX_IF_ABLE
+    assert render(served).endswith(
+        "answered by: indexes A, B if they can answer, otherwise not served (pushdown disabled)"
+    )
+    indexed = coverage(SEGMENTS, DECLARED, year(2015), year(2016), (), able=("A",), pushdown=False)
+    assert indexed.answered_by is AnsweredBy.INDEX, "an index serving it needs no pushdown"

@@ -194,3 +194,45 @@ def test_rows_holding_other_sub_partition_values_than_the_catalog_drift() -> Non
         Drift.SUB_PARTITION_VALUES
     ]
     assert drift(segment, now, GOOD) == [], "a table without sub-partitions checks no values"
+
+
+def upsert_table(rule: dict[str, object], **lay: object) -> TableSettings:
+    spec = {"time_column": "ts", "bucket_time_period": "1d", "columns": COLUMNS} | lay
+    upsert = {"primary_key": ["k"], "comparison_column": "ts"}
+    config = {"tables": {"t": {"layout": spec, "upsert": upsert, "rules": [{"rule": "refresh"} | rule]}}}
+    return load_config(config).for_table("t")
+
+
+def test_an_upsert_tables_refresh_rewrites_each_segment_whole_and_never_splits_or_rebuckets() -> None:
+    ok, gzip = layout_record(layout(), 1), layout_record(layout(compression="gzip"), 1)
+    segments = [
+        seg("codec", "2024-01-01", records=30, built_with=gzip),  # compression drifted, oversized too
+        seg("big", "2024-01-02", records=30, built_with=ok),  # oversized only: a split, refused
+        replace(seg("span", "2024-01-03", records=2, built_with=ok), range=seg("x", "2024-01-03").range),
+        *(seg(f"m{i}", "2024-01-05", records=2, built_with=ok) for i in range(2)),  # undersized pair
+    ]
+    settings = upsert_table({"max_records_per_segment": 10, "skip_index_check": True})
+    evaluation = evaluate("t", segments, settings, NOW)
+    (plan,) = evaluation.plans
+    assert plan.input_ids == ("codec",) and plan.output.range == segments[0].range, "1:1, its own range"
+    why = {d.segment_id: (d.reason, d.detail) for d in evaluation.decisions if not d.chosen}
+    assert why["big"] == (
+        SkipReason.KEEPS_M_TO_1,
+        "oversized: an upsert table's segments are never re-bucketed, repartitioned or split (M:1)",
+    )
+    assert why["m0"][0] is SkipReason.CONFORMS, "no undersized merge by time bucket either"
+    plain = table({"max_records_per_segment": 10, "skip_index_check": True})
+    (packed,) = evaluate("t", segments, plain, NOW).plans
+    assert set(packed.input_ids) == {"codec", "big", "m0", "m1"}, "a plain table's refresh takes them all"
+
+
+def test_an_upsert_tables_refresh_leaves_time_buckets_and_schema_alone() -> None:
+    facts = {"s": IndexFacts(GOOD.columns, 3, 0, False, "dictionary", "snappy")}  # 3 buckets, unsorted
+    segment = seg("s", "2024-01-01", built_with=layout_record(layout(), 1))
+    (plan,) = evaluate("t", [segment], upsert_table({}), NOW, index_facts=facts).plans
+    assert plan.input_ids == ("s",), "rewritten whole for its order, its buckets kept"
+    removed = upsert_table(
+        {"skip_index_check": True}, columns={"ts": {"type": "timestamp"}, "k": {"type": "int"}}
+    )
+    evaluation = evaluate("t", [segment], removed, NOW)
+    assert evaluation.plans == () and evaluation.decisions[0].reason is SkipReason.KEEPS_M_TO_1

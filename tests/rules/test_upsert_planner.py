@@ -66,7 +66,10 @@ def test_a_single_segment_rewrite_keeps_its_range_and_id_is_deterministic() -> N
 def test_config_requires_keys_and_refuses_other_rules_on_upsert_tables() -> None:
     with pytest.raises(ValidationError, match="needs the table's `upsert` block"):
         TableSettings(rules=(UpsertCompactionRule(rule="upsert_compaction"),))
-    with pytest.raises(ConfigError, match="may only use upsert_compaction"):
+    with pytest.raises(
+        ConfigError,
+        match="an upsert table merges with upsert_compaction, and may refresh its segments one by one",
+    ):
         load_config(
             {
                 "tables": {

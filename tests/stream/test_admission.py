@@ -67,6 +67,8 @@ SCENARIOS: dict[DeadLetterReason, Callable[[Harness], list[Envelope]]] = {
     DeadLetterReason.INVALID_RANGE: lambda h: [raw(h, end=DAY)],
     DeadLetterReason.INVALID_VALUE: lambda h: [raw(h, segment_id="no spaces allowed")],
     DeadLetterReason.UNKNOWN_TABLE: lambda h: [completed(h, h.day(0, table="nope"))],
+    # the handler runs one shard, which does not own "theirs" (see below)
+    DeadLetterReason.WRONG_PARTITION: lambda h: [completed(h, h.day(0, table="theirs"))],
     DeadLetterReason.OVERLAPPING_RANGE: lambda h: [
         *h.loaded(h.day(0)),
         *h.loaded(h.day(0, sid="wide", days=2)),
@@ -100,7 +102,9 @@ def test_each_bad_event_is_dead_lettered_with_its_reason_and_the_good_ones_are_n
     harness: Harness, reason: DeadLetterReason
 ) -> None:
     harness.store.create("t")
+    harness.store.create("theirs")
     handler = harness.handler(WEEKS)
+    handler.admission.tables.owns = lambda table: table != "theirs"  # as a shard's job
     envelopes = SCENARIOS[reason](harness)
     good = harness.loaded(harness.day(10, sid="good"))  # a valid event in the same batch
     handler.process([*envelopes, *good])
