@@ -47,7 +47,8 @@ warehouse_option = click.option(
     "--warehouse",
     default=str(DEFAULT_HOME / "warehouse"),
     show_default=True,
-    help="Directory or URI (s3a://, abfss://, gs://, file://) holding one Delta table per table.",
+    help="Directory or URI (file://, s3a://; abfss:// and gs:// through Hadoop's connectors, untested) "
+    "holding one Delta table per table.",
 )
 segments_topic_option = click.option(
     "--segments-topic",
