@@ -3,13 +3,14 @@
 Per plan, in order: the `MergeResult`; then each output's `SegmentCompleted`
 (which triggers the next attempt); then the commit's version is remembered as
 announced. A crash in between repeats the announcement after restart, never
-skips it: consumers de-duplicate by plan id.
+skips it; a result the results topic already holds (read back at the restart) is not
+produced twice, and beyond what is read back consumers de-duplicate by plan id.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Protocol
 
 from compactor.catalog.fold import SegmentCatalog
@@ -37,9 +38,21 @@ class Publisher(Protocol):
         """Produce the messages in order; return once every one is acknowledged (else raise)."""
 
 
+# (table, plan ids) -> those whose MergeResult the results topic holds already
+ResultsOnTopic = Callable[[str, Collection[str]], set[str]]
+
+
 class Announcer:
-    def __init__(self, publisher: Publisher, codec: Codec, topics: KafkaSettings, state: StreamState) -> None:
+    def __init__(
+        self,
+        publisher: Publisher,
+        codec: Codec,
+        topics: KafkaSettings,
+        state: StreamState,
+        on_topic: ResultsOnTopic | None = None,
+    ) -> None:
         self.publisher = publisher
+        self.on_topic: ResultsOnTopic = on_topic or (lambda table, plan_ids: set())
         self.codec = codec
         self.topics = topics
         self.catalog = state.catalog  # it remembers, durably, which versions were announced
@@ -48,14 +61,16 @@ class Announcer:
         self.metrics = state.metrics
         self.control = state.control
 
-    def announce(self, outcome: RunOutcome) -> None:
-        """The plan's result, then (if it committed) its outputs' completion events."""
+    def announce(self, outcome: RunOutcome, result_sent: bool = False) -> None:
+        """The plan's result (unless a crashed run's is on the topic already), then (if it
+        committed) its outputs' completion events."""
         result = outcome.result
         plan = result.plan
         now = self.clock()
         self.control.on_merged(result, now)
         self.metrics.on_merge(result, now)
-        self.publisher.send_all([self._result_message(result)])
+        if not result_sent:
+            self.publisher.send_all([self._result_message(result)])
         if result.status is not MergeStatus.SUCCEEDED:
             return
         fault_point(BETWEEN_EMITS)
@@ -108,22 +123,23 @@ class Announcer:
             if floor is None:  # first start with this state: the past is not ours to announce
                 self.catalog.mark_announced(table, max((e.version for e in executed), default=-1))
                 continue
-            for e in sorted(executed, key=lambda e: e.version):
-                if e.version <= floor:
-                    continue
+            pending = sorted((e for e in executed if e.version > floor), key=lambda e: e.version)
+            # a job killed between its announcement and saving it: its results are not sent twice
+            sent = self.on_topic(table, [e.plan.plan_id for e in pending]) if pending else set()
+            for e in pending:
                 log.warning(
-                    "table %s: announcing plan %s (version %d) again after a restart",
-                    table,
-                    e.plan.plan_id,
-                    e.version,
-                )
+                    "table %s: announcing plan %s (version %d) again after a restart%s",
+                    table, e.plan.plan_id, e.version,
+                    " (its result is on the topic already: its outputs' events only)" if e.plan.plan_id in sent else "",
+                )  # fmt: skip
                 records = sum(s.records for s in e.outputs)
                 commit = Commit(
                     e.version, e.outputs, records, sum(s.bytes for s in e.outputs), data_change=e.data_change
                 )
                 upsert = e.plan.rule == RuleName.UPSERT_COMPACTION
                 self.announce(
-                    RunOutcome(MergeResult.succeeded(e.plan, commit, self.clock(), upsert), e.outputs)
+                    RunOutcome(MergeResult.succeeded(e.plan, commit, self.clock(), upsert), e.outputs),
+                    result_sent=e.plan.plan_id in sent,
                 )
 
     def _result_message(self, result: MergeResult) -> Message:

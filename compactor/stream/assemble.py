@@ -18,7 +18,7 @@ from compactor.errors import Rejected
 from compactor.kafka.settings import KafkaSettings
 from compactor.rules.due import Due
 from compactor.stream.admission import Admission, KnownTables
-from compactor.stream.announcer import Announcer, Publisher
+from compactor.stream.announcer import Announcer, Publisher, ResultsOnTopic
 from compactor.stream.due import DueTimes
 from compactor.stream.fair_share import WaitingPlans
 from compactor.stream.handler import BatchHandler
@@ -47,19 +47,21 @@ def assemble(
     workers: Workers | None = None,
     slots: Slots | None = None,
     owns: Callable[[str], bool] = lambda _: True,
+    on_topic: ResultsOnTopic | None = None,
 ) -> BatchHandler:
     """Wire a handler and recover: the catalog read from its store and caught up with the
     tables, published configs adopted, and merges a crash left unannounced announced.
 
     `workers` run the merges (default: `max_concurrent_merges` threads; `InlineWorkers` runs
     each where it starts, as the unit tests do). A shard's handler shares the job's `slots` and
-    recovers only the tables it `owns`."""
+    recovers only the tables it `owns`. `on_topic` reads back which results the topic holds, so
+    that a restart does not announce a crashed run's results twice."""
     unannounced = Unannounced(clock)
     catalog, new_tables = recover(store, catalog_store, unannounced, owns)
     configs = TableConfigs(config, store, catalog)
     state = StreamState(store, catalog, configs, clock, HandlerStats(), unannounced, metrics or NoMetrics())
     state.configs.load_recorded(catalog, new_tables)
-    announcer = Announcer(publisher, codec, topics, state)
+    announcer = Announcer(publisher, codec, topics, state, on_topic)
     announcer.announce_unannounced(catalog)
     catalog_store.save(catalog.take_changes())
     operations = config.operations

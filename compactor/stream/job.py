@@ -22,6 +22,7 @@ from compactor.delta.spark_store import SparkTableStore
 from compactor.domain.clock import now_utc
 from compactor.kafka.codecs import codec_for
 from compactor.kafka.producer import EventProducer
+from compactor.kafka.results_log import results_on_topic
 from compactor.kafka.settings import KafkaSettings
 from compactor.kafka.topics import ensure_topics
 from compactor.stream.assemble import assemble
@@ -47,18 +48,20 @@ def build_handler(
     """The handler on Spark + Delta and Kafka, its topics created, recovered from the tables
     (a `shard`'s: the tables it owns, its part of the catalog, the job's merge slots)."""
     ensure_topics(kafka, kafka.topics)
+    codec = codec or codec_for(kafka)
     return assemble(
         SparkTableStore(spark, warehouse),
         DeltaCatalogStore(spark, warehouse, scope=shard.scope if shard else None),
         config,
         kafka,
         producer or EventProducer(kafka),
-        codec or codec_for(kafka),
+        codec,
         clock,
         metrics=metrics,
         workers=SharedWorkers(shard.workers) if shard else None,
         slots=shard.slots if shard else None,
         owns=shard.scope.owns if shard and shard.scope else lambda _: True,
+        on_topic=lambda table, plan_ids: results_on_topic(kafka, codec, table, plan_ids),
     )
 
 

@@ -38,7 +38,10 @@ def _produce(bootstrap: str, topic: str, values: list[bytes], producer: Producer
         if err is not None:
             errors.append(err)
 
-    producer = producer or Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    # idempotent: a send retried while the topic is auto-created keeps its place in the partition
+    producer = producer or Producer(
+        {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True}
+    )
     for value in values:
         producer.produce(topic, value=value, on_delivery=on_delivery)
     assert producer.flush(30) == 0, "messages still queued after 30 s"
@@ -116,7 +119,7 @@ def test_helpers_find_and_stop_a_broker_by_dir(broker: LocalKafkaBroker) -> None
 def test_kill_and_restart_keep_messages_and_bootstrap(broker: LocalKafkaBroker) -> None:
     bootstrap = broker.start()
     topic = _fresh_topic()
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
     _produce(bootstrap, topic, VALUES, producer)
 
     broker.kill()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -52,9 +53,19 @@ class Harness:
         handler = assemble(
             self.store, self.catalog_store, load_config(config), TOPICS, self.publisher, self.codec,
             self.clock, RetryPolicy(attempts=5), self.sleeps.append, metrics, workers or InlineWorkers(),
+            on_topic=self.results_on_topic,
         )  # fmt: skip
         metrics.watch(handler.state)
         return handler
+
+    def results_on_topic(self, table: str, plan_ids: Collection[str]) -> set[str]:
+        """What reading the results topic back finds (`kafka.results_log`), from what was sent."""
+        sent = {
+            self.codec.decode_merge_result(m[2])["plan_id"]
+            for m in self.publisher.on(TOPICS.results_topic)
+            if m[1] == table
+        }
+        return sent & set(plan_ids)
 
     def day(
         self, n: int, sid: str | None = None, days: int = 1, records: int = 10, table: str = "t"

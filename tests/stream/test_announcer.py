@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from compactor.config.loading import load_config
-from compactor.domain.events import MergeStatus
+from compactor.domain.events import MergeResult, MergeStatus
 from compactor.domain.plans import make_plan
 from compactor.domain.segments import Origin
 from compactor.errors import DeliveryError
@@ -56,6 +56,22 @@ def test_a_commit_left_unannounced_by_a_crash_is_announced_at_restart(harness: H
 
     harness.handler(MINOR)  # a second restart: already announced, not again
     assert len(harness.results()) == 1
+
+
+def test_a_result_the_killed_job_sent_is_not_sent_again_but_its_outputs_events_are(harness: Harness) -> None:
+    harness.store.create("t")
+    harness.handler(MINOR).process(harness.loaded(harness.day(0)))
+    a, b = harness.store.load(harness.day(1)), harness.store.load(harness.day(2))
+    plan = make_plan("t", "minor", [a, b], output_level=1)
+    commit = harness.store.commit(plan, load_config(MINOR).for_table("t"))
+    result = MergeResult.succeeded(plan, commit, harness.clock(), False)
+    harness.publisher.send_all([("results", "t", harness.codec.encode_merge_result(result), None)])
+    # ... the job was killed here: its outputs' events unsent, the announced version unsaved
+
+    harness.handler(MINOR)
+    assert [r["plan_id"] for r in harness.results()] == [plan.plan_id], "the result once"
+    assert [e.segment.id for e in harness.re_emitted()] == [plan.output.id], "the next attempt's trigger"
+    assert harness.catalog_store.marks["t"].announced == commit.version
 
 
 def test_a_first_start_does_not_announce_the_tables_past(harness: Harness) -> None:

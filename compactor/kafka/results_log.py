@@ -1,0 +1,71 @@
+"""What the results topic already holds of a table's merges: read back before a restart announces
+again what a crashed job may have announced already.
+
+Results are keyed by table, so a table's results are in one partition (Kafka's murmur2 of its
+name). Only that partition's newest `depth` records are read; a result older than that, or a
+broker that does not answer, makes the caller announce again (results stay at least once).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Collection
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+from compactor.codec.events import Codec
+from compactor.errors import CompactorError
+from compactor.kafka.partitioning import partition_of
+from compactor.kafka.settings import KafkaSettings
+from compactor.kafka.topics import partition_count
+
+log = logging.getLogger(__name__)
+
+DEPTH = 10_000  # records of the table's partition read back
+TIMEOUT_S = 30.0
+
+
+def results_on_topic(
+    settings: KafkaSettings, codec: Codec, table: str, plan_ids: Collection[str], depth: int = DEPTH
+) -> set[str]:
+    """Which of `plan_ids` have a MergeResult among the newest `depth` records of the table's
+    partition of the results topic (empty when it cannot be told)."""
+    if not plan_ids:
+        return set()
+    try:
+        return _read_back(settings, codec, table, set(plan_ids), depth)
+    except (KafkaException, CompactorError) as exc:
+        log.warning("table %s: could not read the results topic back (%s); announcing again", table, exc)
+        return set()
+
+
+def _read_back(settings: KafkaSettings, codec: Codec, table: str, wanted: set[str], depth: int) -> set[str]:
+    topic = settings.results_topic
+    partition = partition_of(table, partition_count(settings, topic, timeout=TIMEOUT_S))
+    consumer = Consumer(
+        settings.librdkafka(
+            **{"group.id": f"compactor-readback-{uuid.uuid4().hex}", "enable.auto.commit": False}
+        )
+    )
+    found: set[str] = set()
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=TIMEOUT_S)
+        if high <= low:
+            return found
+        consumer.assign([TopicPartition(topic, partition, max(low, high - depth))])
+        while True:
+            message = consumer.poll(TIMEOUT_S)
+            if message is None:
+                raise CompactorError(f"no record of {topic}/{partition} in {TIMEOUT_S:.0f}s")
+            if message.error() is None and message.key() == table.encode():
+                try:
+                    plan_id = codec.decode_merge_result(message.value() or b"")["plan_id"]
+                except CompactorError:
+                    plan_id = None  # not a result we can read: not one of ours
+                if plan_id in wanted:
+                    found.add(plan_id)
+            if message.error() is None and (message.offset() or 0) >= high - 1:
+                return found
+    finally:
+        consumer.close()
