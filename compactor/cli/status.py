@@ -119,7 +119,7 @@ def shard_section(
     from compactor.cli.options import kafka_settings
     from compactor.delta.files import HadoopFiles
     from compactor.delta.paths import warehouse_uri
-    from compactor.delta.shard_record import committed_offsets, read_record, shard_checkpoint
+    from compactor.delta.shard_record import processed_offsets, read_record
     from compactor.kafka.lease import group_owners, lease_group
     from compactor.kafka.topics import end_offsets
 
@@ -128,9 +128,7 @@ def shard_section(
     if record is None or record.shards == 1:
         return None
     layout = ShardLayout(topic, record.shards, record.partitions)
-    processed = dict(record.offsets)
-    for shard in range(record.shards):
-        processed.update(committed_offsets(files, shard_checkpoint(checkpoint, record, shard), topic))
+    processed = processed_offsets(files, checkpoint, record, topic)
     owners: dict[int, str] = {}
     ends = None
     if bootstrap:

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from delta.tables import DeltaTable
-from pyspark.sql import DataFrame, DataFrameWriter, SparkSession, Window
+from pyspark.sql import Column, DataFrame, DataFrameWriter, SparkSession, Window
 from pyspark.sql import functions as F
 
 from compactor.config.built_with import layout_record
@@ -101,29 +101,29 @@ def _keyed(
 ) -> DataFrame:
     """Each row's output: its time bucket, value partition and size chunk, as a segment id (one
     output for every row when the plan's segments are kept `whole`)."""
-    if whole:
-        keys = {
-            "__bucket": F.lit(int(plan.output.range.start_ts)),
-            "__partition": F.lit(0),
-            "__chunk": F.lit(0),
-        }
-        keyed = rows.withColumns(keys)
-        parts = [F.lit(refresh_output_prefix(plan.plan_id)), *(F.col(k).cast("string") for k in _KEYS)]
-        return keyed.withColumn(SEGMENT_COLUMN, F.concat_ws("-", *parts))
+    keyed = rows.withColumns(
+        {"__bucket": F.lit(int(plan.output.range.start_ts)), "__partition": F.lit(0), "__chunk": F.lit(0)}
+        if whole
+        else _bucket_partition_chunk(plan, layout, rule)
+    )
+    parts = [F.lit(refresh_output_prefix(plan.plan_id)), *(F.col(k).cast("string") for k in _KEYS)]
+    return keyed.withColumn(SEGMENT_COLUMN, F.concat_ws("-", *parts))
+
+
+def _bucket_partition_chunk(plan: MergePlan, layout: LayoutConfig, rule: RefreshRule) -> dict[str, Column]:
+    """A row's time bucket, value partition and size chunk within them."""
     period = int(layout.bucket_time_period.total_seconds())
     bucket = F.floor(F.unix_seconds(F.col(layout.time_column).cast("timestamp")) / period) * period
     partition = partition_id(F.col(layout.partitioning.column), layout) if layout.partitioning else F.lit(0)
     row_bytes = max(1.0, plan.bytes_in / max(1, plan.records_in))
     per_chunk = max(1, min(rule.max_records_per_segment, int(rule.desired_segment_size / row_bytes)))
     order = F.col(layout.sorted_column) if layout.sorted_column else F.col(layout.time_column)
-    ranked = Window.partitionBy("__bucket", "__partition").orderBy(order, *[F.col(c) for c in layout.columns])
-    keyed = (
-        rows.withColumn("__bucket", bucket)
-        .withColumn("__partition", partition)
-        .withColumn("__chunk", F.floor((F.row_number().over(ranked) - 1) / per_chunk))
-    )
-    parts = [F.lit(refresh_output_prefix(plan.plan_id)), *(F.col(k).cast("string") for k in _KEYS)]
-    return keyed.withColumn(SEGMENT_COLUMN, F.concat_ws("-", *parts))
+    ranked = Window.partitionBy(bucket, partition).orderBy(order, *[F.col(c) for c in layout.columns])
+    return {
+        "__bucket": bucket,
+        "__partition": partition,
+        "__chunk": F.floor((F.row_number().over(ranked) - 1) / per_chunk),
+    }
 
 
 def _outputs(

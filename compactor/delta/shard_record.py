@@ -93,6 +93,17 @@ def committed_offsets(files: HadoopFiles, checkpoint: str, topic: str) -> dict[i
     return {}
 
 
+def processed_offsets(
+    files: HadoopFiles, checkpoint: Path | str, record: ShardRecord | None, topic: str
+) -> dict[int, int]:
+    """Partition -> where the layout's queries have got to: each shard's last committed batch,
+    and for a shard that never committed one, where the last reshard left its partitions."""
+    found = dict(record.offsets) if record is not None else {}
+    for shard in range(record.shards if record is not None else 1):
+        found.update(committed_offsets(files, shard_checkpoint(checkpoint, record, shard), topic))
+    return found
+
+
 def clear_checkpoints(files: HadoopFiles, checkpoint: Path | str, shards: int) -> None:
     """Remove `<checkpoint>/shards-<shards>`: what an earlier run with that count left."""
     files.delete_tree(f"{warehouse_uri(checkpoint)}/shards-{shards}")

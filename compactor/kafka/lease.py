@@ -209,7 +209,7 @@ def group_owners(settings: KafkaSettings, group: str) -> dict[int, str]:
     except KafkaException:
         return {}
     return {
-        tp.partition: f"{member.client_id} ({member.host.lstrip('/')})"
+        tp.partition: _member_name(member)
         for member in described.members
         if member.assignment
         for tp in member.assignment.topic_partitions
@@ -238,5 +238,10 @@ def running_counts(settings: KafkaSettings, warehouse_uri: str) -> dict[int, lis
         except KafkaException:
             continue
         if members:
-            found[n] = [f"{m.client_id} ({m.host.lstrip('/')})" for m in members]
+            found[n] = [_member_name(m) for m in members]
     return found
+
+
+def _member_name(member: Any) -> str:
+    """A group member as the operator reads it: `client id (host)`."""
+    return f"{member.client_id} ({member.host.lstrip('/')})"

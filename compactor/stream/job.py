@@ -82,6 +82,11 @@ class Shard:
         return f"segment-compactor-{self.scope.name}" if self.scope else "segment-compactor"
 
 
+def whole_topic(topic: str) -> dict[str, str]:
+    """The Kafka source options of a query that reads every partition of `topic` (one shard)."""
+    return {"subscribe": topic, "startingOffsets": "earliest"}
+
+
 def start_query(
     spark: SparkSession,
     handler: BatchHandler,
@@ -100,7 +105,7 @@ def start_query(
     to time it); the ticker still drives the handler itself. A `shard`'s query reads its
     partitions only, into its own checkpoint (`shard.checkpoint`, whatever `checkpoint` says)."""
     reader = spark.readStream.format("kafka")
-    source = shard.source if shard else {"subscribe": kafka.segments_topic, "startingOffsets": "earliest"}
+    source = shard.source if shard else whole_topic(kafka.segments_topic)
     for key, value in (kafka.spark_options() | source).items():
         reader = reader.option(key, value)
     stream = reader.option("failOnDataLoss", "true").load()

@@ -22,6 +22,7 @@ from compactor.delta.shard_record import (
     clear_checkpoints,
     committed_offsets,
     new_record,
+    processed_offsets,
     read_record,
     record_uri,
     shard_checkpoint,
@@ -56,7 +57,7 @@ def settle_layout(
     )
     if ran and not reshard:
         raise ShardCountMismatch(_mismatch(record, layout, record_uri(warehouse, layout.topic)))
-    offsets = _offsets(files, checkpoint, record, layout.topic) if ran else {}
+    offsets = processed_offsets(files, checkpoint, record, layout.topic) if ran else {}
     catalog.fold_journals()
     clear_checkpoints(files, checkpoint, layout.shards)
     moved = new_record(layout.shards, layout.partitions, offsets, now)
@@ -67,17 +68,6 @@ def settle_layout(
         layout.topic, old, layout.shards, layout.partitions, offsets or "the earliest offsets",
     )  # fmt: skip
     return moved
-
-
-def _offsets(
-    files: HadoopFiles, checkpoint: Path | str, record: ShardRecord | None, topic: str
-) -> dict[int, int]:
-    """Where the old layout's queries had got to, per partition: each shard's checkpoint, and
-    for a shard that never committed a batch, where the previous reshard had left it."""
-    found = dict(record.offsets) if record is not None else {}
-    for shard in range(record.shards if record is not None else 1):
-        found.update(committed_offsets(files, shard_checkpoint(checkpoint, record, shard), topic))
-    return found
 
 
 def _mismatch(record: ShardRecord | None, layout: ShardLayout, where: str) -> str:

@@ -18,7 +18,7 @@ from compactor.kafka.settings import KafkaSettings
 from compactor.kafka.shards import ShardLayout
 from compactor.stream.inflight import Slots, Workers
 from compactor.stream.janitor import Janitor
-from compactor.stream.job import Shard, build_handler, run_until_idle, start_query
+from compactor.stream.job import Shard, build_handler, run_until_idle, start_query, whole_topic
 from compactor.stream.reporting import MetricsSink
 from compactor.stream.state import StreamState
 from compactor.stream.summary import Summary
@@ -35,7 +35,7 @@ def shard_of_job(
     """Shard `index` as this job runs it. Before the warehouse has a shard record, the one shard
     reads the whole topic into the checkpoint location itself, as the job always did."""
     if record is None:
-        source = {"subscribe": layout.topic, "startingOffsets": "earliest"}
+        source = whole_topic(layout.topic)
         scope = None
     else:
         source = {
@@ -47,7 +47,8 @@ def shard_of_job(
 
 
 class SparkShard:
-    """Started on construction (the handler recovered, the query running); `stop` ends it."""
+    """Built with its handler recovered; `start` runs its query (or `run_until_idle` drains
+    it), `stop` ends it."""
 
     def __init__(
         self,
