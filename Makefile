@@ -3,6 +3,10 @@
 PYTHON ?= python3.11
 VENV := .venv
 STAMP := $(VENV)/.installed
+# Toxiproxy, the fault-injecting TCP proxy the network-fault tests put between the job and
+# its broker and object store: built from its Go module (Go is all it needs).
+TOXIPROXY := .tools/toxiproxy-server
+TOXIPROXY_MODULE := github.com/Shopify/toxiproxy/v2/cmd/server@v2.5.0
 
 .PHONY: demo test unit lint bench-smoke docs docs-build
 
@@ -12,6 +16,11 @@ $(STAMP): pyproject.toml
 	$(VENV)/bin/python -m pip install -q -e '.[test]'
 	$(VENV)/bin/compactor jars > /dev/null
 	touch $@
+
+$(TOXIPROXY):
+	mkdir -p .tools
+	GOBIN=$(abspath .tools) go install $(TOXIPROXY_MODULE)
+	mv .tools/server $@
 
 demo: $(STAMP)
 	$(VENV)/bin/compactor demo
@@ -24,7 +33,7 @@ lint: $(STAMP)
 unit: $(STAMP)
 	$(VENV)/bin/python -m pytest -m "not integration" -q
 
-test: lint
+test: lint $(TOXIPROXY)
 	$(VENV)/bin/python -m pytest -q -n 2  # two workers, each with its own Spark and broker
 
 # The benchmark suite's --quick run: checks every script still runs, not the figures.

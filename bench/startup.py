@@ -13,7 +13,12 @@ follows the live segments, not the history. Measured: the recovery that
 `build_handler` runs (catalog read, every table's log caught up), then one
 batch with one real load event (admission, planning, the catalog saved).
 
-Run: .venv/bin/python bench/startup.py [--quick]
+Then `compactor run` itself on 1,000 segments (`_restart.py`): from spawn to
+an event processed, cold and restarted after a SIGKILL (the same seat, so the
+same static name in the lease's group), beside a restart that has to wait out
+the dead process's session.
+
+Run: .venv/bin/python bench/startup.py [--quick] [--restarts-only]
 """
 
 from __future__ import annotations
@@ -44,7 +49,8 @@ from compactor.stream.triggers import Envelope
 
 START = datetime(2020, 1, 1, tzinfo=UTC)
 # the rules run on every event, but plan nothing: the figure is start-up, not a merge
-CONFIG = load_config({"defaults": {"rules": [{"rule": "minor", "level_thresholds": [0, 0]}]}})
+CONFIG_SOURCE = {"defaults": {"rules": [{"rule": "minor", "level_thresholds": [0, 0]}]}}
+CONFIG = load_config(CONFIG_SOURCE)
 
 
 class NoPublisher:
@@ -101,7 +107,9 @@ def build_catalog(spark: Any, warehouse: str, tables: dict[str, int], versions: 
     for table, count in tables.items():
         changes.live |= {(table, s.id): s for s in (segment(table, i) for i in range(count))}
         changes.marks[table] = TableMark(versions[table], announced=versions[table])
-    DeltaCatalogStore(spark, warehouse).save(changes)
+    store = DeltaCatalogStore(spark, warehouse)
+    store.save(changes)
+    store.compact()  # in the table, as a job that ran a while leaves most of it
 
 
 def measure(spark: Any, warehouse: str, first: Segment) -> dict[str, float]:
@@ -138,13 +146,18 @@ def one_big_table(spark: Any, root: Path, segments: int, commits: int) -> dict[s
     )
 
 
-def many_tables(spark: Any, root: Path, tables: int, per_table: int) -> dict[str, Any]:
-    warehouse = str(root / f"many-{tables}")
+def many_table_warehouse(spark: Any, warehouse: str, tables: int, per_table: int) -> None:
+    """`tables` tables with `per_table` segments each in the catalog; t0000 is a real one."""
     real_table(spark, warehouse, "t0000")
     for t in range(1, tables):
         empty_table(warehouse, f"t{t:04d}")
     versions = {f"t{t:04d}": 0 for t in range(tables)}
     build_catalog(spark, warehouse, {name: per_table for name in versions}, versions)
+
+
+def many_tables(spark: Any, root: Path, tables: int, per_table: int) -> dict[str, Any]:
+    warehouse = str(root / f"many-{tables}")
+    many_table_warehouse(spark, warehouse, tables, per_table)
     second = Segment("real-1", "t0000", TimeRange(START - timedelta(hours=1), START), START)
     second = write_segment(
         spark, warehouse, second, sample_rows(spark, START - timedelta(hours=1), START, 10)
@@ -158,16 +171,21 @@ def many_tables(spark: Any, root: Path, tables: int, per_table: int) -> dict[str
 
 
 def main() -> None:
-    args = bench_parser(__doc__, "1,000 and 10,000 segments; 20 and 100 tables").parse_args()
+    parser = bench_parser(__doc__, "1,000 and 10,000 segments; 20 and 100 tables")
+    parser.add_argument("--restarts-only", action="store_true", help="Only the `compactor run` starts.")
+    args = parser.parse_args()
     spark = build_spark("bench-startup", master="local[2]")
     spark_quiet(spark)
     root = Path(tempfile.mkdtemp(prefix="bench-startup-"))
     big = [(1_000, 500), (10_000, 5_000)] if args.quick else [(10_000, 5_000), (100_000, 50_000)]
     many = [(20, 10), (100, 10)] if args.quick else [(100, 100), (1_000, 100)]
+    if args.restarts_only:
+        big, many = [], []
     rows = []
     try:
         rows += [one_big_table(spark, root, s, c) for s, c in big]
         rows += [many_tables(spark, root, t, p) for t, p in many]
+        restarts = restart_part(spark, root / "restart", 1_000)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     print_table(
@@ -175,11 +193,36 @@ def main() -> None:
         [[r["scenario"], r["tables"], r["segments"], r["commits"], r["recovery_s"], r["first_batch_s"], r["total_s"]]
          for r in rows],
     )  # fmt: skip
-    for name in ("one table", "many tables"):
+    for name in ("one table", "many tables") if rows else ():
         small, large = (r for r in rows if r["scenario"] == name)
         growth = large["total_s"] / small["total_s"]
         print(f"{name}: x{large['segments'] / small['segments']:.0f} segments -> x{growth:.1f} time")
-    save_results("startup", args.quick, {"rows": rows})
+    save_results("startup", args.quick, {"rows": rows, "restarts": restarts})
+
+
+def restart_part(spark: Any, root: Path, segments: int) -> list[dict[str, Any]]:
+    """`compactor run` itself, from spawn to an event processed: cold, and restarted after a SIGKILL."""
+    from _common import kafka_bootstrap
+    from _restart import restart_figures
+
+    root.mkdir(parents=True)
+    warehouse = str(root / "warehouse")
+    many_table_warehouse(spark, warehouse, 10, segments // 10)
+    config = root / "config.yaml"
+    config.write_text(json.dumps(CONFIG_SOURCE))  # JSON is YAML
+    try:
+        with kafka_bootstrap(root) as bootstrap:
+            rows = restart_figures(spark, root, bootstrap, warehouse, config)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print(f"\n`compactor run`, 10 tables and {segments} segments: seconds from spawn to")
+    print_table(
+        ["start", "lease + Spark up", "layout checked", "query started", "event processed", "its batch"],
+        [[r["start"], r.get("spark"), r.get("layout"), r.get("started"), r["processed"], r["phases"]["batch"]]
+         for r in rows],
+    )  # fmt: skip
+    print("the first batch's phases (s):", {k: round(v, 3) for k, v in rows[0]["phases"].items()})
+    return [r | {"segments": segments} for r in rows]
 
 
 if __name__ == "__main__":

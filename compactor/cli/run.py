@@ -94,7 +94,10 @@ def run(
     # before Spark: a refused job exits in seconds
     shards = config.operations.shards
     _refuse_other_counts(kafka, warehouse_uri(warehouse), shards)
-    lease = ControllerLease(kafka, warehouse_uri(warehouse), shards)
+    # a long-running job is a static member, so that its restart after a crash takes its shards
+    # back at once; a one-off run leaves the group when it ends, as a newcomer would
+    identity = None if until_idle else warehouse_uri(checkpoint)
+    lease = ControllerLease(kafka, warehouse_uri(warehouse), shards, checkpoint=identity)
     lease.acquire(standby or config.operations.standby, waiting=say)
     try:
         _run(config, lease, kafka, warehouse, checkpoint, until_idle, (metrics_port, metrics_host), reshard)

@@ -12,7 +12,8 @@ A save writes what changed as one small file of rows in a journal beside the
 table (`<warehouse>/_compactor/catalog-journal/<seq>.json`, through Hadoop's
 file systems: one write, no Spark job), and every `COMPACT_EVERY` saves, or
 `COMPACT_AFTER_S` after the oldest, the journal is appended to the table in one
-Delta commit and its files deleted. Every save is durable the moment it returns;
+Delta commit and its files deleted (a journal left by a previous run is folded with the
+next of those, not at start-up). Every save is durable the moment it returns;
 readers fold the journal over the table (rows carry a sequence number, so a row
 in both after a crash between the append and the deletes folds once).
 
@@ -115,9 +116,9 @@ class DeltaCatalogStore:
         return bool(DeltaTable.isDeltaTable(self.spark, self.uri))
 
     def load(self) -> StoredCatalog:
+        # what a previous run left in the journal stays there, folded in with the next save's
+        # compaction: a Spark write at start-up would hold the first batch back by seconds
         self._read_journal()
-        if self.writer:  # what a previous run left in the journal goes into the table first
-            self.compact()
         journal = [r for r in self._journal if r.part == CURRENT]
         if self._exists():
             journal = [
@@ -152,6 +153,7 @@ class DeltaCatalogStore:
                 segments.setdefault(table, []).append(segment_from_dict(json.loads(row.segment)))
         live = sum(len(s) for s in segments.values()) + len(marks)
         if self.writer and len(rows) > 2 * live + REWRITE_SLACK:
+            self.compact()  # the journal's rows in the table first: the rewrite replaces them all
             self._rewrite(segments, marks)
         return StoredCatalog(segments, marks)
 

@@ -11,6 +11,11 @@ this is one controller per warehouse and topic.
 A shard is given up only after the job stopped its query: the revocation waits for the
 supervisor (`changes`), so a shard never runs in two jobs at once while both are alive.
 
+A long-running job is a static member (`kafka/seat.py`): restarted after a crash on the same
+host with the same checkpoint, it takes its dead predecessor's name and so its shards back at
+once. The price is Kafka's: a static member does not leave on close, so the shards of a job
+stopped cleanly pass to another job only after its session, unless it comes back first.
+
 The lease avoids doubled work, not corruption: two jobs that did merge at once would still
 commit through Delta's optimistic concurrency, and one of the two would lose its commit.
 """
@@ -32,6 +37,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from compactor.errors import LeaseHeld
+from compactor.kafka.seat import Seat, take_seat
 from compactor.kafka.settings import KafkaSettings
 from compactor.kafka.topics import ensure_topics
 
@@ -67,15 +73,20 @@ class ShardChange:
 
 class ControllerLease:
     """Join the group, wait for a first shard, keep what the group assigns (a daemon thread
-    polls), give it back on close. Gains and revocations reach the job through `changes`."""
+    polls), give it back on close. Gains and revocations reach the job through `changes`.
+    With `checkpoint` (the job's), it joins as a static member under its seat on this host."""
 
-    def __init__(self, settings: KafkaSettings, warehouse_uri: str, shards: int = 1) -> None:
+    def __init__(
+        self, settings: KafkaSettings, warehouse_uri: str, shards: int = 1, checkpoint: str | None = None
+    ) -> None:
         self.settings = settings
         self.warehouse = warehouse_uri
         self.shards = shards
         self.group = lease_group(settings, warehouse_uri, shards)
         self.topic = lease_topic(settings, shards)
         self.identity = f"compactor-run@{socket.gethostname()}:{os.getpid()}"
+        self.checkpoint = checkpoint
+        self.seat: Seat | None = None
         self.held = threading.Event()  # at least one shard held
         self.lost = threading.Event()  # the session was lost: another job may run our shards now
         self.owned: set[int] = set()
@@ -85,11 +96,14 @@ class ControllerLease:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self.session_timeout_ms = SESSION_TIMEOUT_MS
 
     def acquire(self, standby: bool, waiting: Callable[[str], None] = log.info) -> None:
         """Return holding a shard. Without `standby`, raise LeaseHeld if live holders keep every
         shard; with it, wait (reporting the holders once) until one passes to us."""
         ensure_topics(self.settings, [self.topic], partitions=self.shards)  # one partition per shard
+        if self.checkpoint is not None:
+            self.seat = take_seat(f"{self.group}\n{self.checkpoint}")
         self._thread = threading.Thread(target=self._poll, name="controller-lease", daemon=True)
         self._thread.start()
         if not self._answered.wait(FIRST_ANSWER_S):
@@ -132,6 +146,8 @@ class ControllerLease:
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=GIVE_UP_S)
+        if self.seat is not None:
+            self.seat.release()
 
     def _poll(self) -> None:
         consumer = Consumer(
@@ -140,11 +156,12 @@ class ControllerLease:
                     "group.id": self.group,
                     "client.id": self.identity,
                     "partition.assignment.strategy": "cooperative-sticky",
-                    "session.timeout.ms": SESSION_TIMEOUT_MS,
-                    "heartbeat.interval.ms": SESSION_TIMEOUT_MS // 5,
+                    "session.timeout.ms": self.session_timeout_ms,
+                    "heartbeat.interval.ms": self.session_timeout_ms // 5,
                     "max.poll.interval.ms": int(GIVE_UP_S * 1000) + 60_000,
                     "enable.auto.commit": False,
                 }
+                | ({"group.instance.id": self.seat.instance_id} if self.seat else {})
             )
         )
         consumer.subscribe(
@@ -152,7 +169,11 @@ class ControllerLease:
         )
         try:
             while not self._stop.is_set():
-                consumer.poll(0.5)  # runs the callbacks; nobody produces to the topic
+                message = consumer.poll(0.5)  # runs the callbacks; nobody produces to the topic
+                error = message.error() if message is not None else None
+                if error is not None and error.fatal():
+                    self._fenced(error)  # another live member took our static name
+                    return
         finally:
             consumer.close()  # a revocation of what we hold runs here, and waits for the job
 
@@ -198,6 +219,14 @@ class ControllerLease:
             self.lost.set()
             log.error("lost the controller lease %s at %s", self.group, time.strftime("%H:%M:%S"))
         self._revoked(consumer, partitions)
+
+    def _fenced(self, error: Any) -> None:
+        with self._lock:
+            self.owned.clear()
+            self.held.clear()
+        self.lost.set()
+        self._answered.set()
+        log.error("lost the controller lease %s: %s", self.group, error.str())
 
 
 def group_owners(settings: KafkaSettings, group: str) -> dict[int, str]:

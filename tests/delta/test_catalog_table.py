@@ -116,5 +116,8 @@ def test_saves_go_to_a_journal_that_is_folded_into_the_table_at_intervals(
     store.save(CatalogChanges(marks={"t": TableMark(3)}))
     store._append(store._journal)
     restarted = DeltaCatalogStore(spark, warehouse)
-    assert restarted.load().marks["t"].version == 3 and files() == []
+    assert restarted.load().marks["t"].version == 3
+    assert files() == [f"{4:020d}.json"], "start-up leaves the journal for the next compaction"
     assert restarted.retired("t", ["a"])["a"].retired_by == "p1"
+    restarted.compact()  # the row appended twice now: it still folds once
+    assert files() == [] and DeltaCatalogStore(spark, warehouse).load().marks["t"].version == 3

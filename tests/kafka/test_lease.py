@@ -23,11 +23,24 @@ HOLD = """
 import sys, time
 from compactor.kafka.lease import ControllerLease
 from compactor.kafka.settings import KafkaSettings
-lease = ControllerLease(KafkaSettings(sys.argv[1], segments_topic=sys.argv[2]), sys.argv[3])
+checkpoint = sys.argv[4] if len(sys.argv) > 4 else None
+lease = ControllerLease(KafkaSettings(sys.argv[1], segments_topic=sys.argv[2]), sys.argv[3], checkpoint=checkpoint)
+if checkpoint:  # long enough that a restart which waited it out is plain to see
+    lease.session_timeout_ms = 45_000
 lease.acquire(standby=False)
-print("holding", lease.identity, flush=True)
+print("holding", lease.identity, lease.seat and lease.seat.instance_id, flush=True)
 time.sleep(600)
 """
+
+
+def hold_in_process(kafka: KafkaSettings, warehouse: str, *checkpoint: str) -> subprocess.Popen[str]:
+    """A job holding the lease in a process of its own (to be SIGKILLed: no goodbye to the group)."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, kafka.bootstrap_servers, kafka.segments_topic, warehouse, *checkpoint],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert holder.stdout is not None and holder.stdout.readline().startswith("holding compactor-run@")
+    return holder
 
 
 def standby_in_thread(lease: ControllerLease) -> tuple[threading.Thread, list[str]]:
@@ -75,12 +88,8 @@ def test_a_killed_holders_lease_passes_to_the_standby_after_its_session(
 ) -> None:
     kafka = KafkaSettings(kafka_bootstrap, segments_topic=unique("segments"))
     warehouse = str(tmp_path / "wh")
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLD, kafka_bootstrap, kafka.segments_topic, warehouse],
-        stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    holder = hold_in_process(kafka, warehouse)
     try:
-        assert holder.stdout is not None and holder.stdout.readline().startswith("holding compactor-run@")
         standby = ControllerLease(kafka, warehouse)
         thread, said = standby_in_thread(standby)
         time.sleep(3)
@@ -93,6 +102,35 @@ def test_a_killed_holders_lease_passes_to_the_standby_after_its_session(
         assert waited < SESSION_TIMEOUT_MS / 1000 + 20, f"took over {waited:.0f}s after the kill"
         assert said and said[0].startswith("standby: compactor-run@"), said
         standby.close()
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_job_restarted_after_a_kill_takes_its_lease_back_before_the_dead_session_ends(
+    kafka_bootstrap: str, unique: Callable[[str], str], tmp_path: Path
+) -> None:
+    """Static membership: the restart (same host, same checkpoint) joins under its dead
+    predecessor's name and is handed its shard at once; the dead session (45 s) never has to end.
+    A second job beside a live one gets another seat, and is refused as before."""
+    kafka = KafkaSettings(kafka_bootstrap, segments_topic=unique("segments"))
+    warehouse, checkpoint = str(tmp_path / "wh"), str(tmp_path / "cp")
+    holder = hold_in_process(kafka, warehouse, checkpoint)
+    try:
+        beside = ControllerLease(kafka, warehouse, checkpoint=checkpoint)
+        with pytest.raises(LeaseHeld, match="already runs for warehouse"):
+            beside.acquire(standby=False)
+        assert beside.seat is not None and beside.seat.number == 1, "the live job holds seat 0"
+        holder.kill()
+        holder.wait()
+        killed = time.monotonic()
+        restarted = ControllerLease(kafka, warehouse, checkpoint=checkpoint)
+        restarted.acquire(standby=False)  # not refused, not waiting: the shard is its own again
+        took = time.monotonic() - killed
+        assert restarted.seat is not None and restarted.seat.number == 0
+        assert restarted.held.is_set() and restarted.owned == {0}
+        assert took < 20, f"took {took:.0f}s: the dead member's 45 s session was waited out"
+        restarted.close()
     finally:
         holder.kill()
         holder.wait()
