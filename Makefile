@@ -7,8 +7,12 @@ STAMP := $(VENV)/.installed
 # its broker and object store: built from its Go module (Go is all it needs).
 TOXIPROXY := .tools/toxiproxy-server
 TOXIPROXY_MODULE := github.com/Shopify/toxiproxy/v2/cmd/server@v2.5.0
+# fake-gcs-server, the GCS API emulator the gs:// warehouse test runs against.
+FAKE_GCS := .tools/fake-gcs-server
+FAKE_GCS_MODULE := github.com/fsouza/fake-gcs-server@v1.56.1
+TOOLS := $(TOXIPROXY) $(FAKE_GCS)
 
-.PHONY: demo test unit lint bench-smoke docs docs-build
+.PHONY: demo test unit lint tools bench-smoke docs docs-build
 
 $(STAMP): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -22,6 +26,13 @@ $(TOXIPROXY):
 	GOBIN=$(abspath .tools) go install $(TOXIPROXY_MODULE)
 	mv .tools/server $@
 
+$(FAKE_GCS):
+	mkdir -p .tools
+	GOBIN=$(abspath .tools) go install $(FAKE_GCS_MODULE)
+
+# the test servers built from Go modules (CI builds them beside the Python install: make -j2)
+tools: $(TOOLS)
+
 demo: $(STAMP)
 	$(VENV)/bin/compactor demo
 
@@ -33,7 +44,9 @@ lint: $(STAMP)
 unit: $(STAMP)
 	$(VENV)/bin/python -m pytest -m "not integration" -q
 
-test: lint $(TOXIPROXY)
+test: lint $(TOOLS)
+	# the object stores' connectors too, once, before two test workers would both fetch them
+	$(VENV)/bin/compactor jars --s3 --gcs --spark-only > /dev/null
 	$(VENV)/bin/python -m pytest -q -n 2  # two workers, each with its own Spark and broker
 
 # The benchmark suite's --quick run: checks every script still runs, not the figures.

@@ -65,8 +65,8 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def spark() -> Iterator[object]:
     from compactor.delta.session import build_spark
 
-    # with the S3A connector, so that tests on an S3 API server use the same session
-    session = build_spark("compactor-tests", master="local[2]", locations=("s3a://tests",))
+    # with the S3A and GCS connectors, so that tests on an object store's server use the same session
+    session = build_spark("compactor-tests", master="local[2]", locations=("s3a://tests", "gs://tests"))
     session.sparkContext.setLogLevel("WARN")
     yield session
     session.stop()
@@ -118,6 +118,21 @@ def s3(spark: Any) -> Iterator[S3Server]:
     hadoop.set("fs.s3a.secret.key", os.environ["AWS_SECRET_ACCESS_KEY"])
     try:
         yield found
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def gcs(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """fake-gcs-server, started here and stopped at the end, with Google's connector pointed at it."""
+    from tests.helpers.gcs import GcsServer
+
+    server = GcsServer(tmp_path_factory.mktemp("gcs")).start()
+    hadoop = spark._jsc.hadoopConfiguration()  # type: ignore[attr-defined]
+    for key, value in server.spark_conf().items():
+        hadoop.set(key.removeprefix("spark.hadoop."), value)
+    try:
+        yield server
     finally:
         server.stop()
 

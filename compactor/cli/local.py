@@ -49,23 +49,25 @@ def kafka_stop(data_dir: Path) -> None:
     help="Print the arguments that give spark-submit the jars and Delta's settings, on one line.",
 )
 @click.option("--s3", is_flag=True, help="Add Hadoop's S3A connector (for s3a:// locations).")
+@click.option("--gcs", is_flag=True, help="Add Google's GCS connector (for gs:// locations).")
 @click.option("--spark-only", is_flag=True, help="Only Spark's jars, not the local Kafka broker's.")
 @click.option(
     "--local-jars",
     is_flag=True,
     help="With --spark-submit-args: --jars with the cached files instead of --packages.",
 )
-def jars(submit_args: bool, s3: bool, spark_only: bool, local_jars: bool) -> None:
+def jars(submit_args: bool, s3: bool, gcs: bool, spark_only: bool, local_jars: bool) -> None:
     """Resolve and cache the JVM jars (Delta, Kafka connector, Kafka broker); print their paths."""
     import shlex
 
     from compactor.delta import jvm
-    from compactor.delta.session import spark_submit_args
+    from compactor.delta.session import jars_for, spark_submit_args
 
+    stores = (*(("s3a://",) if s3 else ()), *(("gs://",) if gcs else ()))
     if submit_args:
-        click.echo(shlex.join(spark_submit_args(("s3a://",) if s3 else (), local_jars=local_jars)))
+        click.echo(shlex.join(spark_submit_args(stores, local_jars=local_jars)))
         return
-    spark = [*jvm.spark_jars(), *(jvm.s3_jars() if s3 else [])]
+    spark = jars_for(stores)
     for path in [*spark, *([] if spark_only else jvm.kafka_broker_jars())]:
         click.echo(path)
 

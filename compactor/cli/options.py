@@ -47,7 +47,7 @@ warehouse_option = click.option(
     "--warehouse",
     default=str(DEFAULT_HOME / "warehouse"),
     show_default=True,
-    help="Directory or URI (file://, s3a://; abfss:// and gs:// through Hadoop's connectors, untested) "
+    help="Directory or URI (file://, s3a://, gs://; abfss:// through Hadoop's connector, untested) "
     "holding one Delta table per table.",
 )
 segments_topic_option = click.option(

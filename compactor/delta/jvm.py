@@ -33,6 +33,10 @@ KAFKA_LOG_BACKEND = "org.slf4j:slf4j-reload4j:1.7.36"
 # S3A for `s3a://` locations, matching pyspark's Hadoop (3.5.0); its AWS SDK bundle is ~700 MB,
 # so it is resolved only when an s3a location is configured, never for local warehouses.
 HADOOP_AWS = "org.apache.hadoop:hadoop-aws:3.5.0"
+# Google's connector for `gs://` (Hadoop 3.5's own hadoop-gcp has no setting for another
+# endpoint). Its shaded jar carries every dependency its POM leaves out, so nothing else comes
+# with it; 4.0.0 is the newest with a shaded jar on Maven Central, built for Hadoop 3.4 / Java 17.
+GCS_CONNECTOR = "com.google.cloud.bigdataoss:gcs-connector:4.0.0:shaded"
 
 MAVEN_SETTINGS_ENV = "COMPACTOR_MAVEN_SETTINGS"
 OFFLINE_ENV = "COMPACTOR_OFFLINE"
@@ -42,26 +46,29 @@ MODULES_FILE = "modules.txt"
 
 @dataclass(frozen=True)
 class Artifact:
-    """A Maven coordinate group:artifact:version, with artifacts to leave out."""
+    """A Maven coordinate group:artifact:version[:classifier], with artifacts to leave out."""
 
     coordinate: str
     exclude: tuple[str, ...] = ()
 
     def to_pom(self) -> str:
-        group, artifact, version = self.coordinate.split(":")
+        group, artifact, version, *classifier = self.coordinate.split(":")
         exclusions = "".join(
             f"<exclusion><groupId>{g}</groupId><artifactId>{a}</artifactId></exclusion>"
             for g, a in (e.split(":") for e in self.exclude)
         )
         return (
             f"<dependency><groupId>{group}</groupId><artifactId>{artifact}</artifactId>"
-            f"<version>{version}</version><exclusions>{exclusions}</exclusions></dependency>"
+            f"<version>{version}</version>"
+            + "".join(f"<classifier>{c}</classifier>" for c in classifier)
+            + f"<exclusions>{exclusions}</exclusions></dependency>"
         )
 
 
 SPARK_ARTIFACTS: tuple[Artifact, ...] = (Artifact(DELTA_SPARK), Artifact(SPARK_SQL_KAFKA))
 KAFKA_BROKER_ARTIFACTS: tuple[Artifact, ...] = (Artifact(KAFKA_BROKER), Artifact(KAFKA_LOG_BACKEND))
 S3_ARTIFACTS: tuple[Artifact, ...] = (Artifact(HADOOP_AWS),)
+GCS_ARTIFACTS: tuple[Artifact, ...] = (Artifact(GCS_CONNECTOR, exclude=("*:*",)),)
 
 
 def cache_root() -> Path:
@@ -229,6 +236,11 @@ def spark_jars() -> list[Path]:
 def s3_jars() -> list[Path]:
     """Hadoop's S3A file system and the AWS SDK it needs, minus what pyspark already ships."""
     return resolve("s3", S3_ARTIFACTS, skip_present_in=pyspark_jars_dir())
+
+
+def gcs_jars() -> list[Path]:
+    """Google's `gs://` connector, one shaded jar."""
+    return resolve("gcs", GCS_ARTIFACTS)
 
 
 def kafka_broker_jars() -> list[Path]:

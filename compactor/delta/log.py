@@ -43,6 +43,7 @@ class CommitFacts:
     bytes: int
     added: tuple[Segment, ...] = ()
     data_change: bool = True
+    timestamp_ms: int | None = None  # when Delta began the commit (commitInfo), after the files were written
 
 
 class DeltaLogReader:
@@ -204,12 +205,14 @@ def commit_facts(table: str, version: int, info: dict[str, Any]) -> CommitFacts:
         records, size = sum(s.records for s in added), sum(s.bytes for s in added)
     else:  # an overwrite that wrote nothing has no numOutputRows
         records, size = int(metrics.get("numOutputRows", 0)), int(metrics.get("numOutputBytes", 0))
+    stamp = info.get("inCommitTimestamp") or info.get("timestamp")
     return CommitFacts(
         version,
         records,
         size,
         added,
         bool(meta.get("data_change", True)),
+        int(stamp) if isinstance(stamp, int | float) else None,
     )
 
 

@@ -71,10 +71,22 @@ def execute_merge(
     source = _source(spark, table, inputs, upsert, load_order)
     files = max(1, math.ceil(plan.bytes_in / target_file_bytes))
     output = arrange(source.withColumn(SEGMENT_COLUMN, F.lit(plan.output.id)), order, files, plan.table)
+    writing = time.time()
+    _replace_inputs(output, path, plan, _codec_of(spark, source), data_change)
+    done_at = time.time()
+    facts = log.written(plan_marker(plan.plan_id))
+    merged = _merged(plan, facts, int((time.monotonic() - started) * 1000), order)
+    write_ms, commit_ms = phases(writing, facts.timestamp_ms, done_at)
+    return replace(merged, write_ms=write_ms, commit_ms=commit_ms)
+
+
+def _replace_inputs(output: DataFrame, path: str, plan: MergePlan, codec: str, data_change: bool) -> None:
+    """One Delta commit: the output's rows in, the inputs' rows out, marked with the plan."""
+    inputs = list(plan.input_ids)
     (
         output.write.format("delta")
         .mode("overwrite")
-        .option("compression", _codec_of(spark, source))
+        .option("compression", codec)
         # Delta checks every written row against this predicate, testing the IN list in order
         # (unoptimised): the output id, which every row carries, goes first so that costs one
         # comparison per row, not one per input (a third of a 200-segment merge's time).
@@ -85,8 +97,14 @@ def execute_merge(
         .option("userMetadata", commit_metadata("merge", [plan.output], plan.input_ids, plan, data_change))
         .save(path)
     )
-    facts = log.written(plan_marker(plan.plan_id))
-    return _merged(plan, facts, int((time.monotonic() - started) * 1000), order)
+
+
+def phases(writing: float, committed_ms: int | None, done_at: float) -> tuple[int | None, int | None]:
+    """A write's two phases: its files (from the start to the commit's timestamp, which Delta
+    takes once they are written) and its commit (from there to the end); None if unknown."""
+    if committed_ms is None or not writing * 1000 <= committed_ms <= done_at * 1000:
+        return None, None  # another clock (a driver elsewhere), or no timestamp: not guessed
+    return int(committed_ms - writing * 1000), int(done_at * 1000 - committed_ms)
 
 
 def _source(

@@ -66,15 +66,33 @@ REQUIRED_CLASSES: dict[str, str] = {
     "org.apache.spark.sql.kafka010.KafkaSourceProvider": jvm.SPARK_SQL_KAFKA,
 }
 S3_REQUIRED_CLASSES: dict[str, str] = {"org.apache.hadoop.fs.s3a.S3AFileSystem": jvm.HADOOP_AWS}
+GCS_FILE_SYSTEM = "com.google.cloud.hadoop.fs.gcs.GoogleHadoopFileSystem"
+GCS_REQUIRED_CLASSES: dict[str, str] = {GCS_FILE_SYSTEM: jvm.GCS_CONNECTOR}
+# For gs:// locations, under the user's settings: Hadoop 3.5's core-default.xml names its own
+# hadoop-gcp classes for the scheme, and a block size ("64m") Google's connector cannot parse.
+GCS_DEFAULTS = {
+    "spark.hadoop.fs.gs.impl": GCS_FILE_SYSTEM,
+    "spark.hadoop.fs.AbstractFileSystem.gs.impl": "com.google.cloud.hadoop.fs.gcs.GoogleHadoopFS",
+    "spark.hadoop.fs.gs.block.size": str(64 * 1024 * 1024),
+}
 
 
 def on_s3(location: str | Path) -> bool:
     return str(location).startswith(("s3a://", "s3://"))
 
 
+def on_gcs(location: str | Path) -> bool:
+    return str(location).startswith("gs://")
+
+
 def jars_for(locations: Sequence[str | Path]) -> list[Path]:
-    """Delta and the Kafka connector always; S3A and its AWS SDK only for S3 locations."""
-    return jvm.spark_jars() + (jvm.s3_jars() if any(on_s3(loc) for loc in locations) else [])
+    """Delta and the Kafka connector always; S3A and its AWS SDK only for S3 locations, Google's
+    connector only for gs:// ones."""
+    return (
+        jvm.spark_jars()
+        + (jvm.s3_jars() if any(on_s3(loc) for loc in locations) else [])
+        + (jvm.gcs_jars() if any(on_gcs(loc) for loc in locations) else [])
+    )
 
 
 def spark_submit_args(locations: Sequence[str | Path] = (), local_jars: bool = False) -> list[str]:
@@ -99,6 +117,8 @@ def spark_submit_args(locations: Sequence[str | Path] = (), local_jars: bool = F
             "--exclude-packages",
             ",".join(shipped),
         ]
+    if not local_jars and any(on_gcs(loc) for loc in locations):  # --packages takes no classifier
+        jars += ["--jars", ",".join(str(p) for p in jvm.gcs_jars())]
     return [
         *jars,
         "--conf", f"spark.sql.extensions={DELTA_EXTENSION}",
@@ -130,7 +150,8 @@ def build_spark(
     scheduler with those pools (weight and minShare) unless the user chose a scheduler mode.
     """
     user = user_conf(locations)
-    conf = {**DEFAULTS, **user, **(extra_conf or {}), **(overrides or {})}
+    store = GCS_DEFAULTS if any(on_gcs(loc) for loc in locations) else {}
+    conf = {**DEFAULTS, **store, **user, **(extra_conf or {}), **(overrides or {})}
     conf["spark.master"] = master or conf.get("spark.master") or DEFAULT_MASTER
     if conf["spark.master"].startswith("local"):  # nothing outside this host needs the driver
         conf.setdefault("spark.driver.bindAddress", "127.0.0.1")
@@ -234,7 +255,11 @@ def _utc_jvm() -> Iterator[None]:
 
 def missing_jars(locations: Sequence[str | Path] = ()) -> list[str]:
     """Maven coordinates whose classes the driver cannot load (empty when all are there)."""
-    required = {**REQUIRED_CLASSES, **(S3_REQUIRED_CLASSES if any(on_s3(x) for x in locations) else {})}
+    required = {
+        **REQUIRED_CLASSES,
+        **(S3_REQUIRED_CLASSES if any(on_s3(x) for x in locations) else {}),
+        **(GCS_REQUIRED_CLASSES if any(on_gcs(x) for x in locations) else {}),
+    }
     jvm_view: Any = SparkContext._jvm
     loader = jvm_view.java.lang.Thread.currentThread().getContextClassLoader()
     missing = []

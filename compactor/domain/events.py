@@ -56,6 +56,8 @@ class MergeResult:
     # False when the commit only rearranged rows (dataChange=false): readers of the table saw no change
     data_change: bool = True
     layout: str | None = None  # the order the rewrite applied (`SortConfig.describe`)
+    write_ms: int | None = None  # the commit's phases (metrics only, not in the event)
+    commit_ms: int | None = None
 
     @classmethod
     def succeeded(cls, plan: MergePlan, commit: Commit, at: datetime, upsert: bool = False) -> MergeResult:
@@ -79,6 +81,8 @@ class MergeResult:
             outputs=commit.outputs if several else (),
             data_change=commit.data_change,
             layout=commit.layout,
+            write_ms=commit.write_ms,
+            commit_ms=commit.commit_ms,
         )
 
     @classmethod

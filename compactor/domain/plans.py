@@ -116,6 +116,9 @@ class Commit:
     already_done: bool = False
     data_change: bool = True
     layout: str | None = None  # the order rows were laid out in (`zorder(a,b)`); None: as read
+    # the rewrite's two phases, when known: writing (and uploading) the files, then Delta's commit
+    write_ms: int | None = None
+    commit_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,7 @@ commit through Delta's optimistic concurrency, and one of the two would lose its
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import queue
@@ -97,6 +98,8 @@ class ControllerLease:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self.session_timeout_ms = SESSION_TIMEOUT_MS
+        self._cut_off = False  # the watchdog gave the lease up: the poll loop ends
+        self._coordinator_seen = time.monotonic()  # when the stats last showed the coordinator up
 
     def acquire(self, standby: bool, waiting: Callable[[str], None] = log.info) -> None:
         """Return holding a shard. Without `standby`, raise LeaseHeld if live holders keep every
@@ -160,6 +163,9 @@ class ControllerLease:
                     "heartbeat.interval.ms": self.session_timeout_ms // 5,
                     "max.poll.interval.ms": int(GIVE_UP_S * 1000) + 60_000,
                     "enable.auto.commit": False,
+                    # the watchdog's view of the group coordinator (see _stats)
+                    "statistics.interval.ms": 1000,
+                    "stats_cb": self._stats,
                 }
                 | ({"group.instance.id": self.seat.instance_id} if self.seat else {})
             )
@@ -168,11 +174,11 @@ class ControllerLease:
             [self.topic], on_assign=self._assigned, on_revoke=self._revoked, on_lost=self._lost
         )
         try:
-            while not self._stop.is_set():
+            while not self._stop.is_set() and not self._cut_off:
                 message = consumer.poll(0.5)  # runs the callbacks; nobody produces to the topic
                 error = message.error() if message is not None else None
                 if error is not None and error.fatal():
-                    self._fenced(error)  # another live member took our static name
+                    self._fenced(error.str())  # another live member took our static name
                     return
         finally:
             consumer.close()  # a revocation of what we hold runs here, and waits for the job
@@ -220,13 +226,27 @@ class ControllerLease:
             log.error("lost the controller lease %s at %s", self.group, time.strftime("%H:%M:%S"))
         self._revoked(consumer, partitions)
 
-    def _fenced(self, error: Any) -> None:
+    def _stats(self, text: str) -> None:
+        """A watchdog beside librdkafka's own: with shards held and no group coordinator for a
+        whole session, the broker has given them to others, whether or not librdkafka has
+        said so yet (under load it was seen not to for 40 s): step down now."""
+        now = time.monotonic()
+        if (json.loads(text).get("cgrp") or {}).get("state") == "up" or not self.owned:
+            self._coordinator_seen = now
+        elif (now - self._coordinator_seen) * 1000 >= self.session_timeout_ms:
+            self._cut_off = True
+            away = now - self._coordinator_seen
+            self._fenced(
+                f"no group coordinator for {away:.0f}s, past the {self.session_timeout_ms / 1000:.0f}s session"
+            )
+
+    def _fenced(self, why: str) -> None:
         with self._lock:
             self.owned.clear()
             self.held.clear()
         self.lost.set()
         self._answered.set()
-        log.error("lost the controller lease %s: %s", self.group, error.str())
+        log.error("lost the controller lease %s: %s", self.group, why)
 
 
 def group_owners(settings: KafkaSettings, group: str) -> dict[int, str]:

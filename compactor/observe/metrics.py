@@ -8,6 +8,7 @@ registry, so several jobs in one process (the tests) never collide.
 
 from __future__ import annotations
 
+import bisect
 import collections
 import contextlib
 import math
@@ -16,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime, timedelta
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from compactor.domain.events import MergeResult, MergeStatus
@@ -28,6 +29,7 @@ from compactor.stream.state import StreamState
 
 DURATION_BUCKETS = (0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800)
 PHASE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30)
+SIZE_BUCKETS = tuple(float(2**n) for n in range(20, 33, 2))  # 1 MiB .. 4 GiB, by fours
 AGE_BUCKETS = (60, 300, 900, 3600, 4 * 3600, 12 * 3600, 86400, 3 * 86400, 7 * 86400, 30 * 86400)
 # a table as the scrape sees it: its name, its live segments, whether merging is on, its max_debt
 TableView = tuple[str, Sequence[Segment], bool, timedelta | None]
@@ -77,6 +79,15 @@ class JobMetrics:
         self.conflicts_lost = _counter(
             r, "compactor_conflicts_lost", "Commits another writer won (the seed's race lost).", "table"
         )
+        self.merge_write = _histogram(
+            r, "compactor_merge_write_seconds",
+            "Time a committed merge spent writing (uploading) its files, before Delta's commit.",
+            DURATION_BUCKETS, "table",
+        )  # fmt: skip
+        self.merge_commit = _histogram(
+            r, "compactor_merge_commit_seconds", "Time Delta's commit of a merge took once its files were written.",
+            PHASE_BUCKETS, "table",
+        )  # fmt: skip
         self.retries = _counter(r, "compactor_merge_retries", "Merge commits tried again.", "table")
         self.active_merges = _gauge(r, "compactor_active_merges", "Merges being committed now.")
         self.busy_seconds = _counter(
@@ -118,6 +129,10 @@ class JobMetrics:
             r, "compactor_plan_attempts",
             "Evaluations of a table's rules: full, or near the segment an event brought.", "scope",
         )  # fmt: skip
+        self.catalog_seconds = _histogram(
+            r, "compactor_catalog_seconds", "Time one call to the catalog store took: load, save, retired (a lookup).",
+            PHASE_BUCKETS, "operation",
+        )  # fmt: skip
         self.consumer_lag = _gauge(
             r, "compactor_consumer_lag_events", "Events on the segments topic the query has not processed."
         )
@@ -152,6 +167,14 @@ class JobMetrics:
         finally:
             self.batch_phase.labels(name).observe(time.monotonic() - began)
 
+    @contextlib.contextmanager
+    def catalog(self, operation: str) -> Iterator[None]:
+        began = time.monotonic()
+        try:
+            yield
+        finally:
+            self.catalog_seconds.labels(operation).observe(time.monotonic() - began)
+
     def on_batch(self, seconds: float) -> None:
         self.batch_duration.observe(seconds)
         self.last_success.set_to_current_time()
@@ -166,6 +189,9 @@ class JobMetrics:
             return
         self.merges_completed.labels(table, rule).inc()
         self.merge_duration.labels(table, rule).observe(result.duration_ms / 1000)
+        if result.write_ms is not None and result.commit_ms is not None:
+            self.merge_write.labels(table).observe(result.write_ms / 1000)
+            self.merge_commit.labels(table).observe(result.commit_ms / 1000)
         self.rows.labels(table, "in").inc(result.records_in)
         self.rows.labels(table, "out").inc(result.records_out)
         self.bytes.labels(table, "in").inc(result.bytes_in)
@@ -280,7 +306,11 @@ class _CatalogCollector(Collector):
             "1 for the state of the table's max_debt objective (met, at_risk, breached), 0 for the others.",
             labels=["table", "state"],
         )
+        sizes = HistogramMetricFamily(
+            "compactor_segment_size_bytes", "Sizes of a table's live segments (bytes).", labels=["table"]
+        )
         for table, segments, merging, max_debt in self._snapshot():
+            sizes.add_metric([table], *size_buckets([s.bytes for s in segments]))
             for (level, state), n in sorted(
                 collections.Counter((str(s.level), str(s.state)) for s in segments).items()
             ):
@@ -297,6 +327,7 @@ class _CatalogCollector(Collector):
                 per_level["compactor_debt_level_segments"].add_metric([table, waiting_level], count)
                 per_level["compactor_debt_level_bytes"].add_metric([table, waiting_level], size)
         yield tracked
+        yield sizes
         yield objective
         yield from per_table.values()
         yield from per_level.values()
@@ -357,3 +388,10 @@ LEVEL_GAUGES = {
     "compactor_debt_level_segments": "Segments of this level the rules would merge now.",
     "compactor_debt_level_bytes": "Bytes of this level's segments the rules would merge now.",
 }
+
+
+def size_buckets(sizes: Sequence[int]) -> tuple[list[tuple[str, float]], float]:
+    """A histogram's cumulative buckets (`le`, count) and sum, of segment sizes."""
+    ordered = sorted(sizes)
+    buckets = [(str(edge), float(bisect.bisect_right(ordered, edge))) for edge in SIZE_BUCKETS]
+    return [*buckets, ("+Inf", float(len(ordered)))], float(sum(ordered))

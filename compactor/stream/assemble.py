@@ -19,6 +19,7 @@ from compactor.kafka.settings import KafkaSettings
 from compactor.rules.due import Due
 from compactor.stream.admission import Admission, KnownTables
 from compactor.stream.announcer import Announcer, Publisher, ResultsOnTopic
+from compactor.stream.catalog_timing import TimedCatalogStore
 from compactor.stream.due import DueTimes
 from compactor.stream.fair_share import WaitingPlans
 from compactor.stream.handler import BatchHandler
@@ -56,17 +57,16 @@ def assemble(
     each where it starts, as the unit tests do). A shard's handler shares the job's `slots` and
     recovers only the tables it `owns`. `on_topic` reads back which results the topic holds, so
     that a restart does not announce a crashed run's results twice."""
-    unannounced = Unannounced(clock)
+    unannounced, sink = Unannounced(clock), metrics or NoMetrics()
+    catalog_store = TimedCatalogStore(catalog_store, sink)
     catalog, new_tables = recover(store, catalog_store, unannounced, owns)
     configs = TableConfigs(config, store, catalog)
-    state = StreamState(store, catalog, configs, clock, HandlerStats(), unannounced, metrics or NoMetrics())
+    state = StreamState(store, catalog, configs, clock, HandlerStats(), unannounced, sink)
     state.configs.load_recorded(catalog, new_tables)
     announcer = Announcer(publisher, codec, topics, state, on_topic)
     announcer.announce_unannounced(catalog)
     catalog_store.save(catalog.take_changes())
-    operations = config.operations
-    due = DueTimes()
-    started = clock()
+    operations, due, started = config.operations, DueTimes(), clock()
     for table in catalog.table_names:  # a merge in flight at a crash is planned again; due times derived
         due.set(table, Due(started, "the job started: every table is attempted once"), started)
     cool_down = CoolDown(clock, operations.cool_down, catalog, due)

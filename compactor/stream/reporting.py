@@ -27,6 +27,9 @@ class MetricsSink(Protocol):
     def on_batch(self, seconds: float) -> None:
         """A micro-batch succeeded after `seconds`."""
 
+    def catalog(self, operation: str) -> AbstractContextManager[None]:
+        """Around one call to the catalog store (`load`, `save`, `retired`)."""
+
     def on_events(self, count: int) -> None:
         """Events whose work is done and saved."""
 
@@ -65,6 +68,10 @@ class NoMetrics:
 
     def on_batch(self, seconds: float) -> None:
         pass
+
+    @contextlib.contextmanager
+    def catalog(self, operation: str) -> Iterator[None]:
+        yield
 
     def on_events(self, count: int) -> None:
         pass

@@ -5,6 +5,7 @@ the proxy."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -112,6 +113,7 @@ def test_connections_cut_while_results_are_produced_deliver_each_result_once(
     result but the job never hears so, and sends it again on a new connection once the resets
     stop. The idempotent producer's retry is taken once. (The query reads straight from the
     broker: Spark's own consumer is not what is tried here.)"""
+    caplog.set_level(logging.INFO, logger="compactor.librdkafka")  # whatever earlier tests left it at
     broker, proxy = proxied_kafka
     flaky = replace(topics, bootstrap_servers=broker.proxied_bootstrap)
     handler = job(spark, warehouse, flaky)

@@ -156,7 +156,16 @@ class InMemoryTableStore:
         output = replace(plan.output, records=records, bytes=records * 10)
         table[output.id] = records
         version = self._record(plan.table, (output,), plan.input_ids, plan, "merge")
-        return Commit(version, (output,), records, output.bytes, duration_ms=3, data_change=False)
+        return Commit(
+            version,
+            (output,),
+            records,
+            output.bytes,
+            duration_ms=3,
+            data_change=False,
+            write_ms=2,
+            commit_ms=1,
+        )
 
     def purge(self, segments: Sequence[Segment]) -> None:
         with self._lock:

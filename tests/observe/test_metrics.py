@@ -9,7 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from compactor.observe.metrics import JobMetrics
+from compactor.delta.merge import phases
+from compactor.observe.metrics import SIZE_BUCKETS, JobMetrics, size_buckets
 from compactor.observe.readiness import lag_of, offsets_behind
 from compactor.observe.server import ProbeServer
 from compactor.stream.debt_trend import ingest_hours
@@ -42,6 +43,14 @@ def test_merges_dead_letters_and_debt_are_counted(harness: Harness) -> None:
     assert value(metrics, "compactor_merge_rows_total", table="t", direction="in") == 3 * a.records
     assert value(metrics, "compactor_dead_letters_total", reason="undecodable") == 1
     assert value(metrics, "compactor_merge_duration_seconds_count", table="t", rule="minor") == 1
+    # seed 003's first looks: the merge's write apart from its commit, the catalog's latency, sizes
+    assert value(metrics, "compactor_merge_write_seconds_sum", table="t") == 0.002
+    assert value(metrics, "compactor_merge_commit_seconds_sum", table="t") == 0.001
+    assert value(metrics, "compactor_catalog_seconds_count", operation="load") == 1
+    assert value(metrics, "compactor_catalog_seconds_count", operation="save") == 1 + 2  # start-up, batches
+    (merged,) = handler.state.catalog.segments("t")
+    assert value(metrics, "compactor_segment_size_bytes_count", table="t") == 1
+    assert value(metrics, "compactor_segment_size_bytes_sum", table="t") == merged.bytes
     assert value(metrics, "compactor_active_merges") == 0
     # the plan committed: no debt left, and the one segment is the ideal count
     assert value(metrics, "compactor_debt_segments", table="t") == 0
@@ -173,3 +182,20 @@ def test_the_grafana_dashboard_plots_only_metrics_the_job_exports(harness: Harne
         for name in re.findall(r"compactor_\w+", t["expr"])
     }
     assert used and used <= exported, sorted(used - exported)
+
+
+def test_segment_sizes_fall_into_cumulative_buckets() -> None:
+    mib = 2**20
+    buckets, total = size_buckets([512, mib, mib + 1, 5 * mib, 2**33])
+    assert dict(buckets) == {
+        str(float(mib)): 2.0, str(float(4 * mib)): 3.0, str(float(16 * mib)): 4.0, str(float(64 * mib)): 4.0,
+        str(float(256 * mib)): 4.0, str(float(1024 * mib)): 4.0, str(float(4096 * mib)): 4.0, "+Inf": 5.0,
+    }  # fmt: skip
+    assert total == 512 + mib + mib + 1 + 5 * mib + 2**33
+    assert size_buckets([]) == ([*((str(e), 0.0) for e in SIZE_BUCKETS), ("+Inf", 0.0)], 0.0)
+
+
+def test_a_writes_phases_come_from_the_commits_timestamp_or_not_at_all() -> None:
+    assert phases(100.0, 100_250, 100.4) == (250, 150)
+    assert phases(100.0, None, 100.4) == (None, None), "no timestamp"
+    assert phases(100.0, 99_000, 100.4) == (None, None), "a clock that disagrees is not guessed from"

@@ -1,0 +1,105 @@
+"""Admission on a real stream: a merged-away segment id announced again (refused after a restart,
+from the durable catalog), and optional merges deferred while a real backlog waits on the topic."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from compactor.cli.dry_run import run_plan
+from compactor.codec.events import default_codec
+from compactor.config.loading import load_config
+from compactor.delta.paths import table_uri
+from compactor.domain.events import SegmentCompleted
+from compactor.domain.segments import TimeRange
+from compactor.kafka.producer import EventProducer
+from compactor.observe.readiness import ProgressListener, Readiness
+from compactor.stream.job import build_handler
+from tests.helpers.sales import TABLE, handler_for, load_days
+from tests.helpers.streaming import JobRunner, checksum, consume_all, make_kafka
+
+pytestmark = pytest.mark.integration
+
+JAN = datetime(2024, 1, 1, tzinfo=UTC)
+
+
+def test_a_merged_away_id_announced_again_is_dead_lettered_and_its_exact_redelivery_ignored(
+    spark: Any, kafka_bootstrap: str, unique: Callable[[str], str], warehouse: Path, tmp_path: Path
+) -> None:
+    kafka = make_kafka(kafka_bootstrap, unique)
+    loaded = load_days(spark, warehouse, kafka, JAN, 7, rows=4)
+    JobRunner(spark, handler_for(spark, warehouse, kafka, ["week"]), kafka, tmp_path / "cp").run_until_quiet()
+    table = spark.read.format("delta").load(table_uri(warehouse, TABLE))
+    before = checksum(table)
+
+    first, codec = loaded[0], default_codec()
+    other = replace(first, range=TimeRange(JAN, JAN + timedelta(days=2)), records=first.records + 5)
+    EventProducer(kafka).send_all(
+        [(kafka.segments_topic, TABLE, codec.encode_segment_completed(SegmentCompleted(s, s.loaded_at)), None)
+         for s in (first, other)]
+    )  # fmt: skip
+    restarted = handler_for(spark, warehouse, kafka, ["week"])  # what it retired, from the catalog store
+    JobRunner(spark, restarted, kafka, tmp_path / "cp").run_until_quiet()
+
+    (dead,) = consume_all(kafka_bootstrap, kafka.dead_letter_topic)
+    headers = {k: v.decode() for k, v in dead.headers() or []}
+    assert headers["compactor.dead_letter.reason"] == "duplicate_segment_id"
+    assert f"segment {first.id} of table {TABLE} was merged away" in headers["compactor.dead_letter.detail"]
+    assert "a segment id is never reused" in headers["compactor.dead_letter.detail"]
+    assert codec.decode_segment_completed(dead.value()).segment.records == first.records + 5, "the bytes kept"
+    (week,) = restarted.state.catalog.segments(TABLE)
+    assert week.range == TimeRange(JAN, JAN + timedelta(days=7)) and restarted.state.stats.merges == 0
+    assert checksum(spark.read.format("delta").load(table_uri(warehouse, TABLE))) == before
+    restarted.close()
+
+
+MINOR = {"defaults": {"rules": [{"rule": "minor", "level_thresholds": [2, 2]}]}}
+
+
+def test_a_real_backlog_defers_optional_merges_until_the_job_catches_up(
+    spark: Any, kafka_bootstrap: str, unique: Callable[[str], str], warehouse: Path, tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    """Twelve loads wait on the topic; the query takes two a batch, so the job is up to ten events
+    behind (Spark's own progress reports, read by the job's listener). Level-1 merges (required)
+    run as their pairs arrive; level 2 (optional) waits until the lag is at most 3."""
+    caplog.set_level(logging.INFO, logger="compactor")
+    config = load_config(
+        MINOR
+        | {
+            "operations": {"defer_optional_over_lag": 3},
+            "kafka": {"spark_source": {"maxOffsetsPerTrigger": 2}},
+        }
+    )
+    kafka = replace(make_kafka(kafka_bootstrap, unique), config=config.kafka)
+    loaded = load_days(spark, warehouse, kafka, JAN, 12, rows=3)  # all on the topic before the job starts
+    handler = build_handler(spark, config, warehouse, kafka, codec=default_codec())
+    listener = ProgressListener(Readiness(kafka), {"segment-compactor": handler.state.control})
+    spark.streams.addListener(listener)
+    try:
+        JobRunner(spark, handler, kafka, tmp_path / "cp").run_until_quiet()
+    finally:
+        spark.streams.removeListener(listener)
+
+    lines = [r.getMessage() for r in caplog.records if r.name.startswith("compactor")]
+    waited = next(
+        i for i, line in enumerate(lines) if "optional merges wait until the job catches up" in line
+    )
+    caught_up = next(i for i, line in enumerate(lines) if "optional merges run again" in line)
+    merges = [(i, line) for i, line in enumerate(lines) if f"table {TABLE}: minor merged" in line]
+    level = lambda line: line.rsplit("(level-", 1)[1].split(")")[0]  # noqa: E731
+    assert waited < caught_up
+    assert any(i < caught_up and level(line) == "1" for i, line in merges), "required merges did not wait"
+    assert all(i > caught_up for i, line in merges if level(line) == "2"), "no optional merge while behind"
+    expected = run_plan(load_config(MINOR), loaded, simulate=True)
+    assert sorted(s.id for s in handler.state.catalog.segments(TABLE)) == sorted(
+        s["id"] for s in expected["segments"]
+    )
+    assert checksum(spark.read.format("delta").load(table_uri(warehouse, TABLE)))[0] == 12 * 3
+    handler.close()
