@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import bisect
 import collections
-import contextlib
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -158,22 +158,13 @@ class JobMetrics:
     def on_events(self, count: int) -> None:
         self.events.inc(count)
 
-    @contextlib.contextmanager
-    def phase(self, name: str) -> Iterator[None]:
+    def phase(self, name: str) -> AbstractContextManager[None]:
         """Time one phase of the batch (`BATCH_PHASES`)."""
-        began = time.monotonic()
-        try:
-            yield
-        finally:
-            self.batch_phase.labels(name).observe(time.monotonic() - began)
+        return self.batch_phase.labels(name).time()
 
-    @contextlib.contextmanager
-    def catalog(self, operation: str) -> Iterator[None]:
-        began = time.monotonic()
-        try:
-            yield
-        finally:
-            self.catalog_seconds.labels(operation).observe(time.monotonic() - began)
+    def catalog(self, operation: str) -> AbstractContextManager[None]:
+        """Time one call to the catalog store."""
+        return self.catalog_seconds.labels(operation).time()
 
     def on_batch(self, seconds: float) -> None:
         self.batch_duration.observe(seconds)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -65,7 +66,9 @@ def test_commit_lookup_matches_delta_history_and_a_replayed_plan_is_not_written_
 ) -> None:
     a, b = load(spark, warehouse, "a", 0), load(spark, warehouse, "b", 1)
     plan = make_plan("t", "test", [a, b])
+    began = time.time()
     first = execute_merge(spark, warehouse, plan)
+    ended = time.time()
     path = table_uri(warehouse, "t")
     history = DeltaTable.forPath(spark, path).history(1).collect()[0]
     assert (first.version, first.records_out) == (history.version, 40)
@@ -76,9 +79,14 @@ def test_commit_lookup_matches_delta_history_and_a_replayed_plan_is_not_written_
     assert again.already_done and again.version == first.version
     assert again.outputs == first.outputs and again.outputs[0].records == 40
     log = reader(spark, warehouse)
-    assert log.find(f'"plan_id":"{plan.plan_id}"') == CommitFacts(
-        first.version, 40, first.bytes_out, first.outputs, data_change=False
+    found = log.find(f'"plan_id":"{plan.plan_id}"')
+    assert found == CommitFacts(
+        first.version, 40, first.bytes_out, first.outputs, data_change=False, timestamp_ms=found.timestamp_ms
     )  # a plain merge only rearranged rows
+    # the commit's timestamp splits the merge: files written before it, the commit after
+    assert found.timestamp_ms is not None and began * 1000 <= found.timestamp_ms <= ended * 1000
+    assert first.write_ms is not None and first.commit_ms is not None
+    assert 0 <= first.write_ms + first.commit_ms <= first.duration_ms + 1
     assert log.find('"plan_id":"no-such-plan"') is None
     assert log.latest_version() == first.version
     assert DeltaTable.forPath(spark, path).history().count() == first.version + 1  # no extra commit
