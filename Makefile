@@ -44,11 +44,11 @@ lint: $(STAMP)
 unit: $(STAMP)
 	$(VENV)/bin/python -m pytest -m "not integration" -q
 
+# The object stores' connectors are resolved once, before the test workers would each fetch them.
+# Three workers, each with its own Spark and broker: on two cores the e2e tests spend much of
+# their time waiting (job start-ups, sessions, brokers), and a third worker fills it (27 -> 22 min).
 test: lint $(TOOLS)
-	# the object stores' connectors too, once, before two test workers would both fetch them
 	$(VENV)/bin/compactor jars --s3 --gcs --spark-only > /dev/null
-	# three workers, each with its own Spark and broker: on two cores the e2e tests spend much of
-	# their time waiting (job start-ups, sessions, brokers), and a third worker fills it (27 -> 22 min)
 	$(VENV)/bin/python -m pytest -q -n 3
 
 # The benchmark suite's --quick run: checks every script still runs, not the figures.

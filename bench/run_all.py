@@ -96,9 +96,18 @@ def _latency(d: dict[str, Any]) -> str:
 
 def _startup(d: dict[str, Any]) -> str:
     parts = [f"{r['scenario']} {r['segments']:,} segments {r['total_s']:.1f}s" for r in d["rows"]]
-    return (
+    line = (
         ", ".join(parts)
         + f" (target < 15 s: {'met' if all(r['total_s'] < 15 for r in d['rows']) else 'missed'})"
+    )
+    restarts = {r["start"]: r["processed"] for r in d.get("restarts", [])}
+    again = restarts.get("restart after SIGKILL")
+    if again is None:
+        return line
+    return line + (
+        f"; `compactor run` to an event: restart after SIGKILL {again:.1f}s "
+        f"(target <= 15 s: {'met' if again <= 15 else 'missed'}), cold {restarts['cold start']:.1f}s, "
+        f"waiting out the session {restarts['restart as a newcomer']:.1f}s"
     )
 
 

@@ -68,7 +68,8 @@ def test_a_real_backlog_defers_optional_merges_until_the_job_catches_up(
 ) -> None:  # fmt: skip
     """Twelve loads wait on the topic; the query takes two a batch, so the job is up to ten events
     behind (Spark's own progress reports, read by the job's listener). Level-1 merges (required)
-    run as their pairs arrive; level 2 (optional) waits until the lag is at most 3."""
+    are planned as their pairs arrive (when they commit depends on the machine); level 2
+    (optional) waits for every moment the lag is over 3, and runs once the job has caught up."""
     caplog.set_level(logging.INFO, logger="compactor")
     config = load_config(
         MINOR
@@ -88,15 +89,18 @@ def test_a_real_backlog_defers_optional_merges_until_the_job_catches_up(
         spark.streams.removeListener(listener)
 
     lines = [r.getMessage() for r in caplog.records if r.name.startswith("compactor")]
+    # the job's log in order: it fell behind, caught up, and only then ran level 2 (a level-2 plan
+    # needs level-1 outputs, which exist only once the job was behind; later swings of the lag,
+    # from the merges' own events, can overlap a commit made from an earlier plan)
     waited = next(
         i for i, line in enumerate(lines) if "optional merges wait until the job catches up" in line
     )
     caught_up = next(i for i, line in enumerate(lines) if "optional merges run again" in line)
-    merges = [(i, line) for i, line in enumerate(lines) if f"table {TABLE}: minor merged" in line]
-    level = lambda line: line.rsplit("(level-", 1)[1].split(")")[0]  # noqa: E731
+    merges = [(i, line.rsplit("(level-", 1)[1].split(")")[0]) for i, line in enumerate(lines)
+              if f"table {TABLE}: minor merged" in line]  # fmt: skip
     assert waited < caught_up
-    assert any(i < caught_up and level(line) == "1" for i, line in merges), "required merges did not wait"
-    assert all(i > caught_up for i, line in merges if level(line) == "2"), "no optional merge while behind"
+    assert all(i > caught_up for i, level in merges if level == "2"), "no optional merge while behind"
+    assert sorted(level for _, level in merges) == ["1"] * 6 + ["2"] * 3
     expected = run_plan(load_config(MINOR), loaded, simulate=True)
     assert sorted(s.id for s in handler.state.catalog.segments(TABLE)) == sorted(
         s["id"] for s in expected["segments"]
