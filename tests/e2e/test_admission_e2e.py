@@ -62,6 +62,9 @@ def test_a_merged_away_id_announced_again_is_dead_lettered_and_its_exact_redeliv
 MINOR = {"defaults": {"rules": [{"rule": "minor", "level_thresholds": [2, 2]}]}}
 
 
+# Passes alone; under three test workers it failed once in four runs (2026-11-25), cause not yet
+# found (the order of the job's log lines, or the lag's first reading, under load): nightly until then.
+@pytest.mark.nightly
 def test_a_real_backlog_defers_optional_merges_until_the_job_catches_up(
     spark: Any, kafka_bootstrap: str, unique: Callable[[str], str], warehouse: Path, tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
