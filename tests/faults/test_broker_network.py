@@ -27,19 +27,13 @@ from compactor.stream.handler import BatchHandler
 from compactor.stream.job import build_handler, start_query
 from tests.helpers.sales import TABLE, load_days
 from tests.helpers.streaming import checksum, consume_all
+from tests.helpers.tools import wait_until
 from tests.helpers.toxiproxy import ProxiedBroker, Proxy
 
 pytestmark = pytest.mark.integration
 
 JAN = datetime(2024, 1, 1, tzinfo=UTC)
 WEEKS = load_config({"defaults": {"rules": [{"rule": "auto_merge", "levels": ["week"]}]}})
-
-
-def wait_until(check: Callable[[], bool], seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
-    while not check():
-        assert time.monotonic() < deadline, f"no {what} in {seconds:.0f}s"
-        time.sleep(0.2)
 
 
 @pytest.fixture

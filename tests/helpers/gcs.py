@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import time
 import urllib.error
@@ -14,9 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from compactor.dev.broker_process import free_ports
-
-REPO = Path(__file__).resolve().parents[2]
-BINARY = REPO / ".tools" / "fake-gcs-server"
+from tests.helpers.tools import tool_binary
 
 
 @dataclass
@@ -45,11 +41,7 @@ class GcsServer:
         return f"gs://{self.bucket}/{name}"
 
     def start(self) -> GcsServer:
-        binary = os.environ.get("FAKE_GCS_SERVER") or (
-            str(BINARY) if BINARY.is_file() else shutil.which("fake-gcs-server")
-        )
-        if not binary:
-            raise RuntimeError(f"no fake-gcs-server: run `make {BINARY.relative_to(REPO)}` (go install)")
+        binary = str(tool_binary("fake-gcs-server", "FAKE_GCS_SERVER"))
         self.workdir.mkdir(parents=True, exist_ok=True)
         with (self.workdir / "fake-gcs-server.log").open("ab") as out:
             self._proc = subprocess.Popen(

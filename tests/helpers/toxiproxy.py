@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import shutil
 import subprocess
 import time
 import urllib.error
@@ -20,19 +18,7 @@ from typing import Any
 
 from compactor.dev.broker_process import free_ports
 from compactor.dev.kafka_broker import LocalKafkaBroker
-
-REPO = Path(__file__).resolve().parents[2]
-BINARY = REPO / ".tools" / "toxiproxy-server"
-
-
-def server_binary() -> Path:
-    """TOXIPROXY_SERVER, else what `make test` installed, else one on PATH."""
-    for candidate in (os.environ.get("TOXIPROXY_SERVER"), BINARY, shutil.which("toxiproxy-server")):
-        if candidate and Path(candidate).is_file():
-            return Path(candidate)
-    raise RuntimeError(
-        f"no Toxiproxy server: run `make {BINARY.relative_to(REPO)}` (go install) or set TOXIPROXY_SERVER"
-    )
+from tests.helpers.tools import tool_binary
 
 
 class Proxy:
@@ -77,7 +63,7 @@ class Toxiproxy:
         workdir.mkdir(parents=True, exist_ok=True)
         with self.log.open("ab") as out:
             self._proc = subprocess.Popen(
-                [str(server_binary()), "-host", "127.0.0.1", "-port", str(self.port)],
+                [str(tool_binary("toxiproxy-server", "TOXIPROXY_SERVER")), "-host", "127.0.0.1", "-port", str(self.port)],
                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
             )  # fmt: skip
         deadline = time.monotonic() + 20

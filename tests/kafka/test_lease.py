@@ -16,6 +16,7 @@ from compactor.delta.paths import warehouse_uri
 from compactor.errors import LeaseHeld
 from compactor.kafka.lease import SESSION_TIMEOUT_MS, ControllerLease, lease_group
 from compactor.kafka.settings import KafkaSettings
+from tests.helpers.tools import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -148,13 +149,6 @@ def test_the_group_is_named_by_the_warehouse_as_a_uri_and_the_topic(tmp_path: Pa
     assert group("s3a://b/wh") != group("s3a://b/other")
     assert group("s3a://b/wh") != group("s3a://b/wh", KafkaSettings("x:1", segments_topic="t"))
     assert group("s3a://b/wh").startswith("compactor-controller-")
-
-
-def wait_until(check: Callable[[], bool], seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
-    while not check():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.2)
 
 
 def test_shards_are_split_between_jobs_and_a_leavers_pass_to_the_other(
