@@ -62,9 +62,6 @@ def test_a_merged_away_id_announced_again_is_dead_lettered_and_its_exact_redeliv
 MINOR = {"defaults": {"rules": [{"rule": "minor", "level_thresholds": [2, 2]}]}}
 
 
-# Passes alone; under three test workers it failed once in four runs (2026-11-25), cause not yet
-# found (the order of the job's log lines, or the lag's first reading, under load): nightly until then.
-@pytest.mark.nightly
 def test_a_real_backlog_defers_optional_merges_until_the_job_catches_up(
     spark: Any, kafka_bootstrap: str, unique: Callable[[str], str], warehouse: Path, tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
@@ -84,7 +81,15 @@ def test_a_real_backlog_defers_optional_merges_until_the_job_catches_up(
     kafka = replace(make_kafka(kafka_bootstrap, unique), config=config.kafka)
     loaded = load_days(spark, warehouse, kafka, JAN, 12, rows=3)  # all on the topic before the job starts
     handler = build_handler(spark, config, warehouse, kafka, codec=default_codec())
-    listener = ProgressListener(Readiness(kafka), {"segment-compactor": handler.state.control})
+    control = handler.state.control
+    read_lag = control.on_lag
+
+    def on_lag(events: float | None) -> None:  # the readings go into the story a failure prints
+        logging.getLogger("compactor.test").info("lag reading: %s events behind", events)
+        read_lag(events)
+
+    control.on_lag = on_lag  # type: ignore[method-assign]
+    listener = ProgressListener(Readiness(kafka), {"segment-compactor": control})
     spark.streams.addListener(listener)
     try:
         JobRunner(spark, handler, kafka, tmp_path / "cp").run_until_quiet()
@@ -95,18 +100,19 @@ def test_a_real_backlog_defers_optional_merges_until_the_job_catches_up(
     # the job's log in order: it fell behind, caught up, and only then ran level 2 (a level-2 plan
     # needs level-1 outputs, which exist only once the job was behind; later swings of the lag,
     # from the merges' own events, can overlap a commit made from an earlier plan)
-    waited = next(
-        i for i, line in enumerate(lines) if "optional merges wait until the job catches up" in line
-    )
-    caught_up = next(i for i, line in enumerate(lines) if "optional merges run again" in line)
+    story = "\n".join(lines)
+    waits = [i for i, line in enumerate(lines) if "optional merges wait until the job catches up" in line]
+    catch_ups = [i for i, line in enumerate(lines) if "optional merges run again" in line]
+    assert waits and catch_ups, f"the job never fell behind and caught up:\n{story}"
+    waited, caught_up = waits[0], catch_ups[0]
     merges = [(i, line.rsplit("(level-", 1)[1].split(")")[0]) for i, line in enumerate(lines)
               if f"table {TABLE}: minor merged" in line]  # fmt: skip
-    assert waited < caught_up
-    assert all(i > caught_up for i, level in merges if level == "2"), "no optional merge while behind"
-    assert sorted(level for _, level in merges) == ["1"] * 6 + ["2"] * 3
+    assert waited < caught_up, story
+    assert all(i > caught_up for i, level in merges if level == "2"), f"optional merge while behind:\n{story}"
+    assert sorted(level for _, level in merges) == ["1"] * 6 + ["2"] * 3, story
     expected = run_plan(load_config(MINOR), loaded, simulate=True)
     assert sorted(s.id for s in handler.state.catalog.segments(TABLE)) == sorted(
         s["id"] for s in expected["segments"]
-    )
+    ), story
     assert checksum(spark.read.format("delta").load(table_uri(warehouse, TABLE)))[0] == 12 * 3
     handler.close()
