@@ -92,13 +92,17 @@ def _spark_type(data_type: DataType) -> tuple[str, bool]:
     return data_type.simpleString(), False
 
 
-def footer(spark: SparkSession, file: str) -> tuple[str, str]:
-    """(encoding, compression) of a Parquet file, read from its footer."""
+def footer(spark: SparkSession, file: str, table: str | None = None) -> tuple[str, str]:
+    """(encoding, compression) of a Parquet file, read from its footer. With `table`, `file` is
+    an `add` action's path: a URI, relative to the table unless absolute (as Delta resolves it)."""
     jvm: Any = spark._jvm
     conf = spark._jsc.hadoopConfiguration()
-    source = jvm.org.apache.parquet.hadoop.util.HadoopInputFile.fromPath(
-        jvm.org.apache.hadoop.fs.Path(file), conf
-    )
+    hadoop_path = jvm.org.apache.hadoop.fs.Path
+    path = hadoop_path(file)
+    if table is not None:
+        relative = hadoop_path(jvm.java.net.URI(file))
+        path = relative if relative.isAbsolute() else hadoop_path(hadoop_path(table), relative)
+    source = jvm.org.apache.parquet.hadoop.util.HadoopInputFile.fromPath(path, conf)
     reader = jvm.org.apache.parquet.hadoop.ParquetFileReader.open(source)
     try:
         blocks = reader.getFooter().getBlocks()

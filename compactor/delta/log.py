@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -148,6 +148,20 @@ class DeltaLogReader:
             info = next((a["commitInfo"] for a in actions if "commitInfo" in a), None)
             if info is not None and marker in (info.get("userMetadata") or ""):
                 return commit_facts(self.table, version, info)
+        return None
+
+    def newest_file(self, segment_ids: Collection[str], depth: int = RECENT_COMMITS) -> str | None:
+        """The path (as the log writes it) of the newest non-empty file added for one of the
+        segments in the last `depth` commits; None if none of them added one."""
+        for _, actions in self.recent(depth):
+            for action in actions:
+                add = action.get("add")
+                if (
+                    add
+                    and add.get("size")
+                    and (add.get("partitionValues") or {}).get(SEGMENT_COLUMN) in segment_ids
+                ):
+                    return str(add["path"])
         return None
 
     def written(self, marker: str) -> CommitFacts:

@@ -8,6 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from delta.tables import DeltaTable
+from py4j.protocol import Py4JJavaError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -72,7 +73,7 @@ def execute_merge(
     files = max(1, math.ceil(plan.bytes_in / target_file_bytes))
     output = arrange(source.withColumn(SEGMENT_COLUMN, F.lit(plan.output.id)), order, files, plan.table)
     writing = time.time()
-    _replace_inputs(output, path, plan, _codec_of(spark, source), data_change)
+    _replace_inputs(output, path, plan, _codec_of(spark, source, log, inputs, depth), data_change)
     done_at = time.time()
     facts = log.written(plan_marker(plan.plan_id))
     merged = _merged(plan, facts, int((time.monotonic() - started) * 1000), order)
@@ -120,13 +121,23 @@ def _source(
     return table.toDF().where(F.col(SEGMENT_COLUMN).isin(inputs))
 
 
-def _codec_of(spark: SparkSession, source: DataFrame) -> str:
-    """The compression codec of the inputs' files (their first file's footer), so that a merge
-    keeps the table's codec whoever wrote it; Spark's default when there is none to read."""
-    files = sorted(source.inputFiles())
-    if not files:
-        return str(spark.conf.get("spark.sql.parquet.compression.codec", "snappy"))
-    codec = footer(spark, files[0])[1]
+def _codec_of(
+    spark: SparkSession, source: DataFrame, log: DeltaLogReader, inputs: list[str], depth: int
+) -> str:
+    """The compression codec of the inputs' files (a file's footer), so that a merge keeps the
+    table's codec whoever wrote it; Spark's default when there is none to read. The file comes
+    from the recent commits the idempotency check has just read; only when none of them added
+    one is it asked of the snapshot (a Spark job, a third of a small merge's time)."""
+    recent = log.newest_file(set(inputs), depth)
+    try:
+        codec = footer(spark, recent, table=log.table_uri)[1] if recent is not None else None
+    except Py4JJavaError:  # the file is gone (a later rewrite, then VACUUM): ask the snapshot
+        codec = None
+    if codec is None:
+        files = sorted(source.inputFiles())
+        if not files:
+            return str(spark.conf.get("spark.sql.parquet.compression.codec", "snappy"))
+        codec = footer(spark, files[0])[1]
     return "none" if codec == "uncompressed" else codec
 
 

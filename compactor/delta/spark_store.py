@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -60,13 +60,16 @@ class SparkTableStore:
             )
         return found
 
-    def tables(self) -> list[str]:
+    def tables(self, known: Collection[str] = ()) -> list[str]:
         """The warehouse's Delta tables: folders whose log holds a commit. Delta creates
         `_delta_log/` before the first commit file, so a table being born is not one yet; its
-        first event finds it as a table new to a running job."""
+        first event finds it as a table new to a running job. The `known` ones (the catalog
+        has a mark for them) are not looked into: one listing, whatever the warehouse's size."""
         names = self.files.list_names(self.warehouse)
         return sorted(
-            n for n in names if n != RESERVED and self._committed(f"{self.warehouse}/{n}/_delta_log")
+            n
+            for n in names
+            if n != RESERVED and (n in known or self._committed(f"{self.warehouse}/{n}/_delta_log"))
         )
 
     def _committed(self, log: str) -> bool:

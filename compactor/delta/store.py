@@ -12,7 +12,7 @@ not rewrite; anything else is a failure of that plan.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -49,8 +49,8 @@ class VacuumReport:
 
 
 class TableStore(Protocol):
-    def tables(self) -> list[str]:
-        """Every table the warehouse holds."""
+    def tables(self, known: Collection[str] = ()) -> list[str]:
+        """Every table the warehouse holds (the `known` ones taken as tables without a look)."""
 
     def exists(self, table: str) -> bool:
         """Whether the table exists (a new table may appear while the job runs)."""

@@ -31,6 +31,10 @@ log = logging.getLogger(__name__)
 InputEvent = SegmentCompleted | CompactionRequested | ConfigApplied
 
 
+def table_of(event: InputEvent) -> str:
+    return event.segment.table if isinstance(event, SegmentCompleted) else event.table
+
+
 @dataclass(frozen=True, slots=True)
 class Decoded:
     envelope: Envelope

@@ -10,7 +10,7 @@ produced twice, and beyond what is read back consumers de-duplicate by plan id.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Protocol
 
 from compactor.catalog.fold import SegmentCatalog
@@ -114,10 +114,11 @@ class Announcer:
         if self.catalog.announced(table) is None:
             self.catalog.mark_announced(table, -1)
 
-    def announce_unannounced(self, catalog: SegmentCatalog) -> None:
-        """At start-up: announce the merges Delta holds but Kafka never heard (a crash between
-        a commit and its events). A table seen for the first time starts from its present."""
-        for table in catalog.table_names:
+    def announce_unannounced(self, catalog: SegmentCatalog, tables: Iterable[str]) -> None:
+        """Once the tables are caught up after a start: announce the merges Delta holds but Kafka
+        never heard (a crash between a commit and its events). A table seen for the first time
+        starts from its present."""
+        for table in tables:
             executed = catalog.executed_plans(table)
             floor = self.catalog.announced(table)
             if floor is None:  # first start with this state: the past is not ours to announce

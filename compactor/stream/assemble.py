@@ -26,7 +26,7 @@ from compactor.stream.handler import BatchHandler
 from compactor.stream.inflight import InFlight, Slots, Workers, thread_workers
 from compactor.stream.planning import CoolDown, TablePlanner
 from compactor.stream.purging import OtherWriters, Purges
-from compactor.stream.recovery import Unannounced, recover
+from compactor.stream.recovery import EAGER_TABLES, Unannounced, recover
 from compactor.stream.reporting import MetricsSink, NoMetrics
 from compactor.stream.runner import RetryPolicy, Runner
 from compactor.stream.state import StreamState
@@ -49,22 +49,22 @@ def assemble(
     slots: Slots | None = None,
     owns: Callable[[str], bool] = lambda _: True,
     on_topic: ResultsOnTopic | None = None,
+    eager: int = EAGER_TABLES,
 ) -> BatchHandler:
     """Wire a handler and recover: the catalog read from its store and caught up with the
-    tables, published configs adopted, and merges a crash left unannounced announced.
-
-    `workers` run the merges (default: `max_concurrent_merges` threads; `InlineWorkers` runs
-    each where it starts, as the unit tests do). A shard's handler shares the job's `slots` and
-    recovers only the tables it `owns`. `on_topic` reads back which results the topic holds, so
-    that a restart does not announce a crashed run's results twice."""
+    tables (`eager` known ones at once, the rest later: `recovery.Unread`), published configs
+    adopted, and merges a crash left unannounced announced. `workers` run the merges (default:
+    `max_concurrent_merges` threads; `InlineWorkers` runs each where it starts, as the unit
+    tests do). A shard's handler shares the job's `slots` and recovers only the tables it `owns`.
+    `on_topic` reads back which results the topic holds: a restart announces each result once."""
     unannounced, sink = Unannounced(clock), metrics or NoMetrics()
     catalog_store = TimedCatalogStore(catalog_store, sink)
-    catalog, new_tables = recover(store, catalog_store, unannounced, owns)
+    catalog, new_tables, unread = recover(store, catalog_store, unannounced, owns, eager)
     configs = TableConfigs(config, store, catalog)
     state = StreamState(store, catalog, configs, clock, HandlerStats(), unannounced, sink)
     state.configs.load_recorded(catalog, new_tables)
     announcer = Announcer(publisher, codec, topics, state, on_topic)
-    announcer.announce_unannounced(catalog)
+    announcer.announce_unannounced(catalog, [t for t in catalog.table_names if t not in unread])
     catalog_store.save(catalog.take_changes())
     operations, due, started = config.operations, DueTimes(), clock()
     for table in catalog.table_names:  # a merge in flight at a crash is planned again; due times derived
@@ -89,6 +89,7 @@ def assemble(
         WaitingPlans(lambda t: configs.for_table(t).priority, operations.max_merges_per_batch),
         Purges(lambda table: _purge_ratio(configs, table), clock),
         OtherWriters(operations.check_other_writers_every.total_seconds()),
+        unread,
     )
     # segments whose deleted rows a crash left unpurged: reported, and queued again
     handler.recounted([s for table in catalog.table_names for s in catalog.segments(table) if s.deleted])

@@ -26,16 +26,16 @@ from compactor.catalog.store import CatalogStore
 from compactor.domain.events import MergeStatus
 from compactor.domain.plans import MergePlan
 from compactor.domain.segments import Segment
-from compactor.errors import CommitConflict, DeliveryError, Rejected
+from compactor.errors import DeliveryError, Rejected
 from compactor.rules.due import Due
-from compactor.stream.admission import Admission
+from compactor.stream.admission import Admission, table_of
 from compactor.stream.announcer import Announcer
 from compactor.stream.fair_share import INLINE_ORIGINS, WaitingPlans
 from compactor.stream.faults import WITH_MERGES_IN_FLIGHT, fault_point
 from compactor.stream.inflight import Finished, InFlight
 from compactor.stream.planning import TablePlanner
-from compactor.stream.purging import OtherWriters, Purges
-from compactor.stream.recovery import catch_up
+from compactor.stream.purging import OtherWriters, Purges, purge_segments, written_since
+from compactor.stream.recovery import Unread, catch_up
 from compactor.stream.runner import Runner, RunOutcome
 from compactor.stream.state import StreamState
 from compactor.stream.sub_partition_delete import delete_value
@@ -48,6 +48,7 @@ log = logging.getLogger(__name__)
 
 DUE_PER_TICK = 64  # tables attempted per tick for their due time; the rest in the next ticks
 TICK_SAVE_EVERY_S = 5.0  # between batches, the catalog is saved at most this often
+SWEEP_PER_TICK = 32  # tables start-up left unread, caught up per tick
 
 
 @dataclass
@@ -64,6 +65,7 @@ class BatchHandler:
     waiting: WaitingPlans
     purges: Purges
     other_writers: OtherWriters
+    unread: Unread = field(default_factory=Unread)  # tables start-up left to catch up (`current`)
     lock: threading.RLock = field(default_factory=threading.RLock)
     # tables a table-wide rewrite replaced: checked against the table when the batch saves,
     # since the overwrite also took whatever was loaded between planning and its read
@@ -95,6 +97,7 @@ class BatchHandler:
             self.advance(limit=0)  # what finished since the last batch, before admission reads the catalog
             touched: set[str] = set()
             for item in decoded:
+                self.current(table_of(item.event))
                 try:
                     trigger = self.admission.admit(item.event, present)
                     self._announce_new_tables()
@@ -121,46 +124,44 @@ class BatchHandler:
                 self._attempt_due(table, when)
             if due:
                 self.advance()
+            for table in self.unread.next(SWEEP_PER_TICK):
+                self.current(table)
             # a batch saves before Spark records its offsets; between batches a save only spares
             # a restart announcing merges again (Delta holds them), so it happens at most so often
             if self.state.catalog.changed and time.monotonic() - self._saved_at >= TICK_SAVE_EVERY_S:
                 with self.state.metrics.phase("catalog"):
                     self.save(set())
             probe = self.other_writers.due(time.monotonic(), lambda: self.state.catalog.table_names)
-        written = [t for t in probe if self._written_since(t)]  # file lookups, without the lock
+        written = [t for t in probe if written_since(self.state, t)]  # file lookups, without the lock
         with self.lock:
-            for table in written:
+            for table in (t for t in written if not self.current(t)):  # an unread one: caught up
                 self.recounted(catch_up(self.state.store, self.state.catalog, table, self.state.unannounced))
-            busy = lambda table: self.inflight.running(table) > 0  # noqa: E731
+            busy = lambda table: self.inflight.running(table) > 0 or table in self.unread  # noqa: E731
             purge = None if self._draining else self.purges.take(self.state.catalog, busy)
         if purge:
             self._purge(purge)
 
-    def _written_since(self, table: str) -> bool:
-        """Whether the table has commits the catalog has not folded (ours or others')."""
-        known = self.state.catalog.version(table)
-        return known is not None and self.state.store.latest_version(table) > known
+    def current(self, table: str) -> bool:
+        """Catch up a table start-up left unread (its commits since the mark folded, a crash's
+        merges announced) before anything reads or plans it; False for any other table."""
+        if not self.unread.take(table):
+            return False
+        self.recounted(catch_up(self.state.store, self.state.catalog, table, self.state.unannounced))
+        self.announcer.announce_unannounced(self.state.catalog, [table])
+        return True
 
     def _purge(self, segments: list[Segment]) -> None:
-        """Rewrite one table's segments without their deleted rows (a batch may run meanwhile),
-        then check the table: the purge commit is folded and the segments recounted."""
-        table, state = segments[0].table, self.state
-        ids, rows = ", ".join(s.id for s in segments), sum(s.deleted for s in segments)
-        try:
-            state.store.purge(segments)
-        except CommitConflict as exc:  # another writer touched the files: the check says what is left
-            log.info("table %s: purge of %s lost a race (%s); checking the table", table, ids, exc)
-        except Exception:
-            log.exception("table %s: purge of %s failed; tried again later", table, ids)
-            with self.lock:
-                self.purges.failed(segments)
-            return
-        else:
-            log.info("table %s: purged %d deleted row(s) from %s", table, rows, ids)
-            state.metrics.on_purge(table, len(segments), rows)
-            state.stats.purges += len(segments)
+        """Purge one table's segments (a batch may run meanwhile), then check the table: the
+        purge commit is folded and the segments recounted; a failed purge waits to be retried."""
+        state = self.state
+        done = purge_segments(state, segments)
         with self.lock:
-            self.recounted(catch_up(state.store, state.catalog, table, state.unannounced, check=True))
+            if not done:
+                self.purges.failed(segments)
+                return
+            self.recounted(
+                catch_up(state.store, state.catalog, segments[0].table, state.unannounced, check=True)
+            )
 
     def recounted(self, segments: list[Segment]) -> None:
         """Segments a check recounted: the tables' deleted rows reported, purges queued."""
@@ -183,6 +184,7 @@ class BatchHandler:
         if self.state.catalog.version(table) is None:  # the table left the warehouse
             self.planner.due.forget(table)
             return
+        self.current(table)
         log.info("table %s: due (%s)", table, due.why)
         self.state.stats.due_attempts += 1
         if due.rule is not None:

@@ -23,6 +23,8 @@ from datetime import datetime, timedelta
 
 from compactor.catalog.fold import SegmentCatalog
 from compactor.domain.segments import Segment
+from compactor.errors import CommitConflict
+from compactor.stream.state import StreamState
 
 log = logging.getLogger(__name__)
 
@@ -104,3 +106,29 @@ class OtherWriters:
         if self._cursor >= len(tables):  # a full round done: the next starts after `every`
             self._next_at = now + self.every
         return chosen
+
+
+def written_since(state: StreamState, table: str) -> bool:
+    """Whether the table has commits the catalog has not folded (ours or others')."""
+    known = state.catalog.version(table)
+    return known is not None and state.store.latest_version(table) > known
+
+
+def purge_segments(state: StreamState, segments: list[Segment]) -> bool:
+    """Rewrite one table's segments without their deleted rows. False when it failed for
+    another reason than a race (then it is retried later); after a race the caller's check of
+    the table says what is left."""
+    table = segments[0].table
+    ids, rows = ", ".join(s.id for s in segments), sum(s.deleted for s in segments)
+    try:
+        state.store.purge(segments)
+    except CommitConflict as exc:  # another writer touched the files
+        log.info("table %s: purge of %s lost a race (%s); checking the table", table, ids, exc)
+    except Exception:
+        log.exception("table %s: purge of %s failed; tried again later", table, ids)
+        return False
+    else:
+        log.info("table %s: purged %d deleted row(s) from %s", table, rows, ids)
+        state.metrics.on_purge(table, len(segments), rows)
+        state.stats.purges += len(segments)
+    return True

@@ -2,7 +2,11 @@
 
 At start-up the catalog is read from its durable store, then each table's
 commits since the stored mark are folded in (they are recent, so Delta's log
-still holds them). Truth lives in Delta: where someone else changed a table,
+still holds them). A warehouse of many tables would wait for one look at every
+log before its first batch, so start-up reads the logs of the first
+`EAGER_TABLES` known tables only; the rest stay `Unread` until their first event,
+their first attempt or the handler's sweep, whichever comes first (each of those
+catches the table up before anything reads or plans it). Truth lives in Delta: where someone else changed a table,
 or the log no longer reaches back to the mark, the catalog is checked against
 the rows the table holds; segments whose rows are gone are dropped, and rows
 without compactor metadata are reported (never merged: nothing says what they cover).
@@ -10,8 +14,9 @@ without compactor metadata are reported (never merged: nothing says what they co
 
 from __future__ import annotations
 
+import itertools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 
 from compactor.catalog.changes import CommitRecord, SegmentsGone
@@ -24,6 +29,7 @@ from compactor.errors import LogGap
 log = logging.getLogger(__name__)
 
 UNANNOUNCED_GRACE = timedelta(minutes=10)
+EAGER_TABLES = 200  # known tables whose logs start-up reads; the rest are caught up later
 UNKNOWN_ROWS_ACTION = (
     "announce it with a SegmentCompleted event (the producer contract), or delete its rows; "
     "until then it is never merged"
@@ -35,18 +41,49 @@ def recover(
     catalog_store: CatalogStore,
     unannounced: Unannounced,
     owns: Callable[[str], bool] = lambda _: True,
-) -> tuple[SegmentCatalog, list[str]]:
-    """The catalog as stored, caught up with every table's commits since, and reconciled; with
-    the tables that were new to it. A shard's job recovers the tables it `owns`."""
+    eager: int = EAGER_TABLES,
+) -> tuple[SegmentCatalog, list[str], Unread]:
+    """The catalog as stored, caught up with the tables' commits since and reconciled (the
+    first `eager` known tables, and every new one), with the tables that were new to it and
+    the known ones left unread. A shard's job recovers the tables it `owns`."""
     catalog = SegmentCatalog.from_store(catalog_store.load())
-    tables = [t for t in store.tables() if owns(t)]
-    new = [t for t in tables if catalog.version(t) is None]
-    for table in tables:
+    known = set(catalog.table_names)
+    tables = [t for t in store.tables(known) if owns(t)]
+    new = [t for t in tables if t not in known]
+    later = [t for t in tables if t in known][eager:]
+    for table in sorted(set(tables) - set(later)):
         catch_up(store, catalog, table, unannounced)
-    for table in set(catalog.table_names) - set(tables):
+    for table in known - set(tables):
         log.warning("table %s: no longer in the warehouse; its segments leave the catalog", table)
         catalog.apply(SegmentsGone(table, frozenset(s.id for s in catalog.segments(table))))
-    return catalog, new
+    if later:
+        log.info("%d table(s) are caught up with their logs when first used, or by the sweep", len(later))
+    return catalog, new, Unread(later)
+
+
+class Unread:
+    """Known tables whose logs start-up did not read, oldest name first: each is caught up
+    before its first use, and a few per tick by the handler's sweep."""
+
+    def __init__(self, tables: Iterable[str] = ()) -> None:
+        self._left = dict.fromkeys(sorted(tables))
+
+    def __len__(self) -> int:
+        return len(self._left)
+
+    def __contains__(self, table: object) -> bool:
+        return table in self._left
+
+    def take(self, table: str) -> bool:
+        """Whether `table` was unread (it no longer is: the caller catches it up)."""
+        if table not in self._left:
+            return False
+        del self._left[table]
+        return True
+
+    def next(self, count: int) -> list[str]:
+        """The next `count` tables for the sweep (still unread until taken)."""
+        return list(itertools.islice(self._left, count))
 
 
 def catch_up(

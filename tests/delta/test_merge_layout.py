@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 
 from compactor.config.sort import SortConfig
 from compactor.delta.checksum import rows_checksum
+from compactor.delta.log import RECENT_COMMITS
 from compactor.delta.merge import execute_merge
 from compactor.delta.paths import SEGMENT_COLUMN, table_uri
 from compactor.delta.writes import write_segment
@@ -105,16 +106,19 @@ def test_a_zorder_narrows_every_files_range_on_both_columns(spark: Any, warehous
         assert widths(hilbert, column) < 0.75 * widths(plain, column), column
 
 
+@pytest.mark.parametrize("depth", [RECENT_COMMITS, 0], ids=["codec from the log", "from the snapshot"])
 def test_merged_files_carry_micros_timestamps_the_inputs_codec_and_statistics(
-    spark: Any, warehouse: Path
+    spark: Any, warehouse: Path, depth: int
 ) -> None:
+    """The inputs' codec is read from a file the recent commits name, or (none of them added
+    one: `depth` 0) from the snapshot's files."""
     spark.conf.set("spark.sql.parquet.compression.codec", "zstd")
     try:
         segments = load_days(spark, warehouse, "modern")  # the loads write zstd, as their writer chose
     finally:
         spark.conf.unset("spark.sql.parquet.compression.codec")
     plan = make_plan("modern", "minor", segments, level=1)
-    execute_merge(spark, warehouse, plan, order=SortConfig(by=("event_time",)))
+    execute_merge(spark, warehouse, plan, depth=depth, order=SortConfig(by=("event_time",)))
 
     (file,) = merged_files(spark, warehouse, plan)
     meta = pq.ParquetFile(file.removeprefix("file:"))

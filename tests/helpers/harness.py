@@ -17,6 +17,7 @@ from compactor.observe.metrics import JobMetrics
 from compactor.stream.assemble import assemble
 from compactor.stream.handler import BatchHandler
 from compactor.stream.inflight import InlineWorkers, Workers
+from compactor.stream.recovery import EAGER_TABLES
 from compactor.stream.runner import RetryPolicy
 from compactor.stream.triggers import Envelope
 from tests.helpers.memory_store import InMemoryCatalogStore, InMemoryTableStore, RecordingPublisher
@@ -46,14 +47,17 @@ class Harness:
     sleeps: list[float] = field(default_factory=list)
     offset: int = 0
 
-    def handler(self, config: dict[str, Any], workers: Workers | None = None) -> BatchHandler:
-        """A handler as after a (re)start: recovered from the store and the state directory.
-        Merges run where they start unless `workers` (threads) are given."""
+    def handler(
+        self, config: dict[str, Any], workers: Workers | None = None, eager: int = EAGER_TABLES
+    ) -> BatchHandler:
+        """A handler as after a (re)start: recovered from the store and the state directory
+        (`eager`: known tables caught up at once). Merges run where they start unless `workers`
+        (threads) are given."""
         metrics = JobMetrics()
         handler = assemble(
             self.store, self.catalog_store, load_config(config), TOPICS, self.publisher, self.codec,
             self.clock, RetryPolicy(attempts=5), self.sleeps.append, metrics, workers or InlineWorkers(),
-            on_topic=self.results_on_topic,
+            on_topic=self.results_on_topic, eager=eager,
         )  # fmt: skip
         metrics.watch(handler.state)
         return handler

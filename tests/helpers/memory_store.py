@@ -8,7 +8,7 @@ failures per plan, and reads back every commit call.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
@@ -89,7 +89,7 @@ class InMemoryTableStore:
 
     # -- the TableStore protocol ----------------------------------------------------
 
-    def tables(self) -> list[str]:
+    def tables(self, known: Collection[str] = ()) -> list[str]:
         return sorted(self.rows)
 
     def exists(self, table: str) -> bool:
