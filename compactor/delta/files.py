@@ -8,9 +8,26 @@ the user gave Spark (`spark.hadoop.fs.s3a.*`, core-site.xml, the environment).
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
+from urllib.parse import urlsplit
 
 from pyspark.sql import SparkSession
+
+_CLASSES: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
+
+
+def jvm_class(jvm: Any, name: str) -> Any:
+    """A JVM class by its full name, looked up once per JVM: each step of `jvm.org.apache...`
+    is a round trip to the JVM (seven for a Delta class), a cost paid on every merge otherwise."""
+    known = _CLASSES.setdefault(jvm, {})
+    found = known.get(name)
+    if found is None:
+        found = jvm
+        for part in name.split("."):
+            found = getattr(found, part)
+        known[name] = found
+    return found
 
 
 class HadoopFiles:
@@ -19,10 +36,19 @@ class HadoopFiles:
     def __init__(self, spark: SparkSession) -> None:
         self._jvm: Any = spark._jvm
         self._conf = spark._jsc.hadoopConfiguration()
+        # finding a path's file system is a round trip too: once per scheme and authority (as
+        # Hadoop caches them), so a file lookup costs two round trips, not nine
+        self._path_class = jvm_class(self._jvm, "org.apache.hadoop.fs.Path")
+        self._io_utils = jvm_class(self._jvm, "org.apache.commons.io.IOUtils")
+        self._systems: dict[tuple[str, str], Any] = {}
 
     def _fs_path(self, uri: str) -> tuple[Any, Any]:
-        path = self._jvm.org.apache.hadoop.fs.Path(uri)
-        return path.getFileSystem(self._conf), path
+        path = self._path_class(uri)
+        where = urlsplit(uri)[:2]  # (scheme, authority)
+        fs = self._systems.get(where)
+        if fs is None:
+            fs = self._systems[where] = path.getFileSystem(self._conf)
+        return fs, path
 
     def exists(self, uri: str) -> bool:
         fs, path = self._fs_path(uri)
@@ -38,7 +64,7 @@ class HadoopFiles:
                 return None
             raise
         try:
-            return str(self._jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
+            return str(self._io_utils.toString(stream, "UTF-8"))
         finally:
             stream.close()
 
@@ -48,7 +74,7 @@ class HadoopFiles:
         fs, path = self._fs_path(uri)
         scheme = path.toUri().getScheme() or "file"
         target = path if scheme in {"s3a", "s3", "gs", "abfs", "abfss", "wasb", "wasbs"} else None
-        staging = target or self._jvm.org.apache.hadoop.fs.Path(uri + ".tmp")
+        staging = target or self._path_class(uri + ".tmp")
         out = fs.create(staging, True)
         try:
             out.write(bytearray(text.encode()))

@@ -11,6 +11,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, DataType
 
 from compactor.config.layout import LayoutConfig
+from compactor.delta.files import jvm_class
 from compactor.delta.paths import SEGMENT_COLUMN, table_uri
 from compactor.delta.snapshot import physical_names
 from compactor.domain.layout import HIDDEN_COLUMNS, IndexFacts
@@ -97,13 +98,13 @@ def footer(spark: SparkSession, file: str, table: str | None = None) -> tuple[st
     an `add` action's path: a URI, relative to the table unless absolute (as Delta resolves it)."""
     jvm: Any = spark._jvm
     conf = spark._jsc.hadoopConfiguration()
-    hadoop_path = jvm.org.apache.hadoop.fs.Path
+    hadoop_path = jvm_class(jvm, "org.apache.hadoop.fs.Path")
     path = hadoop_path(file)
     if table is not None:
-        relative = hadoop_path(jvm.java.net.URI(file))
+        relative = hadoop_path(jvm_class(jvm, "java.net.URI")(file))
         path = relative if relative.isAbsolute() else hadoop_path(hadoop_path(table), relative)
-    source = jvm.org.apache.parquet.hadoop.util.HadoopInputFile.fromPath(path, conf)
-    reader = jvm.org.apache.parquet.hadoop.ParquetFileReader.open(source)
+    source = jvm_class(jvm, "org.apache.parquet.hadoop.util.HadoopInputFile").fromPath(path, conf)
+    reader = jvm_class(jvm, "org.apache.parquet.hadoop.ParquetFileReader").open(source)
     try:
         blocks = reader.getFooter().getBlocks()
         if blocks.isEmpty():

@@ -13,14 +13,17 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from compactor.delta.features import refused_features
+from compactor.delta.files import jvm_class
 from compactor.errors import UnsupportedTableFeature
 
 
 def _snapshot(spark: SparkSession, path: Path | str) -> Any:
     jvm: Any = spark._jvm
-    return jvm.org.apache.spark.sql.delta.DeltaLog.forTable(
-        spark._jsparkSession, path
-    ).unsafeVolatileSnapshot()
+    return (
+        jvm_class(jvm, "org.apache.spark.sql.delta.DeltaLog")
+        .forTable(spark._jsparkSession, path)
+        .unsafeVolatileSnapshot()
+    )
 
 
 def snapshot_files(spark: SparkSession, path: Path | str) -> Any:

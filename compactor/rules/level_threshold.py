@@ -3,11 +3,14 @@
 Every x not-yet-compacted segments, in load order, merge into one level-1
 segment; every y level-1 segments merge into one level-2 segment. Level-2
 segments are final for this rule. A threshold of 0 disables its level.
+
+Near new segments (`at_levels`): on a table where nothing waited to merge, new
+segments can complete a group only at their own levels, so only those are looked at.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import numpy as np
 
@@ -24,6 +27,11 @@ def _load_order(columns: SegmentColumns, level: int) -> list[Segment]:
     """The segments at `level`, oldest load first (ties by id)."""
     at_level = columns.take(columns.level == level)
     return at_level.pick(order_by(at_level.loaded, at_level))
+
+
+def at_levels(columns: SegmentColumns, levels: Collection[int]) -> SegmentColumns:
+    """The segments at `levels` (the new segments' own)."""
+    return columns.take(np.isin(columns.level, list(levels)))
 
 
 def plan(segments: Sequence[Segment], rule: MinorRule, table: str, explain: bool = True) -> RuleOutcome:

@@ -63,7 +63,10 @@ def _auto_merge(rule: RuleConfig, given: RuleInput) -> RuleOutcome:
 
 def _minor(rule: RuleConfig, given: RuleInput) -> RuleOutcome:
     assert isinstance(rule, MinorRule)
-    return level_threshold.plan(given.eligible, rule, given.table, given.explain)
+    eligible = given.eligible
+    if given.near is not None and not given.settings.preserve_latest:
+        eligible = level_threshold.at_levels(eligible, {s.level for s in given.near})
+    return level_threshold.plan(eligible, rule, given.table, given.explain)
 
 
 def _major(rule: RuleConfig, given: RuleInput) -> RuleOutcome:

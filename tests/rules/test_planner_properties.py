@@ -553,16 +553,17 @@ def test_auto_merge_simulation_keeps_segments_within_buckets(data: st.DataObject
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.data())
-def test_attempts_near_the_triggering_segment_plan_what_full_attempts_plan(data: st.DataObject) -> None:
-    """Every arrival (and every merge output) triggers an attempt that looks only at the
-    buckets it touches; from a settled table, the merges are exactly the full attempts'."""
-    table = data.draw(
-        table_settings(names=("auto_merge",), filters=data.draw(st.booleans()), levels=FILLABLE)
-    )
+@given(st.data(), st.sampled_from(("auto_merge", "minor")))
+def test_attempts_near_the_triggering_segment_plan_what_full_attempts_plan(
+    data: st.DataObject, name: str
+) -> None:
+    """Every arrival (and every merge output) triggers an attempt that looks only where it
+    can complete a merge (time layers: the buckets it touches; minor: its level); from a
+    settled table, the merges are exactly the full attempts'."""
+    table = data.draw(table_settings(names=(name,), filters=data.draw(st.booleans()), levels=FILLABLE))
     (rule,) = table.rules
-    assert isinstance(rule, AutoMergeRule)
-    segments = data.draw(arrivals("t", disjoint=True, unit=grid_for(rule)))
+    unit = grid_for(rule) if isinstance(rule, AutoMergeRule) else None
+    segments = data.draw(arrivals("t", disjoint=isinstance(rule, AutoMergeRule), unit=unit))
     config = ProjectConfig(defaults=table)
     full, local = Simulation(config), Simulation(config, local=True)
     for s in segments:
@@ -579,8 +580,8 @@ def test_attempts_near_the_triggering_segment_plan_what_full_attempts_plan(data:
 def test_on_a_settled_table_an_attempt_near_a_new_segment_plans_what_a_full_one_plans(
     scenario: tuple[list[Segment], TableSettings, datetime],
 ) -> None:
-    """Any rules (time layers and bin packing narrow their scan; the others do not), any
-    filters: the table is settled at `now` by full attempts, then one segment arrives."""
+    """Any rules (time layers, bin packing and minor narrow their scan; the others do not),
+    any filters: the table is settled at `now` by full attempts, then one segment arrives."""
     full, near = settled_then_one_more(*scenario)
     event(f"{min(len(full.plans), 2)}+ plans by {sorted(str(p.rule) for p in full.plans)}")
     assert near.plans == full.plans
