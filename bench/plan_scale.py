@@ -16,8 +16,8 @@ columns are updated as segments come and go (built before the timing; what
 keeping them costs is timed apart, per segment added and removed at the largest
 size). Timed with `explain=False`, the streaming hot path: a full evaluation, and an
 attempt after one new load (the stream's usual attempt: it looks near the new
-segment, which time layers and bin packing can narrow; the others evaluate in full). Prints a table and
-saves bench/results/plan_scale.json. Run: .venv/bin/python bench/plan_scale.py [--quick]
+segment, which time layers, bin packing and level thresholds can narrow; the
+others evaluate in full). Prints a table and saves bench/results/plan_scale.json. Run: .venv/bin/python bench/plan_scale.py [--quick]
 """
 
 from __future__ import annotations

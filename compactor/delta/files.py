@@ -8,6 +8,7 @@ the user gave Spark (`spark.hadoop.fs.s3a.*`, core-site.xml, the environment).
 
 from __future__ import annotations
 
+import uuid
 import weakref
 from typing import Any
 from urllib.parse import urlsplit
@@ -70,11 +71,13 @@ class HadoopFiles:
 
     def write_text(self, uri: str, text: str) -> None:
         """Write the file whole. Local and HDFS: a temporary file renamed over the target, so a
-        crash leaves the old file or the new one; object stores: one PUT, atomic already."""
+        crash leaves the old file or the new one; object stores: one PUT, atomic already. The
+        temporary file's name is the writer's own: two jobs may write one file at once (the
+        warehouse's shard record, at their start), and the last rename wins."""
         fs, path = self._fs_path(uri)
         scheme = path.toUri().getScheme() or "file"
         target = path if scheme in {"s3a", "s3", "gs", "abfs", "abfss", "wasb", "wasbs"} else None
-        staging = target or self._path_class(uri + ".tmp")
+        staging = target or self._path_class(f"{uri}.{uuid.uuid4().hex}.tmp")
         out = fs.create(staging, True)
         try:
             out.write(bytearray(text.encode()))

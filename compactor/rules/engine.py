@@ -5,10 +5,11 @@ so a merge planned in the stream is the one `compactor plan` prints.
 
 An attempt may be told which segments its triggering events brought (`near`):
 the rules that can then look only where those segments could make a merge newly
-qualify (time layers: their buckets; bin packing: their bins). On a table that
-was settled before those events the plans are a full evaluation's
-(property-tested); since time layers make one merge per attempt, the attempts
-that follow one which planned must look near the same segments again. Plans
+qualify (time layers: their buckets; bin packing: their bins; level thresholds:
+their levels). On a table that was settled before those events the plans are a
+full evaluation's (property-tested); since time layers make one merge per
+attempt, the attempts that follow one which planned must look near the same
+segments again. Plans
 waiting elsewhere (after a cool-down, or as time moves segments past a filter)
 wait for the next full evaluation.
 """
