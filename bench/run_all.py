@@ -48,8 +48,14 @@ def _plan_scale(d: dict[str, Any]) -> str:
         f"{r['family']} {r['seconds']:.3f}s ({1000 * r.get('one_event_seconds', 0):.1f} ms after one load)"
         for r in rows
     )
-    missed = [r["family"] for r in rows if r["seconds"] > 0.3]
-    verdict = f"target <= 0.3 s missed by {', '.join(missed)}" if missed else "all <= 0.3 s"
+    slow = [r["family"] for r in rows if r.get("one_event_seconds", 0) > 0.010]
+    steep = [r["family"] for r in rows if (r.get("growth_per_10x") or 0) > 11]
+    verdict = "; ".join(
+        [
+            f"one event <= 10 ms: {'missed by ' + ', '.join(slow) if slow else 'met'}",
+            f"growth per 10x <= 11x: {'missed by ' + ', '.join(steep) if steep else 'met'}",
+        ]
+    )
     return f"{largest:,} segments: {parts} ({verdict})"
 
 
@@ -76,10 +82,17 @@ def _query_benefit(d: dict[str, Any]) -> str:
 
 def _merge_throughput(d: dict[str, Any]) -> str:
     s = d["summary"]
+    target = {"parquet": 0.85, "opt_plain": 1.2}  # at 1 GiB (#33)
     return "; ".join(
         f"pair {p['pair'][0]}: ours {s[p['ours']]['mb_per_s_median']:.1f} vs "
         f"{'raw Parquet' if p['optimize'] == 'parquet' else 'OPTIMIZE'} "
         f"{s[p['optimize']]['mb_per_s_median']:.1f} MiB/s = {p['ratio_ours_over_optimize']:.2f}x"
+        + (
+            f" (target >= {target[p['optimize']]}x: "
+            f"{'met' if p['ratio_ours_over_optimize'] >= target[p['optimize']] else 'missed'})"
+            if p["optimize"] in target
+            else ""
+        )
         for p in d["pairs"]
     ) + ("" if d.get("all_checksums_match") else "; CHECKSUM MISMATCH")
 
@@ -88,9 +101,15 @@ def _latency(d: dict[str, Any]) -> str:
     v, c, f = d["commit_visible_ms"], d["result_consumed_ms"], d["floor_ms"]
     if not v["n"]:
         return "no samples"
+    phases = d.get("job", {}).get("phases", {})
+    batch = sum(p["seconds"] for p in phases.values()) or 1.0
+    catalog = phases.get("catalog", {}).get("seconds", 0.0) / batch
+    met = v["p50"] <= 700 and v["p99"] <= 1500
     return (
-        f"commit p50/p95/p99 {v['p50']:.0f}/{v['p95']:.0f}/{v['p99']:.0f} ms, result p50 {c['p50']:.0f} ms "
-        f"(n={v['n']}); floor p50/p99 {f['p50']:.0f}/{f['p99']:.0f} ms"
+        f"commit p50/p95/p99 {v['p50']:.0f}/{v['p95']:.0f}/{v['p99']:.0f} ms (target p50 <= 700, p99 <= 1500: "
+        f"{'met' if met else 'missed'}), result p50 {c['p50']:.0f} ms (n={v['n']}); floor p50/p99 "
+        f"{f['p50']:.0f}/{f['p99']:.0f} ms; catalog {catalog:.0%} of batch time "
+        f"(target <= 10%: {'met' if catalog <= 0.10 else 'missed'})"
     )
 
 

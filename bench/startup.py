@@ -28,6 +28,7 @@ Run: .venv/bin/python bench/startup.py [--quick] [--restarts-only]
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import tempfile
@@ -35,7 +36,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from _common import Stopwatch, bench_parser, print_table, save_results, spark_quiet
+from _common import RESULTS, Stopwatch, bench_parser, print_table, save_results, spark_quiet
 
 from compactor.catalog.store import CatalogChanges, TableMark
 from compactor.client.loader import sample_rows
@@ -207,6 +208,10 @@ def main() -> None:
         small, large = [r for r in rows if r["scenario"] == name][:2]  # the same tables, x10 segments
         growth = large["total_s"] / small["total_s"]
         print(f"{name}: x{large['segments'] / small['segments']:.0f} segments -> x{growth:.1f} time")
+    if args.restarts_only:  # the tables' figures of the last full run are kept beside the new restarts
+        previous = RESULTS / ("startup_quick.json" if args.quick else "startup.json")
+        with contextlib.suppress(OSError, ValueError):
+            rows = json.loads(previous.read_text()).get("rows", [])
     save_results("startup", args.quick, {"rows": rows, "restarts": restarts})
 
 

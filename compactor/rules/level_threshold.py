@@ -31,6 +31,8 @@ def _load_order(columns: SegmentColumns, level: int) -> list[Segment]:
 
 def at_levels(columns: SegmentColumns, levels: Collection[int]) -> SegmentColumns:
     """The segments at `levels` (the new segments' own)."""
+    if len(levels) == 1:  # the usual case: one comparison per segment, not a set lookup
+        return columns.take(columns.level == next(iter(levels)))
     return columns.take(np.isin(columns.level, list(levels)))
 
 
