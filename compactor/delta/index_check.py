@@ -99,8 +99,9 @@ def footer(spark: SparkSession, file: str, table: str | None = None) -> tuple[st
     jvm: Any = spark._jvm
     conf = spark._jsc.hadoopConfiguration()
     hadoop_path = jvm_class(jvm, "org.apache.hadoop.fs.Path")
-    path = hadoop_path(file)
-    if table is not None:
+    if table is None:
+        path = hadoop_path(file)
+    else:
         relative = hadoop_path(jvm_class(jvm, "java.net.URI")(file))
         path = relative if relative.isAbsolute() else hadoop_path(hadoop_path(table), relative)
     source = jvm_class(jvm, "org.apache.parquet.hadoop.util.HadoopInputFile").fromPath(path, conf)

@@ -9,9 +9,8 @@ qualify (time layers: their buckets; bin packing: their bins; level thresholds:
 their levels). On a table that was settled before those events the plans are a
 full evaluation's (property-tested); since time layers make one merge per
 attempt, the attempts that follow one which planned must look near the same
-segments again. Plans
-waiting elsewhere (after a cool-down, or as time moves segments past a filter)
-wait for the next full evaluation.
+segments again. Plans waiting elsewhere (after a cool-down, or as time moves
+segments past a filter) wait for the next full evaluation.
 """
 
 from __future__ import annotations

@@ -6,10 +6,12 @@ still holds them). A warehouse of many tables would wait for one look at every
 log before its first batch, so start-up reads the logs of the first
 `EAGER_TABLES` known tables only; the rest stay `Unread` until their first event,
 their first attempt or the handler's sweep, whichever comes first (each of those
-catches the table up before anything reads or plans it). Truth lives in Delta: where someone else changed a table,
-or the log no longer reaches back to the mark, the catalog is checked against
-the rows the table holds; segments whose rows are gone are dropped, and rows
-without compactor metadata are reported (never merged: nothing says what they cover).
+catches the table up before anything reads or plans it).
+
+Truth lives in Delta: where someone else changed a table, or the log no longer
+reaches back to the mark, the catalog is checked against the rows the table
+holds; segments whose rows are gone are dropped, and rows without compactor
+metadata are reported (never merged: nothing says what they cover).
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ def recover(
 
 
 class Unread:
-    """Known tables whose logs start-up did not read, oldest name first: each is caught up
+    """Known tables whose logs start-up did not read, in name order: each is caught up
     before its first use, and a few per tick by the handler's sweep."""
 
     def __init__(self, tables: Iterable[str] = ()) -> None:
