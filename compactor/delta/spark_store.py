@@ -9,6 +9,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from compactor.catalog.changes import CommitRecord
+from compactor.catalog.key_index import KeyRow
 from compactor.config.layout import LayoutConfig, UpsertConfig
 from compactor.config.rules import RefreshRule, RuleName
 from compactor.config.sub_partitions import SubPartitionConfig
@@ -26,7 +27,7 @@ from compactor.delta.purge import purge_deleted_rows
 from compactor.delta.refresh import execute_refresh
 from compactor.delta.store import LoadOrder, TableChanges, VacuumReport
 from compactor.delta.sub_partition_delete import delete_sub_partition
-from compactor.delta.upsert import invalid_counts
+from compactor.delta.upsert import key_rows
 from compactor.delta.vacuum import vacuum
 from compactor.domain.layout import IndexFacts
 from compactor.domain.plans import Commit, MergePlan
@@ -149,8 +150,8 @@ class SparkTableStore:
         found = self.log(table).find(plan_marker(plan_id), self.depth)
         return None if found is None else found.version
 
-    def invalid_counts(self, table: str, upsert: UpsertConfig, load_order: LoadOrder) -> dict[str, int]:
-        return invalid_counts(self.spark, self.warehouse, table, upsert, load_order)
+    def key_rows(self, table: str, upsert: UpsertConfig, segment_ids: Collection[str] | None) -> list[KeyRow]:
+        return key_rows(self.spark, self.warehouse, table, upsert, segment_ids)
 
     def delete_sub_partition(
         self, table: str, config: SubPartitionConfig, value: str, segments: Sequence[Segment]

@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Protocol
 
 from compactor.catalog.changes import CommitRecord
+from compactor.catalog.key_index import KeyRow
 from compactor.config.layout import LayoutConfig, UpsertConfig
 from compactor.config.sub_partitions import SubPartitionConfig
 from compactor.config.tables import TableSettings
@@ -92,8 +93,9 @@ class TableStore(Protocol):
         """The version at which the plan committed, looked up among the newest commits (None:
         not among them): tells the order of merges of one table that ran side by side."""
 
-    def invalid_counts(self, table: str, upsert: UpsertConfig, load_order: LoadOrder) -> dict[str, int]:
-        """Upsert tables: superseded rows per segment id (ties judged by `load_order`)."""
+    def key_rows(self, table: str, upsert: UpsertConfig, segment_ids: Collection[str] | None) -> list[KeyRow]:
+        """Upsert tables: the rows of `segment_ids` (None: of the whole table) as the key
+        index reads them: key hash, comparison value, row hash, segment."""
 
     def delete_sub_partition(
         self, table: str, config: SubPartitionConfig, value: str, segments: Sequence[Segment]

@@ -16,7 +16,7 @@ it holds in memory.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 
@@ -24,6 +24,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from compactor.catalog.key_index import KeyRow
 from compactor.config.layout import UpsertConfig
 from compactor.delta.paths import SEGMENT_COLUMN, state_uri, table_uri
 
@@ -70,6 +71,28 @@ def invalid_counts(
     judged = with_validity(df, upsert, order_frame(spark, load_order))
     rows = judged.where(~F.col("valid")).groupBy(SEGMENT_COLUMN).count().collect()
     return {r[SEGMENT_COLUMN]: int(r["count"]) for r in rows}
+
+
+def key_rows(
+    spark: SparkSession,
+    warehouse: Path | str,
+    table: str,
+    upsert: UpsertConfig,
+    segment_ids: Collection[str] | None,
+) -> list[KeyRow]:
+    """What the key index reads of `segment_ids`' rows: key hash, comparison value, row hash
+    (the one `with_validity` breaks ties with) and segment; None reads every row. Read through
+    Arrow, a column at a time: a whole table's keys cross to the driver once, at a rebuild."""
+    df = DeltaTable.forPath(spark, table_uri(warehouse, table)).toDF()
+    wanted = df if segment_ids is None else df.where(F.col(SEGMENT_COLUMN).isin(sorted(segment_ids)))
+    columns = wanted.select(
+        F.xxhash64(*upsert.primary_key).alias("key"),
+        F.col(upsert.comparison_column).alias("value"),
+        F.xxhash64(*_data_columns(df)).alias("row_hash"),
+        F.col(SEGMENT_COLUMN),
+    ).toArrow()
+    lists = [columns.column(name).to_pylist() for name in ("key", "value", "row_hash", SEGMENT_COLUMN)]
+    return [KeyRow(*row) for row in zip(*lists, strict=True)]
 
 
 def valid_rows_of(df: DataFrame, segment_ids: list[str], upsert: UpsertConfig, order: DataFrame) -> DataFrame:

@@ -141,6 +141,11 @@ def plan_id_for(table: str, rule: str, input_ids: Iterable[str]) -> str:
     return digest.hexdigest()[:24]
 
 
+def output_id(plan_id: str) -> str:
+    """The id of the segment a plan writes (split refreshes name their parts after it)."""
+    return f"m-{plan_id}"
+
+
 def merged_output(plan_id: str, table: str, inputs: Sequence[Segment], level: int | None = None) -> Segment:
     """The segment that replaces `inputs`: their span, totals and latest load time.
 
@@ -151,7 +156,7 @@ def merged_output(plan_id: str, table: str, inputs: Sequence[Segment], level: in
         raise InvalidSegmentError(f"plan {plan_id}: a merge needs inputs")
     first = inputs[0]
     return Segment(
-        id=f"m-{plan_id}",
+        id=output_id(plan_id),
         table=table,
         range=TimeRange(min(s.start for s in inputs), max(s.end for s in inputs)),
         loaded_at=max(s.loaded_at for s in inputs),

@@ -30,6 +30,7 @@ from compactor.rules.due import Due, cool_down_end, table_due
 from compactor.rules.engine import evaluate
 from compactor.stream.advice import ADVISE_EVERY, advise
 from compactor.stream.due import DueTimes
+from compactor.stream.key_indexes import KeyIndexes
 from compactor.stream.scope import AttemptScope
 from compactor.stream.state import StreamState
 from compactor.stream.triggers import Trigger
@@ -97,6 +98,7 @@ class TablePlanner:
         self.state = state
         self.cool_down = cool_down
         self.scope = scope or AttemptScope()
+        self.keys = KeyIndexes(state)
         self.defer_over_lag = defer_over_lag  # admission control: see `_allowance`
         self.off_peak = off_peak  # optional merges run only inside it
         self.due = due if due is not None else DueTimes()
@@ -111,6 +113,7 @@ class TablePlanner:
         settings = state.configs.for_table(table)
         segments = state.catalog.columns(table)  # as columns: what the planners scan
         if trigger.merge_ids:
+            self._invalid_counts(table, settings, None)  # the key index reads loads before any merge
             try:
                 return [manual.plan(table, trigger.merge_ids, segments, settings)]
             except ManualMergeError as exc:
@@ -227,10 +230,14 @@ class TablePlanner:
     def _invalid_counts(
         self, table: str, settings: TableSettings, only_rule: str | None
     ) -> dict[str, int] | None:
-        """Invalid rows per segment, scanned only when upsert compaction is about to run."""
-        if settings.upsert is None or not _runs(settings, RuleName.UPSERT_COMPACTION, only_rule):
+        """Invalid rows per segment, for upsert compaction about to run. The key index is kept
+        current on every attempt of a table with the rule, so it has read every load a merge
+        takes (it follows merges; it cannot follow a merge of rows it never read)."""
+        rules = {r.rule for r in settings.rules}
+        if settings.upsert is None or RuleName.UPSERT_COMPACTION not in rules:
             return None
-        return self.state.store.invalid_counts(table, settings.upsert, self.state.load_order(table))
+        counts = self.keys.invalid_counts(table, settings.upsert)
+        return counts if _runs(settings, RuleName.UPSERT_COMPACTION, only_rule) else None
 
     def _index_facts(
         self, table: str, settings: TableSettings, only_rule: str | None, segments: Iterable[Segment]

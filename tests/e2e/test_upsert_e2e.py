@@ -109,6 +109,8 @@ def test_upsert_compaction_with_a_concurrent_loader(
     assert view == expected(spark)
     load_order = handler.state.load_order(TABLE)
     assert invalid_counts(spark, warehouse, TABLE, upsert, load_order) == {}, "no superseded row is left"
+    keys = handler.planner.keys
+    assert keys.invalid_counts(TABLE, upsert) == {} and keys.rebuilds == 1, "read whole once, then followed"
     raw = spark.read.format("delta").load(str(warehouse / TABLE)).count()
     assert raw == len(view)
     results = [

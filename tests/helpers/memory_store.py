@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
 from compactor.catalog.changes import CommitRecord
+from compactor.catalog.key_index import KeyRow
 from compactor.catalog.retired import RetiredFilter, RetiredSegment
 from compactor.catalog.store import CatalogChanges, StoredCatalog, TableMark
 from compactor.config.layout import LayoutConfig, UpsertConfig
@@ -47,6 +48,9 @@ class InMemoryTableStore:
     # ... and one a plan waits for after its commit, before its worker reports
     after_gates: dict[str, threading.Event] = field(default_factory=dict)
     entered: list[str] = field(default_factory=list)  # plan ids, as each commit began
+    # upsert tables: each segment's rows as (key, comparison value, row hash); merges keep them all
+    keyed: dict[str, dict[str, list[tuple[int, object, int]]]] = field(default_factory=dict)
+    key_reads: list[tuple[str, tuple[str, ...] | None]] = field(default_factory=list)  # None: all
     _lock: threading.RLock = field(default_factory=threading.RLock)
 
     # -- setting up ---------------------------------------------------------------
@@ -155,6 +159,9 @@ class InMemoryTableStore:
             self.hidden.get(plan.table, {}).pop(sid, None)
         output = replace(plan.output, records=records, bytes=records * 10)
         table[output.id] = records
+        if plan.table in self.keyed:
+            keyed = self.keyed[plan.table]
+            keyed[output.id] = [row for sid in plan.input_ids for row in keyed.pop(sid, [])]
         version = self._record(plan.table, (output,), plan.input_ids, plan, "merge")
         return Commit(
             version,
@@ -185,8 +192,12 @@ class InMemoryTableStore:
         with self._lock:
             return next((c.version for c in self.commits.get(table, []) if c.plan_id == plan_id), None)
 
-    def invalid_counts(self, table: str, upsert: UpsertConfig, load_order: LoadOrder) -> dict[str, int]:
-        return {}
+    def key_rows(self, table: str, upsert: UpsertConfig, segment_ids: Collection[str] | None) -> list[KeyRow]:
+        with self._lock:
+            self.key_reads.append((table, None if segment_ids is None else tuple(sorted(segment_ids))))
+            keyed = self.keyed.get(table, {})
+            wanted = keyed if segment_ids is None else {sid: keyed.get(sid, []) for sid in segment_ids}
+            return [KeyRow(k, v, h, sid) for sid, rows in wanted.items() for k, v, h in rows]
 
     def delete_sub_partition(
         self, table: str, config: SubPartitionConfig, value: str, segments: Sequence[Segment]

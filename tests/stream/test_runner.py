@@ -128,11 +128,11 @@ def test_a_table_whose_work_keeps_failing_is_left_alone_for_the_cool_down(harnes
     harness.store.create("t")
     calls: list[str] = []
 
-    def broken(table: str, upsert: object, load_order: object) -> dict[str, int]:
+    def broken(table: str, upsert: object, segment_ids: object) -> list[object]:
         calls.append(table)
         raise RuntimeError("the table cannot be read")
 
-    harness.store.invalid_counts = broken  # type: ignore[method-assign]
+    harness.store.key_rows = broken  # type: ignore[method-assign]
     upsert = {"tables": {"t": {"upsert": {"primary_key": ["id"], "comparison_column": "v"},
                                "rules": [{"rule": "upsert_compaction"}]}}}  # fmt: skip
     handler = harness.handler(upsert)

@@ -1,0 +1,154 @@
+"""An upsert table's winning row per primary key, kept current as loads arrive and merges replace
+segments, so a segment's invalid-row count never needs a scan of the whole table.
+
+A key's winner is its row with the highest comparison value; ties go to the later
+load, then to the higher row hash (the order `delta.upsert` ranks by). A segment's
+invalid rows are its rows minus the keys it wins. The index holds, per key hash,
+the winner's comparison value, row hash and holder: the segment that holds it.
+
+- A new load's rows are compared with each key's winner (`absorb`): the cost is the load's rows.
+- A merge or refresh keeps every row that was valid in its inputs, so the keys its inputs won
+  are won by its output: the inputs' holders are pointed at the output's, at the cost of the
+  inputs' count, not of their keys (`follow`).
+- Anything else (a segment gone without a plan of ours, a segment whose row count changed, a
+  merge of a segment the index never read) cannot be followed: the index says so, and the
+  caller rebuilds it from one scan of the table.
+
+Keys are 64-bit hashes (Spark's xxhash64 of the key columns). Two keys sharing a hash
+(about one pair in 10^7 tables of a million keys) count as one key, which moves one
+row between two counts; the counts only choose what to compact, and a merge judges
+every row again, so no row is ever dropped on a count's word. The index costs about
+250 bytes a key of driver memory; it is rebuilt after a restart (one scan).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
+from typing import Any, NamedTuple
+
+from compactor.domain.layout import refresh_output_prefix
+from compactor.domain.plans import output_id
+from compactor.domain.segments import Segment
+
+
+class KeyRow(NamedTuple):
+    """One row as the index reads it: its key's hash, comparison value, row hash and segment."""
+
+    key: int
+    value: Any  # the comparison column's value (None sorts below every value)
+    row_hash: int
+    segment_id: str
+
+
+class _Holder:
+    """A segment's share of winners; once merged away, it points at the segment that replaced it."""
+
+    __slots__ = ("loaded", "parent", "segment_id", "wins")
+
+    def __init__(self, segment_id: str, loaded: datetime | None) -> None:
+        self.segment_id = segment_id
+        self.loaded = loaded
+        self.wins = 0
+        self.parent: _Holder | None = None
+
+    def root(self) -> _Holder:
+        top = self
+        while top.parent is not None:
+            top = top.parent
+        node = self
+        while node.parent is not None and node.parent is not top:  # shorten the path for next time
+            node.parent, node = top, node.parent
+        return top
+
+
+class KeyIndex:
+    """One table's winners; see the module."""
+
+    def __init__(self) -> None:
+        self._winners: dict[int, tuple[bool, Any, int, _Holder]] = {}
+        self._holders: dict[str, _Holder] = {}  # live segments the index has read or followed
+        self._records: dict[str, int] = {}  # their row counts when the index took them in
+
+    def __len__(self) -> int:
+        return len(self._winners)
+
+    def follow(
+        self, live: Mapping[str, Segment], retired_by: Callable[[str], str | None]
+    ) -> list[str] | None:
+        """Move to the table's live segments; return the new loads whose rows `absorb` needs,
+        or None when the change cannot be followed and the index must be rebuilt."""
+        if any(live[sid].records != n for sid, n in self._records.items() if sid in live):
+            return None  # rows deleted by another writer: a key's winner may have gone with them
+        made = _outputs_by_plan(live.keys() - self._holders.keys())
+        gone = list(self._holders.keys() - live.keys())
+        targets: dict[str, _Holder] = {}
+        while gone:
+            sid = gone.pop()
+            plan = retired_by(sid)
+            out = None if plan is None else _output_of(plan, made)
+            if out is None:
+                return None  # removed by another writer, or split: nothing says where its keys went
+            holder, target = self._holders.pop(sid), self._holders.get(out) or targets.get(out)
+            if target is None:
+                target = targets[out] = _Holder(out, None)
+                if out not in live:
+                    self._holders[out] = target  # merged away again since: follow it further
+                    gone.append(out)
+            holder.parent, target.wins = target, target.wins + holder.wins
+            holder.wins = 0
+            self._records.pop(sid, None)
+        for out, target in targets.items():
+            if out in live:
+                target.loaded = live[out].loaded_at
+                self._holders[out], self._records[out] = target, live[out].records
+        return sorted(live.keys() - self._holders.keys())
+
+    def absorb(self, loads: Iterable[Segment], rows: Iterable[KeyRow]) -> None:
+        """Take in new segments and their rows (each row is compared with its key's winner)."""
+        holders: dict[str, _Holder] = {}
+        for segment in loads:
+            holders[segment.id] = self._holders[segment.id] = _Holder(segment.id, segment.loaded_at)
+            self._records[segment.id] = segment.records
+        winners = self._winners
+        for key, value, row_hash, segment_id in rows:
+            holder = holders.get(segment_id)
+            if holder is None:
+                continue  # a segment the catalog does not know (yet): its event decides
+            present = value is not None
+            current = winners.get(key)
+            if current is not None:
+                held = current[3].root()
+                if (present, value, holder.loaded, row_hash) <= (
+                    current[0],
+                    current[1],
+                    held.loaded,
+                    current[2],
+                ):
+                    continue
+                held.wins -= 1
+            winners[key] = (present, value, row_hash, holder)
+            holder.wins += 1
+
+    def invalid(self) -> dict[str, int]:
+        """Invalid (superseded) rows per segment the index holds; segments without any left out."""
+        counts = {sid: self._records[sid] - holder.wins for sid, holder in self._holders.items()}
+        return {sid: n for sid, n in counts.items() if n > 0}
+
+
+def _outputs_by_plan(new: Iterable[str]) -> dict[str, list[str]]:
+    """New segments by the prefix their plan gave their id (merges: the whole id)."""
+    made: dict[str, list[str]] = {}
+    for sid in new:
+        if sid.startswith("r-"):
+            made.setdefault(refresh_output_prefix(sid[2:]), []).append(sid)  # "r-" and 16 of the plan id
+        elif sid.startswith("m-"):
+            made.setdefault(sid, []).append(sid)
+    return made
+
+
+def _output_of(plan_id: str, made: Mapping[str, list[str]]) -> str | None:
+    """The one live segment `plan_id` wrote; its would-be id when none is live (merged away
+    again); None when it wrote several (a split: the keys' new holders are unknown)."""
+    found = made.get(output_id(plan_id)) or made.get(refresh_output_prefix(plan_id)) or [output_id(plan_id)]
+    return found[0] if len(found) == 1 else None

@@ -1,0 +1,71 @@
+"""Upsert tables' invalid-row counts from the key index: the table is read whole once (at the
+first attempt, after a restart, after another writer's change), then only each new load."""
+
+from __future__ import annotations
+
+from compactor.config.layout import UpsertConfig
+from compactor.domain.events import CompactionRequested
+from compactor.domain.plans import output_id, plan_id_for
+from compactor.stream.handler import BatchHandler
+from tests.helpers.harness import DAY, Harness
+
+UPSERT = {"primary_key": ["id"], "comparison_column": "v"}
+CONFIG = {  # at most one segment is ever small (under 5.5 valid rows) and 100 invalid rows are far away
+    "tables": {"t": {"upsert": UPSERT, "rules": [
+        {"rule": "upsert_compaction", "invalid_records_threshold_count": 100, "max_records_per_segment": 11}
+    ]}}
+}  # fmt: skip
+
+
+def keyed(harness: Harness, sid: str, keys: range, version: int) -> None:
+    """The rows a load will hold: one per key, all at `version` (row hashes differ per row)."""
+    harness.store.keyed.setdefault("t", {})[sid] = [(k, version, hash((sid, k))) for k in keys]
+
+
+def counts(handler: BatchHandler) -> dict[str, int]:
+    return handler.planner.keys.invalid_counts("t", UpsertConfig.model_validate(UPSERT))
+
+
+def test_the_table_is_read_whole_once_then_each_load_alone_and_merges_are_followed(
+    harness: Harness,
+) -> None:
+    keyed(harness, "d00", range(0, 10), 1)
+    keyed(harness, "d01", range(5, 15), 2)  # supersedes d00's keys 5-9
+    handler = harness.handler(CONFIG)
+    handler.process(harness.loaded(harness.day(0), harness.day(1)))
+    assert harness.store.key_reads[0] == ("t", None), "the first attempt reads the table once"
+    assert all(ids is not None for _, ids in harness.store.key_reads[1:])
+    assert counts(handler) == {"d00": 5}
+
+    request = CompactionRequested("r1", "t", DAY, segment_ids=("d00", "d01"))
+    handler.process([harness.envelope(harness.codec.encode_compaction_requested(request))])
+    merged = output_id(plan_id_for("t", "manual", ["d00", "d01"]))
+    assert [s.id for s in handler.state.catalog.segments("t")] == [merged]
+    keyed(harness, "d02", range(0, 3), 3)
+    reads = len(harness.store.key_reads)
+    handler.process(harness.loaded(harness.day(2, records=3)))
+    assert harness.store.key_reads[reads:] == [("t", ("d02",))], "the load alone; the merge followed"
+    assert counts(handler) == {merged: 8}, "d00's keys 0-2 and 5-9 are superseded, now in the merge"
+    assert handler.planner.keys.rebuilds == 1
+
+    restarted = harness.handler(CONFIG)  # a crash: the index lived in memory only
+    reads = len(harness.store.key_reads)
+    assert counts(restarted) == {merged: 8}
+    assert harness.store.key_reads[reads:] == [("t", None)], "rebuilt from one read of the table"
+
+
+def test_another_writers_removal_rebuilds_the_index(harness: Harness) -> None:
+    keyed(harness, "d00", range(0, 10), 1)
+    keyed(harness, "d01", range(0, 4), 2)
+    handler = harness.handler(CONFIG)
+    handler.process(harness.loaded(harness.day(0), harness.day(1, records=4)))
+    assert counts(handler) == {"d00": 4}
+
+    harness.store.drop("t", "d01")  # another writer deleted the newer versions
+    del harness.store.keyed["t"]["d01"]
+    keyed(harness, "d02", range(20, 30), 1)
+    handler.process(harness.loaded(harness.day(2)))  # its probe finds the other writer's commit
+    assert [s.id for s in handler.state.catalog.segments("t")] == ["d00", "d02"]
+    reads = len(harness.store.key_reads)
+    assert counts(handler) == {}, "d00's rows are the latest again"
+    assert harness.store.key_reads[reads:] == [("t", None)] and handler.planner.keys.rebuilds == 2
