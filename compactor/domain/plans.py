@@ -45,6 +45,7 @@ class SkipReason(StrEnum):
     CONFORMS = "conforms"
     WA_BUDGET = "wa_budget"
     LATE_WAITING = "late_waiting"  # late data waiting beside its bucket for the fold
+    LEVEL_IN_FLIGHT = "level_in_flight"  # minor: a running merge still makes segments of the level
     KEEPS_M_TO_1 = "keeps_m_to_1"  # an upsert table's refresh never re-buckets, repartitions or splits
 
 

@@ -16,11 +16,13 @@ segments past a filter) wait for the next full evaluation.
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from compactor.config.rules import AutoMergeRule, RuleConfig, RuleName
+import numpy as np
+
+from compactor.config.rules import AutoMergeRule, MinorRule, RuleConfig, RuleName
 from compactor.config.tables import TableSettings
 from compactor.domain.columns import SegmentColumns
 from compactor.domain.layout import IndexFacts
@@ -92,6 +94,8 @@ def evaluate(
         outcome = PLANNERS[RuleName(rule.rule)](rule, given)
         if one_at_a_time:
             outcome = _after_running(outcome, running or {})
+        elif isinstance(rule, MinorRule) and running:
+            outcome = _after_lower_levels(outcome, segments, running)
         if allowance is not None:  # a write-amplification budget: optional merges may wait
             outcome, allowance = _within_budget(outcome, rule, allowance)
         decisions = _claim(outcome, claimed, plans, decisions, explain)
@@ -129,13 +133,49 @@ def _after_running(outcome: RuleOutcome, running: Mapping[str, str]) -> RuleOutc
     """A time-layer outcome while one of the table's merges runs: its plans wait (as debt)."""
     busy = ", ".join(sorted(set(running.values())))
     detail = f"time layers merge one at a time: waits for the running merge {busy}"
+    return _waiting_for(outcome, lambda plan: True, SkipReason.ONE_MERGE_PER_ATTEMPT, detail)
+
+
+def _after_lower_levels(
+    outcome: RuleOutcome, segments: SegmentColumns, running: Mapping[str, str]
+) -> RuleOutcome:
+    """A minor outcome while merges that make level L run: its plans of level-L segments wait,
+    so each level groups its segments in load order once they all exist (merges run side by
+    side may commit out of order, and a level would pair outputs that are not neighbours)."""
+    making = {s.level + 1: running[s.id] for s in segments.pick(np.flatnonzero(segments.mask(running)))}
+
+    def waits(plan: MergePlan) -> bool:
+        return plan.inputs[0].level in making
+
+    levels = ", ".join(f"level {lv} (merge {p})" for lv, p in sorted(making.items()))
+    return _waiting_for(
+        outcome, waits, SkipReason.LEVEL_IN_FLIGHT, f"waits for the running merges that make {levels}"
+    )
+
+
+def _waiting_for(
+    outcome: RuleOutcome, waits: Callable[[MergePlan], bool], reason: SkipReason, detail: str
+) -> RuleOutcome:
+    """The outcome with the plans `waits` picks left for later (as debt), their decisions saying why."""
+    held = {p.plan_id for p in outcome.plans if waits(p)}
+    if not held:
+        return outcome
     decisions = tuple(
-        replace(d, chosen=False, reason=SkipReason.ONE_MERGE_PER_ATTEMPT, detail=detail, plan_id=None)
-        if d.chosen
+        replace(d, chosen=False, reason=reason, detail=detail, plan_id=None)
+        if d.chosen and d.plan_id in held
         else d
         for d in outcome.decisions
     )
-    return RuleOutcome((), decisions, outcome.plans + outcome.waiting)
+    plans = tuple(p for p in outcome.plans if p.plan_id not in held)
+    waiting = tuple(p for p in outcome.plans if p.plan_id in held)
+    alternatives = outcome.alternatives if plans else ()  # nothing planned: nothing to make instead
+    return replace(
+        outcome,
+        plans=plans,
+        decisions=decisions,
+        waiting=outcome.waiting + waiting,
+        alternatives=alternatives,
+    )
 
 
 def _claimed(eligible: Sequence[Segment], claimed: Mapping[str, str], rule: str) -> list[Decision]:

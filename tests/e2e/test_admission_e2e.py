@@ -109,10 +109,12 @@ def test_a_real_backlog_defers_optional_merges_until_the_job_catches_up(
     assert waited < caught_up, story
     assert all(i > caught_up for i, level in merges if level == "2"), f"optional merge while behind:\n{story}"
     assert sorted(level for _, level in merges) == ["1"] * 6 + ["2"] * 3, story
-    # three level-2 segments in the end; which level-1 outputs pair up depends on the order the
-    # side-by-side level-1 merges commit in (a sequential simulation pairs them in load order)
+    # three level-2 segments in the end, each of four neighbouring days: level-1 merges run side
+    # by side and may commit out of order, but level 1 is grouped only once none of them runs
     final = handler.state.catalog.segments(TABLE)
     assert sorted(s.level for s in final) == [2, 2, 2], story
+    spans = sorted((s.start, s.end) for s in final)
+    assert spans == [(JAN + timedelta(days=d), JAN + timedelta(days=d + 4)) for d in (0, 4, 8)], story
     assert sum(s.records for s in final) == 12 * 3, story
     assert all(handler.state.catalog.get(TABLE, s.id) is None for s in loaded), "every load merged away"
     assert checksum(spark.read.format("delta").load(table_uri(warehouse, TABLE)))[0] == 12 * 3

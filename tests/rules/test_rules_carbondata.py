@@ -414,3 +414,29 @@ def test_filters_apply_in_a_fixed_order_one_reason_each() -> None:
     evaluation = evaluate("t", [old, load(2, loaded_at=NOW)], settings, NOW)
     decisions = [d for d in evaluation.decisions if d.segment_id == "L01"]
     assert [d.reason for d in decisions] == [SkipReason.NOT_COMPLETED]
+
+
+def test_minor_waits_to_group_a_level_while_a_running_merge_still_makes_segments_of_it() -> None:
+    """Merges run side by side commit out of load order: level 1 pairs its segments only once
+    every running level-0 merge is in, so it pairs neighbours (L01-02 with L03-04, not L05-06)."""
+    config = load_config({"defaults": {"rules": [{"rule": "minor", "level_thresholds": [2, 2]}]}})
+    table_settings = config.for_table("t")
+    loads = [load(i) for i in range(1, 7)]
+    first, second, third = evaluate("t", loads, table_settings, NOW).plans
+    done = [first.output, third.output]  # the first and third committed; the second still runs
+    running = dict.fromkeys(second.input_ids, second.plan_id)
+    evaluation = evaluate("t", [*done, *second.inputs], table_settings, NOW, running=running)
+    assert evaluation.plans == () and [p.input_ids for p in evaluation.ready] == [
+        (first.output.id, third.output.id)
+    ], "the pair waits (as debt)"
+    waits = [d for d in evaluation.decisions if d.reason is SkipReason.LEVEL_IN_FLIGHT]
+    assert {d.segment_id for d in waits} == {first.output.id, third.output.id}
+    assert second.plan_id in waits[0].detail and "level 1" in waits[0].detail
+
+    both = [first.output, second.output, third.output]
+    (pair,) = evaluate("t", both, table_settings, NOW).plans
+    assert pair.input_ids == (first.output.id, second.output.id), "neighbours, in load order"
+    level_two_running = dict.fromkeys(pair.input_ids, pair.plan_id)
+    new = [load(i) for i in (7, 8)]
+    (level_zero,) = evaluate("t", [*both, *new], table_settings, NOW, running=level_two_running).plans
+    assert level_zero.input_ids == ("L07", "L08"), "a merge making level 2 keeps no level-0 pair waiting"
