@@ -11,7 +11,6 @@ import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import singledispatchmethod
-from types import MappingProxyType
 
 from compactor.catalog.changes import (
     Change,
@@ -79,9 +78,10 @@ class SegmentCatalog:
     def segments(self, table: str) -> list[Segment]:
         return list(self._tables.get(table, {}).values())
 
-    def live(self, table: str) -> Mapping[str, Segment]:
-        """The table's current segments by id: a read-only view, not a copy."""
-        return MappingProxyType(self._tables.get(table, {}))
+    def live(self, table: str) -> TableSegments:
+        """The table's current segments by id, with their columns: read only, but for the
+        invalid-row counts an upsert table's key index notes (no part of the catalog's record)."""
+        return self._tables.get(table) or TableSegments()
 
     def columns(self, table: str) -> SegmentColumns:
         """The table's segments as columns for the planners (valid until the table changes)."""

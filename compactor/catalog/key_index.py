@@ -68,20 +68,32 @@ class KeyIndex:
     def __init__(self) -> None:
         self._winners: dict[int, tuple[bool, Any, int, _Holder]] = {}
         self._holders: dict[str, _Holder] = {}  # live segments the index has read or followed
-        self._records: dict[str, int] = {}  # their row counts when the index took them in
+        self._shapes: dict[str, _Shape] = {}  # what they held when the index took them in
+        self._touched: set[str] = set()  # segments whose count may have changed since `take_touched`
 
     def __len__(self) -> int:
         return len(self._winners)
 
     def follow(
-        self, live: Mapping[str, Segment], retired_by: Callable[[str], str | None]
+        self,
+        live: Mapping[str, Segment],
+        retired_by: Callable[[str], str | None],
+        changed: Iterable[str] | None = None,
     ) -> list[str] | None:
         """Move to the table's live segments; return the new loads whose rows `absorb` needs,
-        or None when the change cannot be followed and the index must be rebuilt."""
-        if any(live[sid].records != n for sid, n in self._records.items() if sid in live):
-            return None  # rows deleted by another writer: a key's winner may have gone with them
-        made = _outputs_by_plan(live.keys() - self._holders.keys())
-        gone = list(self._holders.keys() - live.keys())
+        or None when the change cannot be followed and the index must be rebuilt. `changed`:
+        the ids set or removed since the last call, when the caller knows (None: compare all)."""
+        if changed is None:
+            looked, new = self._shapes.keys() & live.keys(), live.keys() - self._holders.keys()
+            gone = list(self._holders.keys() - live.keys())
+        else:
+            ids = set(changed)
+            looked = {sid for sid in ids if sid in live and sid in self._shapes}
+            new = {sid for sid in ids if sid in live and sid not in self._holders}
+            gone = [sid for sid in ids if sid in self._holders and sid not in live]
+        if any(_shape(live[sid]) != self._shapes[sid] for sid in looked):
+            return None  # rows deleted or rewritten in place: a key's winner may have gone with them
+        made = _outputs_by_plan(new)
         targets: dict[str, _Holder] = {}
         while gone:
             sid = gone.pop()
@@ -97,19 +109,21 @@ class KeyIndex:
                     gone.append(out)
             holder.parent, target.wins = target, target.wins + holder.wins
             holder.wins = 0
-            self._records.pop(sid, None)
+            self._shapes.pop(sid, None)
         for out, target in targets.items():
             if out in live:
                 target.loaded = live[out].loaded_at
-                self._holders[out], self._records[out] = target, live[out].records
-        return sorted(live.keys() - self._holders.keys())
+                self._holders[out], self._shapes[out] = target, _shape(live[out])
+                self._touched.add(out)
+        return sorted(new - self._holders.keys())
 
     def absorb(self, loads: Iterable[Segment], rows: Iterable[KeyRow]) -> None:
         """Take in new segments and their rows (each row is compared with its key's winner)."""
         holders: dict[str, _Holder] = {}
         for segment in loads:
             holders[segment.id] = self._holders[segment.id] = _Holder(segment.id, segment.loaded_at)
-            self._records[segment.id] = segment.records
+            self._shapes[segment.id] = _shape(segment)
+            self._touched.add(segment.id)
         winners = self._winners
         for key, value, row_hash, segment_id in rows:
             holder = holders.get(segment_id)
@@ -127,13 +141,32 @@ class KeyIndex:
                 ):
                     continue
                 held.wins -= 1
+                self._touched.add(held.segment_id)
             winners[key] = (present, value, row_hash, holder)
             holder.wins += 1
 
     def invalid(self) -> dict[str, int]:
         """Invalid (superseded) rows per segment the index holds; segments without any left out."""
-        counts = {sid: self._records[sid] - holder.wins for sid, holder in self._holders.items()}
+        counts = {sid: self._count(sid) for sid in self._holders}
         return {sid: n for sid, n in counts.items() if n > 0}
+
+    def take_touched(self) -> dict[str, int]:
+        """The invalid rows of each segment whose count may have changed since the last call."""
+        touched = {sid: self._count(sid) for sid in self._touched if sid in self._holders}
+        self._touched.clear()
+        return touched
+
+    def _count(self, segment_id: str) -> int:
+        # below 0 only for a moment: a merge followed before the load that its read already saw
+        return max(self._shapes[segment_id][0] - self._holders[segment_id].wins, 0)
+
+
+_Shape = tuple[int, frozenset[str], tuple[tuple[str, str], ...]]
+
+
+def _shape(segment: Segment) -> _Shape:
+    """What a segment holds as far as its rows go: a change means rows changed in place."""
+    return segment.records, segment.sub_partitions, segment.sub_partition_states
 
 
 def _outputs_by_plan(new: Iterable[str]) -> dict[str, list[str]]:

@@ -49,7 +49,11 @@ _READ: dict[str, tuple[type, Any]] = {
     "settled": (np.bool_, lambda s: s.state is SegmentState.ONLINE and not s.sub_partition_states),
     "as_loaded": (np.bool_, lambda s: s.origin is Origin.LOAD),  # not the output of a merge or refresh
 }
-COLUMNS = (*_READ, "group")
+# `invalid`: an upsert table's superseded rows per segment, which no `Segment` holds: the key
+# index notes them in the catalog's table (`TableSegments.note_invalid`); 0 everywhere else
+NOTED = "invalid"
+_CHANGES_KEPT = 100_000  # changes a table remembers for `changed_since`
+COLUMNS = (*_READ, "group", NOTED)
 GroupKey = tuple[int, frozenset[str], frozenset[str]]
 
 
@@ -61,6 +65,8 @@ def group_key(segment: Segment) -> GroupKey:
 
 def _encode_column(name: str, segments: Sequence[Segment], codes: dict[GroupKey, int]) -> Array:
     """One column of `segments`; new group keys are numbered in `codes`."""
+    if name == NOTED:
+        return np.zeros(len(segments), np.int64)
     if name == "group":
         keys = map(group_key, segments)
         return np.fromiter((codes.setdefault(k, len(codes)) for k in keys), np.int64, len(segments))
@@ -130,6 +136,11 @@ class SegmentColumns(Sequence[Segment]):
         return self.column("level")
 
     @property
+    def invalid(self) -> Ints:
+        """Superseded rows per segment of an upsert table, as the key index noted them."""
+        return self.column(NOTED)
+
+    @property
     def group(self) -> Ints:
         """Equal codes for equal (schema version, sub-partitions, indexes); codes are small."""
         return self.column("group")
@@ -186,6 +197,13 @@ class SegmentColumns(Sequence[Segment]):
         wanted = np.fromiter((row_of[i] for i in segment_ids if i in row_of), np.int64)
         base_rows = np.arange(len(self._objects)) if self._rows is None else self._rows
         return np.isin(base_rows, wanted)
+
+    def positions(self, segment_ids: Collection[str]) -> Ints:
+        """The positions in this view of the segments with these ids (few ids: a lookup each)."""
+        if self._rows is not None:
+            return np.flatnonzero(self.mask(segment_ids))
+        row_of = self._rows_by_id()
+        return np.fromiter((row_of[i] for i in segment_ids if i in row_of), np.int64)
 
     def values_for(self, by_id: Mapping[str, int]) -> Ints:
         """A per-segment integer column from a map by id (0 where absent)."""
@@ -258,6 +276,9 @@ class TableSegments(MutableMapping[str, Segment]):
         self._row_of: dict[str, int] = {}
         self._objects: list[Segment] = []
         self._codes: dict[GroupKey, int] = {}
+        self.noted = False  # whether invalid-row counts were ever noted (an upsert table's index)
+        self._changed: list[str] = []  # ids set or removed, in order, since position `_changed_base`
+        self._changed_base = 0
         initial = list({s.id: s for s in segments}.values())
         self._arrays = _encode(initial, self._codes)
         for row, segment in enumerate(initial):
@@ -290,6 +311,7 @@ class TableSegments(MutableMapping[str, Segment]):
 
     def __setitem__(self, segment_id: str, segment: Segment) -> None:
         row = self._row_of.get(segment_id)
+        new = row is None
         if row is None:
             row = len(self._objects)
             self._objects.append(segment)
@@ -299,10 +321,41 @@ class TableSegments(MutableMapping[str, Segment]):
             self._objects[row] = segment
         self._by_id[segment_id] = segment
         for name, values in _encode([segment], self._codes).items():
-            self._arrays[name][row] = values[0]
+            if new or name != NOTED:  # a segment described anew keeps the count noted for it
+                self._arrays[name][row] = values[0]
+        self._note_change(segment_id)
+
+    @property
+    def mark(self) -> int:
+        """A position in the table's changes, for `changed_since`."""
+        return self._changed_base + len(self._changed)
+
+    def changed_since(self, mark: int) -> list[str] | None:
+        """Ids of the segments set or removed since `mark` (None: too long ago, look at all)."""
+        if mark < self._changed_base:
+            return None
+        return self._changed[mark - self._changed_base :]
+
+    def _note_change(self, segment_id: str) -> None:
+        if len(self._changed) >= _CHANGES_KEPT:  # readers this far behind look at everything
+            self._changed_base += len(self._changed)
+            self._changed = []
+        self._changed.append(segment_id)
+
+    def note_invalid(self, counts: Mapping[str, int], whole: bool = False) -> None:
+        """Note superseded rows per segment id (`whole`: the segments not named have none)."""
+        column = self._arrays[NOTED]
+        if whole:
+            column[:] = 0
+        for segment_id, count in counts.items():
+            row = self._row_of.get(segment_id)
+            if row is not None:
+                column[row] = count
+        self.noted = True
 
     def __delitem__(self, segment_id: str) -> None:
         del self._by_id[segment_id]
+        self._note_change(segment_id)
         row = self._row_of.pop(segment_id)
         last = len(self._objects) - 1
         moved = self._objects.pop()

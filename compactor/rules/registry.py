@@ -84,7 +84,10 @@ def _bin_pack(rule: RuleConfig, given: RuleInput) -> RuleOutcome:
 
 def _upsert_compaction(rule: RuleConfig, given: RuleInput) -> RuleOutcome:
     assert isinstance(rule, UpsertCompactionRule)
-    return upsert.plan(given.eligible, rule, given.table, given.invalid_counts, given.explain)
+    eligible, counts = given.eligible, given.invalid_counts
+    if given.near is not None and counts is not None and not given.settings.preserve_latest:
+        eligible = upsert.around(eligible, given.near, counts, rule)
+    return upsert.plan(eligible, rule, given.table, counts, given.explain)
 
 
 def _refresh(rule: RuleConfig, given: RuleInput) -> RuleOutcome:

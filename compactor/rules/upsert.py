@@ -8,12 +8,14 @@ Qualifying segments are taken in load order and merged M:1, each output's
 valid rows within `max_records_per_segment` and its valid bytes within
 `max_segment_size`; a group of one is rewritten only when it has rows to drop.
 Counting invalid rows needs the data, so the caller passes the counts in
-(`invalid`), computed by the executor.
+(`invalid`: None when they are not known, and nothing is planned), by segment
+id, or as an empty mapping when the segments' `invalid` column holds them (the
+stream's key index notes them in the catalog's columns: no per-segment lookup).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,7 +40,8 @@ class _Sizes:
 
     @classmethod
     def of(cls, segments: SegmentColumns, invalid: Mapping[str, int]) -> _Sizes:
-        records, bad = segments.records, segments.values_for(invalid)
+        records = segments.records
+        bad = segments.values_for(invalid) if invalid else segments.invalid  # see `plan`
         size = segments.size.astype(np.float64)
         valid = np.maximum(records - bad, 0)
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -60,6 +63,22 @@ class _Sizes:
         return (2 * self.valid < rule.max_records_per_segment) & (
             2 * self.valid_bytes < rule.max_segment_size
         )
+
+
+def around(
+    segments: SegmentColumns,
+    near: Collection[Segment],
+    invalid: Mapping[str, int],
+    rule: UpsertCompactionRule,
+) -> SegmentColumns:
+    """Where an attempt after new loads must look, on a table settled before them: the
+    segments they brought or whose counts they changed (`near`: only those can have become
+    dirty), and every segment that may be small (a lone small one waits for a partner)."""
+    records = segments.records
+    bad = segments.values_for(invalid) if invalid else segments.invalid
+    maybe_small = 2 * (records - bad) < rule.max_records_per_segment  # the rows half of `small`
+    maybe_small[segments.positions({s.id for s in near})] = True
+    return segments.take(maybe_small)
 
 
 def plan(

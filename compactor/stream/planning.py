@@ -125,6 +125,9 @@ class TablePlanner:
         now = state.clock()
         allowance = self._allowance(table, settings, now)  # first: catching up widens the scope
         near = self.scope.near(trigger, now, lambda sid: state.catalog.get(table, sid))
+        invalid_counts, recounted = self._invalid_counts(table, settings, trigger.only_rule)
+        if near is not None and recounted:  # upsert: a load also changes the counts of others
+            near += tuple(s for s in map(state.catalog.live(table).get, sorted(recounted)) if s)
         evaluation = evaluate(
             table,
             segments,
@@ -132,7 +135,7 @@ class TablePlanner:
             now,
             only_rule=trigger.only_rule,
             explain=False,  # `compactor plan --explain` answers why; the stream needs only plans
-            invalid_counts=self._invalid_counts(table, settings, trigger.only_rule),
+            invalid_counts=invalid_counts,
             index_facts=self._index_facts(table, settings, trigger.only_rule, segments),
             near=near,
             allowance=allowance,
@@ -229,15 +232,16 @@ class TablePlanner:
 
     def _invalid_counts(
         self, table: str, settings: TableSettings, only_rule: str | None
-    ) -> dict[str, int] | None:
-        """Invalid rows per segment, for upsert compaction about to run. The key index is kept
-        current on every attempt of a table with the rule, so it has read every load a merge
-        takes (it follows merges; it cannot follow a merge of rows it never read)."""
+    ) -> tuple[dict[str, int] | None, set[str]]:
+        """For upsert compaction about to run: {}, as the counts are in the catalog's columns,
+        which the key index notes; and the segments whose count may have changed. The index is
+        kept current on every attempt of a table with the rule, so it has read every load a
+        merge takes (it cannot follow a merge of rows it never read)."""
         rules = {r.rule for r in settings.rules}
         if settings.upsert is None or RuleName.UPSERT_COMPACTION not in rules:
-            return None
-        counts = self.keys.invalid_counts(table, settings.upsert)
-        return counts if _runs(settings, RuleName.UPSERT_COMPACTION, only_rule) else None
+            return None, set()
+        recounted = self.keys.note(table, settings.upsert)
+        return ({} if _runs(settings, RuleName.UPSERT_COMPACTION, only_rule) else None), recounted
 
     def _index_facts(
         self, table: str, settings: TableSettings, only_rule: str | None, segments: Iterable[Segment]

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -45,6 +46,7 @@ class Table:
     retired_by: dict[str, str] = field(default_factory=dict)
     hashes: itertools.count[int] = field(default_factory=itertools.count)
     loads: int = 0
+    changes: list[str] = field(default_factory=list)  # ids set or removed, as the catalog logs them
 
     def live(self) -> dict[str, Segment]:
         return {
@@ -59,6 +61,7 @@ class Table:
         sid = f"l{self.loads}"
         self.rows[sid] = [(k, v, next(self.hashes)) for k, v in keys_values]
         self.loaded[sid] = T0 + timedelta(minutes=self.loads)  # later loads, later times
+        self.changes.append(sid)
         return sid
 
     def plan(self, inputs: list[str], refresh: bool) -> tuple[str, str, list[Row], datetime]:
@@ -92,6 +95,7 @@ class Table:
             del self.rows[sid]
             self.retired_by[sid] = plan
         self.rows[out], self.loaded[out] = kept, loaded
+        self.changes += [*inputs, out]
 
     def key_rows(self, ids: list[str] | None) -> list[KeyRow]:
         wanted = self.rows if ids is None else {sid: self.rows[sid] for sid in ids}
@@ -101,20 +105,27 @@ class Table:
 class Follower:
     """What the stream does with an index: follow, read the new loads, or rebuild."""
 
-    def __init__(self) -> None:
+    def __init__(self, told: bool = False) -> None:
+        self.told = told  # told which segments changed (the catalog's log), or left to compare all
+        self.mark = 0
         self.index = KeyIndex()
         self.rebuilds = 0
         self.read: list[str] = []
+        self.noted: dict[str, int] = {}  # the counts noted from `take_touched`, as the catalog's column
 
     def counts(self, table: Table) -> dict[str, int]:
         live = table.live()
-        loads = self.index.follow(live, table.retired_by.get)
+        changed = table.changes[self.mark :] if self.told else None
+        self.mark = len(table.changes)
+        loads = self.index.follow(live, table.retired_by.get, changed)
         if loads is None:
-            self.index, self.rebuilds = KeyIndex(), self.rebuilds + 1
+            self.index, self.rebuilds, self.noted = KeyIndex(), self.rebuilds + 1, {}
             self.index.absorb(live.values(), table.key_rows(None))
         else:
             self.read += loads
             self.index.absorb([live[s] for s in loads], table.key_rows(loads))
+        self.noted = {sid: n for sid, n in (self.noted | self.index.take_touched()).items() if sid in live}
+        assert {sid: n for sid, n in self.noted.items() if n} == self.index.invalid(), "touched: every change"
         return self.index.invalid()
 
 
@@ -133,10 +144,12 @@ steps = st.lists(
 )  # fmt: skip
 
 
-@given(steps)
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-def test_a_followed_index_counts_exactly_what_a_full_recount_counts(script: list[tuple[Any, ...]]) -> None:
-    table, follower = Table(), Follower()
+@given(steps, st.booleans())
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_a_followed_index_counts_exactly_what_a_full_recount_counts(
+    script: list[tuple[Any, ...]], told: bool
+) -> None:
+    table, follower = Table(), Follower(told)
     for step in script:
         live = sorted(table.rows)
         pick = (
@@ -169,17 +182,20 @@ def test_a_followed_index_counts_exactly_what_a_full_recount_counts(script: list
     assert sorted(follower.read) == sorted(set(loads)), "each load read once, and only loads"
 
 
-def test_other_writers_changes_rebuild_the_index_and_it_counts_as_a_scan_would() -> None:
-    table, follower = Table(), Follower()
+@pytest.mark.parametrize("told", [False, True])
+def test_other_writers_changes_rebuild_the_index_and_it_counts_as_a_scan_would(told: bool) -> None:
+    table, follower = Table(), Follower(told)
     for rows in ([(1, 1), (2, 1)], [(1, 2), (3, 0)], [(2, 2), (3, 0)]):
         table.load(rows)
     assert follower.counts(table) == {"l1": 2, "l2": 1} == recount(table.rows, table.loaded)
 
     del table.rows["l3"]  # another writer removed a segment: a winner may have gone with it
+    table.changes.append("l3")
     assert follower.counts(table) == {"l1": 1} == recount(table.rows, table.loaded)
     assert follower.rebuilds == 1
 
     table.rows["l2"] = table.rows["l2"][:1]  # another writer deleted a row (key 3): l2 shrank
+    table.changes.append("l2")
     assert follower.counts(table) == {"l1": 1} == recount(table.rows, table.loaded)
     assert follower.rebuilds == 2
 

@@ -149,3 +149,30 @@ def test_planners_answer_the_same_through_the_catalogs_columns(
     assert set(through_columns.decisions) == set(expected.decisions)
     quiet = evaluate("t", table.columns(), table_settings, now, explain=False)
     assert quiet.plans == expected.plans
+
+
+@FAST
+@given(OPS, st.lists(st.integers(0, 30), max_size=30))
+def test_noted_counts_follow_their_segments_through_moves_and_new_descriptions(
+    ops: list[tuple], noted_ids: list[int]
+) -> None:
+    """A count noted for a segment stays with it when rows move (a removal fills its hole
+    with the last row) and when the segment is described anew; a new segment starts at 0."""
+    table, expected = TableSegments(), {}
+    for step, (op, i, hours, *_) in enumerate(ops):
+        sid = f"s{i}"
+        if op == "set":
+            if sid not in table:
+                expected[sid] = 0
+            table[sid] = segment(i, hours)
+        elif sid in table:
+            del table[sid]
+            del expected[sid]
+        if step % 2 == 0:  # between notes, segments come, go and are described anew
+            counts = {f"s{n}": n + step for n in noted_ids if f"s{n}" in table}
+            table.note_invalid(counts)
+            expected |= counts
+    view = table.columns()
+    assert dict(zip((s.id for s in view), view.invalid.tolist(), strict=True)) == expected
+    table.note_invalid({}, whole=True)
+    assert not table.columns().invalid.any() and table.noted

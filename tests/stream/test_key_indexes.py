@@ -23,7 +23,12 @@ def keyed(harness: Harness, sid: str, keys: range, version: int) -> None:
 
 
 def counts(handler: BatchHandler) -> dict[str, int]:
-    return handler.planner.keys.invalid_counts("t", UpsertConfig.model_validate(UPSERT))
+    """The index's counts, checked against what it noted in the catalog's columns."""
+    found = handler.planner.keys.invalid_counts("t", UpsertConfig.model_validate(UPSERT))
+    columns = handler.state.catalog.columns("t")
+    noted = {s.id: int(n) for s, n in zip(columns, columns.invalid, strict=True) if n}
+    assert noted == found, "the catalog's column holds the index's counts"
+    return found
 
 
 def test_the_table_is_read_whole_once_then_each_load_alone_and_merges_are_followed(
@@ -69,3 +74,20 @@ def test_another_writers_removal_rebuilds_the_index(harness: Harness) -> None:
     reads = len(harness.store.key_reads)
     assert counts(handler) == {}, "d00's rows are the latest again"
     assert harness.store.key_reads[reads:] == [("t", None)] and handler.planner.keys.rebuilds == 2
+
+
+def test_an_attempt_near_a_load_looks_at_the_segments_whose_counts_it_changed(harness: Harness) -> None:
+    dirty_at_3 = {"tables": {"t": {"upsert": UPSERT, "rules": [
+        {"rule": "upsert_compaction", "invalid_records_threshold_count": 3, "max_records_per_segment": 11}
+    ]}}}  # fmt: skip
+    keyed(harness, "d00", range(0, 10), 1)
+    keyed(harness, "d01", range(10, 20), 1)
+    handler = harness.handler(dirty_at_3)
+    handler.process(harness.loaded(harness.day(0), harness.day(1)))
+    assert handler.state.stats.empty_attempts >= 1 and len(handler.state.catalog.segments("t")) == 2
+
+    keyed(harness, "d02", range(0, 4), 2)  # supersedes 4 of d00's rows: d00 is now worth rewriting
+    handler.process(harness.loaded(harness.day(2, records=4)))
+    assert not handler.planner.scope.was_full("t"), "an attempt near the load"
+    merged = output_id(plan_id_for("t", "upsert_compaction", ["d00", "d02"]))
+    assert sorted(s.id for s in handler.state.catalog.segments("t")) == sorted(["d01", merged])
