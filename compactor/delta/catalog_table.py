@@ -12,8 +12,9 @@ A save writes what changed as one small file of rows in a journal beside the
 table (`<warehouse>/_compactor/catalog-journal/<seq>.json`, through Hadoop's
 file systems: one write, no Spark job), and every `COMPACT_EVERY` saves, or
 `COMPACT_AFTER_S` after the oldest, the journal is appended to the table in one
-Delta commit and its files deleted (a journal left by a previous run is folded with the
-next of those, not at start-up). Every save is durable the moment it returns;
+Delta commit and its files deleted, on a thread of its own while saves go on (a
+journal left by a previous run is folded with the next of those, not at
+start-up). Every save is durable the moment it returns;
 readers fold the journal over the table (rows carry a sequence number, so a row
 in both after a crash between the append and the deletes folds once).
 
@@ -29,6 +30,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import threading
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -66,6 +68,7 @@ REWRITE_SLACK = 1000  # rows beyond twice the live ones before the current part 
 JOURNAL = "catalog-journal"
 COMPACT_EVERY = 64  # journal files folded into the table at once
 COMPACT_AFTER_S = 300.0  # ... or this long after the oldest was written
+COMPACT_RETRY_S = 30.0  # after a fold that failed
 SCHEMA = StructType(
     [
         StructField("part", StringType(), False),
@@ -111,6 +114,9 @@ class DeltaCatalogStore:
         self._journal: list[Row] = []  # rows saved since the journal was last folded into the table
         self._journal_files: list[str] = []
         self._journal_since = 0.0  # when its oldest file was written (monotonic seconds)
+        self._lock = threading.Lock()  # the journal lists: saves and a fold running aside
+        self._compacting: threading.Thread | None = None
+        self._retry_at = 0.0  # after a failed fold, none before this (monotonic seconds)
 
     def _exists(self) -> bool:
         return bool(DeltaTable.isDeltaTable(self.spark, self.uri))
@@ -166,24 +172,57 @@ class DeltaCatalogStore:
         rows += [self._mark_row(table, mark) for table, mark in changes.marks.items()]
         name = f"{self.journal_uri}/{self._seq:020d}.json"
         self.files.write_text(name, "\n".join(json.dumps(_row_json(r)) for r in rows))
-        if not self._journal_files:
-            self._journal_since = time.monotonic()
-        self._journal += rows
-        self._journal_files.append(name)
-        if (
-            len(self._journal_files) >= COMPACT_EVERY
-            or time.monotonic() - self._journal_since >= COMPACT_AFTER_S
-        ):
-            self.compact()
+        with self._lock:
+            if not self._journal_files:
+                self._journal_since = time.monotonic()
+            self._journal += rows
+            self._journal_files.append(name)
+            due = (
+                len(self._journal_files) >= COMPACT_EVERY
+                or time.monotonic() - self._journal_since >= COMPACT_AFTER_S
+            )
+        if due:
+            self._compact_aside()
+
+    def _compact_aside(self) -> None:
+        """Fold the journal into the table on a thread of its own: the Delta append takes about
+        a second, which no batch should wait for (its rows are durable in the journal already)."""
+        if self._compacting is not None and self._compacting.is_alive():
+            return
+        if time.monotonic() < self._retry_at:
+            return
+        self._compacting = threading.Thread(
+            target=self._compact_logged, name="catalog-compaction", daemon=True
+        )
+        self._compacting.start()
+
+    def _compact_logged(self) -> None:
+        try:
+            self._fold_journal()
+        except Exception:  # the journal stays as it is: the next save past the retry time tries again
+            self._retry_at = time.monotonic() + COMPACT_RETRY_S
+            log.warning("catalog: folding the journal into the table failed; retried later", exc_info=True)
 
     def compact(self) -> None:
-        """Fold the journal into the table: one Delta append, then its files deleted."""
-        if not self._journal:
+        """Fold the journal into the table now (after a fold running aside, if one is)."""
+        if self._compacting is not None:
+            self._compacting.join()
+        self._fold_journal()
+
+    def _fold_journal(self) -> None:
+        """One Delta append of the journal's rows, then its files deleted (a crash between the
+        two leaves rows in both, which fold latest-wins as before). Saves may go on meanwhile."""
+        with self._lock:
+            rows, files = list(self._journal), list(self._journal_files)
+        if not rows:
             return
-        self._append(self._journal)
-        for name in self._journal_files:
+        self._append(rows)
+        for name in files:
             self.files.delete(name)
-        self._journal, self._journal_files = [], []
+        with self._lock:
+            del self._journal[: len(rows)]
+            del self._journal_files[: len(files)]
+            self._journal_since = time.monotonic()  # the files left were written since it began
 
     def fold_journals(self) -> None:
         """Every shard's journal folded into the table (a reshard, with every job stopped)."""
@@ -192,6 +231,8 @@ class DeltaCatalogStore:
 
     def _read_journal(self, every: bool = False) -> None:
         """This store's journal; a reader's is every shard's (their folders under the root)."""
+        if self._compacting is not None:
+            self._compacting.join()
         folders = [self.journal_uri]
         if every or (not self.writer and self.scope is None):
             names = self.files.list_names(self.journals_uri)
@@ -213,7 +254,9 @@ class DeltaCatalogStore:
         if not segment_ids:
             return {}
         wanted = set(segment_ids)
-        rows = [r for r in self._journal if r.part == RETIRED and r.table == table and r.segment_id in wanted]
+        with self._lock:  # the journal before the table: a fold running aside appends, then drops
+            journal = list(self._journal)
+        rows = [r for r in journal if r.part == RETIRED and r.table == table and r.segment_id in wanted]
         if self._exists():
             df = self.spark.read.format("delta").load(self.uri)
             rows += df.where(

@@ -8,6 +8,8 @@ the user gave Spark (`spark.hadoop.fs.s3a.*`, core-site.xml, the environment).
 
 from __future__ import annotations
 
+import contextlib
+import os
 import uuid
 import weakref
 from typing import Any
@@ -57,6 +59,13 @@ class HadoopFiles:
 
     def read_text(self, uri: str) -> str | None:
         """The file's text, or None when there is no such file."""
+        local = _local_path(uri)
+        if local is not None:  # no round trips to the JVM for a file on this machine's disk
+            try:
+                with open(local, encoding="utf-8") as f:
+                    return f.read()
+            except FileNotFoundError:
+                return None
         fs, path = self._fs_path(uri)
         try:
             stream = fs.open(path)
@@ -70,10 +79,15 @@ class HadoopFiles:
             stream.close()
 
     def write_text(self, uri: str, text: str) -> None:
-        """Write the file whole. Local and HDFS: a temporary file renamed over the target, so a
-        crash leaves the old file or the new one; object stores: one PUT, atomic already. The
+        """Write the file whole. Local disks: written by Python (no JVM round trips) and renamed
+        over the target; HDFS: a temporary file renamed over the target, so a crash leaves the
+        old file or the new one; object stores: one PUT, atomic already. The
         temporary file's name is the writer's own: two jobs may write one file at once (the
         warehouse's shard record, at their start), and the last rename wins."""
+        local = _local_path(uri)
+        if local is not None:
+            _write_local(local, text)
+            return
         fs, path = self._fs_path(uri)
         scheme = path.toUri().getScheme() or "file"
         target = path if scheme in {"s3a", "s3", "gs", "abfs", "abfss", "wasb", "wasbs"} else None
@@ -105,3 +119,23 @@ class HadoopFiles:
         # one round trip per entry: list directories with few entries (a warehouse's tables),
         # never a busy `_delta_log` (the log reader finds versions without listing)
         return [str(status.getPath().getName()) for status in fs.listStatus(path)]
+
+
+def _local_path(uri: str) -> str | None:
+    """The path of a `file:` URI, taken literally as Hadoop's local file system takes it."""
+    parts = urlsplit(uri)
+    return parts.path if parts.scheme == "file" and parts.netloc in ("", "localhost") else None
+
+
+def _write_local(path: str, text: str) -> None:
+    """Written beside the target and renamed over it in one step (a crash leaves the old file
+    or the new one, never neither); a checksum file Hadoop left for an older version goes, or
+    Hadoop's reads would find the new text does not match it."""
+    directory, name = os.path.split(path)
+    os.makedirs(directory, exist_ok=True)
+    staging = os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
+    with open(staging, "x", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(staging, path)
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(os.path.join(directory, f".{name}.crc"))

@@ -4,6 +4,7 @@ and the part read at start-up is rewritten to its live rows once tombstones outn
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -105,7 +106,9 @@ def test_saves_go_to_a_journal_that_is_folded_into_the_table_at_intervals(
     assert reader.retired("t", ["a"])["a"].retired_by == "p1", "retired rows are found in the journal too"
     assert len(files()) == 2, "a reader leaves the journal alone"
 
-    store.save(CatalogChanges(marks={"t": TableMark(2)}))  # the third save folds the journal in
+    store.save(CatalogChanges(marks={"t": TableMark(2)}))  # the third save folds the journal in, aside
+    assert store._compacting is not None and store._compacting.name == "catalog-compaction"
+    store.compact()  # waits for the fold running aside; nothing is left to fold after it
     assert files() == []
     table = spark.read.format("delta").load(store.uri)
     assert table.count() == 6 and table.select("seq").distinct().count() == 3
@@ -121,3 +124,29 @@ def test_saves_go_to_a_journal_that_is_folded_into_the_table_at_intervals(
     assert restarted.retired("t", ["a"])["a"].retired_by == "p1"
     restarted.compact()  # the row appended twice now: it still folds once
     assert files() == [] and DeltaCatalogStore(spark, warehouse).load().marks["t"].version == 3
+
+
+def test_saves_go_on_while_the_journal_is_folded_aside(
+    spark: Any, warehouse: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(catalog_table, "COMPACT_EVERY", 2)
+    store = DeltaCatalogStore(spark, warehouse)
+    entered, release = threading.Event(), threading.Event()
+    append = store._append
+
+    def slow_append(rows: list[Any]) -> None:
+        entered.set()
+        assert release.wait(30)
+        append(rows)
+
+    monkeypatch.setattr(store, "_append", slow_append)
+    journal = Path(store.journal_uri.removeprefix("file:"))
+    store.save(CatalogChanges(marks={"t": TableMark(1)}))
+    store.save(CatalogChanges(marks={"t": TableMark(2)}))  # due: the fold starts aside, and waits
+    assert entered.wait(30)
+    store.save(CatalogChanges(marks={"t": TableMark(3)}))  # not held behind the fold
+    assert len(list(journal.glob("*.json"))) == 3
+    release.set()
+    store.compact()
+    assert DeltaCatalogStore(spark, warehouse).load().marks["t"].version == 3
+    assert list(journal.glob("*.json")) == [], "the save made during the fold was folded after it"
