@@ -44,6 +44,7 @@ class HadoopFiles:
         self._path_class = jvm_class(self._jvm, "org.apache.hadoop.fs.Path")
         self._io_utils = jvm_class(self._jvm, "org.apache.commons.io.IOUtils")
         self._systems: dict[tuple[str, str], Any] = {}
+        self._default_local: bool | None = None  # is the default file system the local disk?
 
     def _fs_path(self, uri: str) -> tuple[Any, Any]:
         path = self._path_class(uri)
@@ -53,13 +54,26 @@ class HadoopFiles:
             fs = self._systems[where] = path.getFileSystem(self._conf)
         return fs, path
 
+    def _local_path(self, uri: str) -> str | None:
+        """The path of a file on this machine's disk (a `file:` URI, or a path without a scheme
+        where Hadoop's default file system is the local one), taken literally as Hadoop does."""
+        parts = urlsplit(uri)
+        if parts.scheme == "" and self._default_local is None:
+            fs, _ = self._fs_path(uri)
+            self._default_local = str(fs.getUri().getScheme()) == "file"
+        local = parts.scheme == "file" or (parts.scheme == "" and self._default_local)
+        return parts.path if local and parts.netloc in ("", "localhost") else None
+
     def exists(self, uri: str) -> bool:
+        local = self._local_path(uri)
+        if local is not None:
+            return os.path.exists(local)
         fs, path = self._fs_path(uri)
         return bool(fs.exists(path))
 
     def read_text(self, uri: str) -> str | None:
         """The file's text, or None when there is no such file."""
-        local = _local_path(uri)
+        local = self._local_path(uri)
         if local is not None:  # no round trips to the JVM for a file on this machine's disk
             try:
                 with open(local, encoding="utf-8") as f:
@@ -84,7 +98,7 @@ class HadoopFiles:
         old file or the new one; object stores: one PUT, atomic already. The
         temporary file's name is the writer's own: two jobs may write one file at once (the
         warehouse's shard record, at their start), and the last rename wins."""
-        local = _local_path(uri)
+        local = self._local_path(uri)
         if local is not None:
             _write_local(local, text)
             return
@@ -103,6 +117,13 @@ class HadoopFiles:
 
     def delete(self, uri: str) -> None:
         """Delete the file (nothing when it is gone already)."""
+        local = self._local_path(uri)
+        if local is not None:
+            directory, name = os.path.split(local)
+            for gone in (local, os.path.join(directory, f".{name}.crc")):  # and Hadoop's checksum
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(gone)
+            return
         fs, path = self._fs_path(uri)
         fs.delete(path, False)
 
@@ -119,12 +140,6 @@ class HadoopFiles:
         # one round trip per entry: list directories with few entries (a warehouse's tables),
         # never a busy `_delta_log` (the log reader finds versions without listing)
         return [str(status.getPath().getName()) for status in fs.listStatus(path)]
-
-
-def _local_path(uri: str) -> str | None:
-    """The path of a `file:` URI, taken literally as Hadoop's local file system takes it."""
-    parts = urlsplit(uri)
-    return parts.path if parts.scheme == "file" and parts.netloc in ("", "localhost") else None
 
 
 def _write_local(path: str, text: str) -> None:
