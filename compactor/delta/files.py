@@ -54,7 +54,7 @@ class HadoopFiles:
             fs = self._systems[where] = path.getFileSystem(self._conf)
         return fs, path
 
-    def _local_path(self, uri: str) -> str | None:
+    def local_path(self, uri: str) -> str | None:
         """The path of a file on this machine's disk (a `file:` URI, or a path without a scheme
         where Hadoop's default file system is the local one), taken literally as Hadoop does."""
         parts = urlsplit(uri)
@@ -65,7 +65,7 @@ class HadoopFiles:
         return parts.path if local and parts.netloc in ("", "localhost") else None
 
     def exists(self, uri: str) -> bool:
-        local = self._local_path(uri)
+        local = self.local_path(uri)
         if local is not None:
             return os.path.exists(local)
         fs, path = self._fs_path(uri)
@@ -73,7 +73,7 @@ class HadoopFiles:
 
     def read_text(self, uri: str) -> str | None:
         """The file's text, or None when there is no such file."""
-        local = self._local_path(uri)
+        local = self.local_path(uri)
         if local is not None:  # no round trips to the JVM for a file on this machine's disk
             try:
                 with open(local, encoding="utf-8") as f:
@@ -98,7 +98,7 @@ class HadoopFiles:
         old file or the new one; object stores: one PUT, atomic already. The
         temporary file's name is the writer's own: two jobs may write one file at once (the
         warehouse's shard record, at their start), and the last rename wins."""
-        local = self._local_path(uri)
+        local = self.local_path(uri)
         if local is not None:
             _write_local(local, text)
             return
@@ -117,7 +117,7 @@ class HadoopFiles:
 
     def delete(self, uri: str) -> None:
         """Delete the file (nothing when it is gone already)."""
-        local = self._local_path(uri)
+        local = self.local_path(uri)
         if local is not None:
             directory, name = os.path.split(local)
             for gone in (local, os.path.join(directory, f".{name}.crc")):  # and Hadoop's checksum

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from deltalake import DeltaTable as RustDeltaTable
 from pyspark.sql import functions as F
 
 from compactor.catalog.failures import Failure
@@ -18,6 +19,7 @@ from compactor.catalog.retired import RetiredFilter, RetiredSegment
 from compactor.catalog.store import CatalogChanges, TableMark
 from compactor.delta import catalog_table
 from compactor.delta.catalog_table import DeltaCatalogStore
+from compactor.delta.files import HadoopFiles
 from tests.helpers.segments import seg
 
 pytestmark = pytest.mark.integration
@@ -150,3 +152,37 @@ def test_saves_go_on_while_the_journal_is_folded_aside(
     store.compact()
     assert DeltaCatalogStore(spark, warehouse).load().marks["t"].version == 3
     assert list(journal.glob("*.json")) == [], "the save made during the fold was folded after it"
+
+
+def test_start_up_reads_the_catalog_without_spark_where_delta_rs_can_and_both_agree(
+    spark: Any, warehouse: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = DeltaCatalogStore(spark, warehouse)
+    a, b = seg("a", "2024-01-01", table="t"), seg("b", "2024-01-02", table="t")
+    kept = RetiredFilter()
+    kept.add("x")
+    store.save(
+        CatalogChanges(live={("t", "a"): a, ("t", "b"): b}, marks={"t": TableMark(4, 3, retired=kept)})
+    )
+    store.save(CatalogChanges(live={("t", "a"): None}))
+    store.compact()
+    reads: list[str] = []
+    to_arrow = RustDeltaTable.to_pyarrow_table
+
+    def counted(self: RustDeltaTable, *args: Any, **kwargs: Any) -> Any:
+        reads.append("delta-rs")
+        return to_arrow(self, *args, **kwargs)
+
+    monkeypatch.setattr(RustDeltaTable, "to_pyarrow_table", counted)
+    by_rust = DeltaCatalogStore(spark, warehouse).load()
+    assert reads == ["delta-rs"]
+
+    spark.sql(f"ALTER TABLE delta.`{store.uri}` SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+    guarded = DeltaCatalogStore(spark, warehouse).load()  # a reader feature: Spark reads it
+    monkeypatch.setattr(HadoopFiles, "local_path", lambda self, uri: None)  # as on an object store
+    by_spark = DeltaCatalogStore(spark, warehouse).load()
+    assert reads == ["delta-rs"], "neither went through delta-rs"
+    for loaded in (by_rust, guarded, by_spark):
+        assert loaded.segments == {"t": [b]}
+        assert (loaded.marks["t"].version, loaded.marks["t"].announced) == (4, 3)
+        assert loaded.marks["t"].retired.might_contain("x")
