@@ -395,7 +395,8 @@ def run_worker(kind: str, out: Path, **options: Any) -> dict[str, Any]:
     with log.open("w") as err:
         done = subprocess.run(cmd, stdout=err, stderr=subprocess.STDOUT, check=False)
     if done.returncode != 0:
-        tail = log.read_text(errors="replace").splitlines()[-30:]
+        lines = log.read_text(errors="replace").splitlines()  # a JVM trace's frames hide its cause
+        tail = [line for line in lines if not line.startswith("\tat ")][-40:]
         raise RuntimeError(f"{kind} run failed ({done.returncode}):\n" + "\n".join(tail))
     result: dict[str, Any] = json.loads(out.read_text())
     return result
