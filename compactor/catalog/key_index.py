@@ -171,11 +171,12 @@ def _shape(segment: Segment) -> _Shape:
 
 def _outputs_by_plan(new: Iterable[str]) -> dict[str, list[str]]:
     """New segments by the prefix their plan gave their id (merges: the whole id)."""
+    refreshed, merged = refresh_output_prefix(""), output_id("")
     made: dict[str, list[str]] = {}
     for sid in new:
-        if sid.startswith("r-"):
-            made.setdefault(refresh_output_prefix(sid[2:]), []).append(sid)  # "r-" and 16 of the plan id
-        elif sid.startswith("m-"):
+        if sid.startswith(refreshed):  # the prefix and the first characters of the plan id
+            made.setdefault(refresh_output_prefix(sid.removeprefix(refreshed)), []).append(sid)
+        elif sid.startswith(merged):
             made.setdefault(sid, []).append(sid)
     return made
 

@@ -212,9 +212,12 @@ class DeltaCatalogStore:
 
     def compact(self) -> None:
         """Fold the journal into the table now (after a fold running aside, if one is)."""
+        self._wait_for_fold()
+        self._fold_journal()
+
+    def _wait_for_fold(self) -> None:
         if self._compacting is not None:
             self._compacting.join()
-        self._fold_journal()
 
     def _fold_journal(self) -> None:
         """One Delta append of the journal's rows, then its files deleted (a crash between the
@@ -238,8 +241,7 @@ class DeltaCatalogStore:
 
     def _read_journal(self, every: bool = False) -> None:
         """This store's journal; a reader's is every shard's (their folders under the root)."""
-        if self._compacting is not None:
-            self._compacting.join()
+        self._wait_for_fold()
         folders = [self.journal_uri]
         if every or (not self.writer and self.scope is None):
             names = self.files.list_names(self.journals_uri)

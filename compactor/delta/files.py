@@ -119,8 +119,7 @@ class HadoopFiles:
         """Delete the file (nothing when it is gone already)."""
         local = self.local_path(uri)
         if local is not None:
-            directory, name = os.path.split(local)
-            for gone in (local, os.path.join(directory, f".{name}.crc")):  # and Hadoop's checksum
+            for gone in (local, _checksum_of(local)):  # and Hadoop's checksum of it
                 with contextlib.suppress(FileNotFoundError):
                     os.remove(gone)
             return
@@ -153,4 +152,10 @@ def _write_local(path: str, text: str) -> None:
         f.write(text)
     os.replace(staging, path)
     with contextlib.suppress(FileNotFoundError):
-        os.remove(os.path.join(directory, f".{name}.crc"))
+        os.remove(_checksum_of(path))
+
+
+def _checksum_of(path: str) -> str:
+    """Where Hadoop's local file system keeps a file's checksum."""
+    directory, name = os.path.split(path)
+    return os.path.join(directory, f".{name}.crc")

@@ -143,7 +143,8 @@ def plan_id_for(table: str, rule: str, input_ids: Iterable[str]) -> str:
 
 
 def output_id(plan_id: str) -> str:
-    """The id of the segment a plan writes (split refreshes name their parts after it)."""
+    """The id of the segment a merge writes (a refresh names its outputs after
+    `layout.refresh_output_prefix` instead)."""
     return f"m-{plan_id}"
 
 

@@ -40,8 +40,7 @@ class _Sizes:
 
     @classmethod
     def of(cls, segments: SegmentColumns, invalid: Mapping[str, int]) -> _Sizes:
-        records = segments.records
-        bad = segments.values_for(invalid) if invalid else segments.invalid  # see `plan`
+        records, bad = segments.records, _invalid_column(segments, invalid)
         size = segments.size.astype(np.float64)
         valid = np.maximum(records - bad, 0)
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -65,6 +64,11 @@ class _Sizes:
         )
 
 
+def _invalid_column(segments: SegmentColumns, invalid: Mapping[str, int]) -> npt.NDArray[np.int64]:
+    """Invalid rows per segment: from the map by id, or (an empty map) the segments' column."""
+    return segments.values_for(invalid) if invalid else segments.invalid
+
+
 def around(
     segments: SegmentColumns,
     near: Collection[Segment],
@@ -74,9 +78,8 @@ def around(
     """Where an attempt after new loads must look, on a table settled before them: the
     segments they brought or whose counts they changed (`near`: only those can have become
     dirty), and every segment that may be small (a lone small one waits for a partner)."""
-    records = segments.records
-    bad = segments.values_for(invalid) if invalid else segments.invalid
-    maybe_small = 2 * (records - bad) < rule.max_records_per_segment  # the rows half of `small`
+    valid = segments.records - _invalid_column(segments, invalid)
+    maybe_small = 2 * valid < rule.max_records_per_segment  # the rows half of `small`
     maybe_small[segments.positions({s.id for s in near})] = True
     return segments.take(maybe_small)
 
