@@ -5,7 +5,8 @@ has merged, and one attempt scans everything to find what (little) is new.
 - time_layers: hourly segments with one hour missing per day, levels
   [day, week, month]: nothing merges, so every level is scanned in full.
 - level_thresholds [4, 3]: all level-2 (final) but 2 level-1 and 3 level-0 segments.
-- size_threshold 1 GB: segments of 1-97 MB, oldest first (one big merge is planned).
+- size_threshold 1 GB: merged segments of 0.95-1.05 GB, oldest first: the oldest under the
+  threshold is all a walk collects, so nothing merges until a small load arrives.
 - bin_packing (default pools, first fit): 5-minute segments spread over 80 days,
   already merged to 3.5-4 GB, plus a small one every 200 (each joins a big bin).
 - upsert_selection (30% invalid rows): 4M-row, 400 MB segments (merged already:
@@ -15,6 +16,9 @@ has merged, and one attempt scans everything to find what (little) is new.
   it notes only the segments whose count changed). The attempt after one load
   runs on the table with those merges done: the stream looks near a load only
   on a table whose last full evaluation had nothing to run.
+- refresh (index check skipped: the recorded layouts): hourly segments of 300 MB that
+  match the layout, one per hourly bucket (two would outgrow the 500 MB target), so
+  nothing drifts; one new hour's load arrives.
 Segments are read as the catalog keeps them: a `TableSegments` map whose
 columns are updated as segments come and go (built before the timing; what
 keeping them costs is timed apart, per segment added and removed at the largest
@@ -38,6 +42,8 @@ from typing import Any
 
 from _common import save_results
 
+from compactor.config.built_with import layout_record
+from compactor.config.layout import LayoutConfig
 from compactor.config.loading import load_config
 from compactor.config.tables import TableSettings
 from compactor.domain.columns import TableSegments
@@ -116,9 +122,25 @@ def invalid_rows(segments: list[Segment]) -> dict[str, int]:
     }
 
 
+def merged_near_threshold(n: int) -> list[Segment]:
+    """Segments of 0.95-1.05 GB: any two exceed 1 GB, so a settled table for major compaction."""
+    return loads(n, lambda i: 950_000_000 + (i * 7919) % 100_000_000)
+
+
+def conforming_hours(n: int) -> list[Segment]:
+    """Hourly segments built with the table's layout, one per hourly bucket, too big to pair."""
+    record = layout_record(LayoutConfig.model_validate(LAYOUT), 1)
+    return [
+        replace(s, built_with=record, records=1_000_000)
+        for s in loads(n, lambda i: 300 << 20, spacing=timedelta(hours=1))
+    ]
+
+
 def settings(rule: dict[str, Any]) -> TableSettings:
-    upsert = {"upsert": UPSERT_KEYS} if rule["rule"] == "upsert_compaction" else {}
-    return load_config({"defaults": {"rules": [rule], **upsert}}).for_table("t")
+    extra: dict[str, Any] = {"upsert": UPSERT_KEYS} if rule["rule"] == "upsert_compaction" else {}
+    if rule["rule"] == "refresh":
+        extra["layout"] = LAYOUT
+    return load_config({"defaults": {"rules": [rule], **extra}}).for_table("t")
 
 
 FAMILIES: dict[str, tuple[dict[str, Any], Callable[[int], list[Segment]], datetime]] = {
@@ -128,27 +150,30 @@ FAMILIES: dict[str, tuple[dict[str, Any], Callable[[int], list[Segment]], dateti
         compacted_levels,
         NOW,
     ),
-    "size_threshold": (
-        {"rule": "major", "size_threshold": "1GB"},
-        lambda n: loads(n, lambda i: (i % 97 + 1) << 20),
-        NOW,
-    ),
+    "size_threshold": ({"rule": "major", "size_threshold": "1GB"}, merged_near_threshold, NOW),
     "bin_packing": ({"rule": "bin_pack", "strategy": "first_fit"}, merged_stream, NOW),
     "upsert_selection": (
         {"rule": "upsert_compaction", "invalid_records_threshold_percent": 30},
         upserted,
         NOW,
     ),
+    "refresh": (
+        {"rule": "refresh", "skip_index_check": True, "desired_segment_size": "500MB"},
+        conforming_hours,
+        NOW,
+    ),
 }
 UPSERT_KEYS = {"primary_key": ["id"], "comparison_column": "version"}
+LAYOUT = {"time_column": "ts", "bucket_time_period": "1h", "columns": {"ts": {"type": "timestamp"}}}
 
 
 def next_load(segments: list[Segment]) -> Segment:
-    """One more load, as an event brings it: as wide as the newest data, right after it."""
+    """One more load, as an event brings it: as wide as the newest data, right after it, and
+    small (10 MB)."""
     last = max(segments, key=lambda s: s.end)
     loaded = max(s.loaded_at for s in segments) + timedelta(seconds=1)  # the newest load
     span = TimeRange(last.end, last.end + last.range.duration)
-    return replace(last, id="new", range=span, loaded_at=loaded, level=0)
+    return replace(last, id="new", range=span, loaded_at=loaded, level=0, bytes=10 << 20)
 
 
 def measure(

@@ -15,6 +15,7 @@ which is how the planners use it (one synchronous evaluation).
 from __future__ import annotations
 
 from collections.abc import (
+    Callable,
     Collection,
     ItemsView,
     Iterable,
@@ -31,6 +32,7 @@ from typing import Any, overload
 import numpy as np
 import numpy.typing as npt
 
+from compactor.domain.newest_loads import NewestLoads
 from compactor.domain.segments import Origin, Segment, SegmentState
 
 Floats = npt.NDArray[np.float64]
@@ -81,7 +83,7 @@ def _encode(segments: Sequence[Segment], codes: dict[GroupKey, int]) -> dict[str
 class SegmentColumns(Sequence[Segment]):
     """Segments as columns (epoch seconds for times), in a fixed row order."""
 
-    __slots__ = ("_base", "_objects", "_row_of", "_rows", "_taken")
+    __slots__ = ("_base", "_newest", "_objects", "_row_of", "_rows", "_taken")
 
     def __init__(
         self,
@@ -89,12 +91,14 @@ class SegmentColumns(Sequence[Segment]):
         base: Mapping[str, Array],
         row_of: Mapping[str, int] | None = None,
         rows: Ints | None = None,
+        newest: Callable[[int], list[str]] | None = None,
     ) -> None:
         self._objects = objects  # indexed by base row
         self._base = base
         self._row_of = row_of  # segment id -> base row, built on first need when not given
         self._rows = rows  # the base rows of this view, None for all of them
         self._taken: dict[str, Array] = {}
+        self._newest = newest  # the table's kept load order (whole views of a `TableSegments`)
 
     @classmethod
     def of(cls, segments: Iterable[Segment]) -> SegmentColumns:
@@ -175,6 +179,14 @@ class SegmentColumns(Sequence[Segment]):
     def pick(self, positions: Iterable[int]) -> list[Segment]:
         """The segments at `positions` of this view."""
         return [self[int(i)] for i in positions]
+
+    def newest(self, n: int) -> list[str]:
+        """Ids of the `n` most recently loaded segments, oldest of them first (ties by id)."""
+        if n <= 0:
+            return []
+        if self._rows is None and self._newest is not None:
+            return self._newest(n)
+        return [self[int(i)].id for i in order_by(self.loaded, self)[-n:]]
 
     # -- narrowing --------------------------------------------------------------
 
@@ -269,6 +281,9 @@ class TableSegments(MutableMapping[str, Segment]):
     Iteration follows insertion order, as a dict's. Rows are stored densely: a
     removed segment's row is filled by the last one, so an addition or a removal
     costs O(1) (amortised: arrays double when full).
+
+    The newest loads are kept in order too (`newest`, for `preserve_latest`), so a
+    filter never sorts the table to find them.
     """
 
     def __init__(self, segments: Iterable[Segment] = ()) -> None:
@@ -279,6 +294,7 @@ class TableSegments(MutableMapping[str, Segment]):
         self.noted = False  # whether invalid-row counts were ever noted (an upsert table's index)
         self._changed: list[str] = []  # ids set or removed, in order, since position `_changed_base`
         self._changed_base = 0
+        self._newest = NewestLoads()
         initial = list({s.id: s for s in segments}.values())
         self._arrays = _encode(initial, self._codes)
         for row, segment in enumerate(initial):
@@ -288,8 +304,12 @@ class TableSegments(MutableMapping[str, Segment]):
 
     def columns(self) -> SegmentColumns:
         """The live segments as columns (a view valid until the table next changes)."""
-        n = len(self._objects)
-        return SegmentColumns(self._objects, {k: a[:n] for k, a in self._arrays.items()}, self._row_of)
+        arrays = {k: a[: len(self._objects)] for k, a in self._arrays.items()}
+        return SegmentColumns(self._objects, arrays, self._row_of, newest=self.newest)
+
+    def newest(self, n: int) -> list[str]:
+        """Ids of the `n` most recently loaded segments, oldest of them first (ties by id)."""
+        return self._newest.ids(n, self._arrays["loaded"][: len(self._objects)], self._objects)
 
     def __getitem__(self, segment_id: str) -> Segment:
         return self._by_id[segment_id]
@@ -312,6 +332,8 @@ class TableSegments(MutableMapping[str, Segment]):
     def __setitem__(self, segment_id: str, segment: Segment) -> None:
         row = self._row_of.get(segment_id)
         new = row is None
+        if row is not None:  # described anew: it leaves the load order and comes back
+            self._newest.removed(float(self._arrays["loaded"][row]), segment_id)
         if row is None:
             row = len(self._objects)
             self._objects.append(segment)
@@ -323,6 +345,7 @@ class TableSegments(MutableMapping[str, Segment]):
         for name, values in _encode([segment], self._codes).items():
             if new or name != NOTED:  # a segment described anew keeps the count noted for it
                 self._arrays[name][row] = values[0]
+        self._newest.added(float(self._arrays["loaded"][row]), segment_id, len(self._by_id))
         self._note_change(segment_id)
 
     @property
@@ -357,6 +380,7 @@ class TableSegments(MutableMapping[str, Segment]):
         del self._by_id[segment_id]
         self._note_change(segment_id)
         row = self._row_of.pop(segment_id)
+        self._newest.removed(float(self._arrays["loaded"][row]), segment_id)
         last = len(self._objects) - 1
         moved = self._objects.pop()
         if row != last:  # the last row fills the hole

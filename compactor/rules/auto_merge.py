@@ -101,8 +101,11 @@ class _Level:
 def _scan(level: Level, st: Floats, en: Floats, kind: npt.NDArray[np.int64], first: float | None) -> _Level:
     hs, he = bucket_bounds(level, st)
     above = (en > he) | ((st == hs) & (en == he))
-    below = np.flatnonzero(~above)
-    b_st, b_en, b_hs, b_he, b_kind = st[below], en[below], hs[below], he[below], kind[below]
+    if above.any():
+        below = np.flatnonzero(~above)
+        b_st, b_en, b_hs, b_he, b_kind = st[below], en[below], hs[below], he[below], kind[below]
+    else:  # every segment is below this level (the usual case at a small level): no copies
+        below, b_st, b_en, b_hs, b_he, b_kind = np.arange(len(st)), st, en, hs, he, kind
     touching = (b_st[1:] == b_en[:-1]) & (b_hs[1:] == b_hs[:-1])
     joins = touching & (b_kind[1:] == b_kind[:-1])
     starts = np.flatnonzero(np.concatenate(([True], ~joins))) if len(below) else np.array([], np.int64)

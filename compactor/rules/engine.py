@@ -4,13 +4,16 @@ This is the single entry point the streaming handler and the dry-run CLI share,
 so a merge planned in the stream is the one `compactor plan` prints.
 
 An attempt may be told which segments its triggering events brought (`near`):
-the rules that can then look only where those segments could make a merge newly
-qualify (time layers: their buckets; bin packing: their bins; level thresholds:
-their levels). On a table that was settled before those events the plans are a
-full evaluation's (property-tested); since time layers make one merge per
-attempt, the attempts that follow one which planned must look near the same
-segments again. Plans waiting elsewhere (after a cool-down, or as time moves
-segments past a filter) wait for the next full evaluation.
+each rule then looks only where those segments could make a merge newly qualify
+(time layers: their buckets; bin packing: their bins; level thresholds: their
+levels; size threshold: the walk from the first of them; upsert: the segments whose
+counts they changed and the small ones; refresh: them and their time buckets), and
+the shared filters are applied to what it looks at. New loads push as many older ones
+out of `preserve_latest`; those are looked near too. On a table that was settled
+before those events the plans are a full evaluation's (property-tested); since time
+layers make one merge per attempt, the attempts that follow one which planned must
+look near the same segments again. Plans waiting elsewhere (after a cool-down, or as
+time moves segments past a filter) wait for the next full evaluation.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 import numpy as np
+import numpy.typing as npt
 
 from compactor.config.rules import AutoMergeRule, MinorRule, RuleConfig, RuleName
 from compactor.config.tables import TableSettings
@@ -29,8 +33,8 @@ from compactor.domain.layout import IndexFacts
 from compactor.domain.plans import Decision, MergePlan, RuleOutcome, SkipReason
 from compactor.domain.segments import Segment
 from compactor.rules.budget import admit
-from compactor.rules.filters import shared_filter
-from compactor.rules.registry import PLANNERS, RuleInput
+from compactor.rules.filters import Boundaries, freed, shared_filter
+from compactor.rules.registry import NARROWERS, PLANNERS, Around, RuleInput
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,10 +88,17 @@ def evaluate(
         return offline
     plans, waiting, decisions = list[MergePlan](), list[MergePlan](), list[Decision]()
     claimed: dict[str, str] = dict(running or {})
+    bounds = Boundaries.of(segments, settings, now)
+    if near is not None:  # the loads pushed out of preserve_latest by the new ones may merge now
+        near = (*near, *segments.pick(segments.positions(freed(segments, settings, near))))
     for rule in rules:
-        eligible, skipped = shared_filter(segments, settings, now, rule.rule, explain)
         one_at_a_time = isinstance(rule, AutoMergeRule) and bool(running)  # alone on its table
         taken = {} if one_at_a_time else claimed
+        scope = segments
+        if near is not None:
+            around = Around(segments, near, settings, invalid_counts, _passes(bounds, settings, taken))
+            scope = NARROWERS[RuleName(rule.rule)](rule, around)
+        eligible, skipped = shared_filter(scope, settings, now, rule.rule, explain, bounds)
         decisions += skipped + (_claimed(eligible, taken, rule.rule) if explain and taken else [])
         free = eligible.without(taken)
         given = RuleInput(table, free, segments, settings, now, explain, invalid_counts, index_facts, near)
@@ -101,6 +112,18 @@ def evaluate(
         decisions = _claim(outcome, claimed, plans, decisions, explain)
         waiting += outcome.waiting
     return Evaluation(table, tuple(plans), tuple(decisions), tuple(waiting))
+
+
+def _passes(
+    bounds: Boundaries, settings: TableSettings, taken: Mapping[str, str]
+) -> Callable[[SegmentColumns], npt.NDArray[np.bool_]]:
+    """Per segment of a view: whether a rule may consider it (the shared filters, not taken)."""
+
+    def passes(view: SegmentColumns) -> npt.NDArray[np.bool_]:
+        keep, _ = bounds.keep(view, settings)
+        return keep & ~view.mask(taken) if taken else keep
+
+    return passes
 
 
 def _claim(

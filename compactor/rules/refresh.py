@@ -9,19 +9,26 @@ targets, are rewritten so they conform; the rewrite is one Delta commit per task
 Facts about a segment come from what it recorded when it was built (`built_with`)
 and, unless `skip_index_check`, from an inspection of its files and rows (the
 costly index check), which the executor performs and passes in here.
+
+Near new segments (`around`): whether a segment drifts is its own matter, so on a
+table where nothing drifted only the new segments can, and the conforming small ones
+of their time buckets may now add up to a merge; an attempt looks at those alone.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from enum import StrEnum
 from typing import Any
 
+import numpy as np
+
 from compactor.config.built_with import layout_record
 from compactor.config.layout import LayoutConfig
 from compactor.config.rules import RefreshRule, RuleName
+from compactor.domain.columns import Ints, SegmentColumns, order_by
 from compactor.domain.layout import HIDDEN_COLUMNS, IndexFacts
 from compactor.domain.plans import Decision, MergePlan, RuleOutcome, SkipReason, make_plan
 from compactor.domain.segments import Segment
@@ -59,13 +66,16 @@ IN_PLACE = frozenset(
 )
 
 
-def drift(segment: Segment, layout: LayoutConfig, facts: IndexFacts | None) -> list[Drift]:
-    """Every way `segment` differs from `layout` (recorded facts, plus the index check's)."""
+def drift(
+    segment: Segment, layout: LayoutConfig, facts: IndexFacts | None, want: Mapping[str, Any] | None = None
+) -> list[Drift]:
+    """Every way `segment` differs from `layout` (recorded facts, plus the index check's);
+    `want`: the layout's record, when the caller has it at hand."""
     found: list[Drift] = []
     recorded: dict[str, Any] = json.loads(segment.built_with) if segment.built_with else {}
     if not recorded and facts is None:
         return [Drift.NO_LAYOUT_RECORDED]
-    want = json.loads(layout_record(layout, 0))
+    want = want if want is not None else json.loads(layout_record(layout, 0))
     if recorded:
         for key, kind in (
             ("time_column", Drift.TIME_COLUMN),
@@ -117,6 +127,20 @@ def _sizing(segment: Segment, rule: RefreshRule) -> Drift | None:
     return None
 
 
+def around(
+    segments: SegmentColumns, near: Collection[Segment], layout: LayoutConfig | None
+) -> SegmentColumns:
+    """The `near` segments and every segment of their time buckets (see the module)."""
+    if layout is None:
+        return segments.take(np.zeros(0, np.int64))
+    period = layout.bucket_time_period.total_seconds()
+    start, keep = segments.start, np.zeros(len(segments), np.bool_)
+    for bucket in {s.range.start_ts // period for s in near}:  # comparisons: no division per segment
+        keep |= (start >= bucket * period) & (start < (bucket + 1) * period)
+    keep[segments.positions({s.id for s in near})] = True
+    return segments.take(keep)
+
+
 def plan(
     segments: Sequence[Segment],
     rule: RefreshRule,
@@ -149,16 +173,18 @@ def plan(
             Decision(s.id, RULE, False, SkipReason.NO_STATISTICS, "index check not run") for s in segments
         ]
         return RuleOutcome((), tuple(skipped) if explain else ())
-    kinds = _drifts(segments, rule, layout, facts)
-    ordered = sorted(segments, key=lambda s: (s.start, s.id))
+    columns = SegmentColumns.of(segments)
+    kinds = _drifts(columns, rule, layout, facts)
+    order = order_by(columns.start, columns)  # time order, ties by id
+    ordered = columns.pick(order) if explain else []  # every segment, to explain each
     if whole:
-        return _in_place(table, ordered, kinds, rule, explain)
+        return _in_place(table, _in_order(columns, order, kinds), kinds, rule, explain, ordered)
     table_wide = any(set(k) & TABLE_WIDE for k in kinds.values())
     if table_wide:
         tasks = [sorted(table_segments or segments, key=lambda s: (s.start, s.id))]
     else:
-        _mark_undersized(ordered, kinds, rule, layout)
-        tasks = _pack_tasks([s for s in ordered if s.id in kinds], rule)
+        _mark_undersized(columns, order, kinds, rule, layout)
+        tasks = _pack_tasks(_in_order(columns, order, kinds), rule)
     plans = [
         replace(make_plan(table, RULE, task, allow_single=True), table_wide=table_wide)
         for task in tasks[: rule.table_max_num_tasks]
@@ -167,12 +193,24 @@ def plan(
     return RuleOutcome(tuple(plans), tuple(decisions))
 
 
+def _in_order(columns: SegmentColumns, order: Ints, kinds: Mapping[str, list[Drift]]) -> list[Segment]:
+    """The segments with drifts, in time order."""
+    if not kinds:
+        return []
+    return columns.pick(order[columns.mask(kinds)[order]])
+
+
 def _in_place(
-    table: str, ordered: Sequence[Segment], kinds: Mapping[str, list[Drift]], rule: RefreshRule, explain: bool
+    table: str,
+    drifted: Sequence[Segment],
+    kinds: Mapping[str, list[Drift]],
+    rule: RefreshRule,
+    explain: bool,
+    ordered: Sequence[Segment],
 ) -> RuleOutcome:
     """One task per drifted segment, rewritten whole (1:1), for the drifts that fixes."""
     fixable = {sid: [k for k in found if k in IN_PLACE] for sid, found in kinds.items()}
-    tasks = [[s] for s in ordered if fixable.get(s.id)]
+    tasks = [[s] for s in drifted if fixable.get(s.id)]
     plans = [make_plan(table, RULE, task, allow_single=True) for task in tasks[: rule.table_max_num_tasks]]
     if not explain:
         return RuleOutcome(tuple(plans))
@@ -191,20 +229,33 @@ def _kept_m_to_1(decision: Decision, kinds: Mapping[str, list[Drift]]) -> Decisi
 
 
 def _drifts(
-    segments: Sequence[Segment],
+    columns: SegmentColumns,
     rule: RefreshRule,
     layout: LayoutConfig,
     facts: Mapping[str, IndexFacts] | None,
 ) -> dict[str, list[Drift]]:
-    """Each drifted or oversized segment's reasons."""
+    """Each drifted or oversized segment's reasons. Without index facts a segment's drift
+    follows from its record and sub-partitions alone, so each distinct pair is compared once."""
+    want = json.loads(layout_record(layout, 0))
+    oversized = (columns.records > rule.max_records_per_segment) | (
+        columns.size > 2 * rule.desired_segment_size
+    )
+    checked = None if rule.skip_index_check else facts
+    by_record: dict[tuple[str | None, frozenset[str]], list[Drift]] = {}
     kinds: dict[str, list[Drift]] = {}
-    for s in segments:
-        found = drift(s, layout, None if rule.skip_index_check or facts is None else facts.get(s.id))
-        sized = _sizing(s, rule)
-        if sized:
-            found.append(sized)
+    for s, big in zip(columns, oversized.tolist(), strict=True):
+        fact = None if checked is None else checked.get(s.id)
+        if fact is None:
+            key = (s.built_with, s.sub_partitions)
+            found = by_record.get(key)
+            if found is None:
+                found = by_record[key] = drift(s, layout, None, want)
+        else:
+            found = drift(s, layout, fact, want)
+        if big:
+            found = [*found, Drift.OVERSIZED]
         if found:
-            kinds[s.id] = found
+            kinds[s.id] = list(found)
     return kinds
 
 
@@ -235,23 +286,24 @@ def _explain(
 
 
 def _mark_undersized(
-    ordered: Sequence[Segment], kinds: dict[str, list[Drift]], rule: RefreshRule, layout: LayoutConfig
+    columns: SegmentColumns,
+    order: Ints,
+    kinds: dict[str, list[Drift]],
+    rule: RefreshRule,
+    layout: LayoutConfig,
 ) -> None:
     """Conforming segments of one time bucket that together fit the targets are merged."""
+    conforming = order[~columns.mask(kinds)[order]] if kinds else order  # in time order
+    if len(conforming) < 2:
+        return
     period = layout.bucket_time_period.total_seconds()
-    by_bucket: dict[float, list[Segment]] = {}
-    for s in ordered:
-        if s.id not in kinds:
-            by_bucket.setdefault(s.range.start_ts // period, []).append(s)
-    for members in by_bucket.values():
-        if len(members) < 2:
-            continue
-        if (
-            sum(s.records for s in members) <= rule.max_records_per_segment
-            and sum(s.bytes for s in members) <= rule.desired_segment_size
-        ):
-            for s in members:
-                kinds[s.id] = [Drift.UNDERSIZED]
+    buckets, members = np.unique(columns.start[conforming] // period, return_inverse=True)
+    count = np.bincount(members, minlength=len(buckets))
+    records = np.bincount(members, columns.records[conforming], minlength=len(buckets))
+    size = np.bincount(members, columns.size[conforming], minlength=len(buckets))
+    fits = (count >= 2) & (records <= rule.max_records_per_segment) & (size <= rule.desired_segment_size)
+    for s in columns.pick(conforming[fits[members]]):
+        kinds[s.id] = [Drift.UNDERSIZED]
 
 
 def _pack_tasks(drifted: Sequence[Segment], rule: RefreshRule) -> list[list[Segment]]:

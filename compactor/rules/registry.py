@@ -1,8 +1,10 @@
 """Every rule's planner, by name: the one place a new rule is wired in.
 
 A rule is a config model (`config.rules`), a planner module here, and one
-entry below. Each entry adapts the engine's uniform call to the planner's own
-arguments, so planners keep small, explicit signatures their tests call directly.
+entry in each map below: its planner, and where an attempt near new segments
+looks (`NARROWERS`: a part of the whole table, before the shared filters). Each
+entry adapts the engine's uniform call to the planner's own arguments, so planners
+keep small, explicit signatures their tests call directly.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from compactor.config.rules import (
     UpsertCompactionRule,
 )
 from compactor.config.tables import TableSettings
-from compactor.domain.columns import SegmentColumns
+from compactor.domain.columns import Bools, SegmentColumns
 from compactor.domain.layout import IndexFacts
 from compactor.domain.plans import RuleOutcome
 from compactor.domain.segments import Segment
@@ -48,12 +50,25 @@ class RuleInput:
 Planner = Callable[[RuleConfig, RuleInput], RuleOutcome]
 
 
+@dataclass(frozen=True, slots=True)
+class Around:
+    """What an attempt near new segments narrows a rule's scan with."""
+
+    segments: SegmentColumns  # the whole table
+    near: Collection[Segment]  # the segments the triggering events brought, and those they freed
+    settings: TableSettings
+    invalid_counts: Mapping[str, int] | None
+    passes: Callable[[SegmentColumns], Bools]  # per segment: the shared filters, not claimed
+
+
+Narrower = Callable[[RuleConfig, Around], SegmentColumns]
+
+
 def _auto_merge(rule: RuleConfig, given: RuleInput) -> RuleOutcome:
     assert isinstance(rule, AutoMergeRule)
     starts = given.all_segments.start
     first = float(starts.min()) if len(starts) else None
-    near = None if given.settings.preserve_latest else given.near  # a new load may free a preserved one
-    eligible = given.eligible if near is None else auto_merge.around(given.eligible, near, rule)
+    near, eligible = given.near, given.eligible
     late = None
     if rule.sealing is not None:  # a late run lies in one bucket: near an event, its buckets hold it
         everything = given.all_segments if near is None else auto_merge.around(given.all_segments, near, rule)
@@ -63,10 +78,7 @@ def _auto_merge(rule: RuleConfig, given: RuleInput) -> RuleOutcome:
 
 def _minor(rule: RuleConfig, given: RuleInput) -> RuleOutcome:
     assert isinstance(rule, MinorRule)
-    eligible = given.eligible
-    if given.near is not None and not given.settings.preserve_latest:
-        eligible = level_threshold.at_levels(eligible, {s.level for s in given.near})
-    return level_threshold.plan(eligible, rule, given.table, given.explain)
+    return level_threshold.plan(given.eligible, rule, given.table, given.explain)
 
 
 def _major(rule: RuleConfig, given: RuleInput) -> RuleOutcome:
@@ -76,18 +88,12 @@ def _major(rule: RuleConfig, given: RuleInput) -> RuleOutcome:
 
 def _bin_pack(rule: RuleConfig, given: RuleInput) -> RuleOutcome:
     assert isinstance(rule, BinPackRule)
-    eligible = given.eligible
-    if given.near is not None and not given.settings.preserve_latest:
-        eligible = pools.around(eligible, given.near, rule)
-    return pools.plan(eligible, rule, given.table, given.now, given.explain)
+    return pools.plan(given.eligible, rule, given.table, given.now, given.explain)
 
 
 def _upsert_compaction(rule: RuleConfig, given: RuleInput) -> RuleOutcome:
     assert isinstance(rule, UpsertCompactionRule)
-    eligible, counts = given.eligible, given.invalid_counts
-    if given.near is not None and counts is not None and not given.settings.preserve_latest:
-        eligible = upsert.around(eligible, given.near, counts, rule)
-    return upsert.plan(eligible, rule, given.table, counts, given.explain)
+    return upsert.plan(given.eligible, rule, given.table, given.invalid_counts, given.explain)
 
 
 def _refresh(rule: RuleConfig, given: RuleInput) -> RuleOutcome:
@@ -106,4 +112,45 @@ PLANNERS: Mapping[RuleName, Planner] = {
     RuleName.BIN_PACK: _bin_pack,
     RuleName.UPSERT_COMPACTION: _upsert_compaction,
     RuleName.REFRESH: _refresh,
+}
+
+
+def _near_buckets(rule: RuleConfig, around: Around) -> SegmentColumns:
+    assert isinstance(rule, AutoMergeRule)
+    return auto_merge.around(around.segments, around.near, rule)
+
+
+def _near_levels(rule: RuleConfig, around: Around) -> SegmentColumns:
+    return level_threshold.at_levels(around.segments, {s.level for s in around.near})
+
+
+def _near_walk(rule: RuleConfig, around: Around) -> SegmentColumns:
+    assert isinstance(rule, MajorRule)
+    return size_threshold.around(around.segments, around.near, rule, around.passes)
+
+
+def _near_bins(rule: RuleConfig, around: Around) -> SegmentColumns:
+    assert isinstance(rule, BinPackRule)
+    return pools.around(around.segments, around.near, rule)
+
+
+def _near_counts(rule: RuleConfig, around: Around) -> SegmentColumns:
+    assert isinstance(rule, UpsertCompactionRule)
+    if around.invalid_counts is None:  # nothing is planned without counts: nothing to narrow
+        return around.segments
+    return upsert.around(around.segments, around.near, around.invalid_counts, rule)
+
+
+def _near_drift(rule: RuleConfig, around: Around) -> SegmentColumns:
+    assert isinstance(rule, RefreshRule)
+    return refresh.around(around.segments, around.near, around.settings.layout)
+
+
+NARROWERS: Mapping[RuleName, Narrower] = {
+    RuleName.AUTO_MERGE: _near_buckets,
+    RuleName.MINOR: _near_levels,
+    RuleName.MAJOR: _near_walk,
+    RuleName.BIN_PACK: _near_bins,
+    RuleName.UPSERT_COMPACTION: _near_counts,
+    RuleName.REFRESH: _near_drift,
 }

@@ -4,11 +4,18 @@ Walk the eligible segments oldest first with a running total; a segment that
 would bring the total to or above `size_threshold` is skipped and the walk goes
 on (the seed's prose; CarbonData's code stops at the first overflow). All the
 collected segments, at least two, merge into one.
+
+Near new segments (`around`): the walk's choice of a segment depends only on the
+segments collected before it, and on a table where nothing waited to merge the walk
+collected at most one, the oldest eligible segment under the threshold. Up to the first
+new segment (in load order) the walk is as it was; from there any segment under the
+threshold may be collected. So that oldest one, the new ones, and the segments under the
+threshold loaded since the first new one are all the walk needs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 
 import numpy as np
 
@@ -53,6 +60,26 @@ def plan(segments: Sequence[Segment], rule: MajorRule, table: str, explain: bool
         return RuleOutcome((merge,))
     chosen = [Decision(s.id, RULE, True, None, f"{total} bytes in total", merge.plan_id) for s in collected]
     return RuleOutcome((merge,), tuple(chosen + skipped))
+
+
+def around(
+    segments: SegmentColumns,
+    near: Collection[Segment],
+    rule: MajorRule,
+    passes: Callable[[SegmentColumns], Bools],
+) -> SegmentColumns:
+    """What the walk needs after `near` arrived on a settled table (see the module); `segments`
+    is the whole table, `passes` says which of them the rule may consider."""
+    small = segments.size < rule.size_threshold
+    loaded = segments.loaded
+    keep = np.zeros(len(segments), np.bool_)
+    if near:
+        keep |= small & (loaded >= min(s.loaded_at.timestamp() for s in near))  # ties: a few more
+        keep[segments.positions({s.id for s in near})] = True
+    candidates = small & passes(segments)
+    first_loaded = np.where(candidates, loaded, np.inf).min(initial=np.inf)  # no gather of the rows
+    keep |= candidates & (loaded == first_loaded)  # the oldest, and any tied with it
+    return segments.take(keep)
 
 
 def walk(sizes: Ints, threshold: int) -> Bools:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
 
@@ -244,10 +244,11 @@ class TablePlanner:
         return ({} if _runs(settings, RuleName.UPSERT_COMPACTION, only_rule) else None), recounted
 
     def _index_facts(
-        self, table: str, settings: TableSettings, only_rule: str | None, segments: Iterable[Segment]
-    ) -> dict[str, IndexFacts] | None:
-        """The index check of every segment, when a refresh rule that wants it is about to run;
-        cached per segment and layout, since a segment's files never change."""
+        self, table: str, settings: TableSettings, only_rule: str | None, segments: SegmentColumns
+    ) -> Mapping[str, IndexFacts] | None:
+        """The index check of each segment, when a refresh rule that wants it is about to run:
+        done when the rule first asks for a segment (an attempt near new segments asks for a
+        few), and cached per segment and layout, since a segment's files never change."""
         rule = next((r for r in settings.rules if isinstance(r, RefreshRule)), None)
         layout = settings.layout
         if (
@@ -259,14 +260,31 @@ class TablePlanner:
             return None
         sub_column = settings.sub_partition.column if settings.sub_partition else None
         key = f"{layout.model_dump_json()}|{sub_column}"
-        found = {}
-        for s in segments:
+
+        def check(s: Segment) -> IndexFacts:
             # a segment's files change only when a sub-partition is added or refreshed
             cached = (s.id, f"{key}|{sorted(s.sub_partitions)}|{s.records}")
             if cached not in self._facts:
                 self._facts[cached] = self.state.store.index_facts(table, s, layout, sub_column)
-            found[s.id] = self._facts[cached]
-        return found
+            return self._facts[cached]
+
+        return _OnDemand(self.state.catalog.live(table), check)
+
+
+class _OnDemand(Mapping[str, IndexFacts]):
+    """A table's index facts by segment id, each found when first read."""
+
+    def __init__(self, live: Mapping[str, Segment], check: Callable[[Segment], IndexFacts]) -> None:
+        self._live, self._check = live, check
+
+    def __getitem__(self, segment_id: str) -> IndexFacts:
+        return self._check(self._live[segment_id])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._live)
+
+    def __len__(self) -> int:
+        return len(self._live)
 
 
 def _runs(settings: TableSettings, rule: str, only_rule: str | None) -> bool:

@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from compactor.config.tables import TableSettings
+from compactor.domain import newest_loads
 from compactor.domain.columns import SegmentColumns, TableSegments, group_key, order_by
 from compactor.domain.segments import Origin, Segment, SegmentState, TimeRange
 from compactor.rules.engine import evaluate
@@ -81,6 +82,42 @@ def test_table_segments_behave_as_a_dict_and_keep_their_columns_in_step(ops: lis
     view = table.columns()
     assert sorted(s.id for s in view) == sorted(model)
     assert_in_step(view)
+
+
+@FAST
+@given(
+    st.lists(st.tuples(st.sampled_from(("set", "del")), st.integers(0, 40), st.integers(0, 6)), max_size=120),
+    st.lists(st.integers(0, 5), min_size=1, max_size=30),
+    st.sampled_from((0, 1, 64)),
+)
+def test_the_newest_loads_are_kept_exactly_through_additions_new_descriptions_and_removals(
+    ops: list[tuple[str, int, int]], asks: list[int], slack: int
+) -> None:
+    """`newest(n)` is the n most recently loaded (ties by id) after any changes; load times
+    repeat, so ties at the cut are settled by id. With little slack the kept list is shorter
+    than the table, and additions, new descriptions and removals each change it."""
+    kept_slack, newest_loads.SLACK = newest_loads.SLACK, slack
+    try:
+        check_newest(ops, asks)
+    finally:
+        newest_loads.SLACK = kept_slack
+
+
+def check_newest(ops: list[tuple[str, int, int]], asks: list[int]) -> None:
+    table, model = TableSegments([segment(i, loaded_at=BASE + timedelta(hours=i % 3)) for i in range(3)]), {}
+    model = {s.id: s for s in table.values()}
+    asked = iter(asks * 10)
+    for op, i, when in ops:
+        if op == "set":
+            s = segment(i, loaded_at=BASE + timedelta(hours=when))
+            table[s.id], model[s.id] = s, s
+        elif op == "del" and f"s{i}" in model:
+            del table[f"s{i}"], model[f"s{i}"]
+        n = next(asked, 2)
+        expected = [s.id for s in sorted(model.values(), key=lambda s: (s.loaded_at, s.id))][-n:] if n else []
+        assert table.newest(n) == expected
+        assert table.columns().newest(n) == expected
+        assert SegmentColumns.of(list(model.values())).newest(n) == expected  # a plain list: sorted
 
 
 def test_a_view_narrows_and_looks_values_up_by_id() -> None:

@@ -587,6 +587,22 @@ def test_on_a_settled_table_an_attempt_near_a_new_segment_plans_what_a_full_one_
     assert near.plans == full.plans
 
 
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(), st.sampled_from((1, 2, 3)))
+def test_a_new_load_frees_the_oldest_preserved_one_and_the_attempt_near_it_finds_that(
+    scenario: tuple[list[Segment], TableSettings, datetime], preserve: int
+) -> None:
+    """The newest load pushes the oldest of the preserved ones out of `preserve_latest`:
+    whatever that one can now merge with, the attempt near the new load finds it too."""
+    segments, table, now = scenario
+    *before, new = segments
+    newest = max(s.loaded_at for s in segments) + timedelta(minutes=1)
+    table = table.model_copy(update={"preserve_latest": preserve, "merge_enabled": True})
+    full, near = settled_then_one_more([*before, replace(new, loaded_at=newest)], table, now)
+    event(f"{min(len(full.plans), 2)}+ plans by {sorted(str(p.rule) for p in full.plans)}")
+    assert near.plans == full.plans
+
+
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     segment_sets(online_only=True),

@@ -6,15 +6,18 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 
 from compactor.config.built_with import layout_record
 from compactor.config.layout import LayoutConfig
 from compactor.config.loading import load_config
 from compactor.config.rules import RefreshRule
 from compactor.config.tables import TableSettings
+from compactor.domain.columns import TableSegments
 from compactor.domain.layout import IndexFacts
 from compactor.domain.plans import SkipReason
-from compactor.domain.segments import SegmentState
+from compactor.domain.segments import Segment, SegmentState, TimeRange
 from compactor.errors import ConfigError
 from compactor.rules.engine import evaluate
 from compactor.rules.refresh import Drift, drift
@@ -236,3 +239,66 @@ def test_an_upsert_tables_refresh_leaves_time_buckets_and_schema_alone() -> None
     )
     evaluation = evaluate("t", [segment], removed, NOW)
     assert evaluation.plans == () and evaluation.decisions[0].reason is SkipReason.KEEPS_M_TO_1
+
+
+RECORDS = (
+    layout_record(layout(), 1),
+    layout_record(layout(), 1),
+    layout_record(layout(), 1),
+    layout_record(layout(compression="gzip"), 1),
+    layout_record(layout(sorted_column="k"), 1),
+    None,  # no layout recorded
+)
+FACTS = (GOOD, GOOD, GOOD, replace(GOOD, sorted=False), replace(GOOD, bucket_count=2))
+
+
+@st.composite
+def refreshed_tables(draw: st.DrawFn) -> tuple[list[Segment], TableSettings, dict[str, IndexFacts] | None]:
+    """Hourly segments over a few days (several share a day), each conforming or drifted, with
+    sizes around the targets; a refresh rule with or without the index check, on a plain or an
+    upsert table."""
+    checked = draw(st.booleans())
+    rule = {
+        "max_records_per_segment": 10,
+        "desired_segment_size": draw(st.sampled_from((300, 1000))),
+        "max_records_per_task": draw(st.sampled_from((15, 40))),
+        "table_max_num_tasks": draw(st.sampled_from((1, 3, 10))),
+        "skip_index_check": not checked,
+    }
+    chosen = (upsert_table if draw(st.booleans()) else table)(rule)
+    n = draw(st.integers(1, 24))
+    hours = draw(st.lists(st.integers(0, 24 * 5), min_size=n, max_size=n, unique=True))
+    segments, facts = [], {}
+    for i, hour in enumerate(hours):
+        start = datetime(2024, 1, 1, tzinfo=UTC) + timedelta(hours=hour)
+        segments.append(
+            Segment(
+                f"s{i:02d}", "t", TimeRange(start, start + timedelta(hours=1)),
+                loaded_at=start + timedelta(minutes=draw(st.integers(0, 6000))),
+                records=draw(st.integers(0, 12)),
+                bytes=draw(st.sampled_from((10, 100, 400, 900))),
+                built_with=draw(st.sampled_from(RECORDS)),
+            )
+        )  # fmt: skip
+        facts[segments[-1].id] = draw(st.sampled_from(FACTS))
+    return segments, chosen, facts if checked else None
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(refreshed_tables())
+def test_on_a_settled_table_a_refresh_near_a_new_segment_plans_what_a_full_one_plans(
+    scenario: tuple[list[Segment], TableSettings, dict[str, IndexFacts] | None],
+) -> None:
+    """Settled: what full attempts would refresh is taken out until they plan nothing; then the
+    last segment arrives, and the attempt near it plans what a full one plans."""
+    segments, chosen, facts = scenario
+    *before, new = segments
+    catalog = TableSegments(before)
+    while plans := evaluate("t", catalog.columns(), chosen, NOW, explain=False, index_facts=facts).plans:
+        for sid in {sid for p in plans for sid in p.input_ids}:
+            del catalog[sid]
+    catalog[new.id] = new
+    full = evaluate("t", catalog.columns(), chosen, NOW, explain=False, index_facts=facts)
+    near = evaluate("t", catalog.columns(), chosen, NOW, explain=False, index_facts=facts, near=(new,))
+    event(f"{min(len(full.plans), 2)}+ plans")
+    assert near.plans == full.plans
