@@ -12,8 +12,10 @@ the shared filters are applied to what it looks at. New loads push as many older
 out of `preserve_latest`; those are looked near too. On a table that was settled
 before those events the plans are a full evaluation's (property-tested); since time
 layers make one merge per attempt, the attempts that follow one which planned must
-look near the same segments again. Plans waiting elsewhere (after a cool-down, or as
-time moves segments past a filter) wait for the next full evaluation.
+look near the same segments again. A size-threshold merge is the exception: taking its
+inputs out changes the walk wherever they were, so the attempt after one looks at the
+whole table (`near_after`). Plans waiting elsewhere (after a cool-down, or as time moves
+segments past a filter) wait for the next full evaluation.
 """
 
 from __future__ import annotations
@@ -112,6 +114,12 @@ def evaluate(
         decisions = _claim(outcome, claimed, plans, decisions, explain)
         waiting += outcome.waiting
     return Evaluation(table, tuple(plans), tuple(decisions), tuple(waiting))
+
+
+def near_after(plans: Sequence[MergePlan]) -> bool:
+    """Whether the attempts after `plans` may look near their outputs (and where they looked):
+    not after a size-threshold merge, whose inputs leaving frees room in the walk anywhere."""
+    return all(p.rule != RuleName.MAJOR for p in plans)
 
 
 def _passes(

@@ -23,7 +23,7 @@ from compactor.domain.segments import Segment
 from compactor.errors import InvalidSegmentError
 from compactor.rules import manual
 from compactor.rules.budget import WriteLedger
-from compactor.rules.engine import Evaluation, evaluate
+from compactor.rules.engine import Evaluation, evaluate, near_after
 from compactor.rules.late_data import late_mask, refusal, sealing_rule
 
 # Every merge removes at least one segment, so a cascade is bounded by the
@@ -67,7 +67,8 @@ class Simulation:
     ) -> None:
         """Attempt, and attempt again once per applied merge, until quiet. A follow-up looks near
         the merge's output and near what the attempt that planned it looked at; after a full
-        attempt, it is full too (more may wait anywhere)."""
+        attempt, or a merge that changes more than its neighbourhood (`near_after`), it is full
+        too (more may wait anywhere)."""
         pending: deque[tuple[Segment, ...]] = (
             deque((p.output,) for p in first.plans) if first else deque([near])
         )
@@ -78,7 +79,8 @@ class Simulation:
                 raise RuntimeError(f"table {table}: merges did not settle; a planner is looping")
             looked = pending.popleft()
             evaluation = self.attempt(table, now, near=looked or None)
-            pending.extend((*looked, p.output) if looked else () for p in evaluation.plans)
+            narrow = bool(looked) and near_after(evaluation.plans)
+            pending.extend((*looked, p.output) if narrow else () for p in evaluation.plans)
 
     def arrive(self, segment: Segment, now: datetime | None = None) -> None:
         """A completion event for `segment`: record it and run the cascade."""

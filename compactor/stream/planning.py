@@ -27,7 +27,7 @@ from compactor.domain.segments import Segment
 from compactor.errors import DeadLetterReason, ManualMergeError, Rejected
 from compactor.rules import manual
 from compactor.rules.due import Due, cool_down_end, table_due
-from compactor.rules.engine import evaluate
+from compactor.rules.engine import evaluate, near_after
 from compactor.stream.advice import ADVISE_EVERY, advise
 from compactor.stream.due import DueTimes
 from compactor.stream.key_indexes import KeyIndexes
@@ -146,7 +146,7 @@ class TablePlanner:
         self._note_due(table, settings, segments, near, now)
         if trigger.only_rule is None:  # every rule ran: what waits to merge (the table's debt)
             state.control.on_evaluation(table, evaluation.ready, full=near is None)
-            self.scope.evaluated(table, now, near, runnable=bool(plans))
+            self.scope.evaluated(table, now, near, runnable=bool(plans), narrow_next=near_after(plans))
         if not plans:
             state.stats.empty_attempts += 1
             return []

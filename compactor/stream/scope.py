@@ -54,8 +54,16 @@ class AttemptScope:
         """Whether the table's last evaluation of every rule looked at the whole table."""
         return self._last_full.get(table, False)
 
-    def evaluated(self, table: str, now: datetime, near: tuple[Segment, ...] | None, runnable: bool) -> None:
-        """Note an evaluation of every rule of `table` and whether it found plans to run."""
+    def evaluated(
+        self,
+        table: str,
+        now: datetime,
+        near: tuple[Segment, ...] | None,
+        runnable: bool,
+        narrow_next: bool = True,
+    ) -> None:
+        """Note an evaluation of every rule of `table` and whether it found plans to run
+        (`narrow_next`: whether the attempts after those may look near them)."""
         self._last_full[table] = near is None
         if near is None:
             self._full_at[table] = now
@@ -66,7 +74,7 @@ class AttemptScope:
                 self._settled.add(table)
         elif not runnable:
             self._carried.pop(table, None)
-        elif len(near) > MAX_CARRIED:
+        elif len(near) > MAX_CARRIED or not narrow_next:
             self._settled.discard(table)
         else:
             self._carried[table] = tuple({s.id: s for s in near}.values())

@@ -553,7 +553,7 @@ def test_auto_merge_simulation_keeps_segments_within_buckets(data: st.DataObject
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.data(), st.sampled_from(("auto_merge", "minor")))
+@given(st.data(), st.sampled_from(("auto_merge", "minor", "major", "bin_pack")))
 def test_attempts_near_the_triggering_segment_plan_what_full_attempts_plan(
     data: st.DataObject, name: str
 ) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 from compactor.domain.events import MergeStatus
@@ -76,3 +77,22 @@ def test_after_a_full_evaluation_that_planned_the_next_attempts_are_full_too(har
     assert attempts(handler, "full") == full + 1, "the full evaluation before found more to run"
     assert harness.statuses()[-1] is MergeStatus.SUCCEEDED  # the second week
     assert [r["plan_id"] for r in harness.results()[-2:]] == harness.store.calls[-2:]
+
+
+def test_after_a_size_threshold_merge_near_a_load_the_next_attempt_is_full(harness: Harness) -> None:
+    """Major compaction: its inputs leaving frees room in the walk anywhere, so the attempt
+    after its merge looks at the whole table; the merges are those full attempts make."""
+    harness.store.create("t")
+    handler = harness.handler({"defaults": {"rules": [{"rule": "major", "size_threshold": 1000}]}})
+    big = [replace(harness.day(i), bytes=size) for i, size in enumerate((600, 500, 450))]
+    handler.process(harness.loaded(*big))  # the walk takes d00 alone: 600 + 500, 600 + 450 overflow
+    assert harness.store.calls == []
+    full, near = attempts(handler, "full"), attempts(handler, "near")
+    small = replace(harness.day(3), bytes=50)
+    handler.process(harness.loaded(small))  # near: d00 + d03 fit
+    assert (attempts(handler, "full"), attempts(handler, "near")) == (full, near + 1)
+    assert harness.store.calls == [make_plan("t", "major", [big[0], small]).plan_id]
+    merged = harness.publisher.on("segments")[-1]
+    handler.process([harness.envelope(merged[2])])  # d00 gone: d01 + d02 (950) fit now
+    assert attempts(handler, "full") == full + 1, "the attempt after the major merge is full"
+    assert harness.store.calls[-1] == make_plan("t", "major", big[1:]).plan_id
