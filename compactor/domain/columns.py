@@ -259,19 +259,21 @@ class _Encoded(Mapping[str, Array]):
 
 
 def order_by(primary: Floats, segments: SegmentColumns, secondary: Floats | None = None) -> Ints:
-    """Positions sorted by (`primary`, `secondary`, segment id): numpy sorts by `primary`,
-    Python only settles its ties."""
+    """Positions sorted by (`primary`, `secondary`, segment id): numpy sorts by `primary`, then
+    once more the positions that tie on it, by (their run, `secondary`, id)."""
     if np.all(primary[1:] > primary[:-1]):  # already in order without a tie: the common case
         return np.arange(len(primary))
     order = np.argsort(primary)  # ties are settled below, so any sort will do
     ordered = primary[order]
-    tied = np.flatnonzero(np.diff(np.r_[0, (ordered[1:] == ordered[:-1]).astype(np.int8), 0]))
-    for first, last in zip(tied[::2].tolist(), tied[1::2].tolist(), strict=True):
-        run = order[first : last + 1].tolist()  # positions first..last share one value
-        if secondary is None:
-            order[first : last + 1] = sorted(run, key=lambda i: segments[i].id)
-        else:
-            order[first : last + 1] = sorted(run, key=lambda i: (secondary[i], segments[i].id))
+    same = ordered[1:] == ordered[:-1]
+    if not same.any():
+        return order
+    tied = np.flatnonzero(np.r_[same, False] | np.r_[False, same])  # positions in a run of ties
+    run = np.cumsum(np.r_[True, ~same])[tied]  # which run each belongs to
+    members = order[tied]
+    ids = np.array([segments[i].id for i in members.tolist()])
+    keys = (ids, run) if secondary is None else (ids, secondary[members], run)
+    order[tied] = members[np.lexsort(keys)]  # runs stay where they are: `run` sorts first
     return order
 
 
