@@ -7,7 +7,9 @@ from pathlib import Path
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
+from compactor.delta.files import HadoopFiles
 from compactor.delta.paths import table_uri
+from compactor.delta.rust_reads import table_properties
 
 CONFIG_PROPERTY = "compactor.config"
 
@@ -20,6 +22,12 @@ def save_table_config(spark: SparkSession, warehouse: Path | str, table: str, se
 
 
 def load_table_config(spark: SparkSession, warehouse: Path | str, table: str) -> str | None:
-    """The config recorded by `save_table_config`, if any."""
-    properties = DeltaTable.forPath(spark, table_uri(warehouse, table)).detail().select("properties").first()
+    """The config recorded by `save_table_config`, if any (through delta-rs where it can read
+    the table: no Spark query for each table start-up has not seen before)."""
+    uri = table_uri(warehouse, table)
+    local = HadoopFiles(spark).local_path(uri)
+    found = None if local is None else table_properties(local)
+    if found is not None:
+        return found.get(CONFIG_PROPERTY)
+    properties = DeltaTable.forPath(spark, uri).detail().select("properties").first()
     return properties["properties"].get(CONFIG_PROPERTY) if properties else None

@@ -12,8 +12,10 @@ from pyspark.sql import functions as F
 from compactor.catalog.changes import CommitRecord
 from compactor.catalog.fold import SegmentCatalog
 from compactor.delta.commit_metadata import commit_record, parse_metadata, plan_marker
+from compactor.delta.files import HadoopFiles
 from compactor.delta.log import RECENT_COMMITS, CommitFacts, DeltaLogReader, commit_facts
 from compactor.delta.paths import SEGMENT_COLUMN, table_uri
+from compactor.delta.rust_reads import file_totals
 from compactor.delta.snapshot import app_version, snapshot_files
 from compactor.domain.segments import RowCount
 from compactor.errors import TableNotFoundError
@@ -64,8 +66,13 @@ def segment_sizes(spark: SparkSession, warehouse: Path | str, table: str) -> dic
 
 
 def _file_totals(spark: SparkSession, warehouse: Path | str, table: str) -> dict[str, tuple[int, int, int]]:
-    """(visible rows, rows deletion vectors hide, bytes) per segment id with visible rows."""
+    """(visible rows, rows deletion vectors hide, bytes) per segment id with visible rows: from
+    delta-rs where it can read the table (`rust_reads`), else from Spark's snapshot."""
     uri = table_uri(warehouse, table)
+    local = HadoopFiles(spark).local_path(uri)
+    found = None if local is None else file_totals(local, SEGMENT_COLUMN)
+    if found is not None:
+        return found
     DeltaTable.forPath(spark, uri)  # loads the newest snapshot
     files = DataFrame(snapshot_files(spark, uri), spark)
     rows = (

@@ -33,6 +33,7 @@ from compactor.errors import CompactorError
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 DEFAULT_MASTER = "local[*]"
+DELTA_LOG_CACHE_TABLES = 64  # tables whose Delta log the driver keeps open (see DEFAULTS)
 JVM_LAUNCH_NOTES = (b"WARNING: Using incubator modules",)
 LOG_CONFIG = Path(__file__).with_name("spark-log4j2.properties")
 # Spark's warnings, when we launch the JVM (COMPACTOR_LOG_DIR moves them)
@@ -50,6 +51,11 @@ DEFAULTS: dict[str, str] = {
     # Delta rebuilds table state with this many tasks; 50 (its default) is
     # wasted scheduling for segment-sized tables on a few cores.
     "spark.databricks.delta.snapshotPartitions": "2",
+    # Delta keeps each table it opened (its log and the cached state of its snapshot, whose query
+    # plans take about 4 MB of driver heap) for up to 10,000 tables: a job serving a thousand
+    # tables ran out of a 1 GiB heap while it started. The least recently used leave the cache
+    # (their state uncached) and are read again when next needed.
+    "spark.databricks.delta.delta.log.cacheSize": str(DELTA_LOG_CACHE_TABLES),
     "spark.sql.session.timeZone": "UTC",
     # Spark's default writes timestamps as INT96, deprecated and unread by some engines; merged
     # files keep what modern writers (delta-rs, Spark's own Delta writes elsewhere) leave.

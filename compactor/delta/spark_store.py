@@ -32,7 +32,7 @@ from compactor.delta.vacuum import vacuum
 from compactor.domain.layout import IndexFacts
 from compactor.domain.plans import Commit, MergePlan
 from compactor.domain.segments import RowCount, Segment
-from compactor.errors import CompactorError
+from compactor.errors import CompactorError, LogGap
 
 POOL_PROPERTY = "spark.scheduler.pool"
 DESCRIPTION_PROPERTY = "spark.job.description"  # shown with the job in the UI and event log
@@ -81,6 +81,12 @@ class SparkTableStore:
         return reads.table_exists(self.spark, self.warehouse, table)
 
     def history(self, table: str) -> list[CommitRecord]:
+        """From the log's commit files while it holds every one (no Spark query: start-up reads
+        each table new to the catalog); from Delta's history once cleanup removed the first."""
+        log = self.log(table)
+        if log.latest_version() >= 0:
+            with contextlib.suppress(LogGap):
+                return log.changes_since(-1).records
         return reads.read_commits(self.spark, self.warehouse, table)
 
     def changes_since(self, table: str, version: int) -> TableChanges:

@@ -3,21 +3,27 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from delta.tables import DeltaTable
+from pyspark.sql import functions as F
 
 from compactor.client.loader import sample_rows
+from compactor.delta import reads
 from compactor.delta.files import HadoopFiles
 from compactor.delta.log import CommitFacts, DeltaLogReader
 from compactor.delta.merge import execute_merge
 from compactor.delta.paths import table_uri
+from compactor.delta.properties import load_table_config, save_table_config
 from compactor.delta.reads import segments_with_rows
+from compactor.delta.rust_reads import file_totals, table_properties
+from compactor.delta.spark_store import SparkTableStore
 from compactor.delta.writes import write_segment
-from compactor.domain.plans import make_plan
+from compactor.domain.plans import make_plan, output_id, plan_id_for
 from compactor.domain.segments import Segment, TimeRange
 
 pytestmark = pytest.mark.integration
@@ -123,3 +129,69 @@ def test_the_latest_version_is_found_without_listing_the_log(
     assert log.latest_version() == commits - 1
     (log_dir / f"{commits:020d}.json").write_text('{"commitInfo":{}}\n')
     assert log.latest_version() == commits, "a later commit is found from the version last seen"
+
+
+def test_rows_per_segment_from_delta_rs_agree_with_spark_s_snapshot(
+    spark: Any, warehouse: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Start-up counts each new table's rows per segment through delta-rs where it can; the
+    counts are Spark's, through a merge (removes) and a segment of two files; deletion vectors
+    (a reader feature) send the count to Spark."""
+    for sid, day, rows in (("a", 0, 20), ("b", 1, 7), ("c", 2, 5)):
+        load(spark, warehouse, sid, day, rows)
+    b_again = sample_rows(spark, DAY + timedelta(days=1), DAY + timedelta(days=2), 4)
+    b_again.withColumn("segment_id", F.lit("b")).write.format("delta").mode("append").save(
+        table_uri(warehouse, "t")
+    )  # a second file in b
+    segments = {s.id: s for s in reads.read_catalog(spark, warehouse, "t").segments("t")}
+    execute_merge(spark, warehouse, make_plan("t", "bench", [segments["a"], segments["c"]]))
+
+    counted = reads.segment_rows(spark, warehouse, "t")
+    monkeypatch.setattr(HadoopFiles, "local_path", lambda self, uri: None)  # as on an object store
+    assert counted == reads.segment_rows(spark, warehouse, "t")
+    assert {sid: c.visible for sid, c in counted.items()} == {"b": 11, plan_output("a", "c"): 25}
+    monkeypatch.undo()
+
+    uri = table_uri(warehouse, "t")
+    assert file_totals(uri, "segment_id") is not None
+    spark.sql(f"ALTER TABLE delta.`{uri}` SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+    assert file_totals(uri, "segment_id") is None, "a reader feature: Spark counts"
+    assert reads.segment_rows(spark, warehouse, "t") == counted
+
+
+def plan_output(*ids: str) -> str:
+    return output_id(plan_id_for("t", "bench", list(ids)))
+
+
+def test_a_new_table_s_history_is_read_from_its_log_and_from_spark_once_cleanup_began(
+    spark: Any, warehouse: Path
+) -> None:
+    """Start-up reads a table new to the catalog from its commit files (no Spark query); the
+    records are Delta history's, and once log cleanup removed the first commit, Spark's
+    history (what is left of it) answers instead."""
+    first = [load(spark, warehouse, sid, day) for sid, day in (("a", 0), ("b", 1))]
+    execute_merge(spark, warehouse, make_plan("t", "bench", first))
+    store = SparkTableStore(spark, warehouse)
+    from_log, from_spark = store.history("t"), reads.read_commits(spark, warehouse, "t")
+    assert [replace(r, committed_at=None) for r in from_log] == [
+        replace(r, committed_at=None) for r in from_spark
+    ]
+    assert [r.op for r in from_log] == ["load", "load", "merge"]
+
+    uri = table_uri(warehouse, "t")
+    spark._jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, uri).checkpoint()
+    Path(uri, "_delta_log", f"{0:020d}.json").unlink()  # as log cleanup leaves it
+    assert [r.version for r in SparkTableStore(spark, warehouse).history("t")] == [1, 2]
+
+
+def test_a_recorded_config_reads_the_same_through_delta_rs_and_spark(
+    spark: Any, warehouse: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    load(spark, warehouse, "a", 0)
+    assert load_table_config(spark, warehouse, "t") is None
+    settings = '{"rules": [{"rule": "minor"}], "note": "it\'s \\\\ \\"quoted\\""}'
+    save_table_config(spark, warehouse, "t", settings)
+    assert table_properties(table_uri(warehouse, "t")) is not None  # delta-rs reads it
+    assert load_table_config(spark, warehouse, "t") == settings
+    monkeypatch.setattr(HadoopFiles, "local_path", lambda self, uri: None)  # as on an object store
+    assert load_table_config(spark, warehouse, "t") == settings
