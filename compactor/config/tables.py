@@ -250,6 +250,12 @@ class OperationsConfig(Frozen):
     max_concurrent_merges: int = Field(default=4, ge=1)
     """Merges that run at once, each on a driver thread: different tables', and disjoint plans of
     one table; a bin-pack pool (or a rule's `cores_while_compacting`) also has its own limit."""
+    merge_write_tasks: int | None = Field(default=None, ge=1)
+    """A merge writes its output with at most this many Spark tasks at once, each writing its
+    files (of about `target_file_size`) in turn; null: Spark's default parallelism (its cores,
+    unless `spark.default.parallelism` is set) less one, at least one, so that a big merge leaves
+    a core to the stream's micro-batches and the small merges beside it (Spark does not take a
+    core back from a running task)."""
     off_peak: OffPeak | None = None
     """Optional merges run only inside this daily window (UTC, e.g. `{start: "22:00", end:
     "06:00"}`); required ones run at any time; null: optional merges run at any time."""

@@ -39,6 +39,7 @@ def execute_merge(
     promote_min_bytes: int | None = PROMOTE_MIN_FILE_BYTES,
     order: SortConfig | None = None,
     target_file_bytes: int = TARGET_FILE_BYTES,
+    write_tasks: int | None = None,
 ) -> Commit:
     """Replace the plan's input segments with its output in ONE Delta commit.
 
@@ -51,7 +52,9 @@ def execute_merge(
     dropped in the same commit.
 
     A plain merge moves inputs made of files of `promote_min_bytes` or more (`promote`).
-    The output is laid out in `order` (`arrange`), in files of about `target_file_bytes`.
+    The output is laid out in `order` (`arrange`), in files of about `target_file_bytes`,
+    written by at most `write_tasks` Spark tasks (None: one per file), each cutting its rows
+    into files in turn.
     A plain merge only rearranges rows, so its adds and removes carry
     `dataChange=false` (as Delta's OPTIMIZE does): streaming readers and the change
     feed skip it. Upsert compaction drops rows, so it commits as a data change.
@@ -71,9 +74,14 @@ def execute_merge(
     inputs = list(plan.input_ids)
     source = _source(spark, table, inputs, upsert, load_order)
     files = max(1, math.ceil(plan.bytes_in / target_file_bytes))
-    output = arrange(source.withColumn(SEGMENT_COLUMN, F.lit(plan.output.id)), order, files, plan.table)
+    # fewer tasks than files: each task cuts its rows into files of the target's share of rows
+    # (a plan that does not know its rows keeps a task per file)
+    tasks = files if write_tasks is None or plan.records_in <= 0 else min(files, write_tasks)
+    rows_per_file = math.ceil(plan.records_in / files) if tasks < files else None
+    output = arrange(source.withColumn(SEGMENT_COLUMN, F.lit(plan.output.id)), order, tasks, plan.table)
     writing = time.time()
-    _replace_inputs(output, path, plan, _codec_of(spark, source, log, inputs, depth), data_change)
+    codec = _codec_of(spark, source, log, inputs, depth)
+    _replace_inputs(output, path, plan, codec, data_change, rows_per_file)
     done_at = time.time()
     facts = log.written(plan_marker(plan.plan_id))
     merged = _merged(plan, facts, int((time.monotonic() - started) * 1000), order)
@@ -81,11 +89,16 @@ def execute_merge(
     return replace(merged, write_ms=write_ms, commit_ms=commit_ms)
 
 
-def _replace_inputs(output: DataFrame, path: str, plan: MergePlan, codec: str, data_change: bool) -> None:
+def _replace_inputs(
+    output: DataFrame, path: str, plan: MergePlan, codec: str, data_change: bool, rows_per_file: int | None
+) -> None:
     """One Delta commit: the output's rows in, the inputs' rows out, marked with the plan."""
     inputs = list(plan.input_ids)
+    writer = output.write
+    if rows_per_file is not None:
+        writer = writer.option("maxRecordsPerFile", rows_per_file)
     (
-        output.write.format("delta")
+        writer.format("delta")
         .mode("overwrite")
         .option("compression", codec)
         # Delta checks every written row against this predicate, testing the IN list in order

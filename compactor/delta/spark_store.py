@@ -45,11 +45,18 @@ class SparkTableStore:
     asking Delta itself.
     """
 
-    def __init__(self, spark: SparkSession, warehouse: Path | str, depth: int = RECENT_COMMITS) -> None:
+    def __init__(
+        self,
+        spark: SparkSession,
+        warehouse: Path | str,
+        depth: int = RECENT_COMMITS,
+        write_tasks: int | None = None,
+    ) -> None:
         self.spark = spark
         self.warehouse = warehouse_uri(warehouse)
         self.files = HadoopFiles(spark)
         self.depth = depth
+        self.write_tasks = write_tasks
         self._logs: dict[str, DeltaLogReader] = {}
 
     def log(self, table: str) -> DeltaLogReader:
@@ -145,7 +152,16 @@ class SparkTableStore:
                 settings.promote_files_over,
                 settings.layout_order,
                 settings.target_file_size,
+                self.merge_write_tasks(),
             )
+
+    def merge_write_tasks(self) -> int:
+        """The tasks a merge writes with at most: as set, or every core Spark has now but one
+        (a big merge's long write tasks would otherwise hold every core, and the micro-batches
+        and small merges would wait for them: Spark never takes a core back from a task)."""
+        if self.write_tasks is not None:
+            return self.write_tasks
+        return max(1, self.spark.sparkContext.defaultParallelism - 1)
 
     def purge(self, segments: Sequence[Segment]) -> None:
         label = f"compactor purge {segments[0].table} {','.join(s.id for s in segments)}"

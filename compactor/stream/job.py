@@ -50,7 +50,7 @@ def build_handler(
     ensure_topics(kafka, kafka.topics)
     codec = codec or codec_for(kafka)
     return assemble(
-        SparkTableStore(spark, warehouse),
+        SparkTableStore(spark, warehouse, write_tasks=config.operations.merge_write_tasks),
         DeltaCatalogStore(spark, warehouse, scope=shard.scope if shard else None),
         config,
         kafka,

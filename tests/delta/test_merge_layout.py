@@ -4,6 +4,7 @@ as a modern writer does: TIMESTAMP_MICROS, the inputs' codec, statistics; rows s
 from __future__ import annotations
 
 import itertools
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -13,11 +14,13 @@ import pytest
 from deltalake import DeltaTable as RustDeltaTable
 from pyspark.sql import functions as F
 
+from compactor.config.loading import load_config
 from compactor.config.sort import SortConfig
 from compactor.delta.checksum import rows_checksum
 from compactor.delta.log import RECENT_COMMITS
 from compactor.delta.merge import execute_merge
 from compactor.delta.paths import SEGMENT_COLUMN, table_uri
+from compactor.delta.spark_store import SparkTableStore
 from compactor.delta.writes import write_segment
 from compactor.domain.plans import MergePlan, make_plan
 from compactor.domain.segments import Segment, TimeRange
@@ -57,13 +60,17 @@ def column_of(file: str, name: str) -> list[Any]:
     return pq.read_table(file.removeprefix("file:"), columns=[name]).column(name).to_pylist()  # type: ignore[no-any-return]
 
 
-def merge(spark: Any, warehouse: Path, table: str, order: SortConfig | None) -> tuple[MergePlan, list[str]]:
+def merge(
+    spark: Any, warehouse: Path, table: str, order: SortConfig | None, write_tasks: int | None = None
+) -> tuple[MergePlan, list[str]]:
     segments = load_days(spark, warehouse, table)
     path = table_uri(warehouse, table)
     before = rows_checksum(spark.read.format("delta").load(path))
     plan = make_plan(table, "minor", segments, level=1)
     # about four files: a quarter of the inputs' bytes each
-    commit = execute_merge(spark, warehouse, plan, order=order, target_file_bytes=plan.bytes_in // 4 + 1)
+    commit = execute_merge(
+        spark, warehouse, plan, order=order, target_file_bytes=plan.bytes_in // 4 + 1, write_tasks=write_tasks
+    )
     assert commit.layout == (order.describe() if order else None), "the result names the layout applied"
     assert rows_checksum(spark.read.format("delta").load(path)) == before, "the same rows, exactly"
     return plan, merged_files(spark, warehouse, plan)
@@ -89,6 +96,54 @@ def test_a_linear_order_sorts_each_file_and_files_do_not_overlap(spark: Any, war
     spans = sorted((min(k), max(k)) for k in keys)
     assert all(a[1] < b[0] for a, b in itertools.pairwise(spans)), f"ranges overlap: {spans}"
     assert sum(map(len, keys)) == ROWS * SEGMENTS
+
+
+def written_by(file: str) -> tuple[int, int]:
+    """Spark's name for a file it wrote: `part-<task's partition>-<job uuid>.c<file of the task>`."""
+    match = re.search(r"part-(\d{5})-.*\.c(\d{3})", file)
+    assert match, file
+    return int(match[1]), int(match[2])
+
+
+def test_fewer_write_tasks_than_files_cut_each_tasks_rows_into_files_along_the_order(
+    spark: Any, warehouse: Path
+) -> None:
+    """A big merge in a job writes with fewer tasks than files (a core stays free): one task
+    writes all four files in turn, each a quarter of the rows, sorted, ranges still apart."""
+    _, files = merge(spark, warehouse, "one_task", SortConfig(by=("customer_id",)), write_tasks=1)
+
+    assert sorted(written_by(f) for f in files) == [(0, 0), (0, 1), (0, 2), (0, 3)]
+    keys = [column_of(f, "customer_id") for f in files]
+    assert [len(k) for k in keys] == [ROWS * SEGMENTS // 4] * 4
+    assert all(k == sorted(k) for k in keys)
+    spans = sorted((min(k), max(k)) for k in keys)
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans)), f"ranges overlap: {spans}"
+
+
+def test_two_write_tasks_cut_unsorted_rows_into_files_of_a_quarter_each(spark: Any, warehouse: Path) -> None:
+    _, files = merge(spark, warehouse, "two_tasks", None, write_tasks=2)
+
+    rows = {written_by(f): pq.read_metadata(f.removeprefix("file:")).num_rows for f in files}
+    assert {task for task, _ in rows} == {0, 1}
+    assert sum(rows.values()) == ROWS * SEGMENTS
+    for (task, n), count in rows.items():  # a task's files are full but its last
+        last = max(i for t, i in rows if t == task)
+        assert count == ROWS * SEGMENTS // 4 if n < last else 0 < count <= ROWS * SEGMENTS // 4
+
+
+def test_a_jobs_merge_leaves_a_core_free_by_default(spark: Any, warehouse: Path) -> None:
+    """Through the job's store, on local[2]: Spark's two cores less one write the four files."""
+    segments = load_days(spark, warehouse, "store")
+    plan = make_plan("store", "minor", segments, level=1)
+    settings = load_config({"defaults": {"target_file_size": plan.bytes_in // 4 + 1}}).for_table("store")
+    store = SparkTableStore(spark, warehouse)
+
+    store.commit(plan, settings)
+
+    assert store.merge_write_tasks() == 1
+    assert {task for task, _ in map(written_by, merged_files(spark, warehouse, plan))} == {0}
+    assert len(merged_files(spark, warehouse, plan)) == 4
+    assert SparkTableStore(spark, warehouse, write_tasks=3).merge_write_tasks() == 3
 
 
 def test_a_zorder_narrows_every_files_range_on_both_columns(spark: Any, warehouse: Path) -> None:
