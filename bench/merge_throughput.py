@@ -60,6 +60,7 @@ from compactor.delta.checksum import rows_checksum
 from compactor.delta.merge import execute_merge
 from compactor.delta.paths import SEGMENT_COLUMN, TARGET_FILE_BYTES, table_uri
 from compactor.delta.session import build_spark
+from compactor.delta.spark_store import cores_but_one
 from compactor.domain.plans import make_plan
 from compactor.domain.segments import Segment, TimeRange
 
@@ -132,13 +133,15 @@ def timed(work: Callable[[], Any]) -> tuple[float, dict[str, Any], Any]:
     return seconds, memory, result
 
 
-def run_ours(spark: SparkSession, warehouse: Path, table: str, rows: int) -> dict[str, Any]:
+def run_ours(
+    spark: SparkSession, warehouse: Path, table: str, rows: int, write_tasks: int | None = None
+) -> dict[str, Any]:
     path = Path(table_uri(warehouse, table))
     files_before, bytes_before = files_and_bytes(spark, path)
     plan = make_plan(table, RULE, segments_of(spark, path, table, rows))
-    seconds, memory, execution = timed(lambda: execute_merge(spark, warehouse, plan))
+    seconds, memory, execution = timed(lambda: execute_merge(spark, warehouse, plan, write_tasks=write_tasks))
     return {
-        "method": "ours (execute_merge)",
+        "method": "ours (execute_merge)" + (f", {write_tasks} write task(s)" if write_tasks else ""),
         "partitioned": True,
         "input_segments": len(plan.inputs),
         **_rewrite_figures(spark, path, files_before, bytes_before, seconds, memory),
@@ -223,6 +226,7 @@ def warm_up(spark: SparkSession, root: Path, per_file: int) -> None:
 METHODS = ("ours", "opt_part", "opt_plain", "parquet")
 LABELS = {
     "ours": "ours: execute_merge, partitioned",
+    "ours_job": "ours as a job writes: cores less one",
     "opt_part": "OPTIMIZE, partitioned",
     "opt_plain": "OPTIMIZE, unpartitioned",
     "parquet": "ceiling: raw Parquet rewrite",
@@ -240,6 +244,8 @@ def run_method(
     shutil.copytree(source, wh / name)
     if method == "ours":
         run = run_ours(spark, wh, name, rows)
+    elif method == "ours_job":
+        run = run_ours(spark, wh, name, rows, write_tasks=cores_but_one(spark))
     else:
         run = run_optimize(spark, wh / name, partitioned=method == "opt_part")
     return run | {"checksum": checksum(spark, wh / name)}
@@ -284,6 +290,12 @@ def main() -> None:
         help="also time OPTIMIZE on the partitioned copy (it compacts inside each segment: other work)",
     )
     parser.add_argument(
+        "--with-job-write-tasks",
+        action="store_true",
+        help="also time our merge as a job runs it: written by Spark's cores less one tasks "
+        "(operations.merge_write_tasks' default), leaving a core to the stream",
+    )
+    parser.add_argument(
         "--name", default="merge_throughput", help="results file name (default merge_throughput)"
     )
     parser.add_argument("--workdir", type=Path, default=None, help="scratch dir (default: a temp dir)")
@@ -299,7 +311,8 @@ def main() -> None:
     rows = args.rows or (2_000 if args.quick else 46_000)
     repeats = args.repeats or (1 if args.quick else 2)
     payload = args.payload if args.payload is not None else (0 if args.quick else 100)
-    methods = METHODS if args.with_partitioned_optimize else ("ours", "opt_plain", "parquet")
+    methods: tuple[str, ...] = METHODS if args.with_partitioned_optimize else ("ours", "opt_plain", "parquet")
+    methods += ("ours_job",) if args.with_job_write_tasks else ()
     per_file = args.files_per_segment
     if rows % per_file:
         parser.error("--rows must be divisible by --files-per-segment")
@@ -315,7 +328,7 @@ def main() -> None:
         wh = scratch / "warehouse"
         wh.mkdir()
         sources = {"ours": scratch / "source_part", "opt_part": scratch / "source_part"}
-        sources["parquet"] = scratch / "source_part"
+        sources["parquet"] = sources["ours_job"] = scratch / "source_part"
         sources["opt_plain"] = scratch / "source_plain"
         df = segment_rows(spark, segments, rows, per_file, START, payload=payload)
         t = time.perf_counter()
@@ -375,7 +388,15 @@ def main() -> None:
             "note": "no Delta transaction, statistics or bookkeeping: the physical limit of the rewrite",
         }
     )
-    pairs = [p for p in all_pairs if p["optimize"] in methods]
+    all_pairs.append(
+        {
+            "pair": "4: ours as a job writes (cores less one), over ours alone",
+            "ours": "ours_job",
+            "optimize": "ours",
+            "note": "operations.merge_write_tasks' default: a core stays free for the stream",
+        }
+    )
+    pairs = [p for p in all_pairs if p["ours"] in methods and p["optimize"] in methods]
     for p in pairs:
         ours, theirs = summary[p["ours"]], summary[p["optimize"]]
         p["ratio_ours_over_optimize"] = ours["mb_per_s_median"] / theirs["mb_per_s_median"]

@@ -156,12 +156,8 @@ class SparkTableStore:
             )
 
     def merge_write_tasks(self) -> int:
-        """The tasks a merge writes with at most: as set, or every core Spark has now but one
-        (a big merge's long write tasks would otherwise hold every core, and the micro-batches
-        and small merges would wait for them: Spark never takes a core back from a task)."""
-        if self.write_tasks is not None:
-            return self.write_tasks
-        return max(1, self.spark.sparkContext.defaultParallelism - 1)
+        """The tasks a merge writes with at most: as set, or `cores_but_one`."""
+        return self.write_tasks if self.write_tasks is not None else cores_but_one(self.spark)
 
     def purge(self, segments: Sequence[Segment]) -> None:
         label = f"compactor purge {segments[0].table} {','.join(s.id for s in segments)}"
@@ -206,3 +202,10 @@ class SparkTableStore:
         finally:
             if value:
                 context.setLocalProperty(key, previous)  # type: ignore[arg-type]
+
+
+def cores_but_one(spark: SparkSession) -> int:
+    """Every core Spark has now (its default parallelism) but one, at least one: a big merge's
+    long write tasks would otherwise hold every core, and the micro-batches and small merges
+    would wait for them (Spark never takes a core back from a running task)."""
+    return max(1, spark.sparkContext.defaultParallelism - 1)
