@@ -85,7 +85,7 @@ def _merge_throughput(d: dict[str, Any]) -> str:
     target = {"parquet": 0.85, "opt_plain": 1.2}  # at 1 GiB (#33)
     return "; ".join(
         f"pair {p['pair'][0]}: ours {s[p['ours']]['mb_per_s_median']:.1f} vs "
-        f"{'raw Parquet' if p['optimize'] == 'parquet' else 'OPTIMIZE'} "
+        f"{({'parquet': 'raw Parquet', 'ours': 'ours, a task per file'}).get(p['optimize'], 'OPTIMIZE')} "
         f"{s[p['optimize']]['mb_per_s_median']:.1f} MiB/s = {p['ratio_ours_over_optimize']:.2f}x"
         + (
             f" (target >= {target[p['optimize']]}x: "
