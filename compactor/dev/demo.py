@@ -151,13 +151,15 @@ def _report(spark: Any, warehouse: Path, handler: Any, loaded: int, echo: Callab
 
 
 def _wait_for_quiet(handler: object, query: Any, timeout: float) -> None:
-    """Wait until the job has seen no new event for a few seconds and no batch is running (a
-    merge may take longer than that on a busy machine; stopping the query would cut it)."""
+    """Wait until the job has seen no new event for a few seconds, and neither a batch nor a
+    merge is running (merges run beside the batches, and one may take longer than that on a
+    busy machine; stopping the query would cut it)."""
     stats = handler.state.stats  # type: ignore[attr-defined]
+    inflight = handler.inflight  # type: ignore[attr-defined]
     deadline = time.monotonic() + timeout
     last, quiet_since = -1, time.monotonic()
     while time.monotonic() < deadline:
-        if stats.events != last or query.status["isTriggerActive"]:
+        if stats.events != last or query.status["isTriggerActive"] or inflight.running():
             last, quiet_since = stats.events, time.monotonic()
         elif time.monotonic() - quiet_since > 6:
             return
