@@ -21,11 +21,14 @@ def save_table_config(spark: SparkSession, warehouse: Path | str, table: str, se
     spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('{CONFIG_PROPERTY}' = '{value}')")
 
 
-def load_table_config(spark: SparkSession, warehouse: Path | str, table: str) -> str | None:
+def load_table_config(
+    spark: SparkSession, warehouse: Path | str, table: str, files: HadoopFiles | None = None
+) -> str | None:
     """The config recorded by `save_table_config`, if any (through delta-rs where it can read
-    the table: no Spark query for each table start-up has not seen before)."""
+    the table: no Spark query for each table start-up has not seen before). `files`: the
+    caller's, when it keeps one."""
     uri = table_uri(warehouse, table)
-    local = HadoopFiles(spark).local_path(uri)
+    local = (files or HadoopFiles(spark)).local_path(uri)
     found = None if local is None else table_properties(local)
     if found is not None:
         return found.get(CONFIG_PROPERTY)

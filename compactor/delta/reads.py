@@ -52,11 +52,13 @@ def read_catalog(spark: SparkSession, warehouse: Path | str, table: str) -> Segm
     return SegmentCatalog.from_commits({table: read_commits(spark, warehouse, table)})
 
 
-def segment_rows(spark: SparkSession, warehouse: Path | str, table: str) -> dict[str, RowCount]:
+def segment_rows(
+    spark: SparkSession, warehouse: Path | str, table: str, files: HadoopFiles | None = None
+) -> dict[str, RowCount]:
     """Rows per segment id, from the snapshot's file list: each file's row count (from its
     statistics) less the rows its deletion vector hides, those hidden, and the files' bytes.
-    No data file is read."""
-    return {sid: RowCount(*totals) for sid, totals in _file_totals(spark, warehouse, table).items()}
+    No data file is read. `files`: the caller's, when it keeps one."""
+    return {sid: RowCount(*totals) for sid, totals in _file_totals(spark, warehouse, table, files).items()}
 
 
 def segment_sizes(spark: SparkSession, warehouse: Path | str, table: str) -> dict[str, tuple[int, int]]:
@@ -65,18 +67,20 @@ def segment_sizes(spark: SparkSession, warehouse: Path | str, table: str) -> dic
     return {sid: (visible, size) for sid, (visible, _, size) in _file_totals(spark, warehouse, table).items()}
 
 
-def _file_totals(spark: SparkSession, warehouse: Path | str, table: str) -> dict[str, tuple[int, int, int]]:
+def _file_totals(
+    spark: SparkSession, warehouse: Path | str, table: str, files: HadoopFiles | None = None
+) -> dict[str, tuple[int, int, int]]:
     """(visible rows, rows deletion vectors hide, bytes) per segment id with visible rows: from
     delta-rs where it can read the table (`rust_reads`), else from Spark's snapshot."""
     uri = table_uri(warehouse, table)
-    local = HadoopFiles(spark).local_path(uri)
+    local = (files or HadoopFiles(spark)).local_path(uri)
     found = None if local is None else file_totals(local, SEGMENT_COLUMN)
     if found is not None:
         return found
     DeltaTable.forPath(spark, uri)  # loads the newest snapshot
-    files = DataFrame(snapshot_files(spark, uri), spark)
+    added = DataFrame(snapshot_files(spark, uri), spark)
     rows = (
-        files.select(
+        added.select(
             F.map_values("partitionValues")[0].alias("sid"),  # partitioned by segment_id alone
             F.get_json_object("stats", "$.numRecords").cast("long").alias("n"),
             F.coalesce(F.col("deletionVector.cardinality"), F.lit(0)).alias("hidden"),

@@ -100,7 +100,7 @@ class SparkTableStore:
         return self.log(table).changes_since(version)
 
     def row_counts(self, table: str) -> dict[str, RowCount]:
-        return reads.segment_rows(self.spark, self.warehouse, table)
+        return reads.segment_rows(self.spark, self.warehouse, table, self.files)
 
     def segments_with_rows(self, table: str, segment_ids: Sequence[str]) -> set[str]:
         return reads.segments_with_rows(self.spark, self.log(table), list(segment_ids), self.depth)
@@ -109,7 +109,7 @@ class SparkTableStore:
         return self.log(table).latest_version()
 
     def recorded_config(self, table: str) -> str | None:
-        return properties.load_table_config(self.spark, self.warehouse, table)
+        return properties.load_table_config(self.spark, self.warehouse, table, self.files)
 
     def record_config(self, table: str, settings_json: str) -> None:
         properties.save_table_config(self.spark, self.warehouse, table, settings_json)
