@@ -73,10 +73,15 @@ class HadoopFiles:
 
     def read_text(self, uri: str) -> str | None:
         """The file's text, or None when there is no such file."""
+        data = self.read_bytes(uri)
+        return None if data is None else data.decode("utf-8")
+
+    def read_bytes(self, uri: str) -> bytes | None:
+        """The file's bytes, or None when there is no such file."""
         local = self.local_path(uri)
         if local is not None:  # no round trips to the JVM for a file on this machine's disk
             try:
-                with open(local, encoding="utf-8") as f:
+                with open(local, "rb") as f:
                     return f.read()
             except FileNotFoundError:
                 return None
@@ -88,7 +93,7 @@ class HadoopFiles:
                 return None
             raise
         try:
-            return str(self._io_utils.toString(stream, "UTF-8"))
+            return bytes(self._io_utils.toByteArray(stream))
         finally:
             stream.close()
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from delta.tables import DeltaTable
-from py4j.protocol import Py4JJavaError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -18,12 +19,12 @@ from compactor.delta.arrange import arrange
 from compactor.delta.commit_metadata import commit_metadata, plan_marker
 from compactor.delta.files import HadoopFiles
 from compactor.delta.index_check import footer
+from compactor.delta.live_files import LiveFile, LiveFileIndex
 from compactor.delta.log import RECENT_COMMITS, CommitFacts, DeltaLogReader
 from compactor.delta.paths import SEGMENT_COLUMN, TARGET_FILE_BYTES, table_uri
 from compactor.delta.predicates import in_list
 from compactor.delta.promote import PROMOTE_MIN_FILE_BYTES, promote
-from compactor.delta.reads import app_id, committed
-from compactor.delta.snapshot import check_rewritable
+from compactor.delta.transaction import DirectTransaction, live_inputs, segment_predicate
 from compactor.delta.upsert import LoadOrder, order_frame, valid_rows_of
 from compactor.domain.plans import Commit, MergePlan
 
@@ -40,16 +41,22 @@ def execute_merge(
     order: SortConfig | None = None,
     target_file_bytes: int = TARGET_FILE_BYTES,
     write_tasks: int | None = None,
+    live: LiveFileIndex | None = None,
 ) -> Commit:
     """Replace the plan's input segments with its output in ONE Delta commit.
 
-    Idempotent: the write carries `txnAppId = plan id`, so Delta itself skips a
-    plan it has already committed (a replayed batch, a duplicate event), and a
-    replay returns that commit (`already_done`). The replace predicate names only
-    the inputs (and the output id, which the written rows carry), so rows
-    appended concurrently are never touched. With `upsert`, only the inputs'
-    valid rows (latest per key over the whole table) are written: the rest are
-    dropped in the same commit.
+    The commit is direct (`transaction`): the inputs' files come from `live` (the table's
+    live files, kept from its log), are confirmed live at the transaction's read version, read
+    through an explicit file list, and removed in the commit that adds the output's files.
+    A table whose features the direct commit does not serve yet takes Delta's generic
+    overwrite (`replaceWhere` on the inputs' ids) instead.
+
+    Idempotent: an input no longer live means the plan committed before (a replayed batch, a
+    duplicate event) or someone else removed it. The plan's own commit is found by its id in
+    the commits' metadata and returned (`already_done`); otherwise the plan is stale
+    (`StalePlan`: the caller re-plans) and nothing is committed. With `upsert`, only the inputs'
+    valid rows (latest per key over the whole table) are written: the rest are dropped in the
+    same commit.
 
     A plain merge moves inputs made of files of `promote_min_bytes` or more (`promote`).
     The output is laid out in `order` (`arrange`), in files of about `target_file_bytes`,
@@ -61,27 +68,101 @@ def execute_merge(
     """
     started = time.monotonic()
     path = table_uri(warehouse, plan.table)
-    table = DeltaTable.forPath(spark, path)
     log = log or DeltaLogReader(HadoopFiles(spark), path, plan.table)
-    done = committed(spark, log, plan.plan_id, depth)
-    if done is not None:
-        return _merged(plan, done, 0, order, already_done=True)
-    check_rewritable(spark, path)
-    moved = None if upsert is not None else _moved(spark, path, plan, promote_min_bytes)
-    if moved is not None:
-        return moved
+    live = live or LiveFileIndex(log, log.files)
+    txn = DirectTransaction(spark, path)
+    files = live_inputs(spark, txn, live, log, plan, depth)
+    if isinstance(files, CommitFacts):
+        return _merged(plan, files, 0, order, already_done=True)
+    txn.check_rewritable()
     data_change = upsert is not None
-    inputs = list(plan.input_ids)
-    source = _source(spark, table, inputs, upsert, load_order)
-    files = max(1, math.ceil(plan.bytes_in / target_file_bytes))
-    # fewer tasks than files: each task cuts its rows into files of the target's share of rows
-    # (a plan that does not know its rows keeps a task per file)
-    tasks = files if write_tasks is None or plan.records_in <= 0 else min(files, write_tasks)
-    rows_per_file = math.ceil(plan.records_in / files) if tasks < files else None
-    output = arrange(source.withColumn(SEGMENT_COLUMN, F.lit(plan.output.id)), order, tasks, plan.table)
+    if txn.fallback_reason() is not None:
+        return _overwrite_merge(
+            spark, path, plan, upsert, load_order, order, target_file_bytes, write_tasks, log
+        )
+    inputs = [f for sid in plan.input_ids for f in files.get(sid, [])]
+    if upsert is None and promote_min_bytes is not None:
+        moved = promote(txn, plan, files, promote_min_bytes)
+        if moved is not None:
+            return moved
+    if upsert is not None:  # validity is judged against every row of the table
+        table_rows = txn.read(live.at(txn.read_version).everything(), None)
+        source = valid_rows_of(table_rows, list(plan.input_ids), upsert, order_frame(spark, load_order or {}))
+    else:
+        source = txn.read(inputs, segment_predicate(plan.input_ids))
     writing = time.time()
-    codec = _codec_of(spark, source, log, inputs, depth)
-    _replace_inputs(output, path, plan, codec, data_change, rows_per_file)
+    adds = txn.write(
+        *_layout(source, plan, order, target_file_bytes, write_tasks, _codec_of(spark, inputs, path))
+    )
+    records, size = output_size(adds, txn)
+    output = replace(plan.output, records=records, bytes=size)
+    metadata = commit_metadata("merge", [output], plan.input_ids, plan, data_change, exact_sizes=True)
+    committing = time.time()
+    version = txn.commit(adds, inputs, data_change, metadata, plan.input_ids)
+    done_at = time.time()
+    facts = CommitFacts(version, records, size, (output,), data_change)
+    merged = _merged(plan, facts, int((time.monotonic() - started) * 1000), order)
+    return replace(
+        merged, write_ms=int((committing - writing) * 1000), commit_ms=int((done_at - committing) * 1000)
+    )
+
+
+def output_size(adds: list[dict[str, Any]], txn: DirectTransaction) -> tuple[int, int]:
+    """(rows, bytes) of the files a transaction wrote: rows from their statistics, or from
+    Delta's write metrics where a file has none."""
+    size = sum(int(a.get("size") or 0) for a in adds)
+    counted = [json.loads(a.get("stats") or "{}").get("numRecords") for a in adds]
+    if all(n is not None for n in counted):
+        return sum(int(n) for n in counted), size
+    return txn.written_rows() or 0, size
+
+
+def _layout(
+    source: DataFrame,
+    plan: MergePlan,
+    order: SortConfig | None,
+    target_file_bytes: int,
+    write_tasks: int | None,
+    codec: str,
+) -> tuple[DataFrame, dict[str, str]]:
+    """The output's rows in `order`, partitioned for the write, and the writer's options: files
+    of about `target_file_bytes`; fewer tasks than files cut their rows into files of the
+    target's share of rows (a plan that does not know its rows keeps a task per file)."""
+    files = max(1, math.ceil(plan.bytes_in / target_file_bytes))
+    tasks = files if write_tasks is None or plan.records_in <= 0 else min(files, write_tasks)
+    options = {"compression": codec}
+    if tasks < files:
+        options["maxRecordsPerFile"] = str(math.ceil(plan.records_in / files))
+    output = arrange(source.withColumn(SEGMENT_COLUMN, F.lit(plan.output.id)), order, tasks, plan.table)
+    return output, options
+
+
+def _overwrite_merge(
+    spark: SparkSession,
+    path: str,
+    plan: MergePlan,
+    upsert: UpsertConfig | None,
+    load_order: LoadOrder | None,
+    order: SortConfig | None,
+    target_file_bytes: int,
+    write_tasks: int | None,
+    log: DeltaLogReader,
+) -> Commit:
+    """The merge as Delta's generic overwrite: the inputs' rows read from the snapshot and
+    replaced by predicate (`replaceWhere`), for a table the direct commit does not serve."""
+    started = time.monotonic()
+    table = DeltaTable.forPath(spark, path)
+    inputs = list(plan.input_ids)
+    if upsert is not None:
+        source = valid_rows_of(table.toDF(), inputs, upsert, order_frame(spark, load_order or {}))
+    else:
+        source = table.toDF().where(F.col(SEGMENT_COLUMN).isin(inputs))
+    files = sorted(source.inputFiles())
+    codec = _codec_of(spark, [], path, files[0] if files else None)
+    output, options = _layout(source, plan, order, target_file_bytes, write_tasks, codec)
+    data_change = upsert is not None
+    writing = time.time()
+    _replace_inputs(output, path, plan, options, data_change)
     done_at = time.time()
     facts = log.written(plan_marker(plan.plan_id))
     merged = _merged(plan, facts, int((time.monotonic() - started) * 1000), order)
@@ -90,23 +171,18 @@ def execute_merge(
 
 
 def _replace_inputs(
-    output: DataFrame, path: str, plan: MergePlan, codec: str, data_change: bool, rows_per_file: int | None
+    output: DataFrame, path: str, plan: MergePlan, options: dict[str, str], data_change: bool
 ) -> None:
     """One Delta commit: the output's rows in, the inputs' rows out, marked with the plan."""
     inputs = list(plan.input_ids)
-    writer = output.write
-    if rows_per_file is not None:
-        writer = writer.option("maxRecordsPerFile", rows_per_file)
     (
-        writer.format("delta")
+        output.write.format("delta")
         .mode("overwrite")
-        .option("compression", codec)
+        .options(**options)
         # Delta checks every written row against this predicate, testing the IN list in order
         # (unoptimised): the output id, which every row carries, goes first so that costs one
         # comparison per row, not one per input (a third of a 200-segment merge's time).
         .option("replaceWhere", f"{SEGMENT_COLUMN} IN ({in_list([plan.output.id, *inputs])})")
-        .option("txnAppId", app_id(plan.plan_id))
-        .option("txnVersion", 1)
         .option("dataChange", str(data_change).lower())
         .option("userMetadata", commit_metadata("merge", [plan.output], plan.input_ids, plan, data_change))
         .save(path)
@@ -134,32 +210,14 @@ def _source(
     return table.toDF().where(F.col(SEGMENT_COLUMN).isin(inputs))
 
 
-def _codec_of(
-    spark: SparkSession, source: DataFrame, log: DeltaLogReader, inputs: list[str], depth: int
-) -> str:
-    """The compression codec of the inputs' files (a file's footer), so that a merge keeps the
-    table's codec whoever wrote it; Spark's default when there is none to read. The file comes
-    from the recent commits the idempotency check has just read; only when none of them added
-    one is it asked of the snapshot (a Spark job, a third of a small merge's time)."""
-    recent = log.newest_file(set(inputs), depth)
-    try:
-        codec = footer(spark, recent, table=log.table_uri)[1] if recent is not None else None
-    except Py4JJavaError:  # the file is gone (a later rewrite, then VACUUM): ask the snapshot
-        codec = None
-    if codec is None:
-        files = sorted(source.inputFiles())
-        if not files:
-            return str(spark.conf.get("spark.sql.parquet.compression.codec", "snappy"))
-        codec = footer(spark, files[0])[1]
+def _codec_of(spark: SparkSession, inputs: list[LiveFile], path: str, file: str | None = None) -> str:
+    """The compression codec of the inputs' files (a file's footer: no Spark job), so that a
+    merge keeps the table's codec whoever wrote it; Spark's default when there is none to read.
+    `file`: an absolute path to read instead (the generic overwrite's input files)."""
+    if file is None and not inputs:
+        return str(spark.conf.get("spark.sql.parquet.compression.codec", "snappy"))
+    codec = footer(spark, file)[1] if file is not None else footer(spark, inputs[0].path, table=path)[1]
     return "none" if codec == "uncompressed" else codec
-
-
-def _moved(spark: SparkSession, path: str, plan: MergePlan, min_bytes: int | None) -> Commit | None:
-    """The plan committed by moving its well-sized inputs' files, or None (nothing committed). A
-    segment under the threshold cannot be made of well-sized files: small merges skip the look."""
-    if min_bytes is None or all(s.bytes < min_bytes for s in plan.inputs):
-        return None
-    return promote(spark, path, plan, min_bytes)
 
 
 def _merged(

@@ -16,7 +16,7 @@ from compactor.delta.files import HadoopFiles
 from compactor.delta.log import RECENT_COMMITS, CommitFacts, DeltaLogReader, commit_facts
 from compactor.delta.paths import SEGMENT_COLUMN, table_uri
 from compactor.delta.rust_reads import file_totals
-from compactor.delta.snapshot import app_version, snapshot_files
+from compactor.delta.snapshot import snapshot_files
 from compactor.domain.segments import RowCount
 from compactor.errors import TableNotFoundError
 
@@ -128,26 +128,23 @@ def segments_with_rows(
 def committed(
     spark: SparkSession, log: DeltaLogReader, plan_id: str, depth: int = RECENT_COMMITS
 ) -> CommitFacts | None:
-    """The commit of `plan_id`, however old, or None if the plan never committed.
+    """The commit of `plan_id`, found by the plan id in the commits' metadata, or None when the
+    log holds no commit of it.
 
-    The recent commits answer in milliseconds. Beyond them, the snapshot's
-    `SetTransaction` for the plan's application id says whether it committed
-    (Delta keeps those in checkpoints), and the history finds the version.
+    Asked only once a plan's inputs are gone, to tell the plan's own commit from someone
+    else's removal. The recent commits answer in milliseconds; beyond them, Delta's history
+    (the commit files the log still holds, no state rebuild). A commit older than the log's
+    retention is not found: the plan is then stale, and the catalog, which folded that commit
+    long ago, re-plans without it.
     """
     marker = plan_marker(plan_id)
     found = log.find(marker, depth)
-    if found is not None or app_version(spark, log.table_uri, app_id(plan_id)) is None:
+    if found is not None:
         return found
     history = DeltaTable.forPath(spark, log.table_uri).history()
     rows = history.where(F.col("userMetadata").contains(marker)).orderBy(F.col("version").desc()).collect()
-    if rows:
-        row = rows[0]
-        info = {"userMetadata": row.userMetadata, "operationMetrics": row.operationMetrics}
-        return commit_facts(log.table, int(row.version), info)
-    # committed, but the log cleanup removed the commit's metadata: its version is unknown
-    return CommitFacts(version=-1, records=0, bytes=0)
-
-
-def app_id(plan_id: str) -> str:
-    """The Delta application id a plan's commit carries (`txnAppId`), making it idempotent."""
-    return f"compactor-plan-{plan_id}"
+    if not rows:
+        return None
+    row = rows[0]
+    info = {"userMetadata": row.userMetadata, "operationMetrics": row.operationMetrics}
+    return commit_facts(log.table, int(row.version), info)

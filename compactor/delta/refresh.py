@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from delta.tables import DeltaTable
-from pyspark.sql import Column, DataFrame, DataFrameWriter, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from compactor.config.built_with import layout_record
 from compactor.config.layout import LayoutConfig
@@ -21,11 +25,11 @@ from compactor.delta.commit_metadata import commit_metadata, plan_marker
 from compactor.delta.conform import changes_data, conform
 from compactor.delta.files import HadoopFiles
 from compactor.delta.index_check import partition_id
-from compactor.delta.log import RECENT_COMMITS, DeltaLogReader
+from compactor.delta.live_files import LiveFileIndex
+from compactor.delta.log import RECENT_COMMITS, CommitFacts, DeltaLogReader, segment_partition_value
 from compactor.delta.paths import SEGMENT_COLUMN, table_uri
 from compactor.delta.predicates import in_list
-from compactor.delta.reads import app_id, committed
-from compactor.delta.snapshot import check_rewritable
+from compactor.delta.transaction import DirectTransaction, live_inputs, segment_predicate
 from compactor.domain.layout import refresh_output_prefix
 from compactor.domain.plans import Commit, MergePlan
 from compactor.domain.segments import Origin, Segment, TimeRange
@@ -46,54 +50,117 @@ def execute_refresh(
     sub_column: str | None = None,
     order: SortConfig | None = None,
     whole: bool = False,
+    live: LiveFileIndex | None = None,
 ) -> Commit:
     """Rewrite the plan's inputs into conforming outputs in ONE Delta commit, rows in `order`.
 
     Each output holds one time bucket and (with partitioning) one partition, split into chunks
     toward `max_records_per_segment` and `desired_segment_size`, in the layout's compression and
-    encoding (`order`: the table's `layout_order`). Output ids derive from the plan id, so a replay
-    is recognised (txnAppId) and returns the first run's outputs. A table-wide plan overwrites
-    the whole table with its new schema.
+    encoding (`order`: the table's `layout_order`). Output ids derive from the plan id, so a
+    replay finds the first run's commit by its plan id and returns its outputs.
     `whole` (an upsert table, seed 004: M:1): one output with the inputs' range and rows.
+
+    The commit is direct (`transaction`), as a merge's is, while the outputs keep the table's
+    schema. A table-wide plan (a new schema for every segment), a layout that changes the
+    schema, or a table the direct commit does not serve yet, overwrite through Delta's generic
+    write instead (`replaceWhere`; table-wide: the whole table, `overwriteSchema`).
     """
     started = time.monotonic()
     path = table_uri(warehouse, plan.table)
-    table = DeltaTable.forPath(spark, path)
     log = log or DeltaLogReader(HadoopFiles(spark), path, plan.table)
-    done = committed(spark, log, plan.plan_id, depth)
-    if done is not None:
-        return Commit(done.version, done.added, done.records, done.bytes, 0, True, done.data_change)
-    check_rewritable(spark, path)
-    read_version = _version(table)
+    live = live or LiveFileIndex(log, log.files)
+    txn = DirectTransaction(spark, path)
+    files = live_inputs(spark, txn, live, log, plan, depth)
+    if isinstance(files, CommitFacts):
+        return Commit(files.version, files.added, files.records, files.bytes, 0, True, files.data_change)
+    txn.check_rewritable()
+    inputs = [f for sid in plan.input_ids for f in files.get(sid, [])]
+    direct = not plan.table_wide and txn.fallback_reason() is None
     source = (
-        table.toDF()
-        if plan.table_wide
-        else table.toDF().where(F.col(SEGMENT_COLUMN).isin(list(plan.input_ids)))
+        txn.read(inputs, segment_predicate(plan.input_ids)) if direct else _snapshot_rows(spark, path, plan)
     )
     rows = conform(source, layout, rule)
+    if direct and not _keeps_schema(rows, txn.metadata):
+        direct, source = False, _snapshot_rows(spark, path, plan)
+        rows = conform(source, layout, rule)
     data_change = changes_data(source, rows, rule, plan.table_wide)
     keyed = _keyed(rows, plan, layout, rule, whole).persist()
     try:
         outputs = _outputs(keyed, plan, layout, config_version, sub_column, whole)
-        writer = _writer(keyed, plan, layout, order, outputs, data_change)
-        if plan.table_wide and _version(table) != read_version:
-            # an overwrite deletes whatever the table holds when it commits: never rows read after
-            raise CommitConflict(f"{plan.table} changed during a table-wide refresh; retry")
+        data = sort_each_file(keyed.drop(*_KEYS).repartition(F.col(SEGMENT_COLUMN)), order, SEGMENT_COLUMN)
+        codec = layout.compression if layout.compression != "uncompressed" else "none"
         with _session_conf(spark, "parquet.enable.dictionary", str(layout.encoding == "dictionary").lower()):
-            writer.save(path)
+            if direct:
+                adds = txn.write(data, {"compression": codec})
+            else:
+                _overwrite(spark, txn, data, plan, outputs, data_change, codec)
     finally:
         keyed.unpersist()
-    facts = log.written(plan_marker(plan.plan_id))
+    if direct:
+        outputs = _sized(outputs, adds)
+        metadata = commit_metadata(
+            "refresh", list(outputs), plan.input_ids, plan, data_change, exact_sizes=True
+        )
+        version = txn.commit(adds, inputs, data_change, metadata, plan.input_ids)
+        records, size = sum(o.records for o in outputs), sum(o.bytes for o in outputs)
+    else:
+        facts = log.written(plan_marker(plan.plan_id))
+        version, records, size = facts.version, facts.records, facts.bytes
     elapsed = int((time.monotonic() - started) * 1000)
-    return Commit(
-        facts.version,
-        outputs,
-        facts.records,
-        facts.bytes,
-        elapsed,
-        data_change=data_change,
-        layout=describe(order),
+    return Commit(version, outputs, records, size, elapsed, data_change=data_change, layout=describe(order))
+
+
+def _snapshot_rows(spark: SparkSession, path: str, plan: MergePlan) -> DataFrame:
+    """The inputs' rows read from the snapshot (the generic overwrite's read; table-wide: all)."""
+    rows = DeltaTable.forPath(spark, path).toDF()
+    return rows if plan.table_wide else rows.where(F.col(SEGMENT_COLUMN).isin(list(plan.input_ids)))
+
+
+def _keeps_schema(rows: DataFrame, metadata: dict[str, Any]) -> bool:
+    """Do the conformed rows (with their segment id) have the table's columns and types?"""
+    table = StructType.fromJson(json.loads(metadata["schemaString"]))
+    wanted = {(f.name, f.dataType.simpleString()) for f in table.fields}
+    written = {(f.name, f.dataType.simpleString()) for f in rows.schema.fields} | {(SEGMENT_COLUMN, "string")}
+    return wanted == written
+
+
+def _sized(outputs: tuple[Segment, ...], adds: list[dict[str, Any]]) -> tuple[Segment, ...]:
+    """The outputs with the bytes of the files written for each."""
+    size: dict[str, int] = {}
+    for add in adds:
+        sid = segment_partition_value(add)
+        if sid is not None:
+            size[sid] = size.get(sid, 0) + int(add.get("size") or 0)
+    return tuple(replace(o, bytes=size.get(o.id, 0)) for o in outputs)
+
+
+def _overwrite(
+    spark: SparkSession,
+    txn: DirectTransaction,
+    data: DataFrame,
+    plan: MergePlan,
+    outputs: tuple[Segment, ...],
+    data_change: bool,
+    codec: str,
+) -> None:
+    """The rewrite as Delta's generic overwrite, by predicate (table-wide: the whole table)."""
+    if plan.table_wide and _version(spark, txn.path) != txn.read_version:
+        # an overwrite deletes whatever the table holds when it commits: never rows read after
+        raise CommitConflict(f"{plan.table} changed during a table-wide refresh; retry")
+    metadata = commit_metadata("refresh", list(outputs), plan.input_ids, plan, data_change)
+    writer = (
+        data.write.format("delta")
+        .mode("overwrite")
+        .option("dataChange", str(data_change).lower())
+        .option("userMetadata", metadata)
+        .option("compression", codec)
     )
+    if plan.table_wide:
+        writer.option("overwriteSchema", "true").partitionBy(SEGMENT_COLUMN).save(txn.path)
+        return
+    prefix = refresh_output_prefix(plan.plan_id)
+    predicate = f"{SEGMENT_COLUMN} IN ({in_list(plan.input_ids)}) OR {SEGMENT_COLUMN} LIKE '{prefix}-%'"
+    writer.option("replaceWhere", predicate).option("mergeSchema", "true").save(txn.path)
 
 
 def _keyed(
@@ -161,34 +228,8 @@ def _outputs(
     )
 
 
-def _writer(
-    keyed: DataFrame,
-    plan: MergePlan,
-    layout: LayoutConfig,
-    order: SortConfig | None,
-    outputs: tuple[Segment, ...],
-    data_change: bool,
-) -> DataFrameWriter:
-    data = sort_each_file(keyed.drop(*_KEYS).repartition(F.col(SEGMENT_COLUMN)), order, SEGMENT_COLUMN)
-    metadata = commit_metadata("refresh", list(outputs), plan.input_ids, plan, data_change)
-    writer = (
-        data.write.format("delta")
-        .mode("overwrite")
-        .option("txnAppId", app_id(plan.plan_id))
-        .option("txnVersion", 1)
-        .option("dataChange", str(data_change).lower())
-        .option("userMetadata", metadata)
-        .option("compression", layout.compression if layout.compression != "uncompressed" else "none")
-    )
-    if plan.table_wide:
-        return writer.option("overwriteSchema", "true").partitionBy(SEGMENT_COLUMN)
-    prefix = refresh_output_prefix(plan.plan_id)
-    predicate = f"{SEGMENT_COLUMN} IN ({in_list(plan.input_ids)}) OR {SEGMENT_COLUMN} LIKE '{prefix}-%'"
-    return writer.option("replaceWhere", predicate).option("mergeSchema", "true")
-
-
-def _version(table: DeltaTable) -> int:
-    row = table.history(1).select("version").first()
+def _version(spark: SparkSession, path: str) -> int:
+    row = DeltaTable.forPath(spark, path).history(1).select("version").first()
     return int(row.version) if row else -1
 
 

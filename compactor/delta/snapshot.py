@@ -49,13 +49,3 @@ def physical_names(spark: SparkSession, path: Path | str) -> dict[str, str]:
         for f in schema.get("fields", ())
         if "delta.columnMapping.physicalName" in (f.get("metadata") or {})
     }
-
-
-def app_version(spark: SparkSession, path: Path | str, app_id: str) -> int | None:
-    """The `txnVersion` the snapshot records for an application id (a `SetTransaction`).
-
-    Delta keeps these in its checkpoints, so they outlive the commit files: a
-    plan committed long ago is still recognised.
-    """
-    found = _snapshot(spark, path).transactions().get(app_id)
-    return int(found.get()) if found.isDefined() else None

@@ -20,6 +20,7 @@ from compactor.delta.commit_metadata import plan_marker
 from compactor.delta.conflicts import conflicts_as_commit_conflict
 from compactor.delta.files import HadoopFiles
 from compactor.delta.index_check import index_facts
+from compactor.delta.live_files import LiveFileIndex
 from compactor.delta.log import RECENT_COMMITS, DeltaLogReader
 from compactor.delta.merge import execute_merge
 from compactor.delta.paths import RESERVED, free_bytes, table_uri, warehouse_uri
@@ -58,6 +59,7 @@ class SparkTableStore:
         self.depth = depth
         self.write_tasks = write_tasks
         self._logs: dict[str, DeltaLogReader] = {}
+        self._live: dict[str, LiveFileIndex] = {}
 
     def log(self, table: str) -> DeltaLogReader:
         """The table's log reader, kept for the job's life: each commit is read once."""
@@ -66,6 +68,13 @@ class SparkTableStore:
             found = self._logs.setdefault(
                 table, DeltaLogReader(self.files, table_uri(self.warehouse, table), table)
             )
+        return found
+
+    def live_files(self, table: str) -> LiveFileIndex:
+        """The table's live files, kept for the job's life and folded forward from its log."""
+        found = self._live.get(table)
+        if found is None:
+            found = self._live.setdefault(table, LiveFileIndex(self.log(table), self.files))
         return found
 
     def tables(self, known: Collection[str] = ()) -> list[str]:
@@ -140,6 +149,7 @@ class SparkTableStore:
                     sub_column=settings.sub_partition.column if settings.sub_partition else None,
                     order=settings.layout_order,
                     whole=settings.upsert is not None,  # seed 004: an upsert table stays M:1
+                    live=self.live_files(plan.table),
                 )
             return execute_merge(
                 self.spark,
@@ -153,6 +163,7 @@ class SparkTableStore:
                 settings.layout_order,
                 settings.target_file_size,
                 self.merge_write_tasks(),
+                self.live_files(plan.table),
             )
 
     def merge_write_tasks(self) -> int:

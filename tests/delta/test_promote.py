@@ -14,11 +14,11 @@ from delta.tables import DeltaTable
 from deltalake import DeltaTable as RustDeltaTable
 
 from compactor.client.loader import sample_rows
-from compactor.delta import promote as promote_module
 from compactor.delta.checksum import rows_checksum
 from compactor.delta.merge import execute_merge
 from compactor.delta.paths import table_uri
 from compactor.delta.reads import read_commits, segment_sizes, segments_with_rows
+from compactor.delta.transaction import DirectTransaction
 from compactor.delta.writes import write_segment
 from compactor.domain.plans import make_plan
 from compactor.domain.segments import Segment, TimeRange
@@ -133,14 +133,13 @@ def test_a_concurrent_delete_of_an_input_fails_the_move_as_a_conflict(
 ) -> None:
     weeks = [load(spark, warehouse, n) for n in range(2)]
     path = table_uri(warehouse, "t")
-    read_files = promote_module._read_files
+    commit = DirectTransaction.commit
 
-    def then_someone_deletes(*args: Any) -> list[Any]:
-        files = read_files(*args)
+    def after_someone_deletes(self: DirectTransaction, *args: Any, **kwargs: Any) -> int:
         DeltaTable.forPath(spark, path).delete("segment_id = 'w1'")  # commits between read and commit
-        return files
+        return commit(self, *args, **kwargs)
 
-    monkeypatch.setattr(promote_module, "_read_files", then_someone_deletes)
+    monkeypatch.setattr(DirectTransaction, "commit", after_someone_deletes)
     with pytest.raises(CommitConflict, match="Concurrent"):
         execute_merge(spark, warehouse, make_plan("t", "auto_merge", weeks), promote_min_bytes=1)
     table = spark.read.format("delta").load(path)

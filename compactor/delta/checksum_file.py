@@ -1,0 +1,116 @@
+"""A version's checksum file, written by the job for a commit Delta's own derivation would miscount.
+
+Delta keeps `_delta_log/<version>.crc` beside each commit: the table's file count and size,
+its protocol and metadata, a histogram of file sizes. Readers take the protocol and metadata
+from it instead of replaying the log, and each commit derives its checksum from the previous
+one. A commit that adds a file the table already holds (a promotion moves a file into another
+segment) would be counted as one more file; Delta then needs the whole state to compute it.
+
+The job knows exactly what such a commit did: the files it wrote, the files it removed, and the
+files it only moved (no change to the count or size). From the previous version's checksum it
+writes the new one, keeping only the fields it can keep exact, and Delta's cached snapshot of
+the table is dropped so that the next transaction reads it. Without a previous checksum, or
+when another commit landed in between, none is written (Delta computes one when it needs it).
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from compactor.delta.files import HadoopFiles, jvm_class
+from compactor.delta.live_files import LiveFile
+from compactor.delta.transaction import DirectTransaction
+
+# Fields a derived checksum keeps; the others (the list of every file, the histogram of deleted
+# rows, the previous transaction's id) are optional and left out rather than guessed.
+KEPT = (
+    "tableSizeBytes",
+    "numFiles",
+    "numMetadata",
+    "numProtocol",
+    "setTransactions",
+    "domainMetadata",
+    "metadata",
+    "protocol",
+    "fileSizeHistogram",
+    "numDeletedRecordsOpt",
+    "numDeletionVectorsOpt",
+)
+
+
+def write_checksum_after(
+    txn: DirectTransaction, version: int, added: Sequence[dict[str, Any]], removed: Sequence[LiveFile]
+) -> bool:
+    """Write `version`'s checksum from the transaction's read version's: `added` are the `add`
+    actions of new files, `removed` the files the commit removed (files it re-added under
+    another segment change nothing). False when there was nothing to derive it from."""
+    if version != txn.read_version + 1:
+        return False
+    files = HadoopFiles(txn.spark)
+    log_uri = f"{txn.path.rstrip('/')}/_delta_log"
+    previous = files.read_text(f"{log_uri}/{txn.read_version:020d}.crc")
+    if previous is None:
+        return False
+    checksum = derive(json.loads(previous), added, removed)
+    info = _commit_info(files, f"{log_uri}/{version:020d}.json")
+    if "inCommitTimestamp" in info:
+        checksum["inCommitTimestampOpt"] = info["inCommitTimestamp"]
+    files.write_text(f"{log_uri}/{version:020d}.crc", json.dumps(checksum, separators=(",", ":")))
+    # Delta's snapshot of this version has no checksum in memory: the next transaction loads
+    # the table again, with this one
+    jvm: Any = txn.spark._jvm
+    hadoop_path = jvm_class(jvm, "org.apache.hadoop.fs.Path")(txn.path)
+    jvm_class(jvm, "org.apache.spark.sql.delta.DeltaLog").invalidateCache(
+        txn.spark._jsparkSession, hadoop_path
+    )
+    return True
+
+
+def derive(
+    previous: dict[str, Any], added: Sequence[dict[str, Any]], removed: Sequence[LiveFile]
+) -> dict[str, Any]:
+    """The checksum after a commit of `added` new files and `removed` ones (pure)."""
+    checksum = {k: previous[k] for k in KEPT if k in previous}
+    sizes_in = [int(a["size"]) for a in added]
+    sizes_out = [f.size for f in removed]
+    checksum["numFiles"] = int(previous["numFiles"]) + len(sizes_in) - len(sizes_out)
+    checksum["tableSizeBytes"] = int(previous["tableSizeBytes"]) + sum(sizes_in) - sum(sizes_out)
+    histogram = checksum.get("fileSizeHistogram")
+    if histogram is not None:
+        checksum["fileSizeHistogram"] = _histogram(histogram, sizes_in, sizes_out)
+    vectors = [f for f in removed if f.hidden > 0]
+    if checksum.get("numDeletionVectorsOpt") is not None:
+        checksum["numDeletionVectorsOpt"] = int(checksum["numDeletionVectorsOpt"]) - len(vectors)
+    if checksum.get("numDeletedRecordsOpt") is not None:
+        checksum["numDeletedRecordsOpt"] = int(checksum["numDeletedRecordsOpt"]) - sum(
+            f.hidden for f in vectors
+        )
+    return checksum
+
+
+def _histogram(
+    histogram: dict[str, Any], sizes_in: Sequence[int], sizes_out: Sequence[int]
+) -> dict[str, Any]:
+    """Delta's file size histogram with files added and removed: a file counts in the bin whose
+    lower boundary is the largest at or below its size."""
+    bounds = list(histogram["sortedBinBoundaries"])
+    counts, totals = list(histogram["fileCounts"]), list(histogram["totalBytes"])
+    for sizes, sign in ((sizes_in, 1), (sizes_out, -1)):
+        for size in sizes:
+            i = max(0, bisect.bisect_right(bounds, size) - 1)
+            counts[i] += sign
+            totals[i] += sign * size
+    return {"sortedBinBoundaries": bounds, "fileCounts": counts, "totalBytes": totals}
+
+
+def _commit_info(files: HadoopFiles, commit_uri: str) -> dict[str, Any]:
+    text = files.read_text(commit_uri) or ""
+    for line in text.splitlines():
+        if line.strip():
+            action = json.loads(line)
+            if "commitInfo" in action:
+                return dict(action["commitInfo"])
+    return {}

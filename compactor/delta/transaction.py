@@ -1,0 +1,216 @@
+"""A direct commit: one Delta transaction of the job's own writer, over files the job names.
+
+Delta's generic overwrite (`replaceWhere`) lists the table's files to find what it replaces,
+and that listing rebuilds the table's whole state after any other writer's commit: three Spark
+jobs, most of a small merge's cost. The job already knows its inputs' files (`live_files`), so a
+merge commits the way Delta's OPTIMIZE does, through delta-spark's own transaction:
+
+- `DeltaLog.startTransaction()` reads the log's listing and the newest checksum, nothing more;
+- the inputs are read through a file index over exactly their `add` actions (deletion vectors
+  honoured), and `trackFilesRead` plus a partition-only read predicate tell Delta's conflict
+  checker what the commit depends on: a concurrent writer that removed one of them (a DELETE,
+  another engine's OPTIMIZE) or, for a commit that changes data, added a file the predicate
+  matches, makes the commit fail;
+- `writeFiles` writes the output with full statistics; the commit removes the inputs' files
+  and adds the output's, with `dataChange=false` unless rows changed (upsert compaction).
+
+The commit goes through the same JVM, `LogStore` and file systems as every other write of the
+job, so the S3 single-driver lock and the HDFS and GCS semantics are Delta's own.
+
+Delta writes a checksum (`<version>.crc`) after a commit, derived from the previous version's
+when that one has a checksum; when it has none (a writer such as delta-rs leaves none), the
+derivation would rebuild the table's state. Such a commit is made with checksums off, as the
+writer before it was.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from compactor.delta.conflicts import conflicts_as_commit_conflict
+from compactor.delta.features import direct_commit_refusal, refused_features
+from compactor.delta.files import jvm_class
+from compactor.delta.live_files import LiveFile, LiveFileIndex
+from compactor.delta.log import CommitFacts, DeltaLogReader
+from compactor.delta.paths import SEGMENT_COLUMN
+from compactor.delta.predicates import in_list
+from compactor.delta.reads import committed
+from compactor.domain.plans import MergePlan
+from compactor.errors import StalePlan, UnsupportedTableFeature
+
+WRITE_CHECKSUM = "spark.databricks.delta.writeChecksumFile.enabled"
+INCREMENTAL_CHECKSUM = "spark.databricks.delta.incremental.commit.enabled"
+# what Delta names the reads of a rewrite's inputs (its OPTIMIZE's action type)
+READ_ACTION_TYPE = "Optimize"
+
+
+class DirectTransaction:
+    """One transaction on a table: read named files, write new ones, commit both at once."""
+
+    def __init__(self, spark: SparkSession, path: str) -> None:
+        self.spark = spark
+        self.path = path
+        self._jvm: Any = spark._jvm
+        self._delta_log = jvm_class(self._jvm, "org.apache.spark.sql.delta.DeltaLog").forTable(
+            spark._jsparkSession, path
+        )
+        self.txn = self._delta_log.startTransaction()
+        self.read_version = int(self.txn.readVersion())
+        self._parsed: dict[str, Any] = {}  # LiveFile.action -> the JVM action, parsed once
+        self.protocol: dict[str, Any] = json.loads(self.txn.protocol().json())["protocol"]
+        self.metadata: dict[str, Any] = json.loads(self.txn.metadata().json())["metaData"]
+
+    def check_rewritable(self) -> None:
+        """`UnsupportedTableFeature` for a table whose features no rewrite of ours preserves."""
+        refused = refused_features(self.protocol, self.metadata)
+        if refused:
+            raise UnsupportedTableFeature(f"table at {self.path}: " + "; ".join(refused))
+
+    def fallback_reason(self) -> str | None:
+        """Why this table's commits take Delta's generic overwrite instead (None: they need not)."""
+        return direct_commit_refusal(self.protocol)
+
+    def read(self, files: Sequence[LiveFile], predicate: Column | None) -> DataFrame:
+        """The rows of `files` (deletion vectors applied), as Delta's OPTIMIZE reads a bin,
+        recorded as read by the transaction (`track`)."""
+        frame = self._frame(files)
+        self._track(frame, files, predicate)
+        return frame
+
+    def track(self, files: Sequence[LiveFile], predicate: Column | None) -> None:
+        """Tell Delta's conflict checker the commit depends on `files` and on `predicate` (a
+        partition predicate; None: the whole table was read)."""
+        self._track(self._frame(files), files, predicate)
+
+    def _frame(self, files: Sequence[LiveFile]) -> DataFrame:
+        option = self._jvm.scala.Option
+        relation = self._delta_log.createDataFrame(
+            self.txn.snapshot(), self._seq(self._actions(files)), False, option.apply(READ_ACTION_TYPE)
+        )
+        return DataFrame(relation, self.spark)
+
+    def _track(self, frame: DataFrame, files: Sequence[LiveFile], predicate: Column | None) -> None:
+        self.txn.trackFilesRead(self._seq(self._actions(files)))
+        condition = frame.where(predicate if predicate is not None else F.lit(True))
+        analyzed = condition._jdf.queryExecution().analyzed().condition()
+        self.txn.trackReadPredicates(self._seq([analyzed]), predicate is not None, True)
+
+    def write(self, data: DataFrame, options: dict[str, str]) -> list[dict[str, Any]]:
+        """Write `data` as new files of the table (Delta's `maxRecordsPerFile` and `compression`
+        options apply); their `add` actions, statistics included, as the log would write them."""
+        jvm = self._jvm
+        scala_options = jvm.org.apache.spark.api.python.PythonUtils.toScalaMap(options)
+        delta_options = jvm_class(jvm, "org.apache.spark.sql.delta.DeltaOptions")(
+            scala_options, self.spark._jsparkSession.sessionState().conf()
+        )
+        written = self.txn.writeFiles(data._jdf, jvm.scala.Option.apply(delta_options), True, self._seq([]))
+        actions = [json.loads(a.json()) for a in jvm.scala.jdk.javaapi.CollectionConverters.asJava(written)]
+        return [a["add"] for a in actions if "add" in a]
+
+    def written_rows(self) -> int | None:
+        """Rows the transaction's writes wrote, from Delta's write metrics (None: not counted)."""
+        metric = self.txn.getMetric("numOutputRows")
+        return int(metric.get().value()) if metric.isDefined() else None
+
+    def commit(
+        self,
+        adds: Sequence[dict[str, Any]],
+        removes: Sequence[LiveFile],
+        data_change: bool,
+        user_metadata: str,
+        replaced: Sequence[str],
+        keep_checksum: bool = True,
+    ) -> int:
+        """Commit the `adds` and the removal of `removes` in one version; its number.
+
+        `replaced`: the segment ids the commit replaces, named in its history as the predicate
+        of an overwrite. `keep_checksum=False`: the commit's actions would mislead Delta's
+        incremental checksum (a file added again under another segment), so none is written.
+        Delta's conflicts become `CommitConflict`.
+        """
+        now = int(time.time() * 1000)
+        added = [self._parse(json.dumps({"add": {**a, "dataChange": data_change}})) for a in adds]
+        removed = [self._parse(f.action).removeWithTimestamp(now, data_change) for f in removes]
+        option = self._jvm.scala.Option
+        operation = self._jvm.org.apache.spark.sql.delta.DeltaOperations.Write(
+            self._jvm.org.apache.spark.sql.SaveMode.Overwrite,
+            option.apply(self._seq([SEGMENT_COLUMN])),
+            option.apply(f"{SEGMENT_COLUMN} IN ({in_list(replaced)})"),
+            option.apply(user_metadata),
+            option.empty(), option.empty(), option.empty(), option.empty(), option.empty(),
+        )  # fmt: skip
+        checksum = keep_checksum and bool(self.txn.snapshot().checksumOpt().isDefined())
+        with self._checksums(checksum), conflicts_as_commit_conflict():
+            return int(self.txn.commit(self._seq([*added, *removed]), operation))
+
+    @contextmanager
+    def _checksums(self, enabled: bool) -> Iterator[None]:
+        """Without checksums, the commit runs in a session of its own, active in this thread
+        for the commit (Delta's transaction reads the active session's settings)."""
+        if enabled:
+            yield
+            return
+        sessions = jvm_class(self._jvm, "org.apache.spark.sql.SparkSession")
+        session = self.spark._jsparkSession.newSession()
+        session.conf().set(WRITE_CHECKSUM, "false")
+        session.conf().set(INCREMENTAL_CHECKSUM, "false")
+        previous = sessions.getActiveSession()
+        sessions.setActiveSession(session)
+        try:
+            yield
+        finally:
+            if previous.isDefined():
+                sessions.setActiveSession(previous.get())
+            else:
+                sessions.clearActiveSession()
+
+    def _actions(self, files: Sequence[LiveFile]) -> list[Any]:
+        return [self._parse(f.action) for f in files]
+
+    def _parse(self, action: str) -> Any:
+        found = self._parsed.get(action)
+        if found is None:
+            actions = jvm_class(self._jvm, "org.apache.spark.sql.delta.actions.Action")
+            found = self._parsed[action] = actions.fromJson(action)
+        return found
+
+    def _seq(self, items: Sequence[Any]) -> Any:
+        values = self._jvm.java.util.ArrayList()
+        for item in items:
+            values.add(item)
+        return self._jvm.scala.jdk.javaapi.CollectionConverters.asScala(values).toSeq()
+
+
+def segment_predicate(segment_ids: Sequence[str]) -> Column:
+    """The partition predicate a rewrite of these segments reads by."""
+    return F.col(SEGMENT_COLUMN).isin(list(segment_ids))
+
+
+def live_inputs(
+    spark: SparkSession,
+    txn: DirectTransaction,
+    live: LiveFileIndex,
+    log: DeltaLogReader,
+    plan: MergePlan,
+    depth: int,
+) -> dict[str, list[LiveFile]] | CommitFacts:
+    """The plan's inputs' files live at the transaction's read version, by segment; or the
+    plan's earlier commit, when its inputs are gone because it committed. `StalePlan` when an
+    input is gone and the plan did not commit: someone else removed it (the catalog lags the
+    table), so nothing may be committed on its behalf. An input the catalog knows as empty has
+    no file and is not gone."""
+    files = live.at(txn.read_version).of(plan.input_ids)
+    gone = sorted(s.id for s in plan.inputs if s.id not in files and s.records != 0)
+    if not gone:
+        return files
+    done = committed(spark, log, plan.plan_id, depth)
+    if done is not None:
+        return done
+    raise StalePlan(f"{plan.table}: input(s) {gone} are no longer in the table at version {txn.read_version}")
