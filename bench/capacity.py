@@ -67,6 +67,8 @@ from compactor.codec.events import default_codec
 from compactor.delta.commit_metadata import commit_metadata
 from compactor.domain.events import CompactionRequested, SegmentCompleted
 from compactor.domain.segments import Segment, TimeRange
+from compactor.observe.spark_work import RETAIN, SparkWork
+from compactor.observe.spark_work import describe as describe_work
 
 START = datetime(2024, 1, 1, tzinfo=UTC)
 ROWS_PER_SEGMENT = 200
@@ -177,7 +179,7 @@ def _job(
             "operations": {"max_concurrent_merges": concurrency},
         }
     )
-    spark = build_spark("capacity", master=master, locations=(str(warehouse),))
+    spark = build_spark("capacity", master=master, locations=(str(warehouse),), extra_conf=RETAIN)
     spark.sparkContext.setLogLevel("ERROR")
     metrics = JobMetrics()
     began = time.perf_counter()
@@ -217,6 +219,7 @@ def drain_worker(args: Any) -> dict[str, Any]:
         segments = [s for s in segments if s[0] in names]
     tables = len(names)
     with PeakRss() as rss:
+        work = SparkWork(spark)
         cpu0, t0, started_at = tree.cpu(), time.perf_counter(), time.time()
         query = start_query(
             spark,
@@ -254,6 +257,8 @@ def drain_worker(args: Any) -> dict[str, Any]:
         "peak_rss_mib": rss.peak_mib,
         "phases": _phases(metrics),
         "batches": int(metrics.registry.get_sample_value("compactor_batch_duration_seconds_count") or 0),
+        "spark_work": work.summary(merges),
+        "set_transactions": _set_transactions(warehouse),
         "started_at": started_at,
         "ended_at": ended_at,
     }
@@ -375,6 +380,17 @@ def _merge_commits(table_dir: Path) -> list[tuple[int, dict[str, Any]]]:
             if info and '"op":"merge"' in (info.get("userMetadata") or ""):
                 found.append((int(path.stem), info))
     return found
+
+
+def _set_transactions(warehouse: Path) -> int:
+    """The `txn` actions every table's commit files hold (the job wrote one per merge before
+    direct commits; none now)."""
+    return sum(
+        1
+        for path in warehouse.glob("*/_delta_log/*.json")
+        for line in path.read_text().splitlines()
+        if line.startswith('{"txn"')
+    )
 
 
 def _merged(table_dir: Path) -> bool:
@@ -507,6 +523,8 @@ def measure(
         d = drains[-1]
         print(f"drain {master} c={c}: {d['merges']} merges in {d['seconds']:.1f}s = {d['merges_per_s']:.2f} merges/s, "
               f"{d['cpu_seconds_per_merge']:.2f} CPU-s/merge, peak RSS {d['peak_rss_mib']:.0f} MiB", flush=True)  # fmt: skip
+        if "spark_work" in d:
+            print(f"  {describe_work(d['spark_work'])}", flush=True)
     # the same drain by two jobs of one core each, sharing the warehouse in two shards
     drains.append(two_job_drain(work, bootstrap, segments, 2, run_worker, events))
     two, one = drains[-1], next(d for d in drains if d["concurrency"] == 4 and d["master"] == "local[2]")
@@ -652,7 +670,24 @@ def report(
     print(f"target: speed-up 4 vs 1 >= 1.5x: {'met' if speedup >= 1.5 else 'missed'}")
     print(f"target: small table p99 event -> commit < 3 s while the 1 GiB merge runs (c=4): "
           f"{_ms(during)} ms, {'met' if during is not None and during < 3000 else 'missed'}")  # fmt: skip
+    cpu4 = local[4]["cpu_seconds_per_merge"]
+    txns = local[4].get("set_transactions")
+    if txns is not None:
+        print(f"target: live SetTransactions after {local[4]['merges']} merges do not grow with them: {txns}, "
+              f"{'met' if txns == 0 else 'missed'}")  # fmt: skip
+    work4 = local[4].get("spark_work") or {}
+    print(
+        f"target: CPU-seconds per merge at concurrency 4 <= 0.4: {cpu4:.2f}, {'met' if cpu4 <= 0.4 else 'missed'}"
+    )
+    print(
+        f"target: drain at concurrency 4 >= 3 merges/s (issue 41): {at4:.2f}, {'met' if at4 >= 3 else 'missed'}"
+    )
+    if work4:
+        print(f"target: Spark jobs per small merge <= 2: {work4['jobs_per_merge']:.2f}, "
+              f"{'met' if work4['jobs_per_merge'] <= 2 else 'missed'}; state rebuilds per merge 0: "
+              f"{work4['state_rebuilds_per_merge']:.2f}, {'met' if work4['state_rebuilds_per_merge'] == 0 else 'missed'}")  # fmt: skip
     print(f"drain at concurrency 4: {at4:.1f} merges/s")
+    print(f"CPU-seconds per merge at concurrency 4: {cpu4:.2f}")
     print(f"drain speed-up at concurrency 4 vs 1: {speedup:.1f}×")
     two = next(d for d in drains if d["master"].startswith("2 jobs"))
     print(f"two jobs (2 x local[1], c=2 each) vs one (local[2], c=4): {two['merges_per_s']:.2f} vs "

@@ -78,6 +78,8 @@ from compactor.kafka.producer import EventProducer
 from compactor.kafka.settings import KafkaSettings
 from compactor.kafka.topics import ensure_topics
 from compactor.observe.metrics import JobMetrics
+from compactor.observe.spark_work import RETAIN, SparkWork
+from compactor.observe.spark_work import describe as describe_work
 from compactor.stream.job import build_handler, start_query
 from compactor.stream.reporting import BATCH_PHASES
 
@@ -399,10 +401,11 @@ def main() -> None:
         )
         ensure_topics(kafka, [kafka.segments_topic, kafka.results_topic, kafka.dead_letter_topic])
         with PeakRss(exclude=[broker.pid] if broker and broker.pid else []) as rss:
-            spark = build_spark("bench-latency", master="local[2]")
+            spark = build_spark("bench-latency", master="local[2]", extra_conf=RETAIN)
             spark_quiet(spark)
             warehouse = scratch / "warehouse"
             t = time.perf_counter()
+            work = SparkWork(spark)
             all_samples, job = measure_merges(
                 spark,
                 warehouse,
@@ -414,6 +417,7 @@ def main() -> None:
                 args.trigger_ms,
             )
             merge_seconds = time.perf_counter() - t
+            spark_work = work.summary(len(all_samples))
             t = time.perf_counter()
             all_floor = measure_floor(spark, kafka, scratch / "checkpoint-noop", floor_count, args.trigger_ms)
             floor_seconds = time.perf_counter() - t
@@ -462,6 +466,12 @@ def main() -> None:
             for name, p in job["phases"].items()
         ],
     )  # fmt: skip
+    print(f"\nSpark's work over the run: {describe_work(spark_work)}")
+    p50, p99, floor_p50 = visible["p50"], visible["p99"], floor_stats["p50"]
+    if p50 and p99 and floor_p50:
+        ratio = p50 / floor_p50
+        print(f"target: event -> commit p50 / floor <= 2x: {ratio:.1f}x, {'met' if ratio <= 2 else 'missed'}; "
+              f"p99 <= 1.0 s: {p99 / 1000:.2f} s, {'met' if p99 <= 1000 else 'missed'}")  # fmt: skip
     mismatched = sum(not s["result_version_matches"] for s in samples)
     failed = sum(s["status"] != "SUCCEEDED" for s in samples)
     total = time.perf_counter() - began
@@ -499,6 +509,7 @@ def main() -> None:
             "produce_ack_ms": acked,
             "batch_invoked_ms": invoked,
             "executor_ms": executor,
+            "spark_work": spark_work,
             "peak_rss_mib": rss.peak / MIB,
             "job": job,
             "version_mismatches": mismatched,

@@ -237,6 +237,10 @@ def restart_part(spark: Any, root: Path, segments: int) -> list[dict[str, Any]]:
          for r in rows],
     )  # fmt: skip
     print("the first batch's phases (s):", {k: round(v, 3) for k, v in rows[0]["phases"].items()})
+    again = next((r["processed"] for r in rows if r["start"] == "restart after SIGKILL"), None)
+    if again is not None:
+        print(f"target: restart after SIGKILL to the first event processed <= 8 s: {again:.1f} s, "
+              f"{'met' if again <= 8 else 'missed'}")  # fmt: skip
     return [r | {"segments": segments} for r in rows]
 
 

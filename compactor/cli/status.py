@@ -91,9 +91,22 @@ def status(
         due = table_due(SegmentColumns.of(segments), settings, now, cooling, project.operations.off_peak)
         layout = describe(settings.layout_order)
         deleted = DeletedRows.of(store.row_counts(table).values(), settings.purge_deleted_ratio)
+        commits = store.commit_path(table)
         found.append(
             table_status(
-                table, merging, segments, ready, history, failures, now, debt, late, due, layout, deleted
+                table,
+                merging,
+                segments,
+                ready,
+                history,
+                failures,
+                now,
+                debt,
+                late,
+                due,
+                layout,
+                deleted,
+                commits,
             )
         )
     if as_json:

@@ -30,7 +30,7 @@ from compactor.config.rules import (
 )
 from compactor.config.sort import SortConfig, by_column
 from compactor.config.sub_partitions import SubPartitionConfig
-from compactor.config.units import COLUMN_NAME, ByteSize, Duration, Frozen, parse_duration
+from compactor.config.units import COLUMN_NAME, ByteSize, ByteSizeOrZero, Duration, Frozen, parse_duration
 from compactor.config.vacuum import VacuumConfig
 from compactor.domain.segments import TABLE_NAME
 from compactor.errors import ConfigError
@@ -256,6 +256,11 @@ class OperationsConfig(Frozen):
     unless `spark.default.parallelism` is set) less one, at least one, so that a big merge leaves
     a core to the stream's micro-batches and the small merges beside it (Spark does not take a
     core back from a running task)."""
+    driver_merge_max_bytes: ByteSizeOrZero = 16 << 20
+    """A plain merge of at most this many input bytes (written as one file) is read and written by
+    the driver with Arrow, with no Spark job, when its inputs allow (no deletion vectors, exact
+    statistics, flat columns of primitive types, no column mapping, no curve layout); 0: every
+    merge is written by Spark."""
     off_peak: OffPeak | None = None
     """Optional merges run only inside this daily window (UTC, e.g. `{start: "22:00", end:
     "06:00"}`); required ones run at any time; null: optional merges run at any time."""

@@ -50,11 +50,19 @@ def _size(value: Any) -> int:
     return size
 
 
+def _size_or_zero(value: Any) -> int:
+    size = parse_size(value)
+    if size < 0:
+        raise ValueError("must be a size of 0 or more")
+    return size
+
+
 def _duration(value: Any) -> timedelta:
     return parse_duration(value)
 
 
 ByteSize = Annotated[int, BeforeValidator(_size)]
+ByteSizeOrZero = Annotated[int, BeforeValidator(_size_or_zero)]  # 0 turns something off
 Duration = Annotated[timedelta, BeforeValidator(_duration)]
 COLUMN_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"  # a column a config names
 

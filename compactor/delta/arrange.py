@@ -12,6 +12,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from compactor.config.sort import SortConfig
+from compactor.delta.files import jvm_class
 from compactor.errors import ConfigError
 
 CURVE_KEY = "__compactor_curve"
@@ -54,11 +55,11 @@ def curve_value(frame: DataFrame, order: SortConfig) -> Column:
     spark = frame.sparkSession
     jvm = spark._jvm
     assert jvm is not None
-    functions = getattr(jvm.org.apache.spark.sql.delta.skipping, "MultiDimClusteringFunctions$")
+    functions = jvm_class(jvm, "org.apache.spark.sql.delta.skipping.MultiDimClusteringFunctions$")
     mdc = getattr(functions, "MODULE$")
     ranges = int(spark.conf.get(RANGE_IDS_CONF, str(DEFAULT_RANGE_IDS)) or DEFAULT_RANGE_IDS)
     ids = [mdc.range_partition_id(frame[c]._jc, ranges) for c in order.by]
-    seq = jvm.org.apache.spark.api.python.PythonUtils.toSeq(ids)
+    seq = jvm_class(jvm, "org.apache.spark.api.python.PythonUtils").toSeq(ids)
     if order.curve == "zorder":
         value = mdc.interleave_bits(seq).cast("string")  # as OPTIMIZE ZORDER BY compares it
     else:

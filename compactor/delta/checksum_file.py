@@ -1,4 +1,5 @@
-"""A version's checksum file, written by the job for a commit Delta's own derivation would miscount.
+"""Version checksum files the job writes: for a commit Delta would miscount, and for a version
+whose writer left none.
 
 Delta keeps `_delta_log/<version>.crc` beside each commit: the table's file count and size,
 its protocol and metadata, a histogram of file sizes. Readers take the protocol and metadata
@@ -11,6 +12,14 @@ files it only moved (no change to the count or size). From the previous version'
 writes the new one, keeping only the fields it can keep exact, and Delta's cached snapshot of
 the table is dropped so that the next transaction reads it. Without a previous checksum, or
 when another commit landed in between, none is written (Delta computes one when it needs it).
+
+Writers such as delta-rs leave no checksum at all. A transaction that starts at such a version
+replays the log for its protocol and metadata (a Spark job), and so does the snapshot after its
+commit. The job's live files (`live_files`) hold everything a checksum of such a version says:
+the files, the newest protocol and metadata, each application's transaction. Before it commits
+to such a table, it writes the missing checksum, for tables whose state holds nothing more (no
+domain metadata, in-commit timestamps or row ids). Delta checks every checksum against the
+state it computes when it writes a checkpoint.
 """
 
 from __future__ import annotations
@@ -18,11 +27,17 @@ from __future__ import annotations
 import bisect
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from pyspark.sql import SparkSession
+
+from compactor.delta.features import features
 from compactor.delta.files import HadoopFiles, jvm_class
-from compactor.delta.live_files import LiveFile
-from compactor.delta.transaction import DirectTransaction
+from compactor.delta.live_files import LiveFile, LiveFiles
+from compactor.delta.plan_transactions import RETENTION_PROPERTY
+
+if TYPE_CHECKING:
+    from compactor.delta.transaction import DirectTransaction
 
 # Fields a derived checksum keeps; the others (the list of every file, the histogram of deleted
 # rows, the previous transaction's id) are optional and left out rather than guessed.
@@ -59,13 +74,70 @@ def write_checksum_after(
     if "inCommitTimestamp" in info:
         checksum["inCommitTimestampOpt"] = info["inCommitTimestamp"]
     files.write_text(f"{log_uri}/{version:020d}.crc", json.dumps(checksum, separators=(",", ":")))
-    # Delta's snapshot of this version has no checksum in memory: the next transaction loads
-    # the table again, with this one
-    jvm: Any = txn.spark._jvm
-    hadoop_path = jvm_class(jvm, "org.apache.hadoop.fs.Path")(txn.path)
-    jvm_class(jvm, "org.apache.spark.sql.delta.DeltaLog").invalidateCache(
-        txn.spark._jsparkSession, hadoop_path
-    )
+    forget_snapshot(txn.spark, txn.path)
+    return True
+
+
+def forget_snapshot(spark: SparkSession, path: str) -> None:
+    """Drop Delta's cached snapshot of the table: one loaded before the job wrote its version's
+    checksum has none in memory, and a commit after it would compute one from the whole state.
+    The next transaction loads the table again (a listing), checksum included."""
+    jvm: Any = spark._jvm
+    hadoop_path = jvm_class(jvm, "org.apache.hadoop.fs.Path")(path)
+    jvm_class(jvm, "org.apache.spark.sql.delta.DeltaLog").invalidateCache(spark._jsparkSession, hadoop_path)
+
+
+# Features whose state a checksum of files, protocol, metadata and transactions describes whole.
+DESCRIBED = frozenset(
+    {
+        "appendOnly",
+        "invariants",
+        "checkConstraints",
+        "changeDataFeed",
+        "generatedColumns",
+        "columnMapping",
+        "deletionVectors",
+        "timestampNtz",
+        "vacuumProtocolCheck",
+    }
+)
+MAX_TRANSACTIONS = 100  # Delta's own bound for a checksum's transactions (setTransactionsInCrc)
+# Delta lists a small table's files in its checksum (allFilesInCrc.thresholdNumFiles): the next
+# commit derives its list from this one's, and a reader of a small table finds its files there
+MAX_LISTED_FILES = 50
+
+
+def write_missing_checksum(spark: SparkSession, files: HadoopFiles, log_uri: str, live: LiveFiles) -> bool:
+    """Write the checksum of `live.version` when its writer left none and the job knows all it
+    holds (see the module's text); True when written."""
+    if live.protocol is None or live.metadata is None or live.domain_metadata:
+        return False
+    table_features = features(live.protocol)
+    config = {k.lower(): str(v).lower() for k, v in (live.metadata.get("configuration") or {}).items()}
+    if table_features - DESCRIBED or config.get("delta.enableincommittimestamps") == "true":
+        return False
+    target = f"{log_uri}/{live.version:020d}.crc"
+    if files.exists(target):
+        return False
+    every = live.everything()
+    checksum: dict[str, Any] = {
+        "tableSizeBytes": sum(f.size for f in every),
+        "numFiles": len(every),
+        "numMetadata": 1,
+        "numProtocol": 1,
+        "metadata": live.metadata,
+        "protocol": live.protocol,
+        "domainMetadata": [],
+    }
+    if RETENTION_PROPERTY.lower() not in config and len(live.txns) <= MAX_TRANSACTIONS:
+        checksum["setTransactions"] = list(live.txns.values())
+    if len(every) <= MAX_LISTED_FILES:
+        checksum["allFiles"] = [{**json.loads(f.action)["add"], "dataChange": False} for f in every]
+    if "deletionVectors" in table_features:
+        checksum["numDeletionVectorsOpt"] = sum(1 for f in every if f.vector)
+        checksum["numDeletedRecordsOpt"] = sum(f.hidden for f in every)
+    files.write_text(target, json.dumps(checksum, separators=(",", ":")))
+    forget_snapshot(spark, log_uri.removesuffix("/_delta_log"))
     return True
 
 
@@ -74,6 +146,9 @@ def derive(
 ) -> dict[str, Any]:
     """The checksum after a commit of `added` new files and `removed` ones (pure)."""
     checksum = {k: previous[k] for k in KEPT if k in previous}
+    config = {k.lower() for k in ((previous.get("metadata") or {}).get("configuration") or {})}
+    if RETENTION_PROPERTY.lower() in config:  # which transactions expired is Delta's to say
+        checksum.pop("setTransactions", None)
     sizes_in = [int(a["size"]) for a in added]
     sizes_out = [f.size for f in removed]
     checksum["numFiles"] = int(previous["numFiles"]) + len(sizes_in) - len(sizes_out)

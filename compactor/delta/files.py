@@ -120,6 +120,21 @@ class HadoopFiles:
             fs.delete(path, False)
             fs.rename(staging, path)
 
+    def write_bytes(self, uri: str, data: bytes) -> None:
+        """Write a new file whole (a data file no reader sees until a commit names it: no staging)."""
+        local = self.local_path(uri)
+        if local is not None:
+            os.makedirs(os.path.dirname(local), exist_ok=True)
+            with open(local, "xb") as f:
+                f.write(data)
+            return
+        fs, path = self._fs_path(uri)
+        out = fs.create(path, False)
+        try:
+            out.write(bytearray(data))
+        finally:
+            out.close()
+
     def delete(self, uri: str) -> None:
         """Delete the file (nothing when it is gone already)."""
         local = self.local_path(uri)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession, Window
@@ -96,6 +98,9 @@ def _spark_type(data_type: DataType) -> tuple[str, bool]:
 def footer(spark: SparkSession, file: str, table: str | None = None) -> tuple[str, str]:
     """(encoding, compression) of a Parquet file, read from its footer. With `table`, `file` is
     an `add` action's path: a URI, relative to the table unless absolute (as Delta resolves it)."""
+    local = _local_file(file, table)
+    if local is not None:  # read by Python: no round trips to the JVM
+        return _local_footer(local)
     jvm: Any = spark._jvm
     conf = spark._jsc.hadoopConfiguration()
     hadoop_path = jvm_class(jvm, "org.apache.hadoop.fs.Path")
@@ -119,3 +124,29 @@ def footer(spark: SparkSession, file: str, table: str | None = None) -> tuple[st
         return encoding, _CODECS.get(codec, codec.lower())
     finally:
         reader.close()
+
+
+def _local_file(file: str, table: str | None) -> str | None:
+    """The file's path on this machine's disk, when it is there (a `file:` URI, or a path that
+    exists locally), resolved against the table as Delta resolves an `add` action's path."""
+    target = file
+    if table is not None and not urlsplit(file).scheme and not file.startswith("/"):
+        target = f"{table.rstrip('/')}/{file}"
+    parts = urlsplit(target)
+    if parts.scheme not in ("", "file") or parts.netloc not in ("", "localhost"):
+        return None
+    path = unquote(parts.path) if table is not None else parts.path
+    return path if os.path.isfile(path) else None
+
+
+def _local_footer(path: str) -> tuple[str, str]:
+    import pyarrow.parquet as pq
+
+    metadata = pq.ParquetFile(path).metadata
+    if metadata.num_row_groups == 0:
+        return "dictionary", "snappy"
+    group = metadata.row_group(0)
+    encodings = {e for i in range(group.num_columns) for e in group.column(i).encodings}
+    encoding = "dictionary" if encodings & {"PLAIN_DICTIONARY", "RLE_DICTIONARY"} else "plain"
+    codec = str(group.column(0).compression)
+    return encoding, _CODECS.get(codec, codec.lower())

@@ -51,6 +51,7 @@ class LiveFile:
     records: int | None  # from the file's statistics; None without them
     hidden: int  # rows its deletion vector hides
     action: str
+    vector: bool = False  # does it carry a deletion vector?
 
     @property
     def visible(self) -> int | None:
@@ -71,6 +72,7 @@ class LiveFile:
             records=int(stats["numRecords"]) if "numRecords" in stats else None,
             hidden=int(dv.get("cardinality") or 0),
             action=json.dumps({"add": add}, separators=(",", ":")),
+            vector=bool(dv),
         )
 
 
@@ -97,6 +99,11 @@ class LiveFiles:
         self._by_path: dict[str, LiveFile] = {}
         self._by_segment: dict[str, dict[str, LiveFile]] = {}
         self.legacy_app_ids: set[str] = set()
+        # the rest of the table's state, as far as a checksum of it needs
+        self.protocol: dict[str, Any] | None = None
+        self.metadata: dict[str, Any] | None = None
+        self.txns: dict[str, dict[str, Any]] = {}
+        self.domain_metadata = False  # did any commit carry domain metadata (not kept here)?
 
     def add(self, add: dict[str, Any]) -> None:
         found = LiveFile.of(add)
@@ -117,10 +124,20 @@ class LiveFiles:
             if not files:
                 del self._by_segment[old.segment]
 
-    def note_txn(self, txn: dict[str, Any]) -> None:
-        app = str(txn.get("appId") or "")
-        if app.startswith(LEGACY_PLAN_APP_PREFIX):
-            self.legacy_app_ids.add(app)
+    def note(self, action: dict[str, Any]) -> None:
+        """A non-file action: the newest protocol and metadata, each application's transaction."""
+        if "txn" in action:
+            txn = action["txn"]
+            app = str(txn.get("appId") or "")
+            self.txns[app] = txn
+            if app.startswith(LEGACY_PLAN_APP_PREFIX):
+                self.legacy_app_ids.add(app)
+        elif "protocol" in action:
+            self.protocol = action["protocol"]
+        elif "metaData" in action:
+            self.metadata = action["metaData"]
+        elif "domainMetadata" in action:
+            self.domain_metadata = True
 
     def fold(self, version: int, actions: Actions) -> None:
         """One commit, in the protocol's order: its removes, then its adds."""
@@ -129,8 +146,8 @@ class LiveFiles:
         for action in actions:
             if "remove" in action:
                 self.remove(str(action["remove"]["path"]))
-            elif "txn" in action:
-                self.note_txn(action["txn"])
+            elif "add" not in action:
+                self.note(action)
         for action in actions:
             if "add" in action:
                 self.add(action["add"])
@@ -177,6 +194,11 @@ class LiveFileIndex:
                 live = self._live = load_live_files(self.log, self.files, version)
             return live
 
+    def legacy_app_ids(self) -> int:
+        """Per-plan transaction ids the table carried when last folded (0 before the first use)."""
+        with self._lock:
+            return 0 if self._live is None else len(self._live.legacy_app_ids)
+
     def forget(self) -> None:
         """Load again at the next use (after a commit this index cannot follow)."""
         with self._lock:
@@ -194,7 +216,7 @@ def load_live_files(reader: DeltaLogReader, files: HadoopFiles, version: int) ->
             if "add" in entry:
                 live.add(entry["add"])
             else:
-                live.note_txn(entry["txn"])
+                live.note(entry)
     for v in range(start + 1, version + 1):
         actions = reader.commit(v)
         if actions is None:
@@ -216,7 +238,7 @@ def _last_checkpoint(reader: DeltaLogReader, files: HadoopFiles) -> dict[str, An
 def _checkpoint_actions(
     reader: DeltaLogReader, files: HadoopFiles, checkpoint: dict[str, Any]
 ) -> Iterator[dict[str, Any]]:
-    """The checkpoint's `add` and `txn` entries, as the commit files write them."""
+    """The checkpoint's entries but its tombstones, as the commit files write them."""
     import pyarrow.parquet as pq
 
     version, parts = int(checkpoint["version"]), checkpoint.get("parts")
@@ -232,7 +254,7 @@ def _checkpoint_actions(
         if data is None:
             raise CheckpointUnreadable(f"{reader.log_uri}: checkpoint file {name} is missing")
         schema = pq.read_schema(io.BytesIO(data))
-        columns = [c for c in ("add", "txn") if c in schema.names]
+        columns = [c for c in ("add", "txn", "protocol", "metaData", "domainMetadata") if c in schema.names]
         table = pq.read_table(io.BytesIO(data), columns=columns)
         for column in columns:
             for value in table.column(column).to_pylist():
@@ -240,20 +262,28 @@ def _checkpoint_actions(
                     yield {column: _as_json_action(value)}
 
 
+_MAPS = frozenset({"partitionValues", "tags", "configuration", "options"})  # maps in the log's schema
+
+
 def _as_json_action(value: dict[str, Any]) -> dict[str, Any]:
     """A checkpoint's struct as the commit files write the action: maps as objects, unset
     fields left out, parsed copies (`*_parsed`) dropped (statistics kept as their JSON text)."""
-    out: dict[str, Any] = {}
-    for key, field in value.items():
-        if field is None or key.endswith("_parsed"):
-            continue
-        if key in ("partitionValues", "tags") and isinstance(field, list):
-            field = dict(field)
-        elif isinstance(field, dict):
-            field = {k: v for k, v in field.items() if v is not None}
-        out[key] = field
+    out = _plain(value)
     if "stats" not in out and isinstance(value.get("stats_parsed"), dict):
         records = value["stats_parsed"].get("numRecords")
         if records is not None:
             out["stats"] = json.dumps({"numRecords": records})
+    return out
+
+
+def _plain(value: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, field in value.items():
+        if field is None or key.endswith("_parsed"):
+            continue
+        if key in _MAPS and isinstance(field, list):  # Arrow reads a map as (key, value) pairs
+            field = dict(field)
+        elif isinstance(field, dict):
+            field = _plain(field)
+        out[key] = field
     return out

@@ -17,6 +17,7 @@ from compactor.config.layout import UpsertConfig
 from compactor.config.sort import SortConfig, describe
 from compactor.delta.arrange import arrange
 from compactor.delta.commit_metadata import commit_metadata, plan_marker
+from compactor.delta.driver_merge import DRIVER_MERGE_MAX_BYTES, refusal, write_in_driver
 from compactor.delta.files import HadoopFiles
 from compactor.delta.index_check import footer
 from compactor.delta.live_files import LiveFile, LiveFileIndex
@@ -42,6 +43,7 @@ def execute_merge(
     target_file_bytes: int = TARGET_FILE_BYTES,
     write_tasks: int | None = None,
     live: LiveFileIndex | None = None,
+    driver_max_bytes: int = DRIVER_MERGE_MAX_BYTES,
 ) -> Commit:
     """Replace the plan's input segments with its output in ONE Delta commit.
 
@@ -61,7 +63,8 @@ def execute_merge(
     A plain merge moves inputs made of files of `promote_min_bytes` or more (`promote`).
     The output is laid out in `order` (`arrange`), in files of about `target_file_bytes`,
     written by at most `write_tasks` Spark tasks (None: one per file), each cutting its rows
-    into files in turn.
+    into files in turn; a plain merge of at most `driver_max_bytes` (and one output file) is
+    written by the driver with Arrow instead (`driver_merge`), when its inputs allow.
     A plain merge only rearranges rows, so its adds and removes carry
     `dataChange=false` (as Delta's OPTIMIZE does): streaming readers and the change
     feed skip it. Upsert compaction drops rows, so it commits as a data change.
@@ -70,7 +73,7 @@ def execute_merge(
     path = table_uri(warehouse, plan.table)
     log = log or DeltaLogReader(HadoopFiles(spark), path, plan.table)
     live = live or LiveFileIndex(log, log.files)
-    txn = DirectTransaction(spark, path)
+    txn = DirectTransaction.begin(spark, path, live)
     files = live_inputs(spark, txn, live, log, plan, depth)
     if isinstance(files, CommitFacts):
         return _merged(plan, files, 0, order, already_done=True)
@@ -85,15 +88,24 @@ def execute_merge(
         moved = promote(txn, plan, files, promote_min_bytes)
         if moved is not None:
             return moved
-    if upsert is not None:  # validity is judged against every row of the table
-        table_rows = txn.read(live.at(txn.read_version).everything(), None)
-        source = valid_rows_of(table_rows, list(plan.input_ids), upsert, order_frame(spark, load_order or {}))
-    else:
-        source = txn.read(inputs, segment_predicate(plan.input_ids))
+    codec = _codec_of(spark, inputs, path)
     writing = time.time()
-    adds = txn.write(
-        *_layout(source, plan, order, target_file_bytes, write_tasks, _codec_of(spark, inputs, path))
+    in_driver = upsert is None and not refusal(
+        txn.protocol, txn.metadata, inputs, plan.output.id, order, min(driver_max_bytes, target_file_bytes)
     )
+    if in_driver:  # a small merge: Arrow in the driver, no Spark job
+        txn.track(inputs, segment_predicate(plan.input_ids))
+        adds = [write_in_driver(live.files, path, txn.metadata, inputs, plan.output.id, order, codec)]
+        txn.count_written(adds, output_size(adds, txn)[0])
+    else:
+        if upsert is not None:  # validity is judged against every row of the table
+            table_rows = txn.read(live.at(txn.read_version).everything(), None)
+            source = valid_rows_of(
+                table_rows, list(plan.input_ids), upsert, order_frame(spark, load_order or {})
+            )
+        else:
+            source = txn.read(inputs, segment_predicate(plan.input_ids))
+        adds = txn.write(*_layout(source, plan, order, target_file_bytes, write_tasks, codec))
     records, size = output_size(adds, txn)
     output = replace(plan.output, records=records, bytes=size)
     metadata = commit_metadata("merge", [output], plan.input_ids, plan, data_change, exact_sizes=True)

@@ -69,7 +69,7 @@ def execute_refresh(
     path = table_uri(warehouse, plan.table)
     log = log or DeltaLogReader(HadoopFiles(spark), path, plan.table)
     live = live or LiveFileIndex(log, log.files)
-    txn = DirectTransaction(spark, path)
+    txn = DirectTransaction.begin(spark, path, live)
     files = live_inputs(spark, txn, live, log, plan, depth)
     if isinstance(files, CommitFacts):
         return Commit(files.version, files.added, files.records, files.bytes, 0, True, files.data_change)

@@ -49,3 +49,16 @@ def physical_names(spark: SparkSession, path: Path | str) -> dict[str, str]:
         for f in schema.get("fields", ())
         if "delta.columnMapping.physicalName" in (f.get("metadata") or {})
     }
+
+
+def table_protocol(spark: SparkSession, path: Path | str) -> dict[str, Any]:
+    """The table's newest `protocol` action, as the log writes it (no state rebuild)."""
+    jvm: Any = spark._jvm
+    delta_log = jvm_class(jvm, "org.apache.spark.sql.delta.DeltaLog").forTable(
+        spark._jsparkSession, str(path)
+    )
+    option = jvm_class(jvm, "scala.Option")
+    protocol: dict[str, Any] = json.loads(
+        delta_log.update(False, option.empty(), option.empty()).protocol().json()
+    )
+    return dict(protocol["protocol"])

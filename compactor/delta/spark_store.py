@@ -18,14 +18,18 @@ from compactor.config.vacuum import VacuumConfig
 from compactor.delta import properties, reads
 from compactor.delta.commit_metadata import plan_marker
 from compactor.delta.conflicts import conflicts_as_commit_conflict
+from compactor.delta.driver_merge import DRIVER_MERGE_MAX_BYTES
+from compactor.delta.features import direct_commit_refusal
 from compactor.delta.files import HadoopFiles
 from compactor.delta.index_check import index_facts
 from compactor.delta.live_files import LiveFileIndex
 from compactor.delta.log import RECENT_COMMITS, DeltaLogReader
 from compactor.delta.merge import execute_merge
 from compactor.delta.paths import RESERVED, free_bytes, table_uri, warehouse_uri
+from compactor.delta.plan_transactions import PlanTransactionExpiry
 from compactor.delta.purge import purge_deleted_rows
 from compactor.delta.refresh import execute_refresh
+from compactor.delta.snapshot import table_protocol
 from compactor.delta.store import LoadOrder, TableChanges, VacuumReport
 from compactor.delta.sub_partition_delete import delete_sub_partition
 from compactor.delta.upsert import key_rows
@@ -37,6 +41,9 @@ from compactor.errors import CompactorError, LogGap
 
 POOL_PROPERTY = "spark.scheduler.pool"
 DESCRIPTION_PROPERTY = "spark.job.description"  # shown with the job in the UI and event log
+JOB_GROUP_PROPERTY = "spark.jobGroup.id"
+# a commit's Spark jobs run in a group of their own: counted by the benchmarks, cancellable
+MERGE_JOB_GROUP_PREFIX = "compactor-merge-"
 
 
 class SparkTableStore:
@@ -52,14 +59,17 @@ class SparkTableStore:
         warehouse: Path | str,
         depth: int = RECENT_COMMITS,
         write_tasks: int | None = None,
+        driver_max_bytes: int = DRIVER_MERGE_MAX_BYTES,
     ) -> None:
         self.spark = spark
         self.warehouse = warehouse_uri(warehouse)
         self.files = HadoopFiles(spark)
         self.depth = depth
         self.write_tasks = write_tasks
+        self.driver_max_bytes = driver_max_bytes
         self._logs: dict[str, DeltaLogReader] = {}
         self._live: dict[str, LiveFileIndex] = {}
+        self._plan_ids = PlanTransactionExpiry(spark)
 
     def log(self, table: str) -> DeltaLogReader:
         """The table's log reader, kept for the job's life: each commit is read once."""
@@ -125,46 +135,62 @@ class SparkTableStore:
 
     def commit(self, plan: MergePlan, settings: TableSettings, load_order: LoadOrder | None = None) -> Commit:
         """The plan's commit, run in its FAIR scheduler pool (bin-pack pools, CarbonData cores),
-        its Spark jobs labelled with the table and plan, conflicts typed."""
+        its Spark jobs labelled with the table and plan and grouped under the plan, conflicts
+        typed. A table found carrying per-plan transaction ids of earlier versions gets their
+        retention (`plan_transactions`)."""
         label = f"compactor merge {plan.table} {plan.plan_id}"
         with (
             self._local(POOL_PROPERTY, settings.spark_pool(plan.rule, plan.pool)),
             self._local(DESCRIPTION_PROPERTY, label),
+            self._local(JOB_GROUP_PROPERTY, MERGE_JOB_GROUP_PREFIX + plan.plan_id),
             conflicts_as_commit_conflict(),
         ):
-            if plan.rule == RuleName.REFRESH:
-                rule = next((r for r in settings.rules if isinstance(r, RefreshRule)), None)
-                if rule is None or settings.layout is None:
-                    raise CompactorError(
-                        f"table {plan.table}: a refresh plan needs the refresh rule and a layout"
-                    )
-                return execute_refresh(
-                    self.spark,
-                    self.warehouse,
-                    plan,
-                    settings.layout,
-                    rule,
-                    settings.config_version,
-                    self.depth,
-                    sub_column=settings.sub_partition.column if settings.sub_partition else None,
-                    order=settings.layout_order,
-                    whole=settings.upsert is not None,  # seed 004: an upsert table stays M:1
-                    live=self.live_files(plan.table),
+            committed = self._execute(plan, settings, load_order)
+        live = self.live_files(plan.table)
+        self._plan_ids.settle(plan.table, table_uri(self.warehouse, plan.table), live.legacy_app_ids())
+        return committed
+
+    def _execute(self, plan: MergePlan, settings: TableSettings, load_order: LoadOrder | None) -> Commit:
+        live = self.live_files(plan.table)
+        if plan.rule == RuleName.REFRESH:
+            rule = next((r for r in settings.rules if isinstance(r, RefreshRule)), None)
+            if rule is None or settings.layout is None:
+                raise CompactorError(
+                    f"table {plan.table}: a refresh plan needs the refresh rule and a layout"
                 )
-            return execute_merge(
+            return execute_refresh(
                 self.spark,
                 self.warehouse,
                 plan,
-                settings.upsert,
+                settings.layout,
+                rule,
+                settings.config_version,
                 self.depth,
-                self.log(plan.table),
-                load_order,
-                settings.promote_files_over,
-                settings.layout_order,
-                settings.target_file_size,
-                self.merge_write_tasks(),
-                self.live_files(plan.table),
+                sub_column=settings.sub_partition.column if settings.sub_partition else None,
+                order=settings.layout_order,
+                whole=settings.upsert is not None,  # seed 004: an upsert table stays M:1
+                live=live,
             )
+        return execute_merge(
+            self.spark,
+            self.warehouse,
+            plan,
+            settings.upsert,
+            self.depth,
+            self.log(plan.table),
+            load_order,
+            settings.promote_files_over,
+            settings.layout_order,
+            settings.target_file_size,
+            self.merge_write_tasks(),
+            live,
+            self.driver_max_bytes,
+        )
+
+    def commit_path(self, table: str) -> str:
+        """How the table's merges commit: "direct", or Delta's generic overwrite and why."""
+        reason = direct_commit_refusal(table_protocol(self.spark, table_uri(self.warehouse, table)))
+        return "direct" if reason is None else f"Delta's generic overwrite ({reason})"
 
     def merge_write_tasks(self) -> int:
         """The tasks a merge writes with at most: as set, or `cores_but_one`."""

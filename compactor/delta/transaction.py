@@ -26,6 +26,8 @@ writer before it was.
 from __future__ import annotations
 
 import json
+import logging
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -34,6 +36,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from compactor.delta.checksum_file import write_missing_checksum
 from compactor.delta.conflicts import conflicts_as_commit_conflict
 from compactor.delta.features import direct_commit_refusal, refused_features
 from compactor.delta.files import jvm_class
@@ -45,8 +48,12 @@ from compactor.delta.reads import committed
 from compactor.domain.plans import MergePlan
 from compactor.errors import StalePlan, UnsupportedTableFeature
 
+log = logging.getLogger(__name__)
+
 WRITE_CHECKSUM = "spark.databricks.delta.writeChecksumFile.enabled"
 INCREMENTAL_CHECKSUM = "spark.databricks.delta.incremental.commit.enabled"
+_NAMED: set[str] = set()  # tables whose commit path the log has named
+_NAMED_LOCK = threading.Lock()
 # what Delta names the reads of a rewrite's inputs (its OPTIMIZE's action type)
 READ_ACTION_TYPE = "Optimize"
 
@@ -67,6 +74,15 @@ class DirectTransaction:
         self.protocol: dict[str, Any] = json.loads(self.txn.protocol().json())["protocol"]
         self.metadata: dict[str, Any] = json.loads(self.txn.metadata().json())["metaData"]
 
+    @classmethod
+    def begin(cls, spark: SparkSession, path: str, live: LiveFileIndex) -> DirectTransaction:
+        """A transaction at the table's newest version, its checksum written first when its
+        writer left none (`checksum_file`: else the transaction would replay the log for it)."""
+        latest = live.log.latest_version()
+        if latest >= 0:
+            write_missing_checksum(spark, live.files, live.log.log_uri, live.at(latest))
+        return cls(spark, path)
+
     def check_rewritable(self) -> None:
         """`UnsupportedTableFeature` for a table whose features no rewrite of ours preserves."""
         refused = refused_features(self.protocol, self.metadata)
@@ -74,8 +90,15 @@ class DirectTransaction:
             raise UnsupportedTableFeature(f"table at {self.path}: " + "; ".join(refused))
 
     def fallback_reason(self) -> str | None:
-        """Why this table's commits take Delta's generic overwrite instead (None: they need not)."""
-        return direct_commit_refusal(self.protocol)
+        """Why this table's commits take Delta's generic overwrite instead (None: they need not);
+        said in the log once per table and process."""
+        reason = direct_commit_refusal(self.protocol)
+        with _NAMED_LOCK:
+            named = self.path in _NAMED
+            _NAMED.add(self.path)
+        if reason is not None and not named:
+            log.info("table at %s: merges commit through Delta's generic overwrite: %s", self.path, reason)
+        return reason
 
     def read(self, files: Sequence[LiveFile], predicate: Column | None) -> DataFrame:
         """The rows of `files` (deletion vectors applied), as Delta's OPTIMIZE reads a bin,
@@ -90,7 +113,7 @@ class DirectTransaction:
         self._track(self._frame(files), files, predicate)
 
     def _frame(self, files: Sequence[LiveFile]) -> DataFrame:
-        option = self._jvm.scala.Option
+        option = jvm_class(self._jvm, "scala.Option")
         relation = self._delta_log.createDataFrame(
             self.txn.snapshot(), self._seq(self._actions(files)), False, option.apply(READ_ACTION_TYPE)
         )
@@ -106,13 +129,33 @@ class DirectTransaction:
         """Write `data` as new files of the table (Delta's `maxRecordsPerFile` and `compression`
         options apply); their `add` actions, statistics included, as the log would write them."""
         jvm = self._jvm
-        scala_options = jvm.org.apache.spark.api.python.PythonUtils.toScalaMap(options)
+        scala_options = jvm_class(jvm, "org.apache.spark.api.python.PythonUtils").toScalaMap(options)
         delta_options = jvm_class(jvm, "org.apache.spark.sql.delta.DeltaOptions")(
             scala_options, self.spark._jsparkSession.sessionState().conf()
         )
-        written = self.txn.writeFiles(data._jdf, jvm.scala.Option.apply(delta_options), True, self._seq([]))
-        actions = [json.loads(a.json()) for a in jvm.scala.jdk.javaapi.CollectionConverters.asJava(written)]
+        option = jvm_class(jvm, "scala.Option")
+        written = self.txn.writeFiles(data._jdf, option.apply(delta_options), True, self._seq([]))
+        converters = jvm_class(jvm, "scala.jdk.javaapi.CollectionConverters")
+        actions = [json.loads(a.json()) for a in converters.asJava(written)]
         return [a["add"] for a in actions if "add" in a]
+
+    def count_written(self, adds: Sequence[dict[str, Any]], rows: int) -> None:
+        """Report files written outside `write` (by the driver) in the commit's operation
+        metrics, as Spark's writer reports its own: files, bytes and rows out."""
+        jvm = self._jvm
+        metrics = jvm_class(jvm, "org.apache.spark.sql.execution.metric.SQLMetrics")
+        values = {
+            "numFiles": len(adds),
+            "numOutputBytes": sum(int(a["size"]) for a in adds),
+            "numOutputRows": rows,
+        }
+        registered = {}
+        for name, value in values.items():
+            metric = metrics.createMetric(self.spark._jsc.sc(), name)
+            metric.set(value)
+            registered[name] = metric
+        scala = jvm_class(jvm, "org.apache.spark.api.python.PythonUtils").toScalaMap(registered)
+        self.txn.registerSQLMetrics(self.spark._jsparkSession, scala)
 
     def written_rows(self) -> int | None:
         """Rows the transaction's writes wrote, from Delta's write metrics (None: not counted)."""
@@ -138,9 +181,9 @@ class DirectTransaction:
         now = int(time.time() * 1000)
         added = [self._parse(json.dumps({"add": {**a, "dataChange": data_change}})) for a in adds]
         removed = [self._parse(f.action).removeWithTimestamp(now, data_change) for f in removes]
-        option = self._jvm.scala.Option
-        operation = self._jvm.org.apache.spark.sql.delta.DeltaOperations.Write(
-            self._jvm.org.apache.spark.sql.SaveMode.Overwrite,
+        option = jvm_class(self._jvm, "scala.Option")
+        operation = jvm_class(self._jvm, "org.apache.spark.sql.delta.DeltaOperations").Write(
+            jvm_class(self._jvm, "org.apache.spark.sql.SaveMode").Overwrite,
             option.apply(self._seq([SEGMENT_COLUMN])),
             option.apply(f"{SEGMENT_COLUMN} IN ({in_list(replaced)})"),
             option.apply(user_metadata),
@@ -182,10 +225,10 @@ class DirectTransaction:
         return found
 
     def _seq(self, items: Sequence[Any]) -> Any:
-        values = self._jvm.java.util.ArrayList()
+        values = jvm_class(self._jvm, "java.util.ArrayList")()
         for item in items:
             values.add(item)
-        return self._jvm.scala.jdk.javaapi.CollectionConverters.asScala(values).toSeq()
+        return jvm_class(self._jvm, "scala.jdk.javaapi.CollectionConverters").asScala(values).toSeq()
 
 
 def segment_predicate(segment_ids: Sequence[str]) -> Column:

@@ -56,6 +56,7 @@ class TableStatus:
     due: Due | None = None  # when time alone may make its next merge possible, and why
     layout: str | None = None  # the order its rewrites apply (`zorder(a,b)`); None: rows as read
     deleted: DeletedRows | None = None  # rows other writers deleted that its files still hold
+    commits: str | None = None  # how its merges commit: "direct", or the fallback and why
 
     def to_json(self) -> dict[str, Any]:
         by_level = Counter((s.level, str(s.state)) for s in self.segments)
@@ -87,6 +88,7 @@ class TableStatus:
             "next_due": due_json(self.due),
             "layout": self.layout,
             "deleted_rows": self.deleted.to_json() if self.deleted else None,
+            "commits": self.commits,
         }  # fmt: skip
 
 
@@ -103,11 +105,12 @@ def table_status(
     due: Due | None = None,
     layout: str | None = None,
     deleted: DeletedRows | None = None,
+    commits: str | None = None,
 ) -> TableStatus:
     merges = [c for c in reversed(history) if c.op in {"merge", "refresh"}][:LAST_MERGES]
     return TableStatus(
         table, merging, segments, ready, merges, failures, now, json.loads(debt) if debt else None, late, due,
-        layout, deleted,
+        layout, deleted, commits,
     )  # fmt: skip
 
 
@@ -128,6 +131,8 @@ def render(status: TableStatus) -> str:
     lines.append(
         f"  merges lay rows out in: {doc['layout'] or 'the order they are read (no sort or time column)'}"
     )
+    if status.commits is not None:
+        lines.append(f"  merges commit: {status.commits}")
     if status.deleted is not None:
         lines.append(status.deleted.line())
     if doc["debt"]:

@@ -50,7 +50,12 @@ def build_handler(
     ensure_topics(kafka, kafka.topics)
     codec = codec or codec_for(kafka)
     return assemble(
-        SparkTableStore(spark, warehouse, write_tasks=config.operations.merge_write_tasks),
+        SparkTableStore(
+            spark,
+            warehouse,
+            write_tasks=config.operations.merge_write_tasks,
+            driver_max_bytes=config.operations.driver_merge_max_bytes,
+        ),
         DeltaCatalogStore(spark, warehouse, scope=shard.scope if shard else None),
         config,
         kafka,

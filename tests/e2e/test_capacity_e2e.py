@@ -110,6 +110,8 @@ defaults:
         - {name: large, max_age: 3650d, max_size: 4GB, max_width: 2h, scale_profile: "III"}
 operations:
   max_concurrent_merges: 4
+  # every merge written by Spark: these tests watch the merges' Spark jobs in their pools
+  driver_merge_max_bytes: 0
 """
 
 

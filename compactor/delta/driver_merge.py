@@ -1,0 +1,260 @@
+"""Small merges written by the driver: the inputs' rows read and written with Arrow, no Spark job.
+
+A merge of a few small segments costs Spark far more than its data: a job to plan, serialise,
+schedule and run, its code generated, its file index filtered through a local query. Below a size
+bound (`operations.driver_merge_max_bytes`) the driver reads the inputs' Parquet files with Arrow,
+writes the output file itself, and commits it in the same Delta transaction as any merge (the
+job's JVM, `LogStore` and conflict checks are unchanged).
+
+The file is what Spark would write, as Delta readers see it: the table's columns in its schema's
+types (timestamps as microseconds, decimals as integers), the inputs' compression codec,
+dictionary encoding, and Parquet statistics. Its Delta statistics are the inputs' merged: rows
+summed, each column's minimum the least of the inputs' minimums, its maximum the greatest, its
+null count summed. A merge moves rows without changing one, so those are the statistics of its
+rows, in the inputs' own format (what Spark wrote for them, Spark's).
+
+Only plain merges of inputs this path reads exactly take it: no deletion vectors, statistics with
+tight bounds on every file, a flat schema of primitive types, no column mapping, rows laid out as
+read or by a linear sort. Anything else is written by Spark (`refusal` says why).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from compactor.config.sort import SortConfig
+from compactor.delta.features import features
+from compactor.delta.files import HadoopFiles
+from compactor.delta.live_files import LiveFile
+from compactor.delta.paths import SEGMENT_COLUMN
+
+DRIVER_MERGE_MAX_BYTES = 16 << 20
+# Features that change nothing about how a file of unchanged rows is written.
+_PLAIN_FEATURES = frozenset(
+    {
+        "appendOnly",
+        "invariants",
+        "checkConstraints",
+        "changeDataFeed",
+        "generatedColumns",
+        "timestampNtz",
+        "deletionVectors",
+        "domainMetadata",
+        "vacuumProtocolCheck",
+        "v2Checkpoint",
+        "checkpointProtection",
+        "inCommitTimestamp",
+    }
+)
+_SAFE_ID = re.compile(r"[A-Za-z0-9_.\-]+")
+_CODECS = {
+    "none": "none",
+    "uncompressed": "none",
+    "snappy": "snappy",
+    "zstd": "zstd",
+    "gzip": "gzip",
+    "lz4": "lz4",
+}
+
+# Delta schema type -> the Arrow type its rows are written in (Spark's Parquet types).
+_ARROW: dict[str, Callable[[], pa.DataType]] = {
+    "byte": pa.int8,
+    "short": pa.int16,
+    "integer": pa.int32,
+    "long": pa.int64,
+    "float": pa.float32,
+    "double": pa.float64,
+    "string": pa.string,
+    "binary": pa.binary,
+    "boolean": pa.bool_,
+    "date": pa.date32,
+    "timestamp": lambda: pa.timestamp("us", tz="UTC"),
+    "timestamp_ntz": lambda: pa.timestamp("us"),
+}
+_DECIMAL = re.compile(r"decimal\((\d+),\s*(\d+)\)")
+
+
+def refusal(
+    protocol: dict[str, Any],
+    metadata: dict[str, Any],
+    inputs: Sequence[LiveFile],
+    output_id: str,
+    order: SortConfig | None,
+    max_bytes: int,
+) -> str | None:
+    """Why this merge is written by Spark rather than the driver; None when the driver may."""
+    if not inputs:
+        return "no input file (every input is empty)"
+    size = sum(f.size for f in inputs)
+    config = {k.lower(): str(v).lower() for k, v in (metadata.get("configuration") or {}).items()}
+    if max_bytes <= 0 or size > max_bytes:
+        return f"{size} bytes of input, over the driver's {max_bytes}"
+    if features(protocol) - _PLAIN_FEATURES:
+        return f"table features {sorted(features(protocol) - _PLAIN_FEATURES)}"
+    if (
+        config.get("delta.columnmapping.mode", "none") != "none"
+        or config.get("delta.randomizefileprefixes") == "true"
+    ):
+        return "column mapping or randomized file prefixes"
+    if order is not None and order.curve != "linear":
+        return f"a {order.curve} layout"
+    if not _SAFE_ID.fullmatch(output_id):
+        return f"output id {output_id!r} needs escaping in a path"
+    if _arrow_schema(metadata) is None:
+        return "a column of a nested or unknown type"
+    for f in inputs:
+        stats = json.loads(json.loads(f.action)["add"].get("stats") or "{}")
+        if f.vector or "%" in f.path or "numRecords" not in stats or stats.get("tightBounds") is False:
+            return f"input file {f.path}: a deletion vector, an escaped path or no exact statistics"
+    return None
+
+
+def write_in_driver(
+    files: HadoopFiles,
+    table_uri: str,
+    metadata: dict[str, Any],
+    inputs: Sequence[LiveFile],
+    output_id: str,
+    order: SortConfig | None,
+    codec: str,
+) -> dict[str, Any]:
+    """Read `inputs`, write their rows as one file of segment `output_id`, and return its `add`
+    action (statistics merged from the inputs', `dataChange` left to the commit)."""
+    schema = _arrow_schema(metadata)
+    assert schema is not None
+    rows = pa.concat_tables([_read(files, table_uri, f, schema, output_id) for f in inputs])
+    if order is not None:
+        rows = rows.take(
+            pc.sort_indices(rows, [(c, "ascending") for c in order.by], null_placement="at_start")
+        )
+    buffer = io.BytesIO()
+    pq.write_table(
+        rows,
+        buffer,
+        compression=_CODECS.get(codec, codec),
+        use_dictionary=True,
+        write_statistics=True,
+        store_decimal_as_integer=True,
+        coerce_timestamps="us",
+    )
+    data = buffer.getvalue()
+    name = f"part-00000-{uuid.uuid4()}.c000.{'snappy' if codec == 'snappy' else codec}.parquet"
+    relative = f"{SEGMENT_COLUMN}={output_id}/{name}"
+    files.write_bytes(f"{table_uri.rstrip('/')}/{relative}", data)
+    return {
+        "path": relative,
+        "partitionValues": {SEGMENT_COLUMN: output_id},
+        "size": len(data),
+        "modificationTime": int(time.time() * 1000),
+        "dataChange": False,
+        "stats": merged_stats([json.loads(f.action)["add"]["stats"] for f in inputs], metadata),
+    }
+
+
+def _read(files: HadoopFiles, table_uri: str, file: LiveFile, schema: pa.Schema, output_id: str) -> pa.Table:
+    """One input's rows in the output's columns: its segment id replaced by the output's, a
+    column the file lacks (added to the table since) filled with nulls."""
+    path = (
+        file.path
+        if "://" in file.path or file.path.startswith("/")
+        else f"{table_uri.rstrip('/')}/{file.path}"
+    )
+    local = files.local_path(path)
+    source: Any = local if local is not None else io.BytesIO(files.read_bytes(path) or b"")
+    table = pq.read_table(source)
+    columns = []
+    for f in schema:
+        if f.name == SEGMENT_COLUMN:
+            columns.append(pa.array([output_id] * table.num_rows, f.type))
+        elif f.name in table.column_names:
+            columns.append(table.column(f.name).cast(f.type))
+        else:
+            columns.append(pa.nulls(table.num_rows, f.type))
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _arrow_schema(metadata: dict[str, Any]) -> pa.Schema | None:
+    """The columns a data file holds, as Arrow types: the table's, in its order, its partition
+    column included unless `delta.writePartitionColumnsToParquet` is false (Delta writes it by
+    default); None when one is not a flat primitive type."""
+    fields = json.loads(metadata["schemaString"])["fields"]
+    config = {k.lower(): str(v).lower() for k, v in (metadata.get("configuration") or {}).items()}
+    partitions = set(metadata.get("partitionColumns") or ())
+    in_files = config.get("delta.writepartitioncolumnstoparquet", "true") != "false"
+    out = []
+    for field in fields:
+        if field["name"] in partitions and not in_files:
+            continue
+        kind = field["type"]
+        if not isinstance(kind, str):
+            return None
+        decimal = _DECIMAL.fullmatch(kind)
+        if decimal:
+            arrow = pa.decimal128(int(decimal.group(1)), int(decimal.group(2)))
+        elif kind in _ARROW:
+            arrow = _ARROW[kind]()
+        else:
+            return None
+        out.append(pa.field(field["name"], arrow, nullable=field.get("nullable", True)))
+    return pa.schema(out)
+
+
+def merged_stats(stats: Sequence[str], metadata: dict[str, Any]) -> str:
+    """The Delta statistics of the union of files' rows, from theirs (pure): rows and null counts
+    summed, minimums and maximums compared in each column's type, each kept as its file wrote it."""
+    types = {f["name"]: f["type"] for f in json.loads(metadata["schemaString"])["fields"]}
+    parsed = [json.loads(s, parse_float=Decimal) for s in stats]
+    out: dict[str, Any] = {"numRecords": sum(int(p["numRecords"]) for p in parsed)}
+    for key, pick in (("minValues", min), ("maxValues", max)):
+        columns: dict[str, Any] = {}
+        for p in parsed:
+            for name, value in (p.get(key) or {}).items():
+                in_type = _in_type(types.get(name))
+                columns[name] = value if name not in columns else pick(columns[name], value, key=in_type)
+        if any(key in p for p in parsed):
+            out[key] = columns
+    if any("nullCount" in p for p in parsed):
+        counts: dict[str, int] = {}
+        for p in parsed:
+            for name, n in (p.get("nullCount") or {}).items():
+                counts[name] = counts.get(name, 0) + int(n)
+        out["nullCount"] = counts
+    if any("tightBounds" in p for p in parsed):
+        out["tightBounds"] = all(p.get("tightBounds", True) for p in parsed)
+    return _dumps(out)
+
+
+def _in_type(kind: Any) -> Callable[[Any], Any]:
+    """A statistic as it compares in its column's type."""
+
+    def ordered(value: Any) -> Any:
+        if kind in ("timestamp", "timestamp_ntz") and isinstance(value, str):
+            return datetime.fromisoformat(value.replace("Z", "+00:00")).replace(tzinfo=None)
+        if kind == "string" and isinstance(value, str):
+            return value.encode("utf-8", "surrogatepass")  # Spark compares strings by their UTF-8 bytes
+        return value
+
+    return ordered
+
+
+def _dumps(value: Any) -> str:
+    """JSON with decimals written as read (`0.00` stays `0.00`)."""
+    if isinstance(value, dict):
+        return (
+            "{" + ",".join(f"{json.dumps(k, ensure_ascii=False)}:{_dumps(v)}" for k, v in value.items()) + "}"
+        )
+    if isinstance(value, Decimal):
+        return str(value)
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
