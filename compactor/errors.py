@@ -45,8 +45,13 @@ class ServiceUnreachable(CompactorError):
 
 
 class LeaseHeld(CompactorError):
-    """Another `compactor run` holds the controller lease of this warehouse and topic (or this
-    one lost it)."""
+    """Another `compactor run` holds the controller lease of this warehouse and topic, or this
+    job's identity (its static member name in the lease's group)."""
+
+
+class Fenced(CompactorError):
+    """The shard's lease was lost: its job commits nothing more for it (the next holder plans
+    the merge again)."""
 
 
 class BrokerStartError(CompactorError):

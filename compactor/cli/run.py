@@ -73,11 +73,17 @@ STOP_GRACE_S = 60.0
     help="Change the shard count to the config's operations.shards: every job of the warehouse must be "
     "stopped; the catalog journals are folded and the new shards' queries start where the old ones stopped.",
 )  # fmt: skip
+@click.option(
+    "--instance-id",
+    help="This job's name in the lease's consumer group (Kafka static membership), kept across restarts; "
+    "default: one derived from the host, the warehouse, the topic and the checkpoint. Two live jobs must not "
+    "share one: the later one to join takes it, and the other stops (exit 4).",
+)
 @spark_options
 def run(
     config_path: Path, warehouse: str, checkpoint: str, bootstrap_servers: str,
     segments_topic: str, results_topic: str, dead_letter_topic: str, until_idle: bool,
-    metrics_port: int | None, metrics_host: str, standby: bool, reshard: bool,
+    metrics_port: int | None, metrics_host: str, standby: bool, reshard: bool, instance_id: str | None,
 ) -> None:  # fmt: skip
     """Run the streaming compaction job until interrupted (or, with --until-idle, until idle).
 
@@ -97,7 +103,9 @@ def run(
     # a long-running job is a static member, so that its restart after a crash takes its shards
     # back at once; a one-off run leaves the group when it ends, as a newcomer would
     identity = None if until_idle else warehouse_uri(checkpoint)
-    lease = ControllerLease(kafka, warehouse_uri(warehouse), shards, checkpoint=identity)
+    lease = ControllerLease(
+        kafka, warehouse_uri(warehouse), shards, checkpoint=identity, instance_id=instance_id
+    )
     lease.acquire(standby or config.operations.standby, waiting=say)
     try:
         _run(config, lease, kafka, warehouse, checkpoint, until_idle, (metrics_port, metrics_host), reshard)
@@ -121,10 +129,12 @@ def _run(
     config: ProjectConfig, lease: ControllerLease, kafka: KafkaSettings, warehouse: str, checkpoint: str,
     until_idle: bool, metrics_at: tuple[int | None, str], reshard: bool,
 ) -> None:  # fmt: skip
+    from compactor.delta.files import HadoopFiles
     from compactor.kafka.producer import EventProducer
     from compactor.observe.readiness import ProgressListener, Readiness
     from compactor.observe.server import ProbeServer
     from compactor.observe.shard_metrics import ShardMetrics
+    from compactor.stream.lease_log import LeaseLog
 
     spark = spark_session("streaming-compactor", config, (warehouse, checkpoint), config.spark_pools())
     context = spark.sparkContext
@@ -132,6 +142,8 @@ def _run(
     layout, record = _layout(spark, config, kafka, warehouse, checkpoint, reshard)
     producer = EventProducer(kafka)
     metrics = ShardMetrics()
+    metrics.watch_lease(lease)
+    LeaseLog(HadoopFiles(spark), warehouse, lease)
     port = metrics_at[0] if metrics_at[0] is not None else config.operations.metrics_port
     readiness, probes = Readiness(kafka), None
     if port is not None:

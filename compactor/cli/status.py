@@ -62,19 +62,23 @@ def status(
     from compactor.rules.due import table_due
     from compactor.rules.engine import evaluate
     from compactor.rules.late_data import summary
+    from compactor.stream.lease_log import lease_lines, read_lease_logs
 
     project = load_config_file(config_path)
     spark = spark_session("compactor-status", project, (warehouse,))
     spark.sparkContext.setLogLevel("ERROR")
     store = SparkTableStore(spark, warehouse)
     shards = shard_section(spark, project, warehouse, bootstrap_servers, segments_topic, checkpoint, store)
+    leases = lease_lines(read_lease_logs(store.files, warehouse))
     if only_shards:
         if shards is None:
             raise CompactorError(
                 f"{warehouse} is not run in shards (operations.shards is 1, no shard record)"
             )
         click.echo(
-            json.dumps([s.to_json() for s in shards[1]], indent=2) if as_json else render_shards(*shards)
+            json.dumps([s.to_json() for s in shards[1]], indent=2)
+            if as_json
+            else "\n".join([render_shards(*shards), *leases])
         )
         return
     stored = DeltaCatalogStore(spark, warehouse, writer=False).load()
@@ -114,6 +118,8 @@ def status(
     else:
         if shards is not None:
             click.echo(render_shards(*shards))
+        if leases:
+            click.echo("\n".join(leases))
         click.echo("\n".join(render(s) for s in found) or f"no tables in {warehouse}")
 
 

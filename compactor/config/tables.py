@@ -89,6 +89,10 @@ class TableFields(Frozen):
     """When to advise the table's producers that their loads are too small; null: never."""
     priority: float = Field(default=1.0, gt=0)
     """The table's weight when tables share merge slots or `operations.max_merges_per_batch`."""
+    quota: float = Field(default=1.0, gt=0)
+    """The table's share of merge time: a free merge slot goes to the table, of any shard of the
+    job, whose merge time over the last ten minutes divided by its quota (its occupation) is the
+    lowest; 2 lets a table use twice what a table with 1 uses while both have merges waiting."""
     sort: SortConfig | None = None
     """The order every rewrite lays rows out in (`by: [customer_id, country]`, `curve: zorder`);
     null: the time column's order when the table declares one, else the order rows are read in."""

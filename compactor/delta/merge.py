@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,7 @@ def execute_merge(
     write_tasks: int | None = None,
     live: LiveFileIndex | None = None,
     driver_max_bytes: int = DRIVER_MERGE_MAX_BYTES,
+    guard: Callable[[], None] = lambda: None,
 ) -> Commit:
     """Replace the plan's input segments with its output in ONE Delta commit.
 
@@ -65,6 +67,7 @@ def execute_merge(
     written by at most `write_tasks` Spark tasks (None: one per file), each cutting its rows
     into files in turn; a plain merge of at most `driver_max_bytes` (and one output file) is
     written by the driver with Arrow instead (`driver_merge`), when its inputs allow.
+    `guard` is called right before the commit (it raises to prevent it).
     A plain merge only rearranges rows, so its adds and removes carry
     `dataChange=false` (as Delta's OPTIMIZE does): streaming readers and the change
     feed skip it. Upsert compaction drops rows, so it commits as a data change.
@@ -80,12 +83,13 @@ def execute_merge(
     txn.check_rewritable()
     data_change = upsert is not None
     if txn.fallback_reason() is not None:
+        guard()
         return _overwrite_merge(
             spark, path, plan, upsert, load_order, order, target_file_bytes, write_tasks, log
         )
     inputs = [f for sid in plan.input_ids for f in files.get(sid, [])]
     if upsert is None and promote_min_bytes is not None:
-        moved = promote(txn, plan, files, promote_min_bytes)
+        moved = promote(txn, plan, files, promote_min_bytes, guard)
         if moved is not None:
             return moved
     codec = _codec_of(spark, inputs, path)
@@ -110,6 +114,7 @@ def execute_merge(
     output = replace(plan.output, records=records, bytes=size)
     metadata = commit_metadata("merge", [output], plan.input_ids, plan, data_change, exact_sizes=True)
     committing = time.time()
+    guard()
     version = txn.commit(adds, inputs, data_change, metadata, plan.input_ids)
     done_at = time.time()
     facts = CommitFacts(version, records, size, (output,), data_change)

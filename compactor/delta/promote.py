@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -51,6 +51,7 @@ def promote(
     plan: MergePlan,
     files: Mapping[str, list[LiveFile]],
     min_file_bytes: int = PROMOTE_MIN_FILE_BYTES,
+    guard: Callable[[], None] = lambda: None,
 ) -> Commit | None:
     """Commit `plan` in `txn` moving the files of its well-sized inputs (every file at least
     `min_file_bytes`) into the output segment and rewriting only the other inputs; None (nothing
@@ -73,6 +74,7 @@ def promote(
     size = sum(int(a["size"]) for a in new_files)
     output = replace(plan.output, records=records, bytes=size)
     metadata = commit_metadata("merge", [output], plan.input_ids, plan, False, exact_sizes=True)
+    guard()
     version = txn.commit(new_files, small, False, metadata, plan.input_ids, keep_checksum=False)
     write_checksum_after(txn, version, added=written, removed=small)
     duration_ms = int((time.monotonic() - started) * 1000)

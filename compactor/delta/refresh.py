@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -51,6 +51,7 @@ def execute_refresh(
     order: SortConfig | None = None,
     whole: bool = False,
     live: LiveFileIndex | None = None,
+    guard: Callable[[], None] = lambda: None,
 ) -> Commit:
     """Rewrite the plan's inputs into conforming outputs in ONE Delta commit, rows in `order`.
 
@@ -93,6 +94,7 @@ def execute_refresh(
             if direct:
                 adds = txn.write(data, {"compression": codec})
             else:
+                guard()
                 _overwrite(spark, txn, data, plan, outputs, data_change, codec)
     finally:
         keyed.unpersist()
@@ -101,6 +103,7 @@ def execute_refresh(
         metadata = commit_metadata(
             "refresh", list(outputs), plan.input_ids, plan, data_change, exact_sizes=True
         )
+        guard()
         version = txn.commit(adds, inputs, data_change, metadata, plan.input_ids)
         records, size = sum(o.records for o in outputs), sum(o.bytes for o in outputs)
     else:

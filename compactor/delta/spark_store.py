@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 
@@ -37,7 +38,7 @@ from compactor.delta.vacuum import vacuum
 from compactor.domain.layout import IndexFacts
 from compactor.domain.plans import Commit, MergePlan
 from compactor.domain.segments import RowCount, Segment
-from compactor.errors import CompactorError, LogGap
+from compactor.errors import CompactorError, Fenced, LogGap
 
 POOL_PROPERTY = "spark.scheduler.pool"
 DESCRIPTION_PROPERTY = "spark.job.description"  # shown with the job in the UI and event log
@@ -70,6 +71,7 @@ class SparkTableStore:
         self._logs: dict[str, DeltaLogReader] = {}
         self._live: dict[str, LiveFileIndex] = {}
         self._plan_ids = PlanTransactionExpiry(spark)
+        self._fenced = threading.Event()
 
     def log(self, table: str) -> DeltaLogReader:
         """The table's log reader, kept for the job's life: each commit is read once."""
@@ -150,6 +152,14 @@ class SparkTableStore:
         self._plan_ids.settle(plan.table, table_uri(self.warehouse, plan.table), live.legacy_app_ids())
         return committed
 
+    def fence(self) -> None:
+        self._fenced.set()
+
+    def _guard(self) -> None:
+        """Called right before each Delta commit: none after the shard was lost."""
+        if self._fenced.is_set():
+            raise Fenced("the shard's lease was lost: nothing is committed for it any more")
+
     def _execute(self, plan: MergePlan, settings: TableSettings, load_order: LoadOrder | None) -> Commit:
         live = self.live_files(plan.table)
         if plan.rule == RuleName.REFRESH:
@@ -170,6 +180,7 @@ class SparkTableStore:
                 order=settings.layout_order,
                 whole=settings.upsert is not None,  # seed 004: an upsert table stays M:1
                 live=live,
+                guard=self._guard,
             )
         return execute_merge(
             self.spark,
@@ -185,6 +196,7 @@ class SparkTableStore:
             self.merge_write_tasks(),
             live,
             self.driver_max_bytes,
+            self._guard,
         )
 
     def commit_path(self, table: str) -> str:

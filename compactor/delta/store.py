@@ -82,7 +82,12 @@ class TableStore(Protocol):
     def commit(self, plan: MergePlan, settings: TableSettings, load_order: LoadOrder | None = None) -> Commit:
         """Execute a plan as ONE commit (idempotent: a replay returns the earlier commit).
         Upsert tables judge ties by `load_order` (segment id -> load time). Safe to call from
-        several threads at once, for plans of different tables or disjoint plans of one."""
+        several threads at once, for plans of different tables or disjoint plans of one.
+        `Fenced` once `fence` was called, however far the commit had got."""
+
+    def fence(self) -> None:
+        """Commit nothing more: the shard these tables belong to was lost (a commit about to
+        be made raises `Fenced` instead)."""
 
     def purge(self, segments: Sequence[Segment]) -> None:
         """Rewrite the files of one table's segments without the rows deletion vectors hide, in

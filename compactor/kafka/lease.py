@@ -16,6 +16,12 @@ host with the same checkpoint, it takes its dead predecessor's name and so its s
 once. The price is Kafka's: a static member does not leave on close, so the shards of a job
 stopped cleanly pass to another job only after its session, unless it comes back first.
 
+A lost session does not end the job. librdkafka rejoins the group by itself while the consumer
+is polled, so the lease stops the shards it lost at once (their queries, and no commit after
+the loss), keeps polling, and hands them back to the job when the group assigns them again. A
+fatal error (the group fenced this member) gets a new consumer under the same identity, after a
+jittered back-off; the job gives up only when another live job holds that identity.
+
 The lease avoids doubled work, not corruption: two jobs that did merge at once would still
 commit through Delta's optimistic concurrency, and one of the two would lose its commit.
 """
@@ -27,6 +33,7 @@ import json
 import logging
 import os
 import queue
+import random
 import socket
 import threading
 import time
@@ -34,7 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from compactor.errors import LeaseHeld
@@ -48,6 +55,11 @@ SESSION_TIMEOUT_MS = 10_000  # a dead holder's lease passes on this long after i
 FIRST_ANSWER_S = 60.0  # how long to wait for the group's first answer (a crashed holder's session included)
 SETTLE_S = 90.0  # with shards: how long a newcomer waits for the holders to hand some over
 GIVE_UP_S = 120.0  # longest a revocation waits for the job to stop the shard's query
+LOST_STOP_S = 30.0  # longest a lost shard's stop holds up the polling (the rejoin waits for it)
+REJOIN_BACKOFF_S = (1.0, 30.0)  # a new consumer after a fatal error: first and longest wait
+# Pinned: librdkafka's default group protocol is to become "consumer" (KIP-848), which refuses the
+# session and heartbeat settings the lease depends on to notice a dead holder in seconds.
+GROUP_PROTOCOL = "classic"
 
 
 def lease_topic(settings: KafkaSettings, shards: int = 1) -> str:
@@ -65,11 +77,30 @@ def lease_group(settings: KafkaSettings, warehouse_uri: str, shards: int = 1) ->
 
 @dataclass(frozen=True, slots=True)
 class ShardChange:
-    """A shard gained or to be given up; `done` is set once the job has stopped its query."""
+    """A shard gained or to be given up; `done` is set once the job has stopped its query.
+    `lost`: the session that held it is gone (another job may run it already): stop at once,
+    with no commit after."""
 
     shard: int
     gained: bool
     done: threading.Event = field(default_factory=threading.Event)
+    lost: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseNote:
+    """A lease event an operator sees (status, metrics): `lost` (shards gone, with why),
+    `rejoined` (shards back, after `outage_s`), `rebuilt` (a new consumer after a fatal error)."""
+
+    kind: str
+    at: float  # epoch seconds
+    shards: tuple[int, ...] = ()
+    why: str = ""
+    outage_s: float | None = None
+
+
+class _Fatal(Exception):
+    """librdkafka's consumer reported a fatal error: only a new consumer works."""
 
 
 class ControllerLease:
@@ -78,7 +109,12 @@ class ControllerLease:
     With `checkpoint` (the job's), it joins as a static member under its seat on this host."""
 
     def __init__(
-        self, settings: KafkaSettings, warehouse_uri: str, shards: int = 1, checkpoint: str | None = None
+        self,
+        settings: KafkaSettings,
+        warehouse_uri: str,
+        shards: int = 1,
+        checkpoint: str | None = None,
+        instance_id: str | None = None,
     ) -> None:
         self.settings = settings
         self.warehouse = warehouse_uri
@@ -88,8 +124,15 @@ class ControllerLease:
         self.identity = f"compactor-run@{socket.gethostname()}:{os.getpid()}"
         self.checkpoint = checkpoint
         self.seat: Seat | None = None
+        self.instance_id = instance_id  # --instance-id: the static member's name, not a seat's
         self.held = threading.Event()  # at least one shard held
-        self.lost = threading.Event()  # the session was lost: another job may run our shards now
+        self.lost = threading.Event()  # a session was lost since; cleared when shards come back
+        self.fenced = threading.Event()  # another live job holds this one's identity: it must stop
+        self.fenced_why = ""
+        self.notes: list[LeaseNote] = []  # what happened to the lease, oldest first (the last 100)
+        self.counts: dict[str, int] = {}  # notes by kind, since the job started
+        self.listeners: list[Callable[[LeaseNote], None]] = []
+        self._outage_since: float | None = None
         self.owned: set[int] = set()
         self.changes: queue.Queue[ShardChange] = queue.Queue()
         self.supervised = threading.Event()  # a job takes `changes`: a revocation waits for it
@@ -98,15 +141,24 @@ class ControllerLease:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self.session_timeout_ms = SESSION_TIMEOUT_MS
-        self._cut_off = False  # the watchdog gave the lease up: the poll loop ends
+        self._cut_off = False  # the watchdog found the session gone: the poll loop drops the shards
+        self._cut_off_why = ""
         self._coordinator_seen = time.monotonic()  # when the stats last showed the coordinator up
 
     def acquire(self, standby: bool, waiting: Callable[[str], None] = log.info) -> None:
         """Return holding a shard. Without `standby`, raise LeaseHeld if live holders keep every
         shard; with it, wait (reporting the holders once) until one passes to us."""
         ensure_topics(self.settings, [self.topic], partitions=self.shards)  # one partition per shard
-        if self.checkpoint is not None:
+        if self.instance_id is None and self.checkpoint is not None:
             self.seat = take_seat(f"{self.group}\n{self.checkpoint}")
+        holder = self._identity_holder(live_here_only=True)
+        if holder is not None:
+            if self.seat is not None:
+                self.seat.release()
+            raise LeaseHeld(
+                f"instance id {self.member_name} is used by {holder}, a live job on this host; "
+                "give this job another --instance-id"
+            )
         self._thread = threading.Thread(target=self._poll, name="controller-lease", daemon=True)
         self._thread.start()
         if not self._answered.wait(FIRST_ANSWER_S):
@@ -132,8 +184,15 @@ class ControllerLease:
             )
         waiting(f"standby: {holder} {what} for {self.warehouse}; waiting for it to stop")
         while not self.held.wait(1.0):
-            if self._thread is not None and not self._thread.is_alive():
-                raise LeaseHeld(f"the lease's consumer for {self.group} stopped while waiting")
+            if self.fenced.is_set() or (self._thread is not None and not self._thread.is_alive()):
+                raise LeaseHeld(
+                    self.fenced_why or f"the lease's consumer for {self.group} stopped while waiting"
+                )
+
+    @property
+    def member_name(self) -> str | None:
+        """The static member's name (`group.instance.id`): --instance-id, or the seat's."""
+        return self.instance_id or (self.seat.instance_id if self.seat else None)
 
     def holder(self) -> str | None:
         """The client id of a member holding a shard, if the group says."""
@@ -152,11 +211,13 @@ class ControllerLease:
         if self.seat is not None:
             self.seat.release()
 
-    def _poll(self) -> None:
-        consumer = Consumer(
+    def _consumer(self) -> Any:
+        name = self.member_name
+        return Consumer(
             self.settings.librdkafka(
                 **{
                     "group.id": self.group,
+                    "group.protocol": GROUP_PROTOCOL,
                     "client.id": self.identity,
                     "partition.assignment.strategy": "cooperative-sticky",
                     "session.timeout.ms": self.session_timeout_ms,
@@ -167,21 +228,55 @@ class ControllerLease:
                     "statistics.interval.ms": 1000,
                     "stats_cb": self._stats,
                 }
-                | ({"group.instance.id": self.seat.instance_id} if self.seat else {})
+                | ({"group.instance.id": name} if name else {})
             )
         )
-        consumer.subscribe(
-            [self.topic], on_assign=self._assigned, on_revoke=self._revoked, on_lost=self._lost
-        )
-        try:
-            while not self._stop.is_set() and not self._cut_off:
-                message = consumer.poll(0.5)  # runs the callbacks; nobody produces to the topic
-                error = message.error() if message is not None else None
-                if error is not None and error.fatal():
-                    self._fenced(error.str())  # another live member took our static name
+
+    def _poll(self) -> None:
+        """Poll until closed. A fatal error closes the consumer and builds a new one under the
+        same identity, after a jittered back-off; the loop ends early only when another live job
+        holds that identity (`fenced`)."""
+        failures = 0
+        while not self._stop.is_set():
+            consumer = self._consumer()
+            try:
+                consumer.subscribe(
+                    [self.topic], on_assign=self._assigned, on_revoke=self._revoked, on_lost=self._lost
+                )
+                self._serve(consumer)
+                return
+            except _Fatal as fatal:
+                self._drop_all(f"the consumer's fatal error: {fatal}")
+                holder = self._identity_holder()
+                if holder is not None:
+                    self._fence(f"{holder} holds this job's instance id {self.member_name}")
                     return
-        finally:
-            consumer.close()  # a revocation of what we hold runs here, and waits for the job
+                failures += 1
+                first, longest = REJOIN_BACKOFF_S
+                delay = min(longest, first * 2 ** (failures - 1)) * random.uniform(0.5, 1.5)
+                self._note(LeaseNote("rebuilt", time.time(), why=f"{fatal}; a new consumer in {delay:.1f}s"))
+                self._stop.wait(delay)
+            finally:
+                consumer.close()  # a revocation of what we hold runs here, and waits for the job
+
+    def _serve(self, consumer: Any) -> None:
+        """Poll (running the callbacks; nobody produces to the topic) until closed."""
+        while not self._stop.is_set():
+            try:
+                message = consumer.poll(0.5)
+            except KafkaException as exc:
+                error = exc.args[0]
+                if error.fatal():
+                    raise _Fatal(error.str()) from exc
+                log.warning("controller lease %s: %s", self.group, error.str())
+                continue
+            error = message.error() if message is not None else None
+            # a message can carry the fatal error with fatal() False (confluent-kafka-python #869)
+            if error is not None and (error.fatal() or error.code() == KafkaError._FATAL):
+                raise _Fatal(error.str())
+            if self._cut_off:  # the watchdog: the broker has given our shards away by now
+                self._cut_off = False
+                self._drop_all(self._cut_off_why)
 
     def _assigned(self, _: Any, partitions: list[TopicPartition]) -> None:
         gained = sorted(p.partition for p in partitions)
@@ -192,6 +287,12 @@ class ControllerLease:
         if gained:
             self.held.set()
             log.info("holding shard(s) %s of %s as %s", gained, self.group, self.identity)
+            if self._outage_since is not None:
+                outage = time.monotonic() - self._outage_since
+                self._outage_since = None
+                self.lost.clear()
+                self._note(LeaseNote("rejoined", time.time(), tuple(gained), outage_s=outage))
+                log.warning("rejoined %s: shard(s) %s back after %.0fs", self.group, gained, outage)
         self._answered.set()
 
     def _revoked(self, _: Any, partitions: list[TopicPartition]) -> None:
@@ -207,8 +308,6 @@ class ControllerLease:
             self.changes.put(change)
         if self._stop.is_set():  # closing: the job stopped its queries first
             return
-        if self.shards == 1 and given:  # the one controller's lease moved: another job runs now
-            self.lost.set()
         if self.supervised.is_set():
             for change in changes:
                 if not change.done.wait(GIVE_UP_S):
@@ -221,10 +320,47 @@ class ControllerLease:
             log.info("gave up shard(s) %s of %s", given, self.group)
 
     def _lost(self, consumer: Any, partitions: list[TopicPartition]) -> None:
-        if partitions and not self._stop.is_set():
-            self.lost.set()
-            log.error("lost the controller lease %s at %s", self.group, time.strftime("%H:%M:%S"))
-        self._revoked(consumer, partitions)
+        """librdkafka lost the session that held these: stop them now, rejoin while polling."""
+        if not self._stop.is_set():
+            self._drop([p.partition for p in partitions], "the group session was lost")
+
+    def _drop_all(self, why: str) -> None:
+        with self._lock:
+            owned = sorted(self.owned)
+        self._drop(owned, why)
+
+    def _drop(self, shards: list[int], why: str) -> None:
+        """Shards gone with the session: the job stops them at once (waited for, within
+        `LOST_STOP_S`, so that none runs here once polling resumes)."""
+        with self._lock:
+            gone = sorted(set(shards) & self.owned)
+            self.owned.difference_update(gone)
+            if not self.owned:
+                self.held.clear()
+        if not gone:
+            return
+        if self._outage_since is None:
+            self._outage_since = time.monotonic()
+        self.lost.set()
+        self._note(LeaseNote("lost", time.time(), tuple(gone), why=why))
+        log.error(
+            "lost shard(s) %s of %s at %s: %s; rejoining", gone, self.group, time.strftime("%H:%M:%S"), why
+        )
+        changes = [ShardChange(shard, gained=False, lost=True) for shard in gone]
+        for change in changes:
+            self.changes.put(change)
+        if self.supervised.is_set():
+            for change in changes:
+                change.done.wait(LOST_STOP_S)
+
+    def _note(self, note: LeaseNote) -> None:
+        self.notes = [*self.notes[-99:], note]
+        self.counts[note.kind] = self.counts.get(note.kind, 0) + 1
+        for listener in self.listeners:
+            try:
+                listener(note)
+            except Exception:  # a listener (metrics, the record) never stops the lease
+                log.exception("controller lease %s: a listener failed on %s", self.group, note.kind)
 
     def _stats(self, text: str) -> None:
         """A watchdog beside librdkafka's own: with shards held and no group coordinator for a
@@ -234,19 +370,40 @@ class ControllerLease:
         if (json.loads(text).get("cgrp") or {}).get("state") == "up" or not self.owned:
             self._coordinator_seen = now
         elif (now - self._coordinator_seen) * 1000 >= self.session_timeout_ms:
-            self._cut_off = True
             away = now - self._coordinator_seen
-            self._fenced(
-                f"no group coordinator for {away:.0f}s, past the {self.session_timeout_ms / 1000:.0f}s session"
-            )
+            self._cut_off_why = f"no group coordinator for {away:.0f}s, past the {self.session_timeout_ms / 1000:.0f}s session"
+            self._cut_off = True
 
-    def _fenced(self, why: str) -> None:
+    def _fence(self, why: str) -> None:
+        """Another live job holds this one's identity: it must stop (exit 4)."""
         with self._lock:
             self.owned.clear()
             self.held.clear()
-        self.lost.set()
+        self.fenced_why = why
+        self.fenced.set()
         self._answered.set()
-        log.error("lost the controller lease %s: %s", self.group, why)
+        log.error("controller lease %s: %s; stopping", self.group, why)
+
+    def _identity_holder(self, live_here_only: bool = False) -> str | None:
+        """Another member of the group under this job's static name, if any (`client id
+        (host)`). `live_here_only`: only one that is a live process on this host (a dead
+        predecessor's name is ours to take)."""
+        name = self.member_name
+        if name is None:
+            return None
+        admin = AdminClient(self.settings.librdkafka())
+        try:
+            (future,) = admin.describe_consumer_groups([self.group], request_timeout=10).values()
+            members = future.result().members
+        except KafkaException:
+            return None
+        for member in members:
+            if getattr(member, "group_instance_id", None) != name or member.client_id == self.identity:
+                continue
+            if live_here_only and not _live_here(member.client_id):
+                continue
+            return _member_name(member)
+        return None
 
 
 def group_owners(settings: KafkaSettings, group: str) -> dict[int, str]:
@@ -289,6 +446,20 @@ def running_counts(settings: KafkaSettings, warehouse_uri: str) -> dict[int, lis
         if members:
             found[n] = [_member_name(m) for m in members]
     return found
+
+
+def _live_here(client_id: str) -> bool:
+    """Is the job named `compactor-run@<host>:<pid>` a live process on this host?"""
+    host, _, pid = client_id.removeprefix("compactor-run@").rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit() or int(pid) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _member_name(member: Any) -> str:

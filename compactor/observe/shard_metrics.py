@@ -11,9 +11,10 @@ import threading
 from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry
-from prometheus_client.core import Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from compactor.kafka.lease import ControllerLease
 from compactor.observe.metrics import JobMetrics
 
 
@@ -25,6 +26,11 @@ class ShardMetrics(Collector):
         self.registry.register(self)
         self._shards: dict[int, JobMetrics] = {}
         self._lock = threading.Lock()
+        self._lease: ControllerLease | None = None
+
+    def watch_lease(self, lease: ControllerLease) -> None:
+        """Report the job's lease (not per shard): shards held, sessions lost, rejoins."""
+        self._lease = lease
 
     def add(self, shard: int) -> JobMetrics:
         metrics = JobMetrics()
@@ -52,3 +58,32 @@ class ShardMetrics(Collector):
                     for sample in family.samples
                 ]
         yield from families.values()
+        if self._lease is not None:
+            yield from lease_families(self._lease)
+
+
+def lease_families(lease: ControllerLease) -> Iterator[Metric]:
+    """The lease as metrics, read when scraped."""
+    notes = list(lease.notes)
+    held = GaugeMetricFamily("compactor_lease_shards_held", "Shards this job holds now.")
+    held.add_metric([], len(lease.owned))
+    yield held
+    outage = GaugeMetricFamily(
+        "compactor_lease_lost", "1 while this job has lost shards with their session and is rejoining."
+    )
+    outage.add_metric([], 1.0 if lease.lost.is_set() else 0.0)
+    yield outage
+    for kind, what in (
+        ("lost", "Times shards were lost with the group session (the job stopped them and rejoined)."),
+        ("rejoined", "Times lost shards came back to this job."),
+        ("rebuilt", "Times the lease's consumer was rebuilt after a fatal error."),
+    ):
+        counter = CounterMetricFamily(f"compactor_lease_{kind}", what)
+        counter.add_metric([], lease.counts.get(kind, 0))
+        yield counter
+    last = next((n.outage_s for n in reversed(notes) if n.kind == "rejoined"), None)
+    seconds = GaugeMetricFamily(
+        "compactor_lease_last_outage_seconds", "How long the last lost session lasted, until the rejoin."
+    )
+    seconds.add_metric([], last if last is not None else 0.0)
+    yield seconds

@@ -50,6 +50,7 @@ def assemble(
     owns: Callable[[str], bool] = lambda _: True,
     on_topic: ResultsOnTopic | None = None,
     eager: int = EAGER_TABLES,
+    shard: int = 0,
 ) -> BatchHandler:
     """Wire a handler and recover: the catalog read from its store and caught up with the
     tables (`eager` known ones at once, the rest later: `recovery.Unread`), published configs
@@ -70,7 +71,7 @@ def assemble(
     for table in catalog.table_names:  # a merge in flight at a crash is planned again; due times derived
         due.set(table, Due(started, "the job started: every table is attempted once"), started)
     cool_down = CoolDown(clock, operations.cool_down, catalog, due)
-    inflight = _inflight(config, store, workers, slots)
+    inflight = _inflight(config, store, workers, slots, shard)
     handler = BatchHandler(
         state,
         Admission(codec, state, KnownTables(store, catalog.table_names, owns), catalog_store),
@@ -104,16 +105,25 @@ def _purge_ratio(configs: TableConfigs, table: str) -> float | None:
 
 
 def job_slots(config: ProjectConfig) -> Slots:
-    """Merges side by side: `max_concurrent_merges` slots, each Spark pool's own limit."""
+    """Merges side by side: `max_concurrent_merges` slots, each Spark pool's own limit, and
+    each table's `quota` of merge time."""
     pools = config.spark_pools()
+
+    def quota(table: str) -> float:
+        try:
+            return config.for_table(table).quota
+        except Rejected:  # no valid config: it merges nothing anyway
+            return 1.0
+
     return Slots(
         config.operations.max_concurrent_merges,
         lambda pool: pools[pool].concurrency if pool in pools else None,
+        quota,
     )
 
 
 def _inflight(
-    config: ProjectConfig, store: TableStore, workers: Workers | None, slots: Slots | None
+    config: ProjectConfig, store: TableStore, workers: Workers | None, slots: Slots | None, shard: int
 ) -> InFlight:
     slots = slots or job_slots(config)
-    return InFlight(workers or thread_workers(slots.limit), slots, store.committed_version)
+    return InFlight(workers or thread_workers(slots.limit), slots, store.committed_version, shard)

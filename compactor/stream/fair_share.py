@@ -71,6 +71,15 @@ class WaitingPlans:
         else:
             self._plans.pop(table, None)
 
+    def put_back(self, plan: MergePlan) -> None:
+        """A plan taken from the queue that could not start after all: first in its table's line."""
+        self._plans[plan.table] = {plan.plan_id: plan, **self._plans.get(plan.table, {})}
+
+    def ready(self, startable: Callable[[MergePlan], bool]) -> list[MergePlan]:
+        """Each table's first plan that can start now."""
+        found = (next((p for p in q.values() if startable(p)), None) for q in self._plans.values())
+        return [p for p in found if p is not None]
+
     def drop(self, table: str) -> bool:
         """Forget the table's waiting plans (they may be stale); True if it had any."""
         return self._plans.pop(table, None) is not None
@@ -82,16 +91,24 @@ class WaitingPlans:
         return list(self._plans.get(table, {}).values())
 
     def next_round(
-        self, startable: Callable[[MergePlan], bool], room: Callable[[], int], limit: int | None = None
+        self,
+        startable: Callable[[MergePlan], bool],
+        room: Callable[[], int],
+        limit: int | None = None,
+        occupation: Callable[[str], float] = lambda table: 0.0,
     ) -> Iterator[MergePlan]:
         """Plans to start now, in fair-share order, each `startable`, while there is `room` and
-        fewer than `limit` started; a yielded plan leaves the queue. A table none of whose plans
-        can start now sits this round out."""
+        fewer than `limit` started; a yielded plan leaves the queue (`put_back` returns it). The
+        tables whose occupation (merge time used over their quota) is lowest go first; among
+        equals, deficit round-robin. A table none of whose plans can start sits this round out."""
         started, out = 0, set[str]()
         while room() > 0 and (limit is None or started < limit):
             candidates = {t: q for t, q in self._plans.items() if t not in out}
             if not candidates:
                 return
+            used = {t: occupation(t) for t in candidates}
+            least = min(used.values())
+            candidates = {t: q for t, q in candidates.items() if used[t] <= least + 1e-9}
             waiting = {t: sum(p.bytes_in for p in q.values()) for t, q in candidates.items()}
             total = sum(waiting.values())
             share = {t: size / total if total else 1 / len(waiting) for t, size in waiting.items()}

@@ -207,6 +207,11 @@ class BatchHandler:
         with self.lock:  # what the merges did, durable before the caller moves on
             self.save(set())
 
+    def fence(self) -> None:
+        """The shard was lost: no commit from here on (a merge in flight ends uncommitted; the
+        shard's next holder plans it again)."""
+        self.state.store.fence()
+
     def drain(self, timeout: float) -> int:
         """Start no more merges; wait up to `timeout` for those in flight (each recorded and
         announced as it finishes), then stop the workers. Returns how many were left running:
@@ -278,27 +283,44 @@ class BatchHandler:
                 self.announcer.advise(advice)
 
     def _round(self, limit: int | None, only: str | None = None) -> int:
-        """Start waiting plans, fair-share order, as slots allow (`only`: that table's, in order)."""
+        """Start waiting plans, fair-share order, as slots allow (`only`: that table's, in order).
+        The job's slots are one account for all its shards: this shard says which tables it has
+        ready, and a plan whose turn another shard's table has first waits for the next round."""
         if self._draining:
             return 0
+        self._offer_ready()
         started = 0
         if only is None:  # each started before the next is chosen: it takes a slot
-            for plan in self.waiting.next_round(self._startable, self.inflight.free_slots, limit):
-                self._start(plan)
-                started += 1
-            return started
-        for plan in self.waiting.waiting(only):
-            if self._startable(plan):
+            plans = self.waiting.next_round(
+                self._startable, self.inflight.free_slots, limit, self.inflight.slots.occupation
+            )
+        else:
+            plans = iter([p for p in self.waiting.waiting(only) if self._startable(p)])
+        for plan in plans:
+            if only is not None:
                 self.waiting.offer(only, [p for p in self.waiting.waiting(only) if p != plan])
-                self._start(plan)
-                started += 1
+            if not self._start(plan):
+                self.waiting.put_back(plan)
+                break
+            started += 1
+        self._offer_ready()
         return started
+
+    def _offer_ready(self) -> None:
+        settings = self.state.configs.for_table
+        self.inflight.demand(
+            {
+                p.table: settings(p.table).spark_pool(p.rule, p.pool)
+                for p in self.waiting.ready(self._startable)
+            }
+        )
 
     def _startable(self, plan: MergePlan) -> bool:
         settings = self.state.configs.for_table(plan.table)
         return self.inflight.blocked(plan, settings.spark_pool(plan.rule, plan.pool)) is None
 
-    def _start(self, plan: MergePlan) -> None:
+    def _start(self, plan: MergePlan) -> bool:
+        """Start the plan on a worker; False if the job's slots gave its turn to another shard."""
         state = self.state
         settings = state.configs.for_table(plan.table)
         order = state.load_order(plan.table) if settings.upsert is not None else None
@@ -309,7 +331,7 @@ class BatchHandler:
             return finished
 
         with state.metrics.phase("commit"):  # with inline workers the merge runs here
-            self.inflight.start(plan, settings.spark_pool(plan.rule, plan.pool), job)
+            return self.inflight.start(plan, settings.spark_pool(plan.rule, plan.pool), job)
 
     def _collect(self) -> int:
         """Record, then announce, the merges that finished (each table's in commit order)."""

@@ -19,7 +19,9 @@ are freed when the result is taken, that is when the catalog is about to show it
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -100,38 +102,121 @@ class SharedWorkers:
                     future.exception()  # waits; the outcome was reported to its InFlight
 
 
-class Slots:
-    """The job's merge slots, shared by the `InFlight` of every shard it runs: at most `limit`
-    merges at once, and a Spark pool with a concurrency at most that many of its own."""
+OCCUPATION_WINDOW_S = 600.0  # merge time counts toward a table's occupation this long
 
-    def __init__(self, limit: int, concurrency: Callable[[str], int | None]) -> None:
+
+class Slots:
+    """The job's merge slots: one account for every shard it runs and every Spark pool.
+
+    At most `limit` merges run at once, and a pool with a concurrency (seed 003's replicas, a
+    rule's `cores_while_compacting`) at most that many of its own. Checking for a free slot and
+    taking it is one step under one lock (`try_take`), so two shards never both take the last
+    one.
+
+    Which table gets a free slot follows its **occupation** (Apache Amoro's measure): the merge
+    time it used over the last `window` seconds (its running merges' time so far included),
+    divided by its `quota` (default 1: equal shares). Each shard says which tables it has a
+    merge ready for (`demand`); a slot goes to one of the tables with the lowest occupation, and
+    a shard whose table would pass another shard's lower one waits for that one to take its
+    turn. A freed slot wakes every shard (`wake`), not only the one whose merge ended.
+    """
+
+    def __init__(
+        self,
+        limit: int,
+        concurrency: Callable[[str], int | None],
+        quota: Callable[[str], float] = lambda table: 1.0,
+        clock: Callable[[], float] = time.monotonic,
+        window: float = OCCUPATION_WINDOW_S,
+    ) -> None:
         self.limit = limit
         self.concurrency = concurrency  # a Spark pool's own limit (None: any free slot)
-        self._taken: dict[str, str | None] = {}  # plan id -> its pool
+        self.quota = quota
+        self.clock = clock
+        self.window = window
+        self._taken: dict[str, tuple[str | None, str, float]] = {}  # plan id -> pool, table, since
+        self._used: dict[str, deque[tuple[float, float]]] = {}  # table -> (started, ended) of its merges
+        self._demand: dict[int, dict[str, str | None]] = {}  # shard -> table -> its next plan's pool
+        self._wakers: list[Callable[[], None]] = []
         self._lock = threading.Lock()
 
     def free(self) -> int:
         with self._lock:
             return max(0, self.limit - len(self._taken))
 
+    def on_free(self, wake: Callable[[], None]) -> None:
+        """Call `wake` whenever a slot is given back (a shard's ticker then looks for its turn)."""
+        with self._lock:
+            self._wakers.append(wake)
+
+    def demand(self, shard: int, tables: Mapping[str, str | None]) -> None:
+        """The tables `shard` has a merge ready to start for (table -> that merge's pool)."""
+        with self._lock:
+            if tables:
+                self._demand[shard] = dict(tables)
+            else:
+                self._demand.pop(shard, None)
+
+    def occupation(self, table: str) -> float:
+        with self._lock:
+            return self._occupation(table, self.clock())
+
     def blocked(self, pool: str | None) -> str | None:
         """Why no merge of `pool` can start now (None: it can)."""
         with self._lock:
-            if len(self._taken) >= self.limit:
-                return f"all {self.limit} merge slots are busy"
-            cap = self.concurrency(pool) if pool is not None else None
-            in_pool = sum(1 for p in self._taken.values() if p == pool)
-            if cap is not None and in_pool >= cap:
-                return f"pool {pool} runs {in_pool} of its {cap} merges"
-        return None
+            return self._blocked(pool)
 
-    def take(self, plan_id: str, pool: str | None) -> None:
+    def try_take(self, plan_id: str, table: str, pool: str | None, shard: int = 0) -> str | None:
+        """Take a slot for the plan if one is free, its pool has room and no other shard has a
+        table waiting with a lower occupation; else why not. One step: nothing can take the
+        slot between the look and the take."""
         with self._lock:
-            self._taken[plan_id] = pool
+            why = self._blocked(pool)
+            if why is not None:
+                return why
+            now = self.clock()
+            mine = self._occupation(table, now)
+            for other, tables in self._demand.items():
+                if other == shard:
+                    continue
+                for waiting, its_pool in tables.items():
+                    if self._blocked(its_pool) is None and self._occupation(waiting, now) < mine - 1e-9:
+                        return f"table {waiting} of shard {other} has used less of its share"
+            self._taken[plan_id] = (pool, table, now)
+        return None
 
     def give(self, plan_id: str) -> None:
         with self._lock:
-            self._taken.pop(plan_id, None)
+            found = self._taken.pop(plan_id, None)
+            if found is not None:
+                _, table, since = found
+                self._used.setdefault(table, deque()).append((since, self.clock()))
+            wakers = list(self._wakers)
+        for wake in wakers:
+            wake()
+
+    def running(self) -> int:
+        with self._lock:
+            return len(self._taken)
+
+    def _blocked(self, pool: str | None) -> str | None:
+        if len(self._taken) >= self.limit:
+            return f"all {self.limit} merge slots are busy"
+        cap = self.concurrency(pool) if pool is not None else None
+        in_pool = sum(1 for p, _, _ in self._taken.values() if p == pool)
+        if cap is not None and in_pool >= cap:
+            return f"pool {pool} runs {in_pool} of its {cap} merges"
+        return None
+
+    def _occupation(self, table: str, now: float) -> float:
+        """Merge seconds of `table` in the window (running merges so far), over its quota."""
+        since = now - self.window
+        used = self._used.get(table)
+        while used and used[0][1] < since:
+            used.popleft()
+        seconds = sum(end - max(start, since) for start, end in used or ())
+        seconds += sum(now - max(at, since) for _, t, at in self._taken.values() if t == table)
+        return seconds / max(self.quota(table), 1e-9)
 
 
 @dataclass
@@ -146,10 +231,20 @@ class InFlight:
     workers: Workers
     slots: Slots
     committed_at: Callable[[str, str], int | None]  # (table, plan id) -> its commit's version
+    shard: int = 0  # which of the job's shards this is (the slots' account names it)
     _running: dict[str, _Running] = field(default_factory=dict)  # plan id ->
     _booked: dict[str, dict[str, str]] = field(default_factory=dict)  # table -> segment id -> plan id
     _reported: list[Finished] = field(default_factory=list)  # by workers, not taken yet
     _changed: threading.Condition = field(default_factory=threading.Condition)
+    _freed: bool = False  # a slot came free somewhere in the job since the last wait
+
+    def __post_init__(self) -> None:
+        self.slots.on_free(self._slot_freed)
+
+    def _slot_freed(self) -> None:
+        with self._changed:
+            self._freed = True
+            self._changed.notify_all()
 
     # -- what runs ----------------------------------------------------------------------------
 
@@ -172,11 +267,12 @@ class InFlight:
 
     def blocked(self, plan: MergePlan, pool: str | None) -> str | None:
         """Why the plan cannot start now (None: it can)."""
+        return self._held(plan) or self.slots.blocked(pool)
+
+    def _held(self, plan: MergePlan) -> str | None:
+        """Why this shard's own merges keep the plan from starting (None: they do not)."""
         if plan.plan_id in self._running:
             return "it is running"
-        slots = self.slots.blocked(pool)
-        if slots is not None:
-            return slots
         table = [r.plan for r in self._running.values() if r.plan.table == plan.table]
         if any(p.table_wide for p in table):
             return "a rewrite of the whole table is running"
@@ -188,15 +284,22 @@ class InFlight:
             return f"inputs are in running plans {busy}"
         return None
 
-    def start(self, plan: MergePlan, pool: str | None, job: Callable[[], Finished]) -> None:
-        """Run `job` (the plan's commit) on a worker; check `blocked` first."""
-        why = self.blocked(plan, pool)
+    def demand(self, tables: Mapping[str, str | None]) -> None:
+        """Tell the job's slots which tables this shard has a merge ready for (and its pool)."""
+        self.slots.demand(self.shard, tables)
+
+    def start(self, plan: MergePlan, pool: str | None, job: Callable[[], Finished]) -> bool:
+        """Run `job` (the plan's commit) on a worker if the job's slots give the plan one (one
+        atomic step: `Slots.try_take`); False when they do not (it waits for its turn)."""
+        why = self._held(plan)
         if why is not None:
             raise ValueError(f"plan {plan.plan_id} cannot start: {why}")
+        if self.slots.try_take(plan.plan_id, plan.table, pool, self.shard) is not None:
+            return False
         self._running[plan.plan_id] = _Running(plan, pool)
-        self.slots.take(plan.plan_id, pool)
         self._booked.setdefault(plan.table, {}).update(dict.fromkeys(plan.input_ids, plan.plan_id))
         self.workers.submit(job).add_done_callback(lambda done: self._report(plan, done))
+        return True
 
     def _report(self, plan: MergePlan, done: Future[Finished]) -> None:
         """On the worker's thread: the job's result (an escaped exception is the plan's failure)."""
@@ -212,9 +315,12 @@ class InFlight:
     # -- what finished ------------------------------------------------------------------------
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Until a worker reports (True) or `timeout` passes (False)."""
+        """Until a worker reports or a slot comes free anywhere in the job (True), or `timeout`
+        passes (False)."""
         with self._changed:
-            return self._changed.wait_for(lambda: bool(self._reported), timeout)
+            found = self._changed.wait_for(lambda: bool(self._reported) or self._freed, timeout)
+            self._freed = False
+            return found
 
     def take_finished(self) -> list[Finished]:
         """What finished, each table's in commit order; frees the slots and bookings handed back."""
@@ -242,6 +348,7 @@ class InFlight:
         shards may use them; those merges' outcomes are never taken."""
         for plan_id in self._running:
             self.slots.give(plan_id)
+        self.slots.demand(self.shard, {})
 
     def _in_commit_order(self, table: str) -> list[Finished]:
         """The table's reported merges that no unreported earlier commit of the table precedes."""

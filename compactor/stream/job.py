@@ -67,6 +67,7 @@ def build_handler(
         slots=shard.slots if shard else None,
         owns=shard.scope.owns if shard and shard.scope else lambda _: True,
         on_topic=lambda table, plan_ids: results_on_topic(kafka, codec, table, plan_ids),
+        shard=shard.index if shard else 0,
     )
 
 

@@ -17,10 +17,13 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from compactor.errors import CompactorError, LeaseHeld
+from compactor.errors import LeaseHeld
 from compactor.kafka.lease import ControllerLease
 
 log = logging.getLogger(__name__)
+
+RESTART_FIRST_S = 2.0  # a failed query starts again after this, doubling with each failure in a row
+RESTART_MAX_S = 60.0
 
 
 class RunningShard(Protocol):
@@ -29,12 +32,15 @@ class RunningShard(Protocol):
     def failure(self) -> str | None:
         """Why the shard's query ended on its own (None: it runs)."""
 
-    def stop(self, grace: float) -> int:
-        """Stop the query, give merges in flight `grace` seconds; the number left running."""
+    def stop(self, grace: float, lost: bool = False) -> int:
+        """Stop the query, give merges in flight `grace` seconds; the number left running.
+        `lost`: the lease is gone: commit nothing more, and do not wait."""
 
 
 class ShardedJob:
-    """Runs what the lease holds until `stopping` is set or the lease is lost."""
+    """Runs what the lease holds until `stopping` is set, through lost sessions (the lease
+    rejoins; lost shards stop at once and start again when they come back), until another live
+    job holds this one's identity (`LeaseHeld`)."""
 
     def __init__(
         self,
@@ -48,22 +54,20 @@ class ShardedJob:
         self.grace = grace
         self.say = say
         self.running: dict[int, RunningShard] = {}
+        self._failures: dict[int, int] = {}  # shard -> its query's failures in a row
+        self._retry_at: dict[int, float] = {}  # shard -> when its failed query starts again
+        self._started_at: dict[int, float] = {}
 
     def run(self, stopping: threading.Event, poll: float = 2.0) -> None:
         self.lease.supervised.set()
         try:
-            while not stopping.is_set() and not self.lease.lost.is_set():
+            while not stopping.is_set() and not self.lease.fenced.is_set():
                 self.apply_changes(poll)
-                for shard in list(self.running.values()):
-                    failure = shard.failure()
-                    if failure is not None:
-                        raise CompactorError(f"shard {shard.index}: the streaming query failed: {failure}")
+                self._restart_failed()
         finally:
             self.stop_all()
-        if self.lease.lost.is_set():
-            raise LeaseHeld(
-                f"lost the controller lease ({self.lease.group}); stopped so that no shard runs in two jobs"
-            )
+        if self.lease.fenced.is_set():
+            raise LeaseHeld(f"{self.lease.fenced_why}; stopped so that no shard runs in two jobs")
 
     def apply_changes(self, wait: float) -> None:
         """Start what was gained and stop what was revoked, in the order the lease reported."""
@@ -77,24 +81,55 @@ class ShardedJob:
                 if change.gained:
                     self._gain(change.shard)
                 else:
-                    self._give_up(change.shard)
+                    self._give_up(change.shard, change.lost)
             finally:
                 change.done.set()
+
+    def _restart_failed(self) -> None:
+        """A shard whose query ended on its own (a broker gone too long, a storage error) is
+        stopped and started again, after a back-off that doubles with each failure in a row
+        (up to `RESTART_MAX_S`): the job stays up and says why each time."""
+        now = time.monotonic()
+        for index, shard in list(self.running.items()):
+            failure = shard.failure()
+            if failure is None:
+                if now - self._started_at.get(index, now) > RESTART_MAX_S:
+                    self._failures.pop(index, None)  # a while without failing: forgiven
+                continue
+            failures = self._failures[index] = self._failures.get(index, 0) + 1
+            delay = min(RESTART_MAX_S, RESTART_FIRST_S * 2 ** (failures - 1))
+            log.error(
+                "shard %d: the streaming query failed (%d in a row): %s; starting it again in %.0fs",
+                index, failures, failure, delay,
+            )  # fmt: skip
+            self.running.pop(index).stop(0.0)
+            self._retry_at[index] = now + delay
+        for index, at in list(self._retry_at.items()):
+            if at <= now:
+                del self._retry_at[index]
+                self._gain(index)
 
     def _gain(self, index: int) -> None:
         if index in self.running or index not in self.lease.owned:  # revoked before it started
             return
         started = time.monotonic()
         self.running[index] = self.start(index)
+        self._started_at[index] = time.monotonic()
         self.say(f"shard {index}: running (started in {time.monotonic() - started:.1f}s)")
 
-    def _give_up(self, index: int) -> None:
+    def _give_up(self, index: int, lost: bool = False) -> None:
+        self._retry_at.pop(index, None)
         shard = self.running.pop(index, None)
         if shard is None:
             return
-        left = shard.stop(self.grace)
+        left = shard.stop(self.grace, lost)
         note = f"; {left} merge(s) left running are planned again by its next holder" if left else ""
-        self.say(f"shard {index}: stopped and handed on{note}")
+        if lost:
+            self.say(
+                f"shard {index}: stopped, its session lost; it starts again when the group gives it back{note}"
+            )
+        else:
+            self.say(f"shard {index}: stopped and handed on{note}")
 
     def stop_all(self) -> None:
         for index in sorted(self.running):

@@ -89,10 +89,14 @@ class SparkShard:
         error = self.query.exception()
         return str(error) if error is not None else "it stopped"
 
-    def stop(self, grace: float) -> int:
+    def stop(self, grace: float, lost: bool = False) -> int:
         """The query stopped between batches, then the merges in flight get `grace` seconds to
         finish and be announced; the rest are left (their slots go back to the job's other
-        shards, their plans are made again by the shard's next holder). Returns how many."""
+        shards, their plans are made again by the shard's next holder). Returns how many.
+        `lost`: the lease went with the session: nothing more is committed, no grace."""
+        if lost:
+            self.handler.fence()
+            grace = 0.0
         if self.query is not None and self.query.isActive:
             self.query.stop()  # the running batch finishes; Spark records no offsets for an unfinished one
         for stop in self._threads:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import signal
-import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -23,7 +21,7 @@ from compactor.cli.main import main
 from compactor.delta.paths import table_uri
 from compactor.dev.broker_process import free_ports
 from compactor.kafka.producer import EventProducer
-from tests.helpers.jobs import COMPACTOR, TABLE, bulk_load, run_job, wait_while_running
+from tests.helpers.jobs import TABLE, bulk_load, run_job, start_job, stop, wait_while_running
 from tests.helpers.streaming import make_kafka
 
 pytestmark = pytest.mark.integration
@@ -35,7 +33,9 @@ def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     """The job's samples by name and labels; every one carries its shard (the one shard, 0)."""
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
     samples = [s for family in text_string_to_metric_families(text) for s in family.samples]
-    assert all(s.labels.get("shard") == "0" for s in samples), "every sample carries its shard"
+    assert all(s.labels.get("shard") == "0" for s in samples if not s.name.startswith("compactor_lease_")), (
+        "every sample carries its shard (the lease's are the job's)"
+    )
     return {
         (s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k != "shard"))): s.value for s in samples
     }
@@ -52,39 +52,6 @@ def status(port: int, path: str) -> int:
 
 def wait_for(check: Callable[[], bool], job: Any, what: str) -> None:
     wait_while_running(check, job, job.log, what)
-
-
-def start_job(
-    config: Path, warehouse: Path, checkpoint: Path, bootstrap: str, kafka: Any, port: int, *extra: str
-) -> Any:
-    """The job, its output in a file (a pipe nobody reads would fill and block it)."""
-    log = checkpoint.parent / f"job-{time.monotonic_ns()}.log"
-    with open(log, "w") as out:
-        job = subprocess.Popen(
-            [
-                COMPACTOR, "run", "--config", str(config), "--warehouse", str(warehouse),
-                "--checkpoint", str(checkpoint), "--bootstrap-servers", bootstrap,
-                "--segments-topic", kafka.segments_topic, "--results-topic", kafka.results_topic,
-                "--dead-letter-topic", kafka.dead_letter_topic,
-                "--metrics-port", str(port), "--metrics-host", "127.0.0.1", *extra,
-            ],
-            stdout=out, stderr=subprocess.STDOUT, text=True,
-        )  # fmt: skip
-    job.log = log
-    return job
-
-
-def stop(job: Any) -> str:
-    """SIGTERM, as an orchestrator stops the job; its output (a kill if it does not stop in 2 minutes)."""
-    if job.poll() is None:
-        job.send_signal(signal.SIGTERM)
-    try:
-        job.wait(timeout=120)
-        return str(job.log.read_text())
-    except subprocess.TimeoutExpired:
-        job.kill()
-        job.wait()
-        return str(job.log.read_text()) + "\n(killed: SIGTERM did not stop it)"
 
 
 def switch(kafka: Any, bootstrap: str, verb: str) -> None:

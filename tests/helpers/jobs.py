@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -94,3 +95,36 @@ def wait_while_running(
             )
         time.sleep(every)
     pytest.fail(f"no {what} within {timeout}s: {log.read_text()[-3000:]}")
+
+
+def start_job(
+    config: Path, warehouse: Path, checkpoint: Path, bootstrap: str, kafka: Any, port: int, *extra: str
+) -> Any:
+    """The job, its output in a file (a pipe nobody reads would fill and block it)."""
+    log = checkpoint.parent / f"job-{time.monotonic_ns()}.log"
+    with open(log, "w") as out:
+        job = subprocess.Popen(
+            [
+                COMPACTOR, "run", "--config", str(config), "--warehouse", str(warehouse),
+                "--checkpoint", str(checkpoint), "--bootstrap-servers", bootstrap,
+                "--segments-topic", kafka.segments_topic, "--results-topic", kafka.results_topic,
+                "--dead-letter-topic", kafka.dead_letter_topic,
+                "--metrics-port", str(port), "--metrics-host", "127.0.0.1", *extra,
+            ],
+            stdout=out, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+    job.log = log
+    return job
+
+
+def stop(job: Any) -> str:
+    """SIGTERM, as an orchestrator stops the job; its output (a kill if it does not stop in 2 minutes)."""
+    if job.poll() is None:
+        job.send_signal(signal.SIGTERM)
+    try:
+        job.wait(timeout=120)
+        return str(job.log.read_text())
+    except subprocess.TimeoutExpired:
+        job.kill()
+        job.wait()
+        return str(job.log.read_text()) + "\n(killed: SIGTERM did not stop it)"

@@ -24,7 +24,7 @@ from compactor.delta.store import LoadOrder, TableChanges, VacuumReport
 from compactor.domain.layout import IndexFacts
 from compactor.domain.plans import Commit, MergePlan
 from compactor.domain.segments import RowCount, Segment
-from compactor.errors import CommitConflict, LogGap, TableNotFoundError
+from compactor.errors import CommitConflict, Fenced, LogGap, TableNotFoundError
 
 
 @dataclass
@@ -51,6 +51,7 @@ class InMemoryTableStore:
     # upsert tables: each segment's rows as (key, comparison value, row hash); merges keep them all
     keyed: dict[str, dict[str, list[tuple[int, object, int]]]] = field(default_factory=dict)
     key_reads: list[tuple[str, tuple[str, ...] | None]] = field(default_factory=list)  # None: all
+    fenced: threading.Event = field(default_factory=threading.Event)  # fence(): commit nothing more
     _lock: threading.RLock = field(default_factory=threading.RLock)
 
     # -- setting up ---------------------------------------------------------------
@@ -135,6 +136,8 @@ class InMemoryTableStore:
         if gate is not None and not gate.wait(timeout=30):
             raise TimeoutError(f"gate for plan {plan.plan_id} never opened")
         with self._lock:
+            if self.fenced.is_set():
+                raise Fenced(f"plan {plan.plan_id}: the store was fenced before its commit")
             done = self._commit(plan)
         after = self.after_gates.get(plan.plan_id)
         if after is not None and not after.wait(timeout=30):
@@ -187,6 +190,9 @@ class InMemoryTableStore:
             )
             if purged:
                 self._record(table, purged, (), None, "purge")
+
+    def fence(self) -> None:
+        self.fenced.set()
 
     def committed_version(self, table: str, plan_id: str) -> int | None:
         with self._lock:

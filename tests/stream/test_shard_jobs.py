@@ -1,6 +1,8 @@
 """The job's shard loop against the lease's own callbacks (no broker): a gained shard starts, a
 revoked one is stopped before the revocation returns, one revoked before it started never
-starts, and a failed query or a lost lease stops every shard."""
+starts, a failed query starts again after a back-off, a lost session stops its shards at once
+(fenced: no commit) and they start again when the group gives them back, and only another
+live job under this one's identity stops the job."""
 
 from __future__ import annotations
 
@@ -10,10 +12,12 @@ import time
 import pytest
 from confluent_kafka import TopicPartition
 
-from compactor.errors import CompactorError, LeaseHeld
+from compactor.errors import LeaseHeld
 from compactor.kafka.lease import ControllerLease
 from compactor.kafka.settings import KafkaSettings
+from compactor.stream import shard_jobs
 from compactor.stream.shard_jobs import ShardedJob
+from tests.helpers.tools import wait_until
 
 
 class FakeShard:
@@ -26,9 +30,9 @@ class FakeShard:
     def failure(self) -> str | None:
         return self.failed
 
-    def stop(self, grace: float) -> int:
+    def stop(self, grace: float, lost: bool = False) -> int:
         time.sleep(0.2)  # a query stops between batches: not at once
-        self.log.append(f"stop {self.index}")
+        self.log.append(f"{'lost' if lost else 'stop'} {self.index}")
         return 0
 
 
@@ -83,7 +87,10 @@ def test_a_shard_revoked_before_it_started_never_starts(lease: ControllerLease) 
     job.stop_all()
 
 
-def test_a_failed_query_stops_the_job_and_its_other_shards(lease: ControllerLease) -> None:
+def test_a_failed_query_starts_again_after_a_back_off_and_the_other_shards_run_on(
+    lease: ControllerLease, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(shard_jobs, "RESTART_FIRST_S", 0.3)
     log: list[str] = []
     shards: dict[int, FakeShard] = {}
 
@@ -93,30 +100,70 @@ def test_a_failed_query_stops_the_job_and_its_other_shards(lease: ControllerLeas
 
     job = ShardedJob(lease, start, grace=1.0)
     lease._assigned(None, partitions(0, 1))
-    job.apply_changes(0.1)
-    shards[1].failed = "boom"
-    with pytest.raises(CompactorError, match="shard 1: the streaming query failed: boom"):
-        job.run(threading.Event(), poll=0.05)
-    assert sorted(log[2:]) == ["stop 0", "stop 1"]
+    stopping = threading.Event()
+    thread, errors = run_in_thread(job, stopping)
+    wait_until(lambda: len(job.running) == 2, 5, "both shards")
+    shards[1].failed = "broker gone"
+    wait_until(lambda: log.count("start 1") == 2, 5, "shard 1 started again")
+    assert log.count("stop 0") == 0, "shard 0 ran on"
+    stopping.set()
+    thread.join(5)
+    assert not errors and log[2] == "stop 1"
 
 
-def test_a_lost_session_stops_every_shard_and_says_so(lease: ControllerLease) -> None:
+def test_a_lost_session_stops_its_shards_at_once_and_they_start_again_when_they_come_back(
+    lease: ControllerLease,
+) -> None:
     log: list[str] = []
     job = ShardedJob(lease, lambda i: FakeShard(i, log), grace=1.0)
     stopping = threading.Event()
-    lease._assigned(None, partitions(0))
+    lease._assigned(None, partitions(0, 1))
     job.apply_changes(0.1)
     thread, errors = run_in_thread(job, stopping)
-    lease._lost(None, partitions(0))
+    lease._lost(None, partitions(0, 1))  # librdkafka's on_lost: waits for the stops
+    assert sorted(log[2:]) == ["lost 0", "lost 1"], "stopped as lost (fenced), before the callback returned"
+    assert lease.lost.is_set() and not lease.held.is_set() and thread.is_alive()
+    assert [n.kind for n in lease.notes] == ["lost"]
+    lease._assigned(None, partitions(0, 1))  # the group gives them back after the rejoin
+    wait_until(lambda: len(job.running) == 2, 5, "the shards back")
+    assert not lease.lost.is_set() and [n.kind for n in lease.notes] == ["lost", "rejoined"]
+    assert lease.notes[-1].outage_s is not None and lease.counts == {"lost": 1, "rejoined": 1}
+    stopping.set()
+    thread.join(5)
+    assert not errors and log[4:6] == ["start 0", "start 1"]
+
+
+def test_the_watchdog_drops_the_shards_and_the_job_keeps_polling(lease: ControllerLease) -> None:
+    log: list[str] = []
+    job = ShardedJob(lease, lambda i: FakeShard(i, log), grace=1.0)
+    lease._assigned(None, partitions(2))
+    job.apply_changes(0.1)
+    lease._coordinator_seen = time.monotonic() - 60  # no coordinator for a whole session
+    lease._stats('{"cgrp": {"state": "wait-coord"}}')
+    assert lease._cut_off and "no group coordinator" in lease._cut_off_why
+    lease._drop_all(lease._cut_off_why)  # what the poll loop does next
+    job.apply_changes(0.1)
+    assert log == ["start 2", "lost 2"] and lease.owned == set() and not lease.fenced.is_set()
+
+
+def test_only_another_live_job_under_this_identity_stops_the_job(lease: ControllerLease) -> None:
+    log: list[str] = []
+    job = ShardedJob(lease, lambda i: FakeShard(i, log), grace=1.0)
+    lease._assigned(None, partitions(0))
+    job.apply_changes(0.1)
+    thread, errors = run_in_thread(job, threading.Event())
+    lease._fence("compactor-run@elsewhere:7 (10.0.0.9) holds this job's instance id x")
     thread.join(5)
     assert log == ["start 0", "stop 0"]
     assert len(errors) == 1 and isinstance(errors[0], LeaseHeld)
-    assert "no shard runs in two jobs" in str(errors[0])
+    assert "holds this job's instance id x" in str(errors[0]) and "no shard runs in two jobs" in str(
+        errors[0]
+    )
 
 
-def test_one_shard_revoked_is_the_one_controllers_lease_lost() -> None:
+def test_the_one_controllers_revocation_is_a_handover_not_a_loss() -> None:
     lease = ControllerLease(KafkaSettings("127.0.0.1:1", segments_topic="s"), "/wh")
     lease._assigned(None, [TopicPartition("s.controller", 0)])
     assert lease.held.is_set() and not lease.lost.is_set()
     lease._revoked(None, [TopicPartition("s.controller", 0)])
-    assert lease.lost.is_set() and not lease.held.is_set()
+    assert not lease.held.is_set() and not lease.lost.is_set() and not lease.fenced.is_set()
