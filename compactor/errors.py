@@ -49,6 +49,10 @@ class LeaseHeld(CompactorError):
     job's identity (its static member name in the lease's group)."""
 
 
+class MergeCancelled(CompactorError):
+    """A merge ran past its time bound and was cancelled; it is tried again after its cool-down."""
+
+
 class Fenced(CompactorError):
     """The shard's lease was lost: its job commits nothing more for it (the next holder plans
     the merge again)."""

@@ -62,6 +62,7 @@ class SegmentCatalog:
     _merging_off: set[str] = field(default_factory=set)  # tables an operator disabled
     _failures: dict[str, tuple[Failure, ...]] = field(default_factory=dict)
     _debts: dict[str, str] = field(default_factory=dict)  # the job's last debt outlook per table (JSON)
+    _quarantine: dict[str, str] = field(default_factory=dict)  # table -> why its merges are held
     _history: dict[str, list[ExecutedPlan]] = field(default_factory=dict)  # filled from commits
     _journal: CatalogChanges = field(default_factory=CatalogChanges)
 
@@ -285,6 +286,21 @@ class SegmentCatalog:
         self._failures[table] = noted(self.failures(table), failure)
         self._journal.marks[table] = self._mark(table)
 
+    def quarantined(self, table: str) -> str | None:
+        """Why the table's merges are held (its merges failed again and again), or None."""
+        return self._quarantine.get(table)
+
+    def quarantine(self, table: str, why: str | None) -> bool:
+        """Hold the table's merges with `why` (None: release them); True when that changed it."""
+        if self._quarantine.get(table) == why:
+            return False
+        if why is None:
+            self._quarantine.pop(table, None)
+        else:
+            self._quarantine[table] = why
+        self._journal.marks[table] = self._mark(table)
+        return True
+
     def debt_outlook(self, table: str) -> str | None:
         return self._debts.get(table)
 
@@ -308,6 +324,7 @@ class SegmentCatalog:
             self.merging_enabled(table),
             self.failures(table),
             self._debts.get(table),
+            self._quarantine.get(table),
         )
 
     @property
@@ -343,6 +360,8 @@ class SegmentCatalog:
                 catalog._failures[table] = mark.failures
             if mark.debt is not None:
                 catalog._debts[table] = mark.debt
+            if mark.quarantine is not None:
+                catalog._quarantine[table] = mark.quarantine
         return catalog
 
     # -- Delta as the truth -----------------------------------------------------

@@ -31,6 +31,7 @@ class TableMark:
     merging: bool = True  # False after `compactor table disable`: no new plan starts
     failures: tuple[Failure, ...] = ()  # the newest failed plans, with their cool-downs
     debt: str | None = None  # the running job's last debt outlook (JSON), for `compactor status`
+    quarantine: str | None = None  # why the table is quarantined (its last error); None: it is not
 
 
 @dataclass

@@ -31,6 +31,9 @@ if TYPE_CHECKING:
 @warehouse_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @click.option(
+    "--top", type=click.IntRange(1), help="List only the N least healthy tables (health, then status)."
+)
+@click.option(
     "--shards", "only_shards", is_flag=True,
     help="Print only the shards: which job runs each, how far behind it is, and its tables.",
 )  # fmt: skip
@@ -45,8 +48,8 @@ if TYPE_CHECKING:
 )  # fmt: skip
 @spark_options
 def status(
-    tables: tuple[str, ...], config_path: Path, warehouse: str, as_json: bool, only_shards: bool,
-    bootstrap_servers: str | None, segments_topic: str, checkpoint: str,
+    tables: tuple[str, ...], config_path: Path, warehouse: str, as_json: bool, top: int | None,
+    only_shards: bool, bootstrap_servers: str | None, segments_topic: str, checkpoint: str,
 ) -> None:  # fmt: skip
     """Per table: segments by level and state, what is ready to merge, the last merges, the switch;
     and, for a warehouse run in shards, which job runs each shard, its lag and its tables.
@@ -58,11 +61,13 @@ def status(
     from compactor.delta.spark_store import SparkTableStore
     from compactor.domain.clock import now_utc
     from compactor.domain.columns import SegmentColumns
-    from compactor.observe.status import DeletedRows, render, table_status
+    from compactor.observe.status import DeletedRows, offline_health, render, render_top, table_status
+    from compactor.observe.table_health import least_healthy
     from compactor.rules.due import table_due
     from compactor.rules.engine import evaluate
     from compactor.rules.late_data import summary
     from compactor.stream.lease_log import lease_lines, read_lease_logs
+    from compactor.stream.runner import quarantine_error
 
     project = load_config_file(config_path)
     spark = spark_session("compactor-status", project, (warehouse,))
@@ -96,6 +101,17 @@ def status(
         layout = describe(settings.layout_order)
         deleted = DeletedRows.of(store.row_counts(table).values(), settings.purge_deleted_ratio)
         commits = store.commit_path(table)
+        quarantine = quarantine_error(mark.quarantine)[0] if mark and mark.quarantine else None
+        health = offline_health(
+            merging,
+            quarantine,
+            ready,
+            failures,
+            deleted,
+            sum(s.bytes for s in segments),
+            settings.max_debt,
+            now,
+        )
         found.append(
             table_status(
                 table,
@@ -111,8 +127,17 @@ def status(
                 layout,
                 deleted,
                 commits,
+                health=health,
             )
         )
+    if top is not None:
+        ranked = least_healthy({s.table: s.health for s in found if s.health is not None}, top)
+        click.echo(
+            json.dumps([{"table": t, **h.to_json()} for t, h in ranked], indent=2)
+            if as_json
+            else render_top(ranked)
+        )
+        return
     if as_json:
         click.echo(json.dumps([s.to_json() for s in found], indent=2))
     else:

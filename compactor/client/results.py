@@ -4,7 +4,11 @@ The job announces a result at least once: a job that restarts may send a
 result again, with the same `plan_id`. The follower drops a `plan_id` it has
 already given out (it remembers the last `window` of them), and commits a
 result's offset only once the caller asks for the next one, so a consumer that
-stops mid-way resumes after the last result it finished with.
+stops mid-way resumes after the last result it finished with. A follower that
+starts again (or is given a partition another member had) first reads back the
+`window` records before the group's committed offset of each partition it is
+given, so a copy the job sent after one the group already handled is dropped
+across the restart too.
 """
 
 from __future__ import annotations
@@ -14,15 +18,17 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Any, Unpack
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from compactor.client.connection import Connection, KafkaOptions
 from compactor.errors import CompactorError
 from compactor.kafka.polling import messages
+from compactor.kafka.results_log import plan_ids_before
 
 log = logging.getLogger(__name__)
 
 DEDUPE_WINDOW = 100_000  # plan ids remembered; a repeat older than this is given out again
+READ_BACK_TIMEOUT_S = 30.0
 
 
 class ResultsFollower:
@@ -62,7 +68,33 @@ class ResultsFollower:
             "auto.offset.reset": "earliest" if from_beginning else "latest",
         }
         self._consumer = Consumer(self.connection.kafka.librdkafka(**settings))
-        self._consumer.subscribe([results_topic])
+        self._consumer.subscribe([results_topic], on_assign=self._assigned)
+
+    def _assigned(self, consumer: Any, partitions: list[TopicPartition]) -> None:
+        """Remember the plan ids the group already handled on the partitions given to it."""
+        try:
+            committed = consumer.committed(partitions, timeout=READ_BACK_TIMEOUT_S)
+        except KafkaException as exc:
+            log.warning("results: could not read the committed offsets back (%s); repeats may pass", exc)
+            return
+        for position in committed:
+            if position.offset is None or position.offset <= 0:
+                continue  # nothing handled there yet
+            try:
+                seen = plan_ids_before(
+                    self.connection.kafka,
+                    self.connection.codec,
+                    position.partition,
+                    position.offset,
+                    self.window,
+                )
+            except (KafkaException, CompactorError) as exc:
+                log.warning(
+                    "results partition %d: not read back (%s); repeats may pass", position.partition, exc
+                )
+                continue
+            for plan_id in seen:
+                self._remember(plan_id)
 
     def follow(self, idle_timeout: float | None = None) -> Iterator[dict[str, Any]]:
         """Each new result, once per `plan_id`; ends when nothing arrived for `idle_timeout`
@@ -91,10 +123,13 @@ class ResultsFollower:
         if plan_id in self._seen:
             self._seen.move_to_end(plan_id)
             return None
+        self._remember(plan_id)
+        return result
+
+    def _remember(self, plan_id: str) -> None:
         self._seen[plan_id] = None
         if len(self._seen) > self.window:
             self._seen.popitem(last=False)
-        return result
 
     def _commit(self) -> None:
         message, self._given = self._given, None

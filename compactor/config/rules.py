@@ -43,25 +43,41 @@ class Sealing(Frozen):
         return value
 
 
+def cron_expression(schedule: str) -> str:
+    """A schedule as croniter reads it. Standard cron (five fields; a sixth gives seconds) is
+    taken as it is; Quartz's form, as Pinot writes it (seconds first, `?` for "no specific
+    value" in day-of-month or day-of-week, an optional year, days of the week numbered 1-7 from
+    Sunday), is turned into it: `0 */30 * * * ?` -> `*/30 * * * * 0`."""
+    fields = schedule.split()
+    if "?" not in schedule and len(fields) != 7:
+        return schedule
+    if len(fields) not in (6, 7):
+        return schedule  # not Quartz's either: croniter says why
+    seconds, minutes, hours, day, month, weekday = fields[:6]
+    weekday = re.sub(r"\d", lambda d: str((int(d.group()) - 1) % 7), weekday)  # Quartz counts from 1
+    return " ".join(f.replace("?", "*") for f in (minutes, hours, day, month, weekday, seconds))
+
+
 class RuleBase(Frozen):
     """What every rule takes: when it runs on its own (each load, or only when asked), and a
     cron `schedule` on which it also runs (`0 2 * * *`: nightly at 02:00 UTC; a sixth field
-    gives seconds)."""
+    gives seconds; Quartz's form, seconds first, as Pinot writes it: `0 */30 * * * ?`)."""
 
     trigger: Trigger = "on_load"
     """`on_load`: evaluated on every completion event; `manual`: only when asked
     (`compactor request --rule`) or on its `schedule`."""
     schedule: str | None = None
-    """A cron expression (UTC; a sixth field gives seconds) on which the rule also runs, e.g.
-    `0 2 * * *` for nightly at 02:00; fires missed while the job was down are not made up."""
+    """A cron expression (UTC) on which the rule also runs, e.g. `0 2 * * *` for nightly at 02:00
+    (a sixth field gives seconds), or Quartz's form as Pinot writes it, seconds first with `?`
+    (`0 */30 * * * ?`: every 30 minutes); fires missed while the job was down are not made up."""
 
     @field_validator("schedule")
     @classmethod
     def _cron(cls, value: str | None) -> str | None:
-        if value is not None and not croniter.is_valid(value):
+        if value is not None and not croniter.is_valid(cron_expression(value)):
             raise ValueError(
                 f"schedule {value!r} is not a cron expression (minute hour day month weekday, "
-                "and optionally seconds as a sixth field)"
+                "optionally seconds as a sixth field; or Quartz's seconds-first form with `?`)"
             )
         return value
 
@@ -99,9 +115,9 @@ class MinorRule(RuleBase):
     level_thresholds: tuple[int, int] = (4, 3)
     """`[x, y]`: every x level-0 segments (in load order) merge into a level-1 segment, every y
     level-1 segments into a final level-2 one; 0 disables a level, 1 is refused."""
-    cores_while_compacting: int | None = Field(default=None, ge=1)
-    """CarbonData's `carbon.number.of.cores.while.compacting`: the rule's merges run in a Spark FAIR
-    pool named after the rule with this minShare; null: Spark's default pool."""
+    cores_while_compacting: int | None = Field(default=2, ge=1)
+    """CarbonData's `carbon.number.of.cores.while.compacting` (its default: 2): the rule's merges
+    run in a Spark FAIR pool named after the rule with this minShare; null: Spark's default pool."""
 
     @field_validator("level_thresholds")
     @classmethod
@@ -128,8 +144,9 @@ class MajorRule(RuleBase):
     size_threshold: ByteSize = 1024 << 20
     """Oldest first, a segment that would bring the running total to or above this size is
     skipped; what was collected (at least two segments) merges."""
-    cores_while_compacting: int | None = Field(default=None, ge=1)
-    """As for `minor`: the merges run in a Spark FAIR pool named `major` with this minShare."""
+    cores_while_compacting: int | None = Field(default=2, ge=1)
+    """As for `minor` (default 2): the merges run in a Spark FAIR pool named `major` with this
+    minShare; null: Spark's default pool."""
 
 
 ScaleProfile = Literal["I", "II", "III"]

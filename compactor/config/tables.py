@@ -260,6 +260,17 @@ class OperationsConfig(Frozen):
     unless `spark.default.parallelism` is set) less one, at least one, so that a big merge leaves
     a core to the stream's micro-batches and the small merges beside it (Spark does not take a
     core back from a running task)."""
+    merge_timeout_floor: Duration = timedelta(minutes=10)
+    """A merge is given at least this long before it counts as hung."""
+    merge_timeout_per_gib: Duration = timedelta(minutes=10)
+    """And this much more per GiB of input: a merge running past floor + its GiB x this (at most
+    `merge_timeout`) is cancelled (its Spark jobs), counted, and tried again after its cool-down."""
+    merge_timeout: Duration = timedelta(hours=6)
+    """The longest any merge may run before it is cancelled, however big."""
+    quarantine_after: int | None = Field(default=5, ge=1)
+    """A table whose merges fail this many times in a row (each cool-down twice the last, up to
+    16 times `cool_down`) is quarantined with its last error: no attempt until its config
+    changes or an operator enables it again (`compactor table enable`); null: never."""
     driver_merge_max_bytes: ByteSizeOrZero = 16 << 20
     """A plain merge of at most this many input bytes (written as one file) is read and written by
     the driver with Arrow, with no Spark job, when its inputs allow (no deletion vectors, exact
@@ -273,7 +284,12 @@ class OperationsConfig(Frozen):
     made (a DELETE, a load without an event), so that a table with no events of its own is
     still checked, and its deleted rows purged (one file lookup per table)."""
 
-    @field_validator("cool_down", "check_other_writers_every")
+    def merge_time_bound(self, input_bytes: int) -> timedelta:
+        """How long a merge of `input_bytes` may run before it counts as hung."""
+        grown = self.merge_timeout_floor + self.merge_timeout_per_gib * (input_bytes / (1 << 30))
+        return min(grown, self.merge_timeout)
+
+    @field_validator("cool_down", "check_other_writers_every", "merge_timeout_floor", "merge_timeout")
     @classmethod
     def _positive(cls, value: timedelta) -> timedelta:
         if value <= timedelta(0):

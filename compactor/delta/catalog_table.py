@@ -342,6 +342,7 @@ class DeltaCatalogStore:
             segment=json.dumps({
                 "failures": [f.to_dict() for f in mark.failures],
                 "debt": json.loads(mark.debt) if mark.debt else None,
+                "quarantine": mark.quarantine,
             }),
         )  # fmt: skip
 
@@ -363,7 +364,7 @@ def _lost_race(exc: BaseException) -> bool:
 
 
 def _mark_extras(text: str | None) -> dict[str, Any]:
-    """A mark row's failures and debt outlook (a bare list: failures, as first stored)."""
+    """A mark row's failures, debt outlook and quarantine (a bare list: failures, as first stored)."""
     doc = json.loads(text or "[]")
     if isinstance(doc, list):
         doc = {"failures": doc}
@@ -371,6 +372,7 @@ def _mark_extras(text: str | None) -> dict[str, Any]:
     return {
         "failures": tuple(Failure.from_dict(f) for f in doc.get("failures") or ()),
         "debt": json.dumps(debt, sort_keys=True) if debt is not None else None,
+        "quarantine": doc.get("quarantine"),
     }
 
 

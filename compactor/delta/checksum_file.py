@@ -27,7 +27,7 @@ from __future__ import annotations
 import bisect
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pyspark.sql import SparkSession
 
@@ -35,9 +35,6 @@ from compactor.delta.features import features
 from compactor.delta.files import HadoopFiles, jvm_class
 from compactor.delta.live_files import LiveFile, LiveFiles
 from compactor.delta.plan_transactions import RETENTION_PROPERTY
-
-if TYPE_CHECKING:
-    from compactor.delta.transaction import DirectTransaction
 
 # Fields a derived checksum keeps; the others (the list of every file, the histogram of deleted
 # rows, the previous transaction's id) are optional and left out rather than guessed.
@@ -57,16 +54,21 @@ KEPT = (
 
 
 def write_checksum_after(
-    txn: DirectTransaction, version: int, added: Sequence[dict[str, Any]], removed: Sequence[LiveFile]
+    spark: SparkSession,
+    path: str,
+    read_version: int,
+    version: int,
+    added: Sequence[dict[str, Any]],
+    removed: Sequence[LiveFile],
 ) -> bool:
-    """Write `version`'s checksum from the transaction's read version's: `added` are the `add`
-    actions of new files, `removed` the files the commit removed (files it re-added under
+    """Write `version`'s checksum from `read_version`'s (the transaction's): `added` are the
+    `add` actions of new files, `removed` the files the commit removed (files it re-added under
     another segment change nothing). False when there was nothing to derive it from."""
-    if version != txn.read_version + 1:
+    if version != read_version + 1:
         return False
-    files = HadoopFiles(txn.spark)
-    log_uri = f"{txn.path.rstrip('/')}/_delta_log"
-    previous = files.read_text(f"{log_uri}/{txn.read_version:020d}.crc")
+    files = HadoopFiles(spark)
+    log_uri = f"{path.rstrip('/')}/_delta_log"
+    previous = files.read_text(f"{log_uri}/{read_version:020d}.crc")
     if previous is None:
         return False
     checksum = derive(json.loads(previous), added, removed)
@@ -74,7 +76,7 @@ def write_checksum_after(
     if "inCommitTimestamp" in info:
         checksum["inCommitTimestampOpt"] = info["inCommitTimestamp"]
     files.write_text(f"{log_uri}/{version:020d}.crc", json.dumps(checksum, separators=(",", ":")))
-    forget_snapshot(txn.spark, txn.path)
+    forget_snapshot(spark, path)
     return True
 
 

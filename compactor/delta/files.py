@@ -38,6 +38,7 @@ class HadoopFiles:
 
     def __init__(self, spark: SparkSession) -> None:
         self._jvm: Any = spark._jvm
+        self._gateway: Any = spark.sparkContext._gateway
         self._conf = spark._jsc.hadoopConfiguration()
         # finding a path's file system is a round trip too: once per scheme and authority (as
         # Hadoop caches them), so a file lookup costs two round trips, not nine
@@ -98,9 +99,12 @@ class HadoopFiles:
             stream.close()
 
     def write_text(self, uri: str, text: str) -> None:
-        """Write the file whole. Local disks: written by Python (no JVM round trips) and renamed
-        over the target; HDFS: a temporary file renamed over the target, so a crash leaves the
-        old file or the new one; object stores: one PUT, atomic already. The
+        """Write the file whole, replacing it in one step: readers see the old text or the new,
+        never no file. Local disks: written by Python (no JVM round trips) and renamed over the
+        target; object stores: one PUT, atomic already; HDFS and other file systems: a
+        temporary file renamed over the target by Hadoop's `FileContext` (`Rename.OVERWRITE`:
+        atomic on HDFS; other file systems replace as Hadoop does for them), which fails loudly
+        rather than report a rename that did not happen. The
         temporary file's name is the writer's own: two jobs may write one file at once (the
         warehouse's shard record, at their start), and the last rename wins."""
         local = self.local_path(uri)
@@ -117,8 +121,21 @@ class HadoopFiles:
         finally:
             out.close()
         if target is None:
-            fs.delete(path, False)
-            fs.rename(staging, path)
+            try:
+                self._replace(staging, path)
+            except Exception:
+                fs.delete(staging, False)  # the target is as it was: no staging file left behind
+                raise
+
+    def _replace(self, staging: Any, path: Any) -> None:
+        """`staging` renamed over `path` (HDFS: in one atomic step; elsewhere Hadoop's own
+        replacement), or an exception: a rename that fails is never taken for done."""
+        files = jvm_class(self._jvm, "org.apache.hadoop.fs.FileContext")
+        context = files.getFileContext(path.toUri(), self._conf)
+        rename = jvm_class(self._jvm, "org.apache.hadoop.fs.Options$Rename")
+        options = self._gateway.new_array(rename, 1)
+        options[0] = rename.OVERWRITE
+        context.rename(staging, path, options)
 
     def write_bytes(self, uri: str, data: bytes) -> None:
         """Write a new file whole (a data file no reader sees until a commit names it: no staging)."""

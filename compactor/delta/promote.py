@@ -76,7 +76,7 @@ def promote(
     metadata = commit_metadata("merge", [output], plan.input_ids, plan, False, exact_sizes=True)
     guard()
     version = txn.commit(new_files, small, False, metadata, plan.input_ids, keep_checksum=False)
-    write_checksum_after(txn, version, added=written, removed=small)
+    write_checksum_after(txn.spark, txn.path, txn.read_version, version, added=written, removed=small)
     duration_ms = int((time.monotonic() - started) * 1000)
     return Commit(version, (output,), records, size, duration_ms, already_done=False, data_change=False)
 

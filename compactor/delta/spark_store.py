@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -43,6 +43,7 @@ from compactor.errors import CompactorError, Fenced, LogGap
 POOL_PROPERTY = "spark.scheduler.pool"
 DESCRIPTION_PROPERTY = "spark.job.description"  # shown with the job in the UI and event log
 JOB_GROUP_PROPERTY = "spark.jobGroup.id"
+INTERRUPT_PROPERTY = "spark.job.interruptOnCancel"
 # a commit's Spark jobs run in a group of their own: counted by the benchmarks, cancellable
 MERGE_JOB_GROUP_PREFIX = "compactor-merge-"
 
@@ -72,6 +73,7 @@ class SparkTableStore:
         self._live: dict[str, LiveFileIndex] = {}
         self._plan_ids = PlanTransactionExpiry(spark)
         self._fenced = threading.Event()
+        self._cancelled: set[str] = set()  # plans cancelled as hung
 
     def log(self, table: str) -> DeltaLogReader:
         """The table's log reader, kept for the job's life: each commit is read once."""
@@ -145,6 +147,7 @@ class SparkTableStore:
             self._local(POOL_PROPERTY, settings.spark_pool(plan.rule, plan.pool)),
             self._local(DESCRIPTION_PROPERTY, label),
             self._local(JOB_GROUP_PROPERTY, MERGE_JOB_GROUP_PREFIX + plan.plan_id),
+            self._local(INTERRUPT_PROPERTY, "true"),  # a cancelled merge's tasks are interrupted
             conflicts_as_commit_conflict(),
         ):
             committed = self._execute(plan, settings, load_order)
@@ -155,10 +158,21 @@ class SparkTableStore:
     def fence(self) -> None:
         self._fenced.set()
 
-    def _guard(self) -> None:
-        """Called right before each Delta commit: none after the shard was lost."""
-        if self._fenced.is_set():
-            raise Fenced("the shard's lease was lost: nothing is committed for it any more")
+    def cancel(self, plan_id: str) -> None:
+        self._cancelled.add(plan_id)
+        self.spark.sparkContext.cancelJobGroup(MERGE_JOB_GROUP_PREFIX + plan_id)
+
+    def _guard(self, plan_id: str) -> Callable[[], None]:
+        """Called right before each Delta commit: none after the shard was lost, or for a plan
+        cancelled as hung."""
+
+        def guard() -> None:
+            if self._fenced.is_set():
+                raise Fenced("the shard's lease was lost: nothing is committed for it any more")
+            if plan_id in self._cancelled:
+                raise Fenced(f"plan {plan_id} was cancelled as hung: it commits nothing")
+
+        return guard
 
     def _execute(self, plan: MergePlan, settings: TableSettings, load_order: LoadOrder | None) -> Commit:
         live = self.live_files(plan.table)
@@ -180,7 +194,7 @@ class SparkTableStore:
                 order=settings.layout_order,
                 whole=settings.upsert is not None,  # seed 004: an upsert table stays M:1
                 live=live,
-                guard=self._guard,
+                guard=self._guard(plan.plan_id),
             )
         return execute_merge(
             self.spark,
@@ -196,7 +210,7 @@ class SparkTableStore:
             self.merge_write_tasks(),
             live,
             self.driver_max_bytes,
-            self._guard,
+            self._guard(plan.plan_id),
         )
 
     def commit_path(self, table: str) -> str:

@@ -85,6 +85,10 @@ class TableStore(Protocol):
         several threads at once, for plans of different tables or disjoint plans of one.
         `Fenced` once `fence` was called, however far the commit had got."""
 
+    def cancel(self, plan_id: str) -> None:
+        """Stop a hung merge: its Spark jobs are cancelled, and its commit, if it would still
+        come, raises `Fenced` instead."""
+
     def fence(self) -> None:
         """Commit nothing more: the shard these tables belong to was lost (a commit about to
         be made raises `Fenced` instead)."""

@@ -8,6 +8,7 @@ broker that does not answer, makes the caller announce again (results stay at le
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
 from collections.abc import Collection
@@ -43,6 +44,20 @@ def results_on_topic(
 def _read_back(settings: KafkaSettings, codec: Codec, table: str, wanted: set[str], depth: int) -> set[str]:
     topic = settings.results_topic
     partition = partition_of(table, partition_count(settings, topic, timeout=TIMEOUT_S))
+    return plan_ids_before(settings, codec, partition, None, depth, key=table) & wanted
+
+
+def plan_ids_before(
+    settings: KafkaSettings,
+    codec: Codec,
+    partition: int,
+    end: int | None,
+    depth: int = DEPTH,
+    key: str | None = None,
+) -> set[str]:
+    """The plan ids of the results among the `depth` records of a partition of the results topic
+    before offset `end` (None: its end), those keyed `key` only when given."""
+    topic = settings.results_topic
     consumer = Consumer(
         settings.librdkafka(
             **{"group.id": f"compactor-readback-{uuid.uuid4().hex}", "enable.auto.commit": False}
@@ -51,21 +66,18 @@ def _read_back(settings: KafkaSettings, codec: Codec, table: str, wanted: set[st
     found: set[str] = set()
     try:
         low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=TIMEOUT_S)
-        if high <= low:
+        stop = high if end is None or end < 0 else min(end, high)
+        if stop <= low:
             return found
-        consumer.assign([TopicPartition(topic, partition, max(low, high - depth))])
+        consumer.assign([TopicPartition(topic, partition, max(low, stop - depth))])
         while True:
             message = consumer.poll(TIMEOUT_S)
             if message is None:
                 raise CompactorError(f"no record of {topic}/{partition} in {TIMEOUT_S:.0f}s")
-            if message.error() is None and message.key() == table.encode():
-                try:
-                    plan_id = codec.decode_merge_result(message.value() or b"")["plan_id"]
-                except CompactorError:
-                    plan_id = None  # not a result we can read: not one of ours
-                if plan_id in wanted:
-                    found.add(plan_id)
-            if message.error() is None and (message.offset() or 0) >= high - 1:
+            if message.error() is None and (key is None or message.key() == key.encode()):
+                with contextlib.suppress(CompactorError):  # not a result we can read: not one of ours
+                    found.add(str(codec.decode_merge_result(message.value() or b"")["plan_id"]))
+            if message.error() is None and (message.offset() or 0) >= stop - 1:
                 return found
     finally:
         consumer.close()

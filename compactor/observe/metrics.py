@@ -22,6 +22,7 @@ from prometheus_client.registry import Collector
 
 from compactor.domain.events import MergeResult, MergeStatus
 from compactor.domain.segments import Segment
+from compactor.observe.health_collector import HealthCollector
 from compactor.observe.late_gauges import LateDataCollector
 from compactor.stream.control import Control
 from compactor.stream.debt_trend import Objective, ingest_hours
@@ -89,6 +90,20 @@ class JobMetrics:
             PHASE_BUCKETS, "table",
         )  # fmt: skip
         self.retries = _counter(r, "compactor_merge_retries", "Merge commits tried again.", "table")
+        self.cancelled = _counter(
+            r, "compactor_merges_cancelled", "Merges cancelled for running past their time bound.", "table"
+        )
+        self.redelivered = _counter(
+            r, "compactor_events_redelivered",
+            "Events of segments already tracked or merged away (seed 003: partitions sourced that are already tracked).",
+            "table",
+        )  # fmt: skip
+        self.quarantines = _counter(
+            r,
+            "compactor_quarantines",
+            "Times a table was quarantined after its merges failed in a row.",
+            "table",
+        )
         self.active_merges = _gauge(r, "compactor_active_merges", "Merges being committed now.")
         self.busy_seconds = _counter(
             r,
@@ -207,6 +222,15 @@ class JobMetrics:
         self.conflicts_lost.labels(table).inc()
         self.retries.labels(table).inc()
 
+    def on_cancelled(self, table: str) -> None:
+        self.cancelled.labels(table).inc()
+
+    def on_redelivered(self, table: str) -> None:
+        self.redelivered.labels(table).inc()
+
+    def on_quarantine(self, table: str) -> None:
+        self.quarantines.labels(table).inc()
+
     def on_dead_letter(self, reason: str) -> None:
         self.dead_letters.labels(reason).inc()
 
@@ -235,6 +259,7 @@ class JobMetrics:
                 state.clock,
             )
         )
+        self.registry.register(HealthCollector(state))
         self.registry.register(  # tables that do not seal report no late data
             LateDataCollector(
                 lambda: [(t, catalog.segments(t), configs.for_table(t).rules) for t in catalog.table_names]

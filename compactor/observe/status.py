@@ -6,13 +6,14 @@ import json
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from compactor.catalog.changes import CommitRecord
 from compactor.catalog.failures import Failure
 from compactor.domain.plans import MergePlan
 from compactor.domain.segments import RowCount, Segment
+from compactor.observe.table_health import TableFacts, TableHealth, assess
 from compactor.rules.due import Due
 
 LAST_MERGES = 5
@@ -57,6 +58,7 @@ class TableStatus:
     layout: str | None = None  # the order its rewrites apply (`zorder(a,b)`); None: rows as read
     deleted: DeletedRows | None = None  # rows other writers deleted that its files still hold
     commits: str | None = None  # how its merges commit: "direct", or the fallback and why
+    health: TableHealth | None = None  # its state in a word, and its score
 
     def to_json(self) -> dict[str, Any]:
         by_level = Counter((s.level, str(s.state)) for s in self.segments)
@@ -89,6 +91,7 @@ class TableStatus:
             "layout": self.layout,
             "deleted_rows": self.deleted.to_json() if self.deleted else None,
             "commits": self.commits,
+            **(self.health.to_json() if self.health else {}),
         }  # fmt: skip
 
 
@@ -106,12 +109,58 @@ def table_status(
     layout: str | None = None,
     deleted: DeletedRows | None = None,
     commits: str | None = None,
+    health: TableHealth | None = None,
 ) -> TableStatus:
     merges = [c for c in reversed(history) if c.op in {"merge", "refresh"}][:LAST_MERGES]
     return TableStatus(
         table, merging, segments, ready, merges, failures, now, json.loads(debt) if debt else None, late, due,
-        layout, deleted, commits,
+        layout, deleted, commits, health,
     )  # fmt: skip
+
+
+def offline_health(
+    merging: bool,
+    quarantine: str | None,
+    ready: Sequence[MergePlan],
+    failures: Sequence[Failure],
+    deleted: DeletedRows | None,
+    total_bytes: int,
+    max_debt: timedelta | None,
+    now: datetime,
+) -> TableHealth:
+    """The table's word and score as `compactor status` sees it, from what the job saved (what
+    runs right now is the running job's to say: its metrics and console)."""
+    inputs = [s for p in ready for s in p.inputs]
+    cooling = [f for f in failures if f.until > now]
+    waiting = (
+        f"cooling down after a failure until {min(f.until for f in cooling).isoformat()}"
+        if inputs and cooling
+        else None
+    )
+    oldest = min((s.loaded_at for s in inputs), default=None)
+    return assess(
+        TableFacts(
+            merging_enabled=merging,
+            quarantine=quarantine,
+            waiting=waiting,
+            awaiting_segments=len(inputs),
+            awaiting_bytes=sum(s.bytes for s in inputs),
+            total_bytes=total_bytes,
+            hidden_rows=deleted.rows if deleted else 0,
+            stored_rows=deleted.stored if deleted else 0,
+            purge_ratio=deleted.purge_ratio if deleted else None,
+            oldest_wait=now - oldest if oldest else None,
+            objective=max_debt,
+        )
+    )
+
+
+def render_top(healths: Sequence[tuple[str, TableHealth]]) -> str:
+    """The least healthy tables, one line each: score, table, status."""
+    width = max((len(t) for t, _ in healths), default=5)
+    lines = [f"least healthy {len(healths)} table(s):", f"  health  {'table':<{width}}  status"]
+    lines += [f"  {h.score:>6}  {t:<{width}}  {h.word}" for t, h in healths]
+    return "\n".join(lines)
 
 
 def due_json(due: Due | None) -> dict[str, Any] | None:
@@ -123,6 +172,8 @@ def render(status: TableStatus) -> str:
     lines = [
         f"table {status.table}: merging {doc['merging']}, {doc['segments']} segment(s), {doc['bytes']} bytes"
     ]
+    if status.health is not None:
+        lines.append(f"  status: {status.health.word}; health {status.health.score}/100")
     lines += [f"  level {e['level']} {e['state']}: {e['segments']}" for e in doc["by_level_and_state"]]
     waiting = sum(p["inputs"] for p in doc["ready"])
     lines.append(f"  ready to merge now: {len(doc['ready'])} plan(s) over {waiting} segment(s)")

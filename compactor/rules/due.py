@@ -26,7 +26,7 @@ from datetime import UTC, datetime, timedelta
 from croniter import croniter
 
 from compactor.config.off_peak import OffPeak
-from compactor.config.rules import BinPackRule
+from compactor.config.rules import BinPackRule, cron_expression
 from compactor.config.tables import TableSettings
 from compactor.domain.columns import Floats, SegmentColumns
 
@@ -78,7 +78,7 @@ def _sources(
                 at = _first_after(segments.end + pool.max_age.total_seconds(), now_ts)
                 found.append(_at(at, f"a segment ages out of pool {pool.name} ({pool.max_age})"))
         if rule.schedule is not None:
-            fire = croniter(rule.schedule, since).get_next(datetime)
+            fire = croniter(cron_expression(rule.schedule), since).get_next(datetime)
             found.append(Due(max(fire, now), f"schedule {rule.schedule!r} of rule {rule.rule}", rule.rule))
     # a segment is in a pool from `end + min_age` on, but in these windows up to and including
     # their edge: it is out only just after it

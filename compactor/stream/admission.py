@@ -130,7 +130,8 @@ class Admission:
         table = segment.table
         known = self.catalog.get(table, segment.id)
         if known is None and self._retired_before(segment):
-            return  # a re-delivered event of a segment merged away since
+            self._redelivered(table)  # a re-delivered event of a segment merged away since
+            return
         if known is not None and segment.origin is not Origin.LOAD:
             return  # our own merge or refresh output
         settings = self.configs.for_table(table)
@@ -158,8 +159,16 @@ class Admission:
                 log.info("table %s: segment %s %s recorded", table, segment.id, segment.range)
                 if segment.origin is Origin.LOAD:
                     self.state.control.on_load(segment, self.state.clock())
+            elif known is not None:
+                self._redelivered(table)  # the same load announced again
         except InvalidSegmentError as exc:
             raise Rejected(DeadLetterReason.DUPLICATE_SEGMENT_ID, str(exc)) from None
+
+    def _redelivered(self, table: str) -> None:
+        """An event of a segment already tracked (seed 003's "partitions sourced that are already
+        tracked"): counted, nothing else to do."""
+        self.state.stats.redelivered_events += 1
+        self.state.metrics.on_redelivered(table)
 
     def _retired_before(self, segment: Segment) -> bool:
         """Was this id merged away already? True for an exact re-delivery of its event; a

@@ -71,6 +71,7 @@ def assemble(
     for table in catalog.table_names:  # a merge in flight at a crash is planned again; due times derived
         due.set(table, Due(started, "the job started: every table is attempted once"), started)
     cool_down = CoolDown(clock, operations.cool_down, catalog, due)
+    cool_down.quarantine_after = operations.quarantine_after
     inflight = _inflight(config, store, workers, slots, shard)
     handler = BatchHandler(
         state,

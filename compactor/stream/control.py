@@ -42,6 +42,30 @@ class Control:
         self._lock = threading.Lock()
         self._debt: dict[str, dict[str, tuple[Segment, ...]]] = {}  # table -> plan id -> inputs
         self._lag: float | None = None  # events behind, as the query's last progress said
+        self._running: dict[str, int] = {}  # table -> merges in flight
+        self._waiting: dict[str, str] = {}  # table -> why its ready merges have not started
+
+    def on_started(self, table: str) -> None:
+        with self._lock:
+            self._running[table] = self._running.get(table, 0) + 1
+
+    def on_finished(self, table: str) -> None:
+        with self._lock:
+            left = self._running.get(table, 0) - 1
+            if left > 0:
+                self._running[table] = left
+            else:
+                self._running.pop(table, None)
+
+    def on_waiting(self, reasons: dict[str, str]) -> None:
+        """Why each table with merges ready has not started them (replaces the last report)."""
+        with self._lock:
+            self._waiting = dict(reasons)
+
+    def activity(self, table: str) -> tuple[int, str | None]:
+        """(merges in flight, why its ready merges wait) for the table's status word."""
+        with self._lock:
+            return self._running.get(table, 0), self._waiting.get(table)
 
     def on_load(self, segment: Segment, now: datetime) -> None:
         self.ingest.add(segment.table, segment.bytes, now)

@@ -26,7 +26,7 @@ from compactor.catalog.store import CatalogStore
 from compactor.domain.events import MergeStatus
 from compactor.domain.plans import MergePlan
 from compactor.domain.segments import Segment
-from compactor.errors import DeliveryError, Rejected
+from compactor.errors import DeliveryError, MergeCancelled, Rejected
 from compactor.rules.due import Due
 from compactor.stream.admission import Admission, table_of
 from compactor.stream.announcer import Announcer
@@ -36,7 +36,7 @@ from compactor.stream.inflight import Finished, InFlight
 from compactor.stream.planning import TablePlanner
 from compactor.stream.purging import OtherWriters, Purges, purge_segments, written_since
 from compactor.stream.recovery import Unread, catch_up
-from compactor.stream.runner import Runner, RunOutcome
+from compactor.stream.runner import Runner, RunOutcome, config_fingerprint, quarantine_error
 from compactor.stream.state import StreamState
 from compactor.stream.sub_partition_delete import delete_value
 from compactor.stream.triggers import DeadLetter, Envelope, Trigger
@@ -118,6 +118,7 @@ class BatchHandler:
         an attempt and those due with time (a bounded number per tick, so a batch waits no
         longer), start what waits for a slot, and save what that changed."""
         with self.lock:
+            self._cancel_hung()
             self.advance()
             due = [] if self._draining else self.planner.due.pop_due(self.state.clock(), DUE_PER_TICK)
             for table, when in due:
@@ -307,13 +308,16 @@ class BatchHandler:
         return started
 
     def _offer_ready(self) -> None:
+        """Tell the job's slots what this shard has ready, and the status why the rest waits."""
         settings = self.state.configs.for_table
-        self.inflight.demand(
-            {
-                p.table: settings(p.table).spark_pool(p.rule, p.pool)
-                for p in self.waiting.ready(self._startable)
-            }
-        )
+        ready = self.waiting.ready(self._startable)
+        self.inflight.demand({p.table: settings(p.table).spark_pool(p.rule, p.pool) for p in ready})
+        reasons = {}
+        for table in self.waiting.tables():
+            first = self.waiting.waiting(table)[0]
+            why = self.inflight.blocked(first, settings(table).spark_pool(first.rule, first.pool))
+            reasons[table] = why or "its turn for a merge slot (fair share)"
+        self.state.control.on_waiting(reasons)
 
     def _startable(self, plan: MergePlan) -> bool:
         settings = self.state.configs.for_table(plan.table)
@@ -331,7 +335,11 @@ class BatchHandler:
             return finished
 
         with state.metrics.phase("commit"):  # with inline workers the merge runs here
-            return self.inflight.start(plan, settings.spark_pool(plan.rule, plan.pool), job)
+            state.control.on_started(plan.table)
+            started = self.inflight.start(plan, settings.spark_pool(plan.rule, plan.pool), job)
+        if not started:
+            state.control.on_finished(plan.table)
+        return started
 
     def _collect(self) -> int:
         """Record, then announce, the merges that finished (each table's in commit order)."""
@@ -344,7 +352,10 @@ class BatchHandler:
     def _finish(self, finished: Finished) -> None:
         """Into the catalog; its result queued for announcing."""
         plan, state = finished.plan, self.state
+        state.control.on_finished(plan.table)
         outcome = self.runner.record(finished)
+        if state.catalog.quarantined(plan.table) is not None:
+            self.waiting.drop(plan.table)  # its queued plans would fail as this one did
         if outcome.stale:  # a concurrent writer changed the inputs: plan again, once
             self.recounted(catch_up(state.store, state.catalog, plan.table, state.unannounced, check=True))
             self._owed.add(plan.table)
@@ -368,15 +379,21 @@ class BatchHandler:
             self._collect()
 
     def _dispatch(self, trigger: Trigger) -> None:
-        """A merging switch first; then the trigger's work, unless merging is off for the table."""
+        """A merging switch first; then the trigger's work, unless merging is off for the table
+        or it is quarantined."""
         table, catalog = trigger.table, self.state.catalog
         if trigger.merging is not None:
             state = "on" if trigger.merging else "off"
             if catalog.switch_merging(table, trigger.merging):
                 log.warning("table %s: merging turned %s by an operator", table, state)
+            if trigger.merging and catalog.quarantine(table, None):
+                self.planner.cool_down.succeeded(table)
+                log.warning("table %s: released from quarantine by an operator", table)
             if not trigger.merging:
-                self.waiting.drop(table)  # merges already running finish
-                return
+                return  # merges running and plans already queued still run (seed 003)
+        if self._quarantined(table):
+            self.state.stats.quarantined_attempts += 1
+            return
         if not catalog.merging_enabled(table):
             self.state.stats.disabled_attempts += 1
             if trigger.origin == "request":
@@ -385,6 +402,36 @@ class BatchHandler:
                 )
             return
         self._guarded(trigger)
+
+    def _cancel_hung(self) -> None:
+        """Cancel each merge running past its time bound (its Spark jobs, and any commit it would
+        still make): it is reported failed, so its slot is freed and it cools down and is tried
+        again, and a table that keeps hanging is quarantined like any that keeps failing."""
+        now = time.monotonic()
+        for plan, since in self.inflight.running_since():
+            bound = self.state.configs.project.operations.merge_time_bound(plan.bytes_in).total_seconds()
+            if now - since <= bound:
+                continue
+            why = (
+                f"ran {now - since:.0f}s, past its bound of {bound:.0f}s for {plan.bytes_in} bytes; cancelled"
+            )
+            log.error("plan %s of table %s %s", plan.plan_id, plan.table, why)
+            self.state.store.cancel(plan.plan_id)
+            self.inflight.abandon(plan.plan_id, MergeCancelled(why))
+            self.state.metrics.on_cancelled(plan.table)
+
+    def _quarantined(self, table: str) -> bool:
+        """Is the table quarantined? A config change since releases it."""
+        note = self.state.catalog.quarantined(table)
+        if note is None:
+            return False
+        _, fingerprint = quarantine_error(note)
+        if fingerprint is not None and fingerprint != config_fingerprint(self.state.configs.for_table(table)):
+            self.state.catalog.quarantine(table, None)
+            self.planner.cool_down.succeeded(table)
+            log.warning("table %s: released from quarantine: its config changed", table)
+            return False
+        return True
 
     def _guarded(self, trigger: Trigger) -> None:
         """One event's work; an internal failure is logged and counted, not fatal, and the

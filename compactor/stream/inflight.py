@@ -224,6 +224,8 @@ class _Running:
     plan: MergePlan
     pool: str | None
     finished: Finished | None = None  # set when the worker reported
+    since: float = field(default_factory=time.monotonic)
+    abandoned: bool = False  # cancelled as hung: whatever its worker reports later is ignored
 
 
 @dataclass
@@ -309,7 +311,25 @@ class InFlight:
             error = done.exception()
             finished = Finished(plan, failure=error) if error is not None else done.result()
         with self._changed:
+            running = self._running.get(plan.plan_id)
+            if running is None or running.abandoned:
+                return  # cancelled as hung: its outcome was reported then
             self._reported.append(finished)
+            self._changed.notify_all()
+
+    def running_since(self) -> list[tuple[MergePlan, float]]:
+        """The merges running, each with when it started (monotonic seconds)."""
+        return [(r.plan, r.since) for r in self._running.values() if r.finished is None and not r.abandoned]
+
+    def abandon(self, plan_id: str, failure: BaseException) -> None:
+        """Report a hung merge as failed now: its slot and inputs are freed when the failure is
+        taken, and whatever its worker reports later is ignored."""
+        with self._changed:
+            running = self._running.get(plan_id)
+            if running is None or running.abandoned or running.finished is not None:
+                return
+            running.abandoned = True
+            self._reported.append(Finished(running.plan, failure=failure))
             self._changed.notify_all()
 
     # -- what finished ------------------------------------------------------------------------

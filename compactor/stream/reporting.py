@@ -42,6 +42,15 @@ class MetricsSink(Protocol):
     def on_conflict(self, table: str) -> None:
         """Another writer won a commit race; the merge is tried again."""
 
+    def on_cancelled(self, table: str) -> None:
+        """A merge ran past its time bound and was cancelled."""
+
+    def on_redelivered(self, table: str) -> None:
+        """An event announced a segment already tracked (or merged away since)."""
+
+    def on_quarantine(self, table: str) -> None:
+        """The table's merges failed too often in a row: it is quarantined."""
+
     def on_dead_letter(self, reason: str) -> None: ...
 
     def on_vacuum(self, table: str) -> None: ...
@@ -84,6 +93,15 @@ class NoMetrics:
         yield
 
     def on_conflict(self, table: str) -> None:
+        pass
+
+    def on_cancelled(self, table: str) -> None:
+        pass
+
+    def on_redelivered(self, table: str) -> None:
+        pass
+
+    def on_quarantine(self, table: str) -> None:
         pass
 
     def on_dead_letter(self, reason: str) -> None:

@@ -10,6 +10,8 @@ event.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -24,7 +26,7 @@ from compactor.delta.store import LoadOrder
 from compactor.domain.events import MergeResult, MergeStatus
 from compactor.domain.plans import Commit, MergePlan
 from compactor.domain.segments import Segment
-from compactor.errors import CommitConflict, StalePlan
+from compactor.errors import CommitConflict, MergeCancelled, StalePlan
 from compactor.stream.faults import AFTER_BOOKKEEPING, AFTER_COMMIT, AFTER_PLANNING, fault_point
 from compactor.stream.inflight import Finished
 from compactor.stream.planning import CoolDown
@@ -119,14 +121,9 @@ class Runner:
             state.stats.replans += 1
             return replace(self._unsuccessful(plan, MergeStatus.SKIPPED, finished.stale), stale=True)
         if finished.commit is None:
-            error = finished.failure or RuntimeError("the merge reported neither a commit nor a failure")
-            log.error(
-                "plan %s failed; not tried again for %s", plan.plan_id, self.cool_down.period, exc_info=error
-            )
-            state.stats.failed_merges += 1
-            self.cool_down.start(plan.plan_id, plan.table, _short(error), plan.rule)
-            return self._unsuccessful(plan, MergeStatus.FAILED, _short(error))
+            return self._failed(plan, finished.failure)
         commit = finished.commit
+        self.cool_down.succeeded(plan.table)
         state.catalog.apply(PlanApplied(plan, commit.outputs, commit.version, commit.data_change))
         fault_point(AFTER_BOOKKEEPING)
         if commit.already_done:
@@ -140,6 +137,32 @@ class Runner:
         )  # fmt: skip
         upsert = plan.rule == RuleName.UPSERT_COMPACTION
         return RunOutcome(MergeResult.succeeded(plan, commit, state.clock(), upsert), commit.outputs)
+
+    def _failed(self, plan: MergePlan, failure: BaseException | None) -> RunOutcome:
+        """A failed plan: cooled down longer with each failure of its table in a row, and the
+        table quarantined with this error once the streak reaches `quarantine_after`."""
+        state = self.state
+        error = failure or RuntimeError("the merge reported neither a commit nor a failure")
+        state.stats.failed_merges += 1
+        if isinstance(error, MergeCancelled):
+            state.stats.cancelled_merges += 1
+        self.cool_down.start(plan.plan_id, plan.table, _short(error), plan.rule, failed=True)
+        streak = self.cool_down.streak(plan.table)
+        if self.cool_down.quarantines(plan.table):
+            why = quarantine_note(_short(error), config_fingerprint(state.configs.for_table(plan.table)))
+            if state.catalog.quarantine(plan.table, why):
+                state.metrics.on_quarantine(plan.table)
+                log.error(
+                    "table %s quarantined after %d failed merges in a row (last: %s); no attempt until "
+                    "its config changes or `compactor table enable %s`",
+                    plan.table, streak, _short(error), plan.table, exc_info=error,
+                )  # fmt: skip
+        else:
+            log.error(
+                "plan %s failed (%d in a row for table %s); tried again after its cool-down",
+                plan.plan_id, streak, plan.table, exc_info=error,
+            )  # fmt: skip
+        return self._unsuccessful(plan, MergeStatus.FAILED, _short(error))
 
     def _unsuccessful(self, plan: MergePlan, status: MergeStatus, why: str) -> RunOutcome:
         return RunOutcome(MergeResult.unsuccessful(plan, status, why, self.state.clock()))
@@ -178,3 +201,22 @@ class Runner:
 def _short(exc: BaseException) -> str:
     text = f"{type(exc).__name__}: {exc}"
     return text if len(text) <= 2000 else text[:2000] + "..."
+
+
+def config_fingerprint(settings: TableSettings) -> str:
+    """A short digest of a table's settings: a quarantine ends when it changes."""
+    return hashlib.sha256(settings.model_dump_json().encode()).hexdigest()[:16]
+
+
+def quarantine_note(error: str, fingerprint: str) -> str:
+    """What a quarantined table's mark keeps: the error, and the config it failed under."""
+    return json.dumps({"error": error, "config": fingerprint})
+
+
+def quarantine_error(note: str) -> tuple[str, str | None]:
+    """(error, config fingerprint) of a quarantine note."""
+    try:
+        doc = json.loads(note)
+    except json.JSONDecodeError:
+        return note, None
+    return str(doc.get("error", note)), doc.get("config")

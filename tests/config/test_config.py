@@ -515,3 +515,38 @@ def test_files_are_promoted_over_half_the_write_target_unless_switched_off() -> 
     assert config.for_table("big").promote_files_over == 1 << 30
     with pytest.raises(ConfigError, match="promote_files_over"):
         load_config({"defaults": {"promote_files_over": 0}})
+
+
+def test_seed_004s_quartz_schedule_is_accepted_beside_standard_cron() -> None:
+    """Pinot writes schedules in Quartz's form (seconds first, `?`): `0 */30 * * * ?`."""
+    from datetime import UTC, datetime
+
+    from croniter import croniter
+
+    from compactor.config.rules import cron_expression
+
+    config = load_config({"defaults": {"rules": [{"rule": "minor", "schedule": "0 */30 * * * ?"}]}})
+    (rule,) = config.for_table("t").rules
+    assert rule.schedule == "0 */30 * * * ?"
+    fires = croniter(cron_expression(rule.schedule), datetime(2026, 1, 1, 0, 10, tzinfo=UTC))
+    assert [fires.get_next(datetime).minute for _ in range(3)] == [30, 0, 30]
+    assert cron_expression("0 15 10 ? * 6") == "15 10 * * 5 0", "Quartz's 6 (Friday) is cron's 5"
+    assert cron_expression("0 2 * * *") == "0 2 * * *"
+    with pytest.raises(ConfigError, match="Quartz's seconds-first form"):
+        load_config({"defaults": {"rules": [{"rule": "minor", "schedule": "0 61 * * * ?"}]}})
+
+
+def test_carbondata_rules_run_in_a_pool_with_two_cores_by_default() -> None:
+    """Seed 002: `carbon.number.of.cores.while.compacting` defaults to 2."""
+    from compactor.delta.session import _fair_pools_file
+
+    settings = load_config({"defaults": {"rules": [{"rule": "minor"}, {"rule": "major"}]}}).for_table("t")
+    assert settings.spark_pool("minor", None) == "minor" and settings.spark_pool("major", None) == "major"
+    assert {n: r.min_share for n, r in settings.spark_pools().items()} == {"minor": 2, "major": 2}
+    xml = _fair_pools_file(settings.spark_pools(), None).read_text()
+    assert (
+        '<pool name="minor"><schedulingMode>FAIR</schedulingMode><weight>1</weight><minShare>2</minShare>'
+        in xml
+    )
+    off = load_config({"defaults": {"rules": [{"rule": "minor", "cores_while_compacting": None}]}})
+    assert off.for_table("t").spark_pool("minor", None) is None

@@ -78,6 +78,23 @@ def test_the_follower_gives_each_merge_once_and_resumes_after_what_it_handled(
     assert follow(kafka, "failing") == ids, "a result whose handling raised is given out again"
 
 
+def test_a_restarted_follower_hands_out_a_plan_sent_again_after_it_only_once(
+    kafka_bootstrap: str, unique: Callable[[str], str]
+) -> None:
+    """The job re-sends result 0 after the follower handled it and stopped: the restarted follower
+    reads back what its group handled before its committed offset and drops the copy."""
+    kafka = make_kafka(kafka_bootstrap, unique)
+    ensure_topics(kafka, kafka.topics)
+    ids = [
+        make_plan("t", "minor", [seg(f"a{n}", "2024-01-01"), seg(f"b{n}", "2024-01-02")]).plan_id
+        for n in range(3)
+    ]
+    send(kafka, kafka.results_topic, [result(0), result(1)])
+    assert follow(kafka, "cache") == ids[:2]
+    send(kafka, kafka.results_topic, [result(0), result(2)])  # a copy of 0, from a restarted job
+    assert follow(kafka, "cache") == ids[2:], "the copy of plan 0 is recognised across the restart"
+
+
 def test_events_tail_decodes_each_topic_and_reports_a_bad_record_in_one_line(
     kafka_bootstrap: str, unique: Callable[[str], str], tmp_path: Path
 ) -> None:

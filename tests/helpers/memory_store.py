@@ -52,6 +52,7 @@ class InMemoryTableStore:
     keyed: dict[str, dict[str, list[tuple[int, object, int]]]] = field(default_factory=dict)
     key_reads: list[tuple[str, tuple[str, ...] | None]] = field(default_factory=list)  # None: all
     fenced: threading.Event = field(default_factory=threading.Event)  # fence(): commit nothing more
+    cancelled: list[str] = field(default_factory=list)  # plan ids cancel() was called for
     _lock: threading.RLock = field(default_factory=threading.RLock)
 
     # -- setting up ---------------------------------------------------------------
@@ -193,6 +194,10 @@ class InMemoryTableStore:
 
     def fence(self) -> None:
         self.fenced.set()
+
+    def cancel(self, plan_id: str) -> None:
+        with self._lock:
+            self.cancelled.append(plan_id)
 
     def committed_version(self, table: str, plan_id: str) -> int | None:
         with self._lock:

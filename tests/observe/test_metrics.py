@@ -174,6 +174,13 @@ def test_the_grafana_dashboard_plots_only_metrics_the_job_exports(harness: Harne
     exported = (
         declared | {f"{name}_bucket" for name in declared} | set(re.findall(r"^(compactor_\w+)", text, re.M))
     )
+    # the job's lease is served beside the shards' metrics (observe.shard_metrics)
+    from compactor.kafka.lease import ControllerLease
+    from compactor.kafka.settings import KafkaSettings
+    from compactor.observe.shard_metrics import lease_families
+
+    lease = ControllerLease(KafkaSettings("127.0.0.1:1", segments_topic="s"), "/wh")
+    exported |= {sample.name for family in lease_families(lease) for sample in family.samples}
     dashboard = json.loads((Path(__file__).parents[2] / "ops" / "grafana-dashboard.json").read_text())
     used = {
         name

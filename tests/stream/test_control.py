@@ -47,3 +47,44 @@ def test_a_request_names_one_thing(harness: Harness) -> None:
         harness.codec.decode_input(harness.codec.encode_compaction_requested(both))
     decoded = harness.codec.decode_input(switch(harness, False))
     assert isinstance(decoded, CompactionRequested) and decoded.merging is False
+
+
+def test_disabling_a_table_lets_its_queued_merges_run_and_starts_no_new_one(harness: Harness) -> None:
+    """Seed 003: "disabling merge will immediately stop new merge jobs ... but any merge jobs already
+    in the queue will still run"."""
+    import threading
+
+    from compactor.stream.inflight import thread_workers
+
+    for table in ("busy", "t"):
+        harness.store.create(table)
+    held = harness.store.gates["busy"] = threading.Event()
+    config = {**MINOR, "operations": {"max_concurrent_merges": 1}}
+    handler = harness.handler(config, thread_workers(1))
+    handler.process(harness.loaded(*(harness.day(i, sid=f"busy{i}", table="busy") for i in range(3))))
+    handler.process(harness.loaded(harness.day(0), harness.day(1), harness.day(2)))  # queued: no slot
+    assert handler.waiting.tables() == ["t"]
+    handler.process([harness.envelope(switch(harness, False))])
+    assert handler.waiting.tables() == ["t"], "the queued merge stays queued"
+    held.set()
+    handler.settle()
+    assert sorted(r["table"] for r in harness.results() if r["status"] is MergeStatus.SUCCEEDED) == [
+        "busy",
+        "t",
+    ]
+    handler.process(harness.loaded(*(harness.day(i) for i in range(3, 6))))
+    assert len(harness.results()) == 2, "no new merge of the disabled table"
+
+
+def test_an_event_of_a_segment_already_tracked_is_counted_as_redelivered(harness: Harness) -> None:
+    harness.store.create("t")
+    handler = harness.handler(MINOR)
+    first = harness.loaded(harness.day(0))
+    handler.process(first)
+    handler.process(first)  # the same event again (a producer's retry)
+    handler.process(harness.loaded(harness.day(1), harness.day(2)))  # merged away: d00 retired
+    handler.process(first)  # and once more, after the merge
+    assert handler.state.stats.redelivered_events == 2
+    sample = handler.state.metrics.registry.get_sample_value
+    assert sample("compactor_events_redelivered_total", {"table": "t"}) == 2
+    assert harness.dead() == [], "a re-delivery is not an error"

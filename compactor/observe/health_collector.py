@@ -1,0 +1,105 @@
+"""Each table's status word and health score as metrics, from the running job's state at scrape
+time; and the time each table has spent in each state (counted between scrapes)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from compactor.errors import Rejected
+from compactor.observe.table_health import TableFacts, TableHealth, assess
+from compactor.stream.runner import quarantine_error
+from compactor.stream.state import StreamState
+
+
+def live_facts(state: StreamState, table: str) -> TableFacts:
+    """What the job knows of the table now: its switch, quarantine, merges running and waiting,
+    its debt (what the rules would merge now), the rows other writers deleted."""
+    catalog = state.catalog
+    try:
+        settings = state.configs.for_table(table)
+        purge, objective = settings.purge_deleted_ratio, settings.max_debt
+    except Rejected:
+        purge, objective = None, None
+    segments = catalog.segments(table)
+    running, waiting = state.control.activity(table)
+    debt = state.control.debt(table)
+    note = catalog.quarantined(table)
+    stored = sum(max(0, s.records) + s.deleted for s in segments)
+    return TableFacts(
+        merging_enabled=catalog.merging_enabled(table),
+        quarantine=quarantine_text(note) if note is not None else None,
+        running=running,
+        waiting=waiting,
+        awaiting_segments=debt.segments,
+        awaiting_bytes=debt.bytes,
+        total_bytes=sum(s.bytes for s in segments),
+        hidden_rows=sum(s.deleted for s in segments),
+        stored_rows=stored,
+        purge_ratio=purge,
+        oldest_wait=state.clock() - debt.oldest_loaded_at if debt.oldest_loaded_at else None,
+        objective=objective,
+    )
+
+
+def quarantine_text(note: str) -> str:
+    return quarantine_error(note)[0]
+
+
+class HealthCollector(Collector):
+    """`compactor_table_health`, `compactor_table_state` and `compactor_table_state_seconds`."""
+
+    def __init__(self, state: StreamState, clock: Callable[[], float] = time.monotonic) -> None:
+        self.state = state
+        self.clock = clock
+        self._seen: dict[str, tuple[str, float]] = {}  # table -> (its state, when last seen)
+        self._seconds: dict[tuple[str, str], float] = {}
+        self._lock = threading.Lock()
+
+    def healths(self) -> dict[str, TableHealth]:
+        found = {}
+        for _ in range(10):  # the batch thread may change the catalog while it is read
+            try:
+                found = {t: assess(live_facts(self.state, t)) for t in list(self.state.catalog.table_names)}
+                break
+            except RuntimeError:
+                time.sleep(0.01)
+        return found
+
+    def collect(self) -> Iterator[Metric]:
+        healths = self.healths()
+        now = self.clock()
+        with self._lock:
+            for table, health in healths.items():
+                previous = self._seen.get(table)
+                if previous is not None:
+                    key = (table, previous[0])
+                    self._seconds[key] = self._seconds.get(key, 0.0) + now - previous[1]
+                self._seen[table] = (health.state, now)
+            seconds = dict(self._seconds)
+        score = GaugeMetricFamily(
+            "compactor_table_health",
+            "The table's health, 0 (worst) to 100 (see `compactor status`).",
+            labels=["table"],
+        )
+        word = GaugeMetricFamily(
+            "compactor_table_state",
+            "1 for the table's state now: merged, awaiting, merging, waiting, quarantined or disabled.",
+            labels=["table", "state"],
+        )
+        for table, health in sorted(healths.items()):
+            score.add_metric([table], health.score)
+            word.add_metric([table, health.state], 1.0)
+        spent = CounterMetricFamily(
+            "compactor_table_state_seconds", "Time the table has spent in each state (between scrapes).",
+            labels=["table", "state"],
+        )  # fmt: skip
+        for (table, state), total in sorted(seconds.items()):
+            spent.add_metric([table, state], total)
+        yield score
+        yield word
+        yield spent
