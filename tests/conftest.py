@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -64,6 +65,10 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def spark() -> Iterator[object]:
     from compactor.delta.session import build_spark
+
+    # Python UDFs (a test's hung merge) run in this interpreter, with its packages, not whatever
+    # `python3` is first on the PATH
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
     # with the S3A and GCS connectors, so that tests on an object store's server use the same session
     session = build_spark("compactor-tests", master="local[2]", locations=("s3a://tests", "gs://tests"))

@@ -73,7 +73,8 @@ class SparkTableStore:
         self._live: dict[str, LiveFileIndex] = {}
         self._plan_ids = PlanTransactionExpiry(spark)
         self._fenced = threading.Event()
-        self._cancelled: set[str] = set()  # plans cancelled as hung
+        self._attempts: dict[str, threading.Event] = {}  # plan id -> its running attempt's cancel
+        self._attempts_lock = threading.Lock()
 
     def log(self, table: str) -> DeltaLogReader:
         """The table's log reader, kept for the job's life: each commit is read once."""
@@ -149,8 +150,9 @@ class SparkTableStore:
             self._local(JOB_GROUP_PROPERTY, MERGE_JOB_GROUP_PREFIX + plan.plan_id),
             self._local(INTERRUPT_PROPERTY, "true"),  # a cancelled merge's tasks are interrupted
             conflicts_as_commit_conflict(),
+            self._attempt(plan.plan_id) as guard,
         ):
-            committed = self._execute(plan, settings, load_order)
+            committed = self._execute(plan, settings, load_order, guard)
         live = self.live_files(plan.table)
         self._plan_ids.settle(plan.table, table_uri(self.warehouse, plan.table), live.legacy_app_ids())
         return committed
@@ -159,22 +161,41 @@ class SparkTableStore:
         self._fenced.set()
 
     def cancel(self, plan_id: str) -> None:
-        self._cancelled.add(plan_id)
+        with self._attempts_lock:
+            attempt = self._attempts.get(plan_id)
+        if attempt is not None:
+            attempt.set()
         self.spark.sparkContext.cancelJobGroup(MERGE_JOB_GROUP_PREFIX + plan_id)
 
-    def _guard(self, plan_id: str) -> Callable[[], None]:
-        """Called right before each Delta commit: none after the shard was lost, or for a plan
-        cancelled as hung."""
+    @contextlib.contextmanager
+    def _attempt(self, plan_id: str) -> Iterator[Callable[[], None]]:
+        """One attempt of a plan, and the guard called right before its Delta commit: none after
+        the shard was lost, or once this attempt was cancelled as hung (a later attempt of the
+        same plan is not)."""
+        cancelled = threading.Event()
+        with self._attempts_lock:
+            self._attempts[plan_id] = cancelled
 
         def guard() -> None:
             if self._fenced.is_set():
                 raise Fenced("the shard's lease was lost: nothing is committed for it any more")
-            if plan_id in self._cancelled:
-                raise Fenced(f"plan {plan_id} was cancelled as hung: it commits nothing")
+            if cancelled.is_set():
+                raise Fenced(f"plan {plan_id} was cancelled as hung: this attempt commits nothing")
 
-        return guard
+        try:
+            yield guard
+        finally:
+            with self._attempts_lock:
+                if self._attempts.get(plan_id) is cancelled:
+                    del self._attempts[plan_id]
 
-    def _execute(self, plan: MergePlan, settings: TableSettings, load_order: LoadOrder | None) -> Commit:
+    def _execute(
+        self,
+        plan: MergePlan,
+        settings: TableSettings,
+        load_order: LoadOrder | None,
+        guard: Callable[[], None],
+    ) -> Commit:
         live = self.live_files(plan.table)
         if plan.rule == RuleName.REFRESH:
             rule = next((r for r in settings.rules if isinstance(r, RefreshRule)), None)
@@ -194,7 +215,7 @@ class SparkTableStore:
                 order=settings.layout_order,
                 whole=settings.upsert is not None,  # seed 004: an upsert table stays M:1
                 live=live,
-                guard=self._guard(plan.plan_id),
+                guard=guard,
             )
         return execute_merge(
             self.spark,
@@ -210,7 +231,7 @@ class SparkTableStore:
             self.merge_write_tasks(),
             live,
             self.driver_max_bytes,
-            self._guard(plan.plan_id),
+            guard,
         )
 
     def commit_path(self, table: str) -> str:

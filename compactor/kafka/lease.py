@@ -239,6 +239,7 @@ class ControllerLease:
         failures = 0
         while not self._stop.is_set():
             consumer = self._consumer()
+            self._coordinator_seen = time.monotonic()  # a new consumer's stats start from now
             try:
                 consumer.subscribe(
                     [self.topic], on_assign=self._assigned, on_revoke=self._revoked, on_lost=self._lost
@@ -285,6 +286,7 @@ class ControllerLease:
         for shard in gained:  # cooperative: an increment; empty when a rebalance left ours unchanged
             self.changes.put(ShardChange(shard, gained=True))
         if gained:
+            self._coordinator_seen = time.monotonic()  # just assigned: the coordinator answered
             self.held.set()
             log.info("holding shard(s) %s of %s as %s", gained, self.group, self.identity)
             if self._outage_since is not None:

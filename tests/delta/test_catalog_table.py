@@ -60,7 +60,11 @@ def test_saved_changes_come_back_folded_and_retired_segments_are_found_by_id(
     assert (mark.failures, loaded.marks["u"].failures) == ((), (FAILED,)), "and the failures"
     assert (mark.debt, loaded.marks["u"].debt) == (None, '{"stuck": true}'), "and the debt outlook"
     # a mark row written before the debt outlook held a bare list of failures
-    assert catalog_table._mark_extras(json.dumps([FAILED.to_dict()])) == {"failures": (FAILED,), "debt": None}
+    assert catalog_table._mark_extras(json.dumps([FAILED.to_dict()])) == {
+        "failures": (FAILED,),
+        "debt": None,
+        "quarantine": None,
+    }
     (found,) = store.retired("t", ["a", "b"]).values()
     assert found == RetiredSegment.of(a, "plan-1") and found.same_event(a)
 

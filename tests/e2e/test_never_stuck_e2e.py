@@ -65,7 +65,7 @@ def test_a_hung_merge_is_cancelled_and_the_table_merges_afterwards(
 
     def hanging(source: DataFrame, *args: Any) -> Any:
         if hung.pop("once", False):  # the first merge's Spark job sleeps in a Python UDF
-            sleepy = F.udf(lambda _: time.sleep(3600) is None, BooleanType())
+            sleepy = F.udf(lambda _: time.sleep(3600) is None, BooleanType(), useArrow=False)
             source = source.where(sleepy(F.lit(1)))
         return layout(source, *args)
 
