@@ -12,7 +12,7 @@ FAKE_GCS := .tools/fake-gcs-server
 FAKE_GCS_MODULE := github.com/fsouza/fake-gcs-server@v1.56.1
 TOOLS := $(TOXIPROXY) $(FAKE_GCS)
 
-.PHONY: demo test nightly unit lint tools bench-smoke docs docs-build
+.PHONY: demo check test nightly unit lint tools bench-smoke docs docs-build
 
 $(STAMP): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -41,8 +41,13 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
+# The tests that need no Kafka, Spark or object store (tests/conftest.py marks any test that asks
+# for one as integration), the layout test among them; the nightly ones are left to `nightly`.
 unit: $(STAMP)
-	$(VENV)/bin/python -m pytest -m "not integration" -q
+	$(VENV)/bin/python -m pytest -q -n 2 -m "not integration and not nightly"
+
+# The edit loop: ruff, mypy and the unit tests, about a minute on two cores. `make test` before a push.
+check: lint unit
 
 # The object stores' connectors are resolved once, before the test workers would each fetch them.
 # Three workers, each with its own Spark and broker: on two cores the e2e tests spend much of

@@ -49,8 +49,11 @@ class TimedJob:
         self.spawned = time.monotonic()
         self.process = subprocess.Popen(
             [COMPACTOR, "run", *args, "--metrics-port", str(self.port), "--metrics-host", "127.0.0.1"],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-        )  # fmt: skip
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
@@ -132,9 +135,22 @@ def restart_figures(
     prefix = f"restart-{uuid.uuid4().hex[:8]}"
     kafka = KafkaSettings(bootstrap, f"{prefix}-segments", f"{prefix}-results", f"{prefix}-dead")
     checkpoint = root / "restart-checkpoint"
-    args = ["--config", str(config), "--warehouse", warehouse, "--checkpoint", str(checkpoint),
-            "--bootstrap-servers", bootstrap, "--segments-topic", kafka.segments_topic,
-            "--results-topic", kafka.results_topic, "--dead-letter-topic", kafka.dead_letter_topic]  # fmt: skip
+    args = [
+        "--config",
+        str(config),
+        "--warehouse",
+        warehouse,
+        "--checkpoint",
+        str(checkpoint),
+        "--bootstrap-servers",
+        bootstrap,
+        "--segments-topic",
+        kafka.segments_topic,
+        "--results-topic",
+        kafka.results_topic,
+        "--dead-letter-topic",
+        kafka.dead_letter_topic,
+    ]
     rows: list[dict[str, Any]] = []
     for n, start in enumerate(("cold start", "restart after SIGKILL", "restart as a newcomer")):
         send_load(spark, kafka, warehouse, n + 1)

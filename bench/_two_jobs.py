@@ -22,7 +22,7 @@ def shard_setup(config: Any, kafka: Any, warehouse: Path, shard: int) -> Any:
     from compactor.delta.shard_record import ShardRecord
     from compactor.kafka.shards import ShardLayout
     from compactor.stream.assemble import job_slots
-    from compactor.stream.inflight import thread_workers
+    from compactor.stream.merging.workers import thread_workers
     from compactor.stream.spark_shard import shard_of_job
 
     layout = ShardLayout(kafka.segments_topic, SHARDS, SHARDS)
@@ -51,9 +51,11 @@ def two_job_drain(
     shutil.copytree(work / "template", run / "warehouse")
     prefix = f"cap-{uuid.uuid4().hex[:8]}"
     kafka = KafkaSettings(
-        bootstrap, segments_topic=f"{prefix}-segments", results_topic=f"{prefix}-results",
+        bootstrap,
+        segments_topic=f"{prefix}-segments",
+        results_topic=f"{prefix}-results",
         dead_letter_topic=f"{prefix}-dead",
-    )  # fmt: skip
+    )
     ensure_topics(kafka, [kafka.segments_topic], partitions=SHARDS)
     producer = EventProducer(kafka)  # keyed by table, Kafka's partitioner: each table in its shard
     producer.send_all([(kafka.segments_topic, t, bytes.fromhex(v), None) for t, v in events])
@@ -62,10 +64,19 @@ def two_job_drain(
 
     def one(shard: int) -> None:
         results[shard] = run_worker(
-            "drain", run / f"result-{shard}.json", bootstrap=bootstrap, prefix=prefix,
-            warehouse=run / "warehouse", segments_file=work / "drain-events.json", concurrency=concurrency,
-            level=level, timeout=7200, master="local[1]", shard=shard, produced=1,
-        )  # fmt: skip
+            "drain",
+            run / f"result-{shard}.json",
+            bootstrap=bootstrap,
+            prefix=prefix,
+            warehouse=run / "warehouse",
+            segments_file=work / "drain-events.json",
+            concurrency=concurrency,
+            level=level,
+            timeout=7200,
+            master="local[1]",
+            shard=shard,
+            produced=1,
+        )
 
     try:
         threads = [threading.Thread(target=one, args=(shard,)) for shard in range(SHARDS)]
@@ -83,11 +94,20 @@ def two_job_drain(
     segments = sum(j["segments"] for j in jobs)
     cpu = sum(j["cpu_seconds"] for j in jobs)
     return {
-        "concurrency": concurrency, "master": f"{SHARDS} jobs x local[1]", "tables": sum(j["tables"] for j in jobs),
-        "segments": segments, "merges": merges, "failed": sum(j["failed"] for j in jobs),
-        "recovery_seconds": max(j["recovery_seconds"] for j in jobs), "seconds": seconds,
-        "merges_per_s": merges / seconds, "segments_per_s": segments / seconds, "cpu_seconds": cpu,
-        "cpu_seconds_per_merge": cpu / merges, "peak_rss_mib": sum(j["peak_rss_mib"] for j in jobs),
+        "concurrency": concurrency,
+        "master": f"{SHARDS} jobs x local[1]",
+        "tables": sum(j["tables"] for j in jobs),
+        "segments": segments,
+        "merges": merges,
+        "failed": sum(j["failed"] for j in jobs),
+        "recovery_seconds": max(j["recovery_seconds"] for j in jobs),
+        "seconds": seconds,
+        "merges_per_s": merges / seconds,
+        "segments_per_s": segments / seconds,
+        "cpu_seconds": cpu,
+        "cpu_seconds_per_merge": cpu / merges,
+        "peak_rss_mib": sum(j["peak_rss_mib"] for j in jobs),
         "phases": {p: sum(j["phases"][p] for j in jobs) for p in jobs[0]["phases"]},
-        "batches": sum(j["batches"] for j in jobs), "jobs": jobs,
-    }  # fmt: skip
+        "batches": sum(j["batches"] for j in jobs),
+        "jobs": jobs,
+    }

@@ -187,7 +187,7 @@ def _job(
     handler = build_handler(
         spark, config, warehouse, kafka, EventProducer(kafka), metrics=metrics, shard=job_shard
     )
-    metrics.watch(handler.state)
+    metrics.watch(handler.view())
     return spark, handler, metrics, time.perf_counter() - began, job_shard
 
 
@@ -229,25 +229,23 @@ def drain_worker(args: Any) -> dict[str, Any]:
             trigger_interval=TRIGGER,
             shard=shard,
         )
-        while handler.state.stats.merges < tables or handler.inflight.running():
+        while handler.stats.merges < tables or handler.merges.inflight.running():
             if not query.isActive:
                 raise RuntimeError(f"the streaming query stopped: {query.exception()}")
             if time.perf_counter() - t0 > args.timeout:
-                raise TimeoutError(
-                    f"{handler.state.stats.merges} of {tables} merges after {args.timeout:.0f}s"
-                )
+                raise TimeoutError(f"{handler.stats.merges} of {tables} merges after {args.timeout:.0f}s")
             time.sleep(0.05)
         seconds, cpu, ended_at = time.perf_counter() - t0, tree.cpu() - cpu0, time.time()
     query.stop()
     handler.drain(60)
-    merges = handler.state.stats.merges
+    merges = handler.stats.merges
     return {
         "concurrency": args.concurrency,
         "master": args.master,
         "tables": tables,
         "segments": len(segments),
         "merges": merges,
-        "failed": handler.state.stats.failed_merges,
+        "failed": handler.stats.failed_merges,
         "recovery_seconds": recovery,
         "seconds": seconds,
         "merges_per_s": merges / seconds,
@@ -291,7 +289,7 @@ def steady_worker(args: Any) -> dict[str, Any]:
     def sample_debt() -> None:
         while not stop.wait(1.0):
             with handler.lock:  # the catalog as the job's thread leaves it
-                catalog = handler.state.catalog
+                catalog = handler.catalog
                 unmerged = sum(1 for t in catalog.table_names for s in catalog.segments(t) if s.level == 0)
             debt.append((time.time() - began, unmerged))
 
@@ -316,7 +314,7 @@ def steady_worker(args: Any) -> dict[str, Any]:
         next_at += 1 / args.rate
         time.sleep(max(0.0, next_at - time.time()))
     deadline = time.time() + args.timeout
-    while handler.inflight.running() or (big_sent is not None and not _merged(warehouse / "big")):
+    while handler.merges.inflight.running() or (big_sent is not None and not _merged(warehouse / "big")):
         if time.time() > deadline:
             break
         time.sleep(0.2)
@@ -409,9 +407,11 @@ def _kafka_settings(bootstrap: str, prefix: str) -> Any:
     from compactor.kafka.topics import ensure_topics
 
     kafka = KafkaSettings(
-        bootstrap, segments_topic=f"{prefix}-segments", results_topic=f"{prefix}-results",
+        bootstrap,
+        segments_topic=f"{prefix}-segments",
+        results_topic=f"{prefix}-results",
         dead_letter_topic=f"{prefix}-dead",
-    )  # fmt: skip
+    )
     ensure_topics(kafka, [kafka.segments_topic, kafka.results_topic, kafka.dead_letter_topic])
     return kafka
 
@@ -483,7 +483,7 @@ def recover_worker(args: Any) -> dict[str, Any]:
     kafka = _kafka_settings(args.bootstrap, args.prefix)
     _, handler, _, seconds, _ = _job(args.master or "local[2]", 1, args.level, Path(args.warehouse), kafka)
     handler.close()
-    return {"recovery_seconds": seconds, "tables": len(handler.state.catalog.table_names)}
+    return {"recovery_seconds": seconds, "tables": len(handler.catalog.table_names)}
 
 
 def orchestrate(args: Any) -> None:
@@ -509,9 +509,13 @@ def measure(
     began = time.perf_counter()
     events = prepare(work / "template", tables, segments)
     recovered = run_worker(
-        "recover", work / "recover.json", bootstrap=bootstrap, prefix="cap-recover",
-        warehouse=work / "template", level=segments,
-    )  # fmt: skip
+        "recover",
+        work / "recover.json",
+        bootstrap=bootstrap,
+        prefix="cap-recover",
+        warehouse=work / "template",
+        level=segments,
+    )
     print(
         f"  {time.perf_counter() - began:.0f}s (the job's first start-up: {recovered['recovery_seconds']:.0f}s)"
     )
@@ -521,15 +525,21 @@ def measure(
     for master, c in runs:
         drains.append(drain_run(work, bootstrap, master, c, segments))
         d = drains[-1]
-        print(f"drain {master} c={c}: {d['merges']} merges in {d['seconds']:.1f}s = {d['merges_per_s']:.2f} merges/s, "
-              f"{d['cpu_seconds_per_merge']:.2f} CPU-s/merge, peak RSS {d['peak_rss_mib']:.0f} MiB", flush=True)  # fmt: skip
+        print(
+            f"drain {master} c={c}: {d['merges']} merges in {d['seconds']:.1f}s = {d['merges_per_s']:.2f} merges/s, "
+            f"{d['cpu_seconds_per_merge']:.2f} CPU-s/merge, peak RSS {d['peak_rss_mib']:.0f} MiB",
+            flush=True,
+        )
         if "spark_work" in d:
             print(f"  {describe_work(d['spark_work'])}", flush=True)
     # the same drain by two jobs of one core each, sharing the warehouse in two shards
     drains.append(two_job_drain(work, bootstrap, segments, 2, run_worker, events))
     two, one = drains[-1], next(d for d in drains if d["concurrency"] == 4 and d["master"] == "local[2]")
-    print(f"drain 2 jobs x local[1], c=2 each: {two['merges_per_s']:.2f} merges/s "
-          f"({two['merges_per_s'] / one['merges_per_s']:.2f}x one job on local[2] at c=4)", flush=True)  # fmt: skip
+    print(
+        f"drain 2 jobs x local[1], c=2 each: {two['merges_per_s']:.2f} merges/s "
+        f"({two['merges_per_s'] / one['merges_per_s']:.2f}x one job on local[2] at c=4)",
+        flush=True,
+    )
     base = next(d for d in drains if d["concurrency"] == 1 and d["master"] == "local[2]")
     rate = base["merges_per_s"] / 2
     template = steady_template(work, bootstrap, tables, quick)
@@ -544,9 +554,14 @@ def drain_run(work: Path, bootstrap: str, master: str, concurrency: int, level: 
     run = work / name
     shutil.copytree(work / "template", run / "warehouse")
     options: dict[str, Any] = dict(
-        bootstrap=bootstrap, prefix=f"cap-{uuid.uuid4().hex[:8]}", warehouse=run / "warehouse",
-        segments_file=work / "drain-events.json", concurrency=concurrency, level=level, timeout=7200,
-    )  # fmt: skip
+        bootstrap=bootstrap,
+        prefix=f"cap-{uuid.uuid4().hex[:8]}",
+        warehouse=run / "warehouse",
+        segments_file=work / "drain-events.json",
+        concurrency=concurrency,
+        level=level,
+        timeout=7200,
+    )
     try:
         if master == "cluster":
             from compactor.dev.spark_cluster import standalone_cluster
@@ -585,14 +600,27 @@ def steady_run(
     shutil.copytree(template, run / "warehouse")
     seconds, big_at = (30.0, 10.0) if quick else (240.0, 90.0)
     result = run_worker(
-        "steady", run / "result.json", bootstrap=bootstrap, prefix=f"cap-{uuid.uuid4().hex[:8]}",
-        warehouse=run / "warehouse", segments_file=work / "big.json", master="local[2]", concurrency=concurrency,
-        tables=tables, rate=rate, seconds=seconds, big_at=big_at, timeout=900,
-    )  # fmt: skip
+        "steady",
+        run / "result.json",
+        bootstrap=bootstrap,
+        prefix=f"cap-{uuid.uuid4().hex[:8]}",
+        warehouse=run / "warehouse",
+        segments_file=work / "big.json",
+        master="local[2]",
+        concurrency=concurrency,
+        tables=tables,
+        rate=rate,
+        seconds=seconds,
+        big_at=big_at,
+        timeout=900,
+    )
     shutil.rmtree(run, ignore_errors=True)
     b, d = result["event_to_commit_before_ms"], result["event_to_commit_during_big_ms"]
-    print(f"steady c={concurrency} at {rate:.2f} merges/s: p50/p99 before {_ms(b['p50'])}/{_ms(b['p99'])} ms, while the "
-          f"big merge runs {_ms(d['p50'])}/{_ms(d['p99'])} ms; debt slope {result['debt_slope_per_min']:+.2f}/min", flush=True)  # fmt: skip
+    print(
+        f"steady c={concurrency} at {rate:.2f} merges/s: p50/p99 before {_ms(b['p50'])}/{_ms(b['p99'])} ms, while the "
+        f"big merge runs {_ms(d['p50'])}/{_ms(d['p99'])} ms; debt slope {result['debt_slope_per_min']:+.2f}/min",
+        flush=True,
+    )
     return result
 
 
@@ -668,13 +696,17 @@ def report(
     print()
     print(f"target: drain at concurrency 4 >= 2 merges/s: {'met' if at4 >= 2 else 'missed'}")
     print(f"target: speed-up 4 vs 1 >= 1.5x: {'met' if speedup >= 1.5 else 'missed'}")
-    print(f"target: small table p99 event -> commit < 3 s while the 1 GiB merge runs (c=4): "
-          f"{_ms(during)} ms, {'met' if during is not None and during < 3000 else 'missed'}")  # fmt: skip
+    print(
+        f"target: small table p99 event -> commit < 3 s while the 1 GiB merge runs (c=4): "
+        f"{_ms(during)} ms, {'met' if during is not None and during < 3000 else 'missed'}"
+    )
     cpu4 = local[4]["cpu_seconds_per_merge"]
     txns = local[4].get("set_transactions")
     if txns is not None:
-        print(f"target: live SetTransactions after {local[4]['merges']} merges do not grow with them: {txns}, "
-              f"{'met' if txns == 0 else 'missed'}")  # fmt: skip
+        print(
+            f"target: live SetTransactions after {local[4]['merges']} merges do not grow with them: {txns}, "
+            f"{'met' if txns == 0 else 'missed'}"
+        )
     work4 = local[4].get("spark_work") or {}
     print(
         f"target: CPU-seconds per merge at concurrency 4 <= 0.4: {cpu4:.2f}, {'met' if cpu4 <= 0.4 else 'missed'}"
@@ -683,20 +715,32 @@ def report(
         f"target: drain at concurrency 4 >= 3 merges/s (issue 41): {at4:.2f}, {'met' if at4 >= 3 else 'missed'}"
     )
     if work4:
-        print(f"target: Spark jobs per small merge <= 2: {work4['jobs_per_merge']:.2f}, "
-              f"{'met' if work4['jobs_per_merge'] <= 2 else 'missed'}; state rebuilds per merge 0: "
-              f"{work4['state_rebuilds_per_merge']:.2f}, {'met' if work4['state_rebuilds_per_merge'] == 0 else 'missed'}")  # fmt: skip
+        print(
+            f"target: Spark jobs per small merge <= 2: {work4['jobs_per_merge']:.2f}, "
+            f"{'met' if work4['jobs_per_merge'] <= 2 else 'missed'}; state rebuilds per merge 0: "
+            f"{work4['state_rebuilds_per_merge']:.2f}, {'met' if work4['state_rebuilds_per_merge'] == 0 else 'missed'}"
+        )
     print(f"drain at concurrency 4: {at4:.1f} merges/s")
     print(f"CPU-seconds per merge at concurrency 4: {cpu4:.2f}")
     print(f"drain speed-up at concurrency 4 vs 1: {speedup:.1f}×")
     two = next(d for d in drains if d["master"].startswith("2 jobs"))
-    print(f"two jobs (2 x local[1], c=2 each) vs one (local[2], c=4): {two['merges_per_s']:.2f} vs "
-          f"{at4:.2f} merges/s = {two['merges_per_s'] / at4:.2f}x (the cost of sharding on one machine)")  # fmt: skip
+    print(
+        f"two jobs (2 x local[1], c=2 each) vs one (local[2], c=4): {two['merges_per_s']:.2f} vs "
+        f"{at4:.2f} merges/s = {two['merges_per_s'] / at4:.2f}x (the cost of sharding on one machine)"
+    )
     path = save_results(
-        "capacity", quick,
-        {"tables": tables, "segments": segments, "drains": drains, "steady": steady, "speedup_4_vs_1": speedup,
-         "two_jobs_vs_one": two["merges_per_s"] / at4, "machine": machine_info()},
-    )  # fmt: skip
+        "capacity",
+        quick,
+        {
+            "tables": tables,
+            "segments": segments,
+            "drains": drains,
+            "steady": steady,
+            "speedup_4_vs_1": speedup,
+            "two_jobs_vs_one": two["merges_per_s"] / at4,
+            "machine": machine_info(),
+        },
+    )
     plot(path.with_suffix(".png"), drains, steady)
 
 

@@ -213,7 +213,7 @@ def measure_merges(
         try:
             handler(batch, batch_id)
         finally:
-            batches.append((began, time.monotonic(), handler.state.stats.merges))
+            batches.append((began, time.monotonic(), handler.stats.merges))
 
     query = start_query(
         spark,
@@ -285,7 +285,7 @@ def measure_merges(
             t.join(timeout=10)
         producer.close()
         job_producer.close()
-    stats = handler.state.stats
+    stats = handler.stats
     registry = metrics.registry
     phases = {
         phase: {
@@ -452,26 +452,41 @@ def main() -> None:
     print_table(
         ["latency (ms)", "n", "p50", "p95", "p99", "max", "p50 / floor p50"],
         [
-            [name, s["n"], s["p50"], s["p95"], s["p99"], s["max"],
-             f"{s['p50'] / floor_stats['p50']:.1f}x" if s["p50"] and floor_stats["p50"] else "-"]
+            [
+                name,
+                s["n"],
+                s["p50"],
+                s["p95"],
+                s["p99"],
+                s["max"],
+                f"{s['p50'] / floor_stats['p50']:.1f}x" if s["p50"] and floor_stats["p50"] else "-",
+            ]
             for name, s in rows
         ],
-    )  # fmt: skip
+    )
     in_batches = job["batch_seconds_total"] or 1.0
     print("\nwhere the job's batches spent their time (all batches of the run, warm-up included):")
     print_table(
         ["phase", "calls", "total s", "mean ms per call", "share of batch time"],
         [
-            [name, p["calls"], p["seconds"], 1000 * p["seconds"] / max(1, p["calls"]), f"{p['seconds'] / in_batches:.0%}"]
+            [
+                name,
+                p["calls"],
+                p["seconds"],
+                1000 * p["seconds"] / max(1, p["calls"]),
+                f"{p['seconds'] / in_batches:.0%}",
+            ]
             for name, p in job["phases"].items()
         ],
-    )  # fmt: skip
+    )
     print(f"\nSpark's work over the run: {describe_work(spark_work)}")
     p50, p99, floor_p50 = visible["p50"], visible["p99"], floor_stats["p50"]
     if p50 and p99 and floor_p50:
         ratio = p50 / floor_p50
-        print(f"target: event -> commit p50 / floor <= 2x: {ratio:.1f}x, {'met' if ratio <= 2 else 'missed'}; "
-              f"p99 <= 1.0 s: {p99 / 1000:.2f} s, {'met' if p99 <= 1000 else 'missed'}")  # fmt: skip
+        print(
+            f"target: event -> commit p50 / floor <= 2x: {ratio:.1f}x, {'met' if ratio <= 2 else 'missed'}; "
+            f"p99 <= 1.0 s: {p99 / 1000:.2f} s, {'met' if p99 <= 1000 else 'missed'}"
+        )
     mismatched = sum(not s["result_version_matches"] for s in samples)
     failed = sum(s["status"] != "SUCCEEDED" for s in samples)
     total = time.perf_counter() - began

@@ -58,6 +58,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from compactor.delta.checksum import rows_checksum
 from compactor.delta.merge import execute_merge
+from compactor.delta.merge_settings import MergeSettings
 from compactor.delta.paths import SEGMENT_COLUMN, TARGET_FILE_BYTES, table_uri
 from compactor.delta.session import build_spark
 from compactor.delta.spark_store import cores_but_one
@@ -139,7 +140,9 @@ def run_ours(
     path = Path(table_uri(warehouse, table))
     files_before, bytes_before = files_and_bytes(spark, path)
     plan = make_plan(table, RULE, segments_of(spark, path, table, rows))
-    seconds, memory, execution = timed(lambda: execute_merge(spark, warehouse, plan, write_tasks=write_tasks))
+    seconds, memory, execution = timed(
+        lambda: execute_merge(spark, warehouse, plan, MergeSettings(write_tasks=write_tasks))
+    )
     return {
         "method": "ours (execute_merge)" + (f", {write_tasks} write task(s)" if write_tasks else ""),
         "partitioned": True,
@@ -408,24 +411,48 @@ def main() -> None:
 
     print()
     print_table(
-        ["method", "runs", "MiB in", "median s", "median MiB/s", "min-max MiB/s", "files before",
-         "files after", "peak RSS MiB", "checksum"],
         [
-            [s["label"], s["runs"], s["input_mib"], s["seconds_median"], s["mb_per_s_median"],
-             f"{s['mb_per_s_min']:.2f}-{s['mb_per_s_max']:.2f}", s["files_before"], s["files_after"],
-             s["peak_rss_mib_max"], "ok" if s["checksums_ok"] else "MISMATCH"]
+            "method",
+            "runs",
+            "MiB in",
+            "median s",
+            "median MiB/s",
+            "min-max MiB/s",
+            "files before",
+            "files after",
+            "peak RSS MiB",
+            "checksum",
+        ],
+        [
+            [
+                s["label"],
+                s["runs"],
+                s["input_mib"],
+                s["seconds_median"],
+                s["mb_per_s_median"],
+                f"{s['mb_per_s_min']:.2f}-{s['mb_per_s_max']:.2f}",
+                s["files_before"],
+                s["files_after"],
+                s["peak_rss_mib_max"],
+                "ok" if s["checksums_ok"] else "MISMATCH",
+            ]
             for s in summary.values()
         ],
-    )  # fmt: skip
+    )
     print()
     print_table(
         ["pair", "ours MiB/s", "theirs MiB/s", "ours/theirs", "per round"],
         [
-            [p["pair"], summary[p["ours"]]["mb_per_s_median"], summary[p["optimize"]]["mb_per_s_median"],
-             f"{p['ratio_ours_over_optimize']:.2f}x", " ".join(f"{x:.2f}" for x in p["ratio_per_round"])]
+            [
+                p["pair"],
+                summary[p["ours"]]["mb_per_s_median"],
+                summary[p["optimize"]]["mb_per_s_median"],
+                f"{p['ratio_ours_over_optimize']:.2f}x",
+                " ".join(f"{x:.2f}" for x in p["ratio_per_round"]),
+            ]
             for p in pairs
         ],
-    )  # fmt: skip
+    )
     print()
     if "opt_part" in summary:
         print(

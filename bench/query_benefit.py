@@ -59,6 +59,7 @@ from pyspark.sql import functions as F
 
 from compactor.config.sort import SortConfig
 from compactor.delta.merge import execute_merge
+from compactor.delta.merge_settings import MergeSettings
 from compactor.delta.paths import SEGMENT_COLUMN, table_uri
 from compactor.delta.session import build_spark
 from compactor.domain.plans import make_plan
@@ -76,7 +77,28 @@ QUERIES: dict[str, Callable[[], Column]] = {
     "two columns": lambda: (F.col("country") == "FR") & F.col("customer_id").between(20_000, 21_999),
     "time range": lambda: (F.col("event_time") >= START + timedelta(days=1)) & (F.col("event_time") < START + timedelta(days=3)),
 }  # fmt: skip
-COUNTRIES = ["AR", "AU", "BR", "CA", "CN", "DE", "ES", "FR", "GB", "IN", "IT", "JP", "KR", "MX", "NL", "NO", "PL", "SE", "US", "ZA"]  # fmt: skip
+COUNTRIES = [
+    "AR",
+    "AU",
+    "BR",
+    "CA",
+    "CN",
+    "DE",
+    "ES",
+    "FR",
+    "GB",
+    "IN",
+    "IT",
+    "JP",
+    "KR",
+    "MX",
+    "NL",
+    "NO",
+    "PL",
+    "SE",
+    "US",
+    "ZA",
+]
 ZORDER = SortConfig(by=("customer_id", "country"), curve="zorder")
 
 
@@ -166,7 +188,7 @@ def day_merges(
     for day in range(count // 24):
         group = [s for s in loaded if s.start.date() == (START + timedelta(days=day)).date()]
         plan = make_plan(TABLE, RULE, group, level="day")
-        execute_merge(spark, warehouse, plan, order=order, target_file_bytes=file_bytes)
+        execute_merge(spark, warehouse, plan, MergeSettings(order=order, target_file_bytes=file_bytes))
     return time.perf_counter() - began
 
 
@@ -255,12 +277,20 @@ def report(
     print_table(
         ["state", "query", "table files", "files read", "scan numFiles", "MiB scanned", "median s"],
         [
-            [s["state"], q, s["table_files"], m["files_read"], m["scan_num_files"],
-             (m["bytes_scanned"] or 0) / MIB, m["seconds_median"]]
-            for s in states for q, m in s["queries"].items()
+            [
+                s["state"],
+                q,
+                s["table_files"],
+                m["files_read"],
+                m["scan_num_files"],
+                (m["bytes_scanned"] or 0) / MIB,
+                m["seconds_median"],
+            ]
+            for s in states
+            for q, m in s["queries"].items()
         ],
         left=(0, 1),
-    )  # fmt: skip
+    )
     print()
     print_table(
         ["merge", "seconds", "input MiB", "MiB/s"],
@@ -293,13 +323,30 @@ def report(
         f"same result in every state: {'yes' if same else 'NO'}; peak driver RSS {peak_rss / MIB:,.0f} MiB; total {total:.0f}s"
     )
     save_results(
-        "query_benefit", quick,
-        {"machine": machine,
-         "params": {"segments": count, "rows_per_segment": rows, "files_per_segment": 2, "runs": RUNS, "file_bytes": file_bytes},
-         "states": states, "merges_seconds": merges, "input_mib": input_mib, "same_result": same,
-         "targets": {"files_not_more_than_optimize": not_more, "point_ratio_vs_unsorted": point, "merge_rate_vs_optimize": rate},
-         "peak_rss_mib": peak_rss / MIB, "total_seconds": total},
-    )  # fmt: skip
+        "query_benefit",
+        quick,
+        {
+            "machine": machine,
+            "params": {
+                "segments": count,
+                "rows_per_segment": rows,
+                "files_per_segment": 2,
+                "runs": RUNS,
+                "file_bytes": file_bytes,
+            },
+            "states": states,
+            "merges_seconds": merges,
+            "input_mib": input_mib,
+            "same_result": same,
+            "targets": {
+                "files_not_more_than_optimize": not_more,
+                "point_ratio_vs_unsorted": point,
+                "merge_rate_vs_optimize": rate,
+            },
+            "peak_rss_mib": peak_rss / MIB,
+            "total_seconds": total,
+        },
+    )
     if not same:
         raise SystemExit("query results differ between states")
 

@@ -28,8 +28,14 @@ from _common import RESULTS, machine_info, print_table, save_results
 
 BENCH = Path(__file__).parent
 SCRIPTS = [
-    "plan_scale", "write_amplification", "query_benefit", "merge_throughput", "latency", "startup", "capacity",
-]  # fmt: skip
+    "plan_scale",
+    "write_amplification",
+    "query_benefit",
+    "merge_throughput",
+    "latency",
+    "startup",
+    "capacity",
+]
 
 
 def _load(name: str, quick: bool) -> dict[str, Any] | None:

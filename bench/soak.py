@@ -76,10 +76,23 @@ def main() -> None:
     warehouse, checkpoint = work / "warehouse", work / "checkpoint"
     (work / "tables.yaml").write_text(CONFIG)
     job_args = [
-        COMPACTOR, "run", "--config", str(work / "tables.yaml"), "--warehouse", str(warehouse),
-        "--checkpoint", str(checkpoint), "--bootstrap-servers", bootstrap, "--segments-topic", kafka.segments_topic,
-        "--results-topic", kafka.results_topic, "--dead-letter-topic", kafka.dead_letter_topic,
-    ]  # fmt: skip
+        COMPACTOR,
+        "run",
+        "--config",
+        str(work / "tables.yaml"),
+        "--warehouse",
+        str(warehouse),
+        "--checkpoint",
+        str(checkpoint),
+        "--bootstrap-servers",
+        bootstrap,
+        "--segments-topic",
+        kafka.segments_topic,
+        "--results-topic",
+        kafka.results_topic,
+        "--dead-letter-topic",
+        kafka.dead_letter_topic,
+    ]
     log = open(work / "job.log", "a")  # noqa: SIM115 - kept open across restarts
     job = subprocess.Popen(job_args, stdout=log, stderr=subprocess.STDOUT)
     producer, rng = EventProducer(kafka), random.Random(11)

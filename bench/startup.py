@@ -97,14 +97,33 @@ def empty_table(warehouse: str, table: str) -> None:
     """A table's first commit (protocol and schema), written directly."""
     log = Path(table_uri(warehouse, table)) / "_delta_log"
     log.mkdir(parents=True)
-    schema = {"type": "struct", "fields": [{"name": n, "type": t, "nullable": True, "metadata": {}}
-              for n, t in (("event_time", "timestamp"), ("customer_id", "integer"), ("segment_id", "string"))]}  # fmt: skip
+    schema = {
+        "type": "struct",
+        "fields": [
+            {"name": n, "type": t, "nullable": True, "metadata": {}}
+            for n, t in (("event_time", "timestamp"), ("customer_id", "integer"), ("segment_id", "string"))
+        ],
+    }
     actions = [
         {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
-        {"metaData": {"id": table, "format": {"provider": "parquet", "options": {}}, "schemaString": json.dumps(schema),
-                      "partitionColumns": ["segment_id"], "configuration": {}, "createdTime": 1_600_000_000_000}},
-        {"commitInfo": {"timestamp": 1_600_000_000_000, "operation": "CREATE TABLE", "operationParameters": {}}},
-    ]  # fmt: skip
+        {
+            "metaData": {
+                "id": table,
+                "format": {"provider": "parquet", "options": {}},
+                "schemaString": json.dumps(schema),
+                "partitionColumns": ["segment_id"],
+                "configuration": {},
+                "createdTime": 1_600_000_000_000,
+            }
+        },
+        {
+            "commitInfo": {
+                "timestamp": 1_600_000_000_000,
+                "operation": "CREATE TABLE",
+                "operationParameters": {},
+            }
+        },
+    ]
     (log / f"{0:020d}.json").write_text("\n".join(json.dumps(a) for a in actions) + "\n")
 
 
@@ -123,23 +142,33 @@ def measure(spark: Any, warehouse: str, first: Segment) -> dict[str, float]:
     codec = default_codec()
     with Stopwatch() as recovery:
         handler = assemble(
-            SparkTableStore(spark, warehouse), DeltaCatalogStore(spark, warehouse), CONFIG, kafka,
-            NoPublisher(), codec, lambda: datetime.now(UTC),
-        )  # fmt: skip
+            SparkTableStore(spark, warehouse),
+            DeltaCatalogStore(spark, warehouse),
+            CONFIG,
+            kafka,
+            NoPublisher(),
+            codec,
+            lambda: datetime.now(UTC),
+        )
     event = Envelope(
         first.table, codec.encode_segment_completed(SegmentCompleted(first, first.loaded_at)), "bench"
     )
     with Stopwatch() as batch:
         handler.process([event])
-    assert handler.state.catalog.get(first.table, first.id) is not None
-    for table in handler.state.catalog.table_names:  # the sweep alone, not the start-up's due attempts
+    assert handler.catalog.get(first.table, first.id) is not None
+    for table in handler.catalog.table_names:  # the sweep alone, not the start-up's due attempts
         handler.planner.due.forget(table)
     with Stopwatch() as sweep:
-        while len(handler.unread):
+        while len(handler.keeper.unread):
             handler.tick()
-    segments = sum(len(handler.state.catalog.segments(t)) for t in handler.state.catalog.table_names)
-    return {"recovery_s": recovery.seconds, "first_batch_s": batch.seconds, "total_s": recovery.seconds + batch.seconds,
-            "segments_loaded": segments, "sweep_s": sweep.seconds}  # fmt: skip
+    segments = sum(len(handler.catalog.segments(t)) for t in handler.catalog.table_names)
+    return {
+        "recovery_s": recovery.seconds,
+        "first_batch_s": batch.seconds,
+        "total_s": recovery.seconds + batch.seconds,
+        "segments_loaded": segments,
+        "sweep_s": sweep.seconds,
+    }
 
 
 def one_big_table(spark: Any, root: Path, segments: int, commits: int) -> dict[str, Any]:
@@ -201,9 +230,20 @@ def main() -> None:
         shutil.rmtree(root, ignore_errors=True)
     print_table(
         ["scenario", "tables", "segments", "commits", "recovery s", "first batch s", "total s", "sweep s"],
-        [[r["scenario"], r["tables"], r["segments"], r["commits"], r["recovery_s"], r["first_batch_s"], r["total_s"],
-          r["sweep_s"]] for r in rows],
-    )  # fmt: skip
+        [
+            [
+                r["scenario"],
+                r["tables"],
+                r["segments"],
+                r["commits"],
+                r["recovery_s"],
+                r["first_batch_s"],
+                r["total_s"],
+                r["sweep_s"],
+            ]
+            for r in rows
+        ],
+    )
     for name in ("one table", "many tables") if rows else ():
         small, large = [r for r in rows if r["scenario"] == name][:2]  # the same tables, x10 segments
         growth = large["total_s"] / small["total_s"]
@@ -233,14 +273,25 @@ def restart_part(spark: Any, root: Path, segments: int) -> list[dict[str, Any]]:
     print(f"\n`compactor run`, 10 tables and {segments} segments: seconds from spawn to")
     print_table(
         ["start", "lease + Spark up", "layout checked", "query started", "event processed", "its batch"],
-        [[r["start"], r.get("spark"), r.get("layout"), r.get("started"), r["processed"], r["phases"]["batch"]]
-         for r in rows],
-    )  # fmt: skip
+        [
+            [
+                r["start"],
+                r.get("spark"),
+                r.get("layout"),
+                r.get("started"),
+                r["processed"],
+                r["phases"]["batch"],
+            ]
+            for r in rows
+        ],
+    )
     print("the first batch's phases (s):", {k: round(v, 3) for k, v in rows[0]["phases"].items()})
     again = next((r["processed"] for r in rows if r["start"] == "restart after SIGKILL"), None)
     if again is not None:
-        print(f"target: restart after SIGKILL to the first event processed <= 8 s: {again:.1f} s, "
-              f"{'met' if again <= 8 else 'missed'}")  # fmt: skip
+        print(
+            f"target: restart after SIGKILL to the first event processed <= 8 s: {again:.1f} s, "
+            f"{'met' if again <= 8 else 'missed'}"
+        )
     return [r | {"segments": segments} for r in rows]
 
 

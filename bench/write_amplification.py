@@ -175,12 +175,19 @@ def late_outcome(policy: str, rule: dict[str, Any], loads: list[Segment]) -> dic
     late_bytes = sum(s.bytes for s in loads if s.id.startswith("late"))
     ingested = sum(s.bytes for s in loads)
     return {
-        "policy": policy, "rule": rule, "late_loads": sum(1 for s in loads if s.id.startswith("late")),
-        "late_bytes": late_bytes, "ingested_bytes": ingested, "merges": len(sim.merges), "folds": fold_count,
-        "bytes_rewritten": rewritten, "write_amplification": rewritten / ingested,
+        "policy": policy,
+        "rule": rule,
+        "late_loads": sum(1 for s in loads if s.id.startswith("late")),
+        "late_bytes": late_bytes,
+        "ingested_bytes": ingested,
+        "merges": len(sim.merges),
+        "folds": fold_count,
+        "bytes_rewritten": rewritten,
+        "write_amplification": rewritten / ingested,
         "fold_bytes_per_late_byte": folded / late_bytes if late_bytes else 0.0,
-        "most_late_waiting": most_waiting, "final_segments": len(sim.catalog.segments(TABLE)),
-    }  # fmt: skip
+        "most_late_waiting": most_waiting,
+        "final_segments": len(sim.catalog.segments(TABLE)),
+    }
 
 
 def naive(policy: str, loads: list[Segment]) -> Outcome:
@@ -241,14 +248,34 @@ def main() -> None:
     ]
     print(f"{len(loads)} hourly loads of {SEGMENT_BYTES // MIB} MB = {ingested / GIB:.1f} GiB ingested\n")
     print_table(
-        ["policy", "merges", "moved", "GiB rewritten", "write ampl.", "largest merge GiB", "max segs",
-         "final segs", "mean segs", "sim s"],
         [
-            [o.policy, o.merges, o.promoted, o.rewritten / GIB, f"{o.rewritten / ingested:.2f}x", o.largest_merge / GIB,
-             max(o.counts), o.counts[-1], sum(o.counts) / len(o.counts), o.seconds]
+            "policy",
+            "merges",
+            "moved",
+            "GiB rewritten",
+            "write ampl.",
+            "largest merge GiB",
+            "max segs",
+            "final segs",
+            "mean segs",
+            "sim s",
+        ],
+        [
+            [
+                o.policy,
+                o.merges,
+                o.promoted,
+                o.rewritten / GIB,
+                f"{o.rewritten / ingested:.2f}x",
+                o.largest_merge / GIB,
+                max(o.counts),
+                o.counts[-1],
+                sum(o.counts) / len(o.counts),
+                o.seconds,
+            ]
             for o in outcomes
         ],
-    )  # fmt: skip
+    )
     by_name = {o.policy: o for o in outcomes}
     notes = [
         "write ampl. = bytes rewritten by merges / bytes ingested (total written = 1 + that).",
@@ -272,11 +299,30 @@ def main() -> None:
     late = [late_outcome(name, rule, late_loads) for name, rule in LATE_POLICIES.items()]
     print(f"\nlate data: {late[0]['late_loads']} stragglers of {LATE_BYTES // MIB} MB among the loads")
     print_table(
-        ["policy", "merges", "folds", "GiB rewritten", "write ampl.", "fold bytes / late byte", "most late waiting",
-         "final segs"],
-        [[o["policy"], o["merges"], o["folds"], o["bytes_rewritten"] / GIB, f"{o['write_amplification']:.2f}x",
-          f"{o['fold_bytes_per_late_byte']:.1f}", o["most_late_waiting"], o["final_segments"]] for o in late],
-    )  # fmt: skip
+        [
+            "policy",
+            "merges",
+            "folds",
+            "GiB rewritten",
+            "write ampl.",
+            "fold bytes / late byte",
+            "most late waiting",
+            "final segs",
+        ],
+        [
+            [
+                o["policy"],
+                o["merges"],
+                o["folds"],
+                o["bytes_rewritten"] / GIB,
+                f"{o['write_amplification']:.2f}x",
+                f"{o['fold_bytes_per_late_byte']:.1f}",
+                o["most_late_waiting"],
+                o["final_segments"],
+            ]
+            for o in late
+        ],
+    )
     RESULTS.mkdir(exist_ok=True)
     png = RESULTS / ("write_amplification_quick.png" if args.quick else "write_amplification.png")
     plot(outcomes, png, days)

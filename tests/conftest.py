@@ -174,6 +174,19 @@ def _delta_rs_reads_what_spark_reads(request: pytest.FixtureRequest) -> Iterator
         assert_delta_rs_agrees(spark, table)
 
 
+# fixtures that start a real Spark session, Kafka broker, object store or network proxy
+REAL_COMPONENTS = frozenset({"spark", "kafka_bootstrap", "s3", "gcs", "toxiproxy", "proxied_kafka"})
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that asks for a real component is an integration test even if its module forgot to
+    say so: `make unit` and `make check` (-m "not integration") leave it out."""
+    for item in items:
+        if REAL_COMPONENTS & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.integration)
+
+
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     report = yield

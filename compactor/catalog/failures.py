@@ -23,16 +23,22 @@ class Failure:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "key": self.key, "rule": self.rule, "reason": self.reason[:DETAIL_CHARS],
-            "at": self.at.isoformat(), "until": self.until.isoformat(),
-        }  # fmt: skip
+            "key": self.key,
+            "rule": self.rule,
+            "reason": self.reason[:DETAIL_CHARS],
+            "at": self.at.isoformat(),
+            "until": self.until.isoformat(),
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Failure:
         return cls(
-            d["key"], d.get("rule"), d["reason"], utc(datetime.fromisoformat(d["at"])),
+            d["key"],
+            d.get("rule"),
+            d["reason"],
+            utc(datetime.fromisoformat(d["at"])),
             utc(datetime.fromisoformat(d["until"])),
-        )  # fmt: skip
+        )
 
 
 def noted(failures: tuple[Failure, ...], failure: Failure) -> tuple[Failure, ...]:

@@ -162,8 +162,12 @@ class SegmentCatalog:
         table = self._table(plan.table)
         if self.was_executed(plan.table, plan.plan_id) and all(o.id in table for o in change.outputs):
             return False
-        self._replace(plan.table, [table.get(sid) or s for sid, s in zip(plan.input_ids, plan.inputs, strict=True)],
-                      change.outputs, plan.plan_id)  # fmt: skip
+        self._replace(
+            plan.table,
+            [table.get(sid) or s for sid, s in zip(plan.input_ids, plan.inputs, strict=True)],
+            change.outputs,
+            plan.plan_id,
+        )
         self._executed.setdefault(plan.table, set()).add(plan.plan_id)
         return True
 

@@ -25,9 +25,15 @@ _FIRST_CAPACITY = 1024
 def fingerprint(segment: Segment) -> str:
     """A segment's identity as its completion event announced it: id, range, records, values."""
     text = "\x1f".join(
-        [segment.table, segment.id, segment.start.isoformat(), segment.end.isoformat(), str(segment.records),
-         ",".join(sorted(segment.sub_partitions))]
-    )  # fmt: skip
+        [
+            segment.table,
+            segment.id,
+            segment.start.isoformat(),
+            segment.end.isoformat(),
+            str(segment.records),
+            ",".join(sorted(segment.sub_partitions)),
+        ]
+    )
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 

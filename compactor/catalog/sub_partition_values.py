@@ -1,4 +1,5 @@
-"""Listing and searching a table's sub-partition values (seed 001's "Manage Sub-Partition Values").
+"""Listing and searching a table's sub-partition values: the "Manage Sub-Partition Values" of
+Kylin's multi-level partitions.
 
 Pure: for each declared value, which segments built it and in which state; values
 segments hold that the config does not declare (any more) are listed too.

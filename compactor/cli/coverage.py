@@ -30,9 +30,15 @@ from compactor.errors import CompactorError
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @spark_options
 def coverage(
-    table: str, start: datetime | None, end: datetime | None, values: tuple[str, ...], able: tuple[str, ...],
-    config_path: Path, warehouse: str, as_json: bool,
-) -> None:  # fmt: skip
+    table: str,
+    start: datetime | None,
+    end: datetime | None,
+    values: tuple[str, ...],
+    able: tuple[str, ...],
+    config_path: Path,
+    warehouse: str,
+    as_json: bool,
+) -> None:
     """Which segments, sub-partitions and indexes can answer a time range and values."""
     from compactor.config.loading import load_config_file
     from compactor.delta.reads import read_catalog

@@ -31,15 +31,22 @@ def events_group() -> None:
 )
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line instead of text.")
 @click.option(
-    "--idle-timeout", type=float, default=None,
+    "--idle-timeout",
+    type=float,
+    default=None,
     help="Stop after this many seconds without an event (default: follow until interrupted).",
-)  # fmt: skip
+)
 @config_option(required=False, text="Config whose `kafka:` block (topics, security, encoding) is used")
 @bootstrap_option
 def tail(
-    which: str, table: str | None, from_beginning: bool, as_json: bool, idle_timeout: float | None,
-    config_path: Path | None, bootstrap_servers: str,
-) -> None:  # fmt: skip
+    which: str,
+    table: str | None,
+    from_beginning: bool,
+    as_json: bool,
+    idle_timeout: float | None,
+    config_path: Path | None,
+    bootstrap_servers: str,
+) -> None:
     """Print each event of a topic as it arrives; a record that does not decode prints one line
     naming its offset and why, and the tail goes on. Both encodings are read."""
     from confluent_kafka import Consumer
@@ -50,15 +57,22 @@ def tail(
 
     kafka = kafka_settings(bootstrap_servers, load_optional_config(config_path))
     require_broker(kafka)
-    topic = {"segments": kafka.segments_topic, "results": kafka.results_topic,
-             "dead-letter": kafka.dead_letter_topic, "advice": kafka.advice_topic}[which]  # fmt: skip
+    topic = {
+        "segments": kafka.segments_topic,
+        "results": kafka.results_topic,
+        "dead-letter": kafka.dead_letter_topic,
+        "advice": kafka.advice_topic,
+    }[which]
     decode = _decoder(which, codec_for(kafka))
     consumer = Consumer(
         kafka.librdkafka(
-            **{"group.id": f"compactor-tail-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
-               "auto.offset.reset": "earliest" if from_beginning else "latest"}
+            **{
+                "group.id": f"compactor-tail-{uuid.uuid4().hex[:8]}",
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest" if from_beginning else "latest",
+            }
         )
-    )  # fmt: skip
+    )
     consumer.subscribe([topic])
     try:
         for message in messages(consumer, idle_timeout):
@@ -100,9 +114,18 @@ def _decoder(which: str, codec: Any) -> Callable[[Any], dict[str, Any]]:
         event = codec.decode_input(message.value())
         if hasattr(event, "segment"):  # SegmentCompleted: the segment's fields, flat
             s = event.segment
-            return {"event": type(event).__name__, "table": s.table, "segment_id": s.id, "start": s.start,
-                    "end": s.end, "records": s.records, "bytes": s.bytes, "origin": s.origin,
-                    "action": event.action, "plan_id": event.plan_id}  # fmt: skip
+            return {
+                "event": type(event).__name__,
+                "table": s.table,
+                "segment_id": s.id,
+                "start": s.start,
+                "end": s.end,
+                "records": s.records,
+                "bytes": s.bytes,
+                "origin": s.origin,
+                "action": event.action,
+                "plan_id": event.plan_id,
+            }
         return {"event": type(event).__name__, **dataclasses.asdict(event)}
 
     def results(message: Any) -> dict[str, Any]:
@@ -110,8 +133,12 @@ def _decoder(which: str, codec: Any) -> Callable[[Any], dict[str, Any]]:
 
     def dead_letters(message: Any) -> dict[str, Any]:
         headers = {k: v.decode(errors="replace") for k, v in (message.headers() or [])}
-        return {"event": "DeadLetter", "table": (message.key() or b"").decode(errors="replace"),
-                "headers": headers, "bytes": len(message.value() or b"")}  # fmt: skip
+        return {
+            "event": "DeadLetter",
+            "table": (message.key() or b"").decode(errors="replace"),
+            "headers": headers,
+            "bytes": len(message.value() or b""),
+        }
 
     def advice(message: Any) -> dict[str, Any]:
         return {

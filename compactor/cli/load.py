@@ -41,10 +41,19 @@ from compactor.cli.options import (
 @segments_topic_option
 @spark_options
 def load(
-    table: str, start: datetime, end: datetime | None, rows: int, parquet: Path | None,
-    segment_id: str | None, value: str | None, indexes: tuple[str, ...], config_path: Path | None, warehouse: str,
-    bootstrap_servers: str, segments_topic: str,
-) -> None:  # fmt: skip
+    table: str,
+    start: datetime,
+    end: datetime | None,
+    rows: int,
+    parquet: Path | None,
+    segment_id: str | None,
+    value: str | None,
+    indexes: tuple[str, ...],
+    config_path: Path | None,
+    warehouse: str,
+    bootstrap_servers: str,
+    segments_topic: str,
+) -> None:
     """Write one segment (or one sub-partition of it) and publish its SegmentCompleted event."""
     from pyspark.sql import functions as F
 

@@ -11,9 +11,13 @@ import click
 from compactor.cli.options import DEFAULT_HOME
 
 data_dir_option = click.option(
-    "--dir", "data_dir", type=click.Path(path_type=Path), default=DEFAULT_HOME / "kafka", show_default=True,
+    "--dir",
+    "data_dir",
+    type=click.Path(path_type=Path),
+    default=DEFAULT_HOME / "kafka",
+    show_default=True,
     help="The broker's state directory.",
-)  # fmt: skip
+)
 
 
 @click.group()

@@ -69,9 +69,12 @@ def _report(ctx: click.Context, exc: BaseException) -> None:
 @click.version_option(package_name="streaming-compactor", prog_name="compactor")
 @click.option("-v", "--verbose", is_flag=True, help="Log at INFO level and show tracebacks.")
 @click.option(
-    "--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True,
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
     help="json: one JSON object per log line (and per operator message of `run`), for log collectors.",
-)  # fmt: skip
+)
 @click.pass_context
 def main(ctx: click.Context, verbose: bool, log_format: str) -> None:
     """Event-driven compactor for Delta Lake segments."""

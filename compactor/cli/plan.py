@@ -20,9 +20,11 @@ from compactor.cli.options import instant, rule_choice
     help="Table config (YAML).",
 )
 @click.option(
-    "--segments", "segments_path", type=click.Path(path_type=Path, dir_okay=False),
+    "--segments",
+    "segments_path",
+    type=click.Path(path_type=Path, dir_okay=False),
     help="Segments in load order: a JSON array or JSON Lines.",
-)  # fmt: skip
+)
 @click.option(
     "--replay-topic", help="Replay the loads recorded on this segments topic (a what-if; no writes)."
 )
@@ -35,11 +37,17 @@ from compactor.cli.options import instant, rule_choice
     help="With --replay-topic (env KAFKA_BOOTSTRAP_SERVERS).",
 )
 @click.option(
-    "--baseline", "baseline_path", type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    "--baseline",
+    "baseline_path",
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
     help="With a replay: the current config, to compare the candidate (--config) with.",
-)  # fmt: skip
-@click.option("--plot", "plot_path", type=click.Path(path_type=Path, dir_okay=False),
-              help="With a replay: the segment count over time (.png, .svg or .html).")  # fmt: skip
+)
+@click.option(
+    "--plot",
+    "plot_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="With a replay: the segment count over time (.png, .svg or .html).",
+)
 @click.option("--now", callback=instant, help="Evaluation time (default: from the file, never the clock).")
 @click.option(
     "--simulate", is_flag=True, help="Feed segments one at a time, cascading merges as the stream does."
@@ -48,10 +56,19 @@ from compactor.cli.options import instant, rule_choice
 @click.option("--merge", "merge_ids", help="Validate and apply a manual merge of these comma-separated ids.")
 @click.option("--explain", is_flag=True, help="Add each segment's decisions and reasons.")
 def plan(
-    config_path: Path, segments_path: Path | None, replay_topic: str | None, replay_from: str | None,
-    bootstrap_servers: str | None, baseline_path: Path | None, plot_path: Path | None,
-    now: datetime | None, simulate: bool, rule: str | None, merge_ids: str | None, explain: bool,
-) -> None:  # fmt: skip
+    config_path: Path,
+    segments_path: Path | None,
+    replay_topic: str | None,
+    replay_from: str | None,
+    bootstrap_servers: str | None,
+    baseline_path: Path | None,
+    plot_path: Path | None,
+    now: datetime | None,
+    simulate: bool,
+    rule: str | None,
+    merge_ids: str | None,
+    explain: bool,
+) -> None:
     """Dry run: what would the rules merge? Prints JSON; exit 2 on invalid input.
 
     With --replay-topic (or --segments and --baseline or --plot), a what-if: the recorded

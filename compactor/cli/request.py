@@ -29,9 +29,13 @@ if TYPE_CHECKING:
 @bootstrap_option
 @segments_topic_option
 def request(
-    table: str, rule: str | None, merge_ids: str | None, config_path: Path | None,
-    bootstrap_servers: str, segments_topic: str,
-) -> None:  # fmt: skip
+    table: str,
+    rule: str | None,
+    merge_ids: str | None,
+    config_path: Path | None,
+    bootstrap_servers: str,
+    segments_topic: str,
+) -> None:
     """Ask the running job to run a rule now (e.g. a manual major) or merge named segments."""
     from compactor.domain.clock import now_utc
     from compactor.domain.events import CompactionRequested

@@ -64,15 +64,17 @@ STOP_GRACE_S = 60.0
 )
 @click.option("--metrics-host", default="0.0.0.0", show_default=True, help="Address the metrics port binds.")
 @click.option(
-    "--standby", is_flag=True,
+    "--standby",
+    is_flag=True,
     help="If other jobs already run every shard of this warehouse and topic, wait and take over when "
     "one stops (default: the config's operations.standby, else refuse to start).",
-)  # fmt: skip
+)
 @click.option(
-    "--reshard", is_flag=True,
+    "--reshard",
+    is_flag=True,
     help="Change the shard count to the config's operations.shards: every job of the warehouse must be "
     "stopped; the catalog journals are folded and the new shards' queries start where the old ones stopped.",
-)  # fmt: skip
+)
 @click.option(
     "--instance-id",
     help="This job's name in the lease's consumer group (Kafka static membership), kept across restarts; "
@@ -81,10 +83,20 @@ STOP_GRACE_S = 60.0
 )
 @spark_options
 def run(
-    config_path: Path, warehouse: str, checkpoint: str, bootstrap_servers: str,
-    segments_topic: str, results_topic: str, dead_letter_topic: str, until_idle: bool,
-    metrics_port: int | None, metrics_host: str, standby: bool, reshard: bool, instance_id: str | None,
-) -> None:  # fmt: skip
+    config_path: Path,
+    warehouse: str,
+    checkpoint: str,
+    bootstrap_servers: str,
+    segments_topic: str,
+    results_topic: str,
+    dead_letter_topic: str,
+    until_idle: bool,
+    metrics_port: int | None,
+    metrics_host: str,
+    standby: bool,
+    reshard: bool,
+    instance_id: str | None,
+) -> None:
     """Run the streaming compaction job until interrupted (or, with --until-idle, until idle).
 
     With one shard (operations.shards, the default) one job runs per warehouse and segments
@@ -126,9 +138,15 @@ def _refuse_other_counts(kafka: KafkaSettings, warehouse: str, shards: int) -> N
 
 
 def _run(
-    config: ProjectConfig, lease: ControllerLease, kafka: KafkaSettings, warehouse: str, checkpoint: str,
-    until_idle: bool, metrics_at: tuple[int | None, str], reshard: bool,
-) -> None:  # fmt: skip
+    config: ProjectConfig,
+    lease: ControllerLease,
+    kafka: KafkaSettings,
+    warehouse: str,
+    checkpoint: str,
+    until_idle: bool,
+    metrics_at: tuple[int | None, str],
+    reshard: bool,
+) -> None:
     from compactor.delta.files import HadoopFiles
     from compactor.kafka.producer import EventProducer
     from compactor.observe.readiness import ProgressListener, Readiness
@@ -159,7 +177,7 @@ def _run(
         if until_idle:
             for index in sorted(lease.owned):
                 shard = start(index, False)
-                runs, stats = shard.run_until_idle(), shard.handler.state.stats
+                runs, stats = shard.run_until_idle(), shard.handler.stats
                 shard.handler.close(wait=False)
                 say(f"idle after {runs} run(s): {stats.events} events, {stats.merges} merges")
             return
@@ -202,13 +220,21 @@ def _layout(
 
 
 def _shard_starter(
-    spark: Any, config: ProjectConfig, warehouse: str, kafka: KafkaSettings, checkpoint: str, producer: Any,
-    layout: ShardLayout, record: ShardRecord | None, metrics: Any, controls: dict[str, Any],
-) -> Callable[..., Any]:  # fmt: skip
+    spark: Any,
+    config: ProjectConfig,
+    warehouse: str,
+    kafka: KafkaSettings,
+    checkpoint: str,
+    producer: Any,
+    layout: ShardLayout,
+    record: ShardRecord | None,
+    metrics: Any,
+    controls: dict[str, Any],
+) -> Callable[..., Any]:
     """What starts shard i in this job: its handler on the job's slots and workers, its metrics
     labelled with it, its query (unless only built, for --until-idle)."""
     from compactor.stream.assemble import job_slots
-    from compactor.stream.inflight import thread_workers
+    from compactor.stream.merging.workers import thread_workers
     from compactor.stream.spark_shard import SparkShard, shard_of_job
 
     slots = job_slots(config)
@@ -225,7 +251,7 @@ def _shard_starter(
         built = SparkShard(
             spark, config, warehouse, kafka, producer, shard, shard_metrics, shard_metrics.watch, stopped
         )
-        controls[shard.query_name] = built.handler.state.control
+        controls[shard.query_name] = built.handler.control
         return built.start() if query else built
 
     return start

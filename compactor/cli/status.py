@@ -34,23 +34,35 @@ if TYPE_CHECKING:
     "--top", type=click.IntRange(1), help="List only the N least healthy tables (health, then status)."
 )
 @click.option(
-    "--shards", "only_shards", is_flag=True,
+    "--shards",
+    "only_shards",
+    is_flag=True,
     help="Print only the shards: which job runs each, how far behind it is, and its tables.",
-)  # fmt: skip
+)
 @click.option(
-    "--bootstrap-servers", envvar="KAFKA_BOOTSTRAP_SERVERS",
+    "--bootstrap-servers",
+    envvar="KAFKA_BOOTSTRAP_SERVERS",
     help="Kafka, to show which job runs each shard and its lag (env KAFKA_BOOTSTRAP_SERVERS).",
-)  # fmt: skip
+)
 @segments_topic_option
 @click.option(
-    "--checkpoint", default=str(DEFAULT_HOME / "checkpoint"), show_default=True,
+    "--checkpoint",
+    default=str(DEFAULT_HOME / "checkpoint"),
+    show_default=True,
     help="The jobs' --checkpoint, to read how far each shard's query has got.",
-)  # fmt: skip
+)
 @spark_options
 def status(
-    tables: tuple[str, ...], config_path: Path, warehouse: str, as_json: bool, top: int | None,
-    only_shards: bool, bootstrap_servers: str | None, segments_topic: str, checkpoint: str,
-) -> None:  # fmt: skip
+    tables: tuple[str, ...],
+    config_path: Path,
+    warehouse: str,
+    as_json: bool,
+    top: int | None,
+    only_shards: bool,
+    bootstrap_servers: str | None,
+    segments_topic: str,
+    checkpoint: str,
+) -> None:
     """Per table: segments by level and state, what is ready to merge, the last merges, the switch;
     and, for a warehouse run in shards, which job runs each shard, its lag and its tables.
 

@@ -1,4 +1,5 @@
-"""`compactor subpartitions list|search|delete`: manage a table's sub-partition values (seed 001)."""
+"""`compactor subpartitions list|search|delete`: manage a table's sub-partition values (Kylin's
+multi-level partitions)."""
 
 from __future__ import annotations
 

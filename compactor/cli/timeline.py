@@ -15,13 +15,18 @@ from compactor.cli.options import chosen_tables, config_option, spark_options, s
 @config_option(required=False, text="Config whose `spark:` block reaches the warehouse")
 @warehouse_option
 @click.option(
-    "--out", type=click.Path(dir_okay=False, path_type=Path), required=True,
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
     help="The picture to write: a .png or .svg file.",
-)  # fmt: skip
+)
 @click.option(
-    "--recent-hours", type=click.FloatRange(min=0, min_open=True), default=6.0, show_default=True,
+    "--recent-hours",
+    type=click.FloatRange(min=0, min_open=True),
+    default=6.0,
+    show_default=True,
     help="Outline the outputs of merges committed this many hours ago or later.",
-)  # fmt: skip
+)
 @spark_options
 def timeline(table: str, config_path: Path | None, warehouse: str, out: Path, recent_hours: float) -> None:
     """Draw TABLE's segments: event time across, one row per level and sub-partition set, each

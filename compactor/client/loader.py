@@ -50,7 +50,8 @@ def load_segment(
     Returns the segment as committed (exact record count and bytes). The event is
     produced only after the Delta commit, and only returns once Kafka acknowledged it.
     `built_with` records the layout the rows were built to (see `config.built_with.layout_record`);
-    `indexes` names the indexes built for the segment (seed 001).
+    `indexes` names the indexes built for the segment (Kylin's per-segment indexes): only segments
+    that built the same ones merge.
     """
     time_range = TimeRange(start, end)
     segment = Segment(

@@ -116,8 +116,10 @@ class ResultsFollower:
         except CompactorError as exc:
             log.warning(
                 "results topic partition %d offset %d: not a merge result (%s); skipped",
-                message.partition(), message.offset(), exc,
-            )  # fmt: skip
+                message.partition(),
+                message.offset(),
+                exc,
+            )
             return None
         plan_id = str(result["plan_id"])
         if plan_id in self._seen:

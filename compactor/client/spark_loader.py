@@ -63,7 +63,16 @@ class SparkLoader(Announcing):
         `segment_id` defaults to `<table>-<start>-<random>`; ids are letters, digits, `_`, `-`
         and `.`. Returns the segment as committed, with Delta's row and byte counts."""
         return load_segment(
-            self.spark, self.warehouse, self.connection.kafka, self._producer, table, rows, start, end,
-            segment_id=segment_id, sub_partitions=sub_partitions, codec=self.connection.codec,
+            self.spark,
+            self.warehouse,
+            self.connection.kafka,
+            self._producer,
+            table,
+            rows,
+            start,
+            end,
+            segment_id=segment_id,
+            sub_partitions=sub_partitions,
+            codec=self.connection.codec,
             indexes=indexes,
-        )  # fmt: skip
+        )

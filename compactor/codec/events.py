@@ -151,9 +151,11 @@ class Codec(SchemaSet):
         except CompactorError as exc:
             raise EventDecodeError(DeadLetterReason.INVALID_VALUE, str(exc)) from None
         asked = [
-            r["rule"] is not None, bool(r["segment_ids"]), r["delete_sub_partition"] is not None,
+            r["rule"] is not None,
+            bool(r["segment_ids"]),
+            r["delete_sub_partition"] is not None,
             r["merging"] is not None,
-        ]  # fmt: skip
+        ]
         if sum(asked) != 1:
             raise EventDecodeError(
                 DeadLetterReason.INVALID_VALUE,
@@ -161,9 +163,14 @@ class Codec(SchemaSet):
                 "or a merging switch",
             )
         return CompactionRequested(
-            r["request_id"], r["table"], r["requested_at"], r["rule"], tuple(r["segment_ids"]),
-            r["delete_sub_partition"], r["merging"],
-        )  # fmt: skip
+            r["request_id"],
+            r["table"],
+            r["requested_at"],
+            r["rule"],
+            tuple(r["segment_ids"]),
+            r["delete_sub_partition"],
+            r["merging"],
+        )
 
     def encode_config_applied(self, event: ConfigApplied) -> bytes:
         return self.encode(

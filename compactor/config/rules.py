@@ -164,9 +164,9 @@ class Resources(Frozen):
     """The Spark FAIR pool's minShare."""
 
 
-# Seed 003's scale profiles I, II and III (small, medium, large merge peers), as slots and FAIR
-# shares: small merges may take any free slot and get twice the executors' share; a large
-# pool runs one merge at a time, so it never holds more than one slot.
+# The scale profiles I, II and III of Hydrolix's merge pools (small, medium, large merge peers),
+# as slots and FAIR shares: small merges may take any free slot and get twice the executors'
+# share; a large pool runs one merge at a time, so it never holds more than one slot.
 SCALE_PROFILES: dict[str, Resources] = {
     "I": Resources(concurrency=None, weight=2, min_share=1),
     "II": Resources(concurrency=2, weight=1, min_share=1),

@@ -12,9 +12,20 @@ from compactor.config.units import COLUMN_NAME, Frozen
 
 MAX_SUB_PARTITION_VALUES = 2000
 SubPartitionType = Literal[
-    "tinyint", "smallint", "int", "integer", "bigint", "double", "decimal",
-    "timestamp", "date", "varchar", "string", "char", "boolean",
-]  # fmt: skip
+    "tinyint",
+    "smallint",
+    "int",
+    "integer",
+    "bigint",
+    "double",
+    "decimal",
+    "timestamp",
+    "date",
+    "varchar",
+    "string",
+    "char",
+    "boolean",
+]
 _INT_RANGES = {"tinyint": 7, "smallint": 15, "int": 31, "integer": 31, "bigint": 63}
 
 
@@ -59,7 +70,7 @@ class SubPartitionConfig(Frozen):
     takes such a model offline); delete the values, or turn it back on."""
     pushdown: bool = True
     """Whether the query engine may answer from the raw rows what no built index serves (Kylin's
-    query pushdown, a prerequisite of seed 001's fallback); false: `compactor coverage` reports
+    query pushdown, which its multi-level partitions fall back on); false: `compactor coverage` reports
     such questions as not served."""
 
     @model_validator(mode="after")

@@ -211,9 +211,9 @@ class TableSettings(TableFields):
         return by_column(time_column) if time_column is not None else None
 
     def _upsert_keeps_its_keys(self) -> None:
-        """Seed 004: an upsert table's rows keep their primary keys, and segments map M:1: its
-        refresh rewrites each segment whole (`rules.refresh`, `whole`): never re-bucketed,
-        repartitioned or split."""
+        """As in Pinot's upsert tables, an upsert table's rows keep their primary keys and its
+        segments map M:1: its refresh rewrites each segment whole (`rules.refresh`, `whole`),
+        never re-bucketed, repartitioned or split."""
         for rule in self.rules:
             if isinstance(rule, RefreshRule) and rule.merge_type == "rollup":
                 raise ValueError(

@@ -28,7 +28,7 @@ def parse_duration(value: Any) -> timedelta:
 
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)?\s*$", re.IGNORECASE)
-# As in the seeds, MB means 1024 * 1024 bytes; KiB/MiB/GiB are accepted as the same units.
+# As in CarbonData's compaction sizes, MB means 1024 * 1024 bytes; KiB/MiB/GiB are accepted as the same units.
 _SIZE_UNITS = {"b": 1, "kb": 1 << 10, "mb": 1 << 20, "gb": 1 << 30, "tb": 1 << 40}
 
 

@@ -1,4 +1,5 @@
-"""When the files of replaced segments are deleted (Delta's VACUUM): the Kylin seed's recycling."""
+"""When the files of replaced segments are deleted (Delta's VACUUM), as Kylin cleans up after
+merged segments."""
 
 from __future__ import annotations
 

@@ -329,22 +329,37 @@ class DeltaCatalogStore:
 
     def _retired_row(self, r: RetiredSegment) -> Row:
         return self._row(
-            RETIRED, r.table, r.segment_id, live=False, start=r.range.start, end=r.range.end,
-            records=r.records, fingerprint=r.fingerprint, retired_by=r.retired_by,
-        )  # fmt: skip
+            RETIRED,
+            r.table,
+            r.segment_id,
+            live=False,
+            start=r.range.start,
+            end=r.range.end,
+            records=r.records,
+            fingerprint=r.fingerprint,
+            retired_by=r.retired_by,
+        )
 
     def _mark_row(self, table: str, mark: TableMark) -> Row:
         return self._row(
-            CURRENT, table, MARK, live=mark.merging, version=mark.version, announced=mark.announced,
-            retired_filter=bytearray(mark.retired.to_bytes()), config=mark.config,
+            CURRENT,
+            table,
+            MARK,
+            live=mark.merging,
+            version=mark.version,
+            announced=mark.announced,
+            retired_filter=bytearray(mark.retired.to_bytes()),
+            config=mark.config,
             # a mark row's `segment` holds its failures and debt outlook: no column added to
             # existing catalogs
-            segment=json.dumps({
-                "failures": [f.to_dict() for f in mark.failures],
-                "debt": json.loads(mark.debt) if mark.debt else None,
-                "quarantine": mark.quarantine,
-            }),
-        )  # fmt: skip
+            segment=json.dumps(
+                {
+                    "failures": [f.to_dict() for f in mark.failures],
+                    "debt": json.loads(mark.debt) if mark.debt else None,
+                    "quarantine": mark.quarantine,
+                }
+            ),
+        )
 
 
 def _lost_race(exc: BaseException) -> bool:

@@ -168,10 +168,16 @@ def _run_maven(name: str, artifacts: Sequence[Artifact], target: Path) -> None:
         Path(work, "pom.xml").write_text(pom)
         staging = Path(work, "jars")
         cmd = [
-            mvn, "-B", "--no-transfer-progress", *maven_options(),
-            "dependency:copy-dependencies", "dependency:list", "-DincludeScope=runtime",
-            f"-DoutputDirectory={staging}", f"-DoutputFile={staging / MODULES_FILE}",
-        ]  # fmt: skip
+            mvn,
+            "-B",
+            "--no-transfer-progress",
+            *maven_options(),
+            "dependency:copy-dependencies",
+            "dependency:list",
+            "-DincludeScope=runtime",
+            f"-DoutputDirectory={staging}",
+            f"-DoutputFile={staging / MODULES_FILE}",
+        ]
         returncode, output = _stream_maven(cmd, work)
         if returncode != 0:
             raise DependencyResolutionError(_maven_failure(coordinates, output, target))

@@ -21,12 +21,15 @@ import logging
 import threading
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from compactor.delta.files import HadoopFiles
 from compactor.delta.log import Actions, DeltaLogReader, segment_partition_value
 from compactor.errors import LogGap
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -162,6 +165,13 @@ class LiveFiles:
 
     def everything(self) -> list[LiveFile]:
         return list(self._by_path.values())
+
+
+def table_live_files(spark: SparkSession, path: str, table: str) -> LiveFileIndex:
+    """A table's live files read afresh, with a log reader of their own (a job keeps one per
+    table instead: `SparkTableStore.live_files`)."""
+    files = HadoopFiles(spark)
+    return LiveFileIndex(DeltaLogReader(files, path, table), files)
 
 
 class LiveFileIndex:

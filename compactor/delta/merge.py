@@ -18,33 +18,28 @@ from compactor.config.layout import UpsertConfig
 from compactor.config.sort import SortConfig, describe
 from compactor.delta.arrange import arrange
 from compactor.delta.commit_metadata import commit_metadata, plan_marker
-from compactor.delta.driver_merge import DRIVER_MERGE_MAX_BYTES, refusal, write_in_driver
-from compactor.delta.files import HadoopFiles
+from compactor.delta.driver_merge import refusal, write_in_driver
 from compactor.delta.index_check import footer
-from compactor.delta.live_files import LiveFile, LiveFileIndex
-from compactor.delta.log import RECENT_COMMITS, CommitFacts, DeltaLogReader
-from compactor.delta.paths import SEGMENT_COLUMN, TARGET_FILE_BYTES, table_uri
+from compactor.delta.live_files import LiveFile, LiveFileIndex, table_live_files
+from compactor.delta.log import CommitFacts, DeltaLogReader
+from compactor.delta.merge_settings import MergeSettings
+from compactor.delta.paths import SEGMENT_COLUMN, table_uri
 from compactor.delta.predicates import in_list
-from compactor.delta.promote import PROMOTE_MIN_FILE_BYTES, promote
+from compactor.delta.promote import promote
 from compactor.delta.transaction import DirectTransaction, live_inputs, segment_predicate
 from compactor.delta.upsert import LoadOrder, order_frame, valid_rows_of
 from compactor.domain.plans import Commit, MergePlan
+
+DEFAULT_SETTINGS = MergeSettings()  # a table with no merge options of its own (tests, tools)
 
 
 def execute_merge(
     spark: SparkSession,
     warehouse: Path | str,
     plan: MergePlan,
-    upsert: UpsertConfig | None = None,
-    depth: int = RECENT_COMMITS,
-    log: DeltaLogReader | None = None,
-    load_order: LoadOrder | None = None,
-    promote_min_bytes: int | None = PROMOTE_MIN_FILE_BYTES,
-    order: SortConfig | None = None,
-    target_file_bytes: int = TARGET_FILE_BYTES,
-    write_tasks: int | None = None,
+    settings: MergeSettings = DEFAULT_SETTINGS,
     live: LiveFileIndex | None = None,
-    driver_max_bytes: int = DRIVER_MERGE_MAX_BYTES,
+    load_order: LoadOrder | None = None,
     guard: Callable[[], None] = lambda: None,
 ) -> Commit:
     """Replace the plan's input segments with its output in ONE Delta commit.
@@ -60,42 +55,43 @@ def execute_merge(
     the commits' metadata and returned (`already_done`); otherwise the plan is stale
     (`StalePlan`: the caller re-plans) and nothing is committed. With `upsert`, only the inputs'
     valid rows (latest per key over the whole table) are written: the rest are dropped in the
-    same commit.
+    same commit. `live`: the table's live files and log reader, kept by the caller (None: read
+    afresh); `load_order`: when each segment was loaded (upsert tables break ties with it).
 
-    A plain merge moves inputs made of files of `promote_min_bytes` or more (`promote`).
-    The output is laid out in `order` (`arrange`), in files of about `target_file_bytes`,
-    written by at most `write_tasks` Spark tasks (None: one per file), each cutting its rows
-    into files in turn; a plain merge of at most `driver_max_bytes` (and one output file) is
-    written by the driver with Arrow instead (`driver_merge`), when its inputs allow.
-    `guard` is called right before the commit (it raises to prevent it).
+    `settings` (the table's, built once): a plain merge moves inputs made of files of
+    `promote_min_bytes` or more (`promote`). The output is laid out in `order` (`arrange`), in
+    files of about `target_file_bytes`, written by at most `write_tasks` Spark tasks (None: one
+    per file), each cutting its rows into files in turn; a plain merge of at most
+    `driver_max_bytes` (and one output file) is written by the driver with Arrow instead
+    (`driver_merge`), when its inputs allow. `guard` is called right before the commit (it
+    raises to prevent it).
     A plain merge only rearranges rows, so its adds and removes carry
     `dataChange=false` (as Delta's OPTIMIZE does): streaming readers and the change
     feed skip it. Upsert compaction drops rows, so it commits as a data change.
     """
     started = time.monotonic()
     path = table_uri(warehouse, plan.table)
-    log = log or DeltaLogReader(HadoopFiles(spark), path, plan.table)
-    live = live or LiveFileIndex(log, log.files)
+    live = live or table_live_files(spark, path, plan.table)
+    upsert, order = settings.upsert, settings.order
     txn = DirectTransaction.begin(spark, path, live)
-    files = live_inputs(spark, txn, live, log, plan, depth)
+    files = live_inputs(spark, txn, live, plan, settings.depth)
     if isinstance(files, CommitFacts):
         return _merged(plan, files, 0, order, already_done=True)
     txn.check_rewritable()
     data_change = upsert is not None
     if txn.fallback_reason() is not None:
         guard()
-        return _overwrite_merge(
-            spark, path, plan, upsert, load_order, order, target_file_bytes, write_tasks, log
-        )
+        return _overwrite_merge(spark, path, plan, settings, load_order, live.log)
     inputs = [f for sid in plan.input_ids for f in files.get(sid, [])]
-    if upsert is None and promote_min_bytes is not None:
-        moved = promote(txn, plan, files, promote_min_bytes, guard)
+    if upsert is None and settings.promote_min_bytes is not None:
+        moved = promote(txn, plan, files, settings.promote_min_bytes, guard)
         if moved is not None:
             return moved
     codec = _codec_of(spark, inputs, path)
     writing = time.time()
+    driver_max = min(settings.driver_max_bytes, settings.target_file_bytes)
     in_driver = upsert is None and not refusal(
-        txn.protocol, txn.metadata, inputs, plan.output.id, order, min(driver_max_bytes, target_file_bytes)
+        txn.protocol, txn.metadata, inputs, plan.output.id, order, driver_max
     )
     if in_driver:  # a small merge: Arrow in the driver, no Spark job
         txn.track(inputs, segment_predicate(plan.input_ids))
@@ -109,7 +105,7 @@ def execute_merge(
             )
         else:
             source = txn.read(inputs, segment_predicate(plan.input_ids))
-        adds = txn.write(*_layout(source, plan, order, target_file_bytes, write_tasks, codec))
+        adds = txn.write(*_layout(source, plan, settings, codec))
     records, size = output_size(adds, txn)
     output = replace(plan.output, records=records, bytes=size)
     metadata = commit_metadata("merge", [output], plan.input_ids, plan, data_change, exact_sizes=True)
@@ -135,22 +131,21 @@ def output_size(adds: list[dict[str, Any]], txn: DirectTransaction) -> tuple[int
 
 
 def _layout(
-    source: DataFrame,
-    plan: MergePlan,
-    order: SortConfig | None,
-    target_file_bytes: int,
-    write_tasks: int | None,
-    codec: str,
+    source: DataFrame, plan: MergePlan, settings: MergeSettings, codec: str
 ) -> tuple[DataFrame, dict[str, str]]:
-    """The output's rows in `order`, partitioned for the write, and the writer's options: files
-    of about `target_file_bytes`; fewer tasks than files cut their rows into files of the
-    target's share of rows (a plan that does not know its rows keeps a task per file)."""
-    files = max(1, math.ceil(plan.bytes_in / target_file_bytes))
+    """The output's rows in the settings' order, partitioned for the write, and the writer's
+    options: files of about `target_file_bytes`; fewer tasks than files cut their rows into
+    files of the target's share of rows (a plan that does not know its rows keeps a task per
+    file)."""
+    files = max(1, math.ceil(plan.bytes_in / settings.target_file_bytes))
+    write_tasks = settings.write_tasks
     tasks = files if write_tasks is None or plan.records_in <= 0 else min(files, write_tasks)
     options = {"compression": codec}
     if tasks < files:
         options["maxRecordsPerFile"] = str(math.ceil(plan.records_in / files))
-    output = arrange(source.withColumn(SEGMENT_COLUMN, F.lit(plan.output.id)), order, tasks, plan.table)
+    output = arrange(
+        source.withColumn(SEGMENT_COLUMN, F.lit(plan.output.id)), settings.order, tasks, plan.table
+    )
     return output, options
 
 
@@ -158,31 +153,25 @@ def _overwrite_merge(
     spark: SparkSession,
     path: str,
     plan: MergePlan,
-    upsert: UpsertConfig | None,
+    settings: MergeSettings,
     load_order: LoadOrder | None,
-    order: SortConfig | None,
-    target_file_bytes: int,
-    write_tasks: int | None,
     log: DeltaLogReader,
 ) -> Commit:
     """The merge as Delta's generic overwrite: the inputs' rows read from the snapshot and
     replaced by predicate (`replaceWhere`), for a table the direct commit does not serve."""
     started = time.monotonic()
-    table = DeltaTable.forPath(spark, path)
-    inputs = list(plan.input_ids)
-    if upsert is not None:
-        source = valid_rows_of(table.toDF(), inputs, upsert, order_frame(spark, load_order or {}))
-    else:
-        source = table.toDF().where(F.col(SEGMENT_COLUMN).isin(inputs))
+    source = _source(
+        spark, DeltaTable.forPath(spark, path), list(plan.input_ids), settings.upsert, load_order
+    )
     files = sorted(source.inputFiles())
     codec = _codec_of(spark, [], path, files[0] if files else None)
-    output, options = _layout(source, plan, order, target_file_bytes, write_tasks, codec)
-    data_change = upsert is not None
+    output, options = _layout(source, plan, settings, codec)
+    data_change = settings.upsert is not None
     writing = time.time()
     _replace_inputs(output, path, plan, options, data_change)
     done_at = time.time()
     facts = log.written(plan_marker(plan.plan_id))
-    merged = _merged(plan, facts, int((time.monotonic() - started) * 1000), order)
+    merged = _merged(plan, facts, int((time.monotonic() - started) * 1000), settings.order)
     write_ms, commit_ms = phases(writing, facts.timestamp_ms, done_at)
     return replace(merged, write_ms=write_ms, commit_ms=commit_ms)
 

@@ -59,8 +59,11 @@ class PlanTransactionExpiry:
         log.info(
             "table %s carries %d per-plan transaction id(s) from before direct commits: %s set to %s, "
             "so Delta drops them at a checkpoint once they are older",
-            table, legacy_ids, RETENTION_PROPERTY, RETENTION,
-        )  # fmt: skip
+            table,
+            legacy_ids,
+            RETENTION_PROPERTY,
+            RETENTION,
+        )
         return True
 
 

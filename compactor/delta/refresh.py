@@ -19,14 +19,14 @@ from pyspark.sql.types import StructType
 from compactor.config.built_with import layout_record
 from compactor.config.layout import LayoutConfig
 from compactor.config.rules import RefreshRule
-from compactor.config.sort import SortConfig, describe
+from compactor.config.sort import describe
 from compactor.delta.arrange import sort_each_file
 from compactor.delta.commit_metadata import commit_metadata, plan_marker
 from compactor.delta.conform import changes_data, conform
-from compactor.delta.files import HadoopFiles
 from compactor.delta.index_check import partition_id
-from compactor.delta.live_files import LiveFileIndex
-from compactor.delta.log import RECENT_COMMITS, CommitFacts, DeltaLogReader, segment_partition_value
+from compactor.delta.live_files import LiveFileIndex, table_live_files
+from compactor.delta.log import CommitFacts, segment_partition_value
+from compactor.delta.merge_settings import MergeSettings
 from compactor.delta.paths import SEGMENT_COLUMN, table_uri
 from compactor.delta.predicates import in_list
 from compactor.delta.transaction import DirectTransaction, live_inputs, segment_predicate
@@ -42,14 +42,7 @@ def execute_refresh(
     spark: SparkSession,
     warehouse: Path | str,
     plan: MergePlan,
-    layout: LayoutConfig,
-    rule: RefreshRule,
-    config_version: int,
-    depth: int = RECENT_COMMITS,
-    log: DeltaLogReader | None = None,
-    sub_column: str | None = None,
-    order: SortConfig | None = None,
-    whole: bool = False,
+    settings: MergeSettings,
     live: LiveFileIndex | None = None,
     guard: Callable[[], None] = lambda: None,
 ) -> Commit:
@@ -57,9 +50,11 @@ def execute_refresh(
 
     Each output holds one time bucket and (with partitioning) one partition, split into chunks
     toward `max_records_per_segment` and `desired_segment_size`, in the layout's compression and
-    encoding (`order`: the table's `layout_order`). Output ids derive from the plan id, so a
-    replay finds the first run's commit by its plan id and returns its outputs.
-    `whole` (an upsert table, seed 004: M:1): one output with the inputs' range and rows.
+    encoding (`order`: the table's `layout_order`), all from the table's `settings`. Output
+    ids derive from the plan id, so a replay finds the first run's commit by its plan id and
+    returns its outputs. An upsert table's refresh is M:1 (Pinot keeps one segment per upsert
+    partition): one output with the inputs' range and rows. `live`: the table's live files and
+    log reader, kept by the caller (None: read afresh).
 
     The commit is direct (`transaction`), as a merge's is, while the outputs keep the table's
     schema. A table-wide plan (a new schema for every segment), a layout that changes the
@@ -68,10 +63,11 @@ def execute_refresh(
     """
     started = time.monotonic()
     path = table_uri(warehouse, plan.table)
-    log = log or DeltaLogReader(HadoopFiles(spark), path, plan.table)
-    live = live or LiveFileIndex(log, log.files)
+    live = live or table_live_files(spark, path, plan.table)
+    layout, rule = settings.refresh_rule(plan.table)
+    order, whole = settings.order, settings.upsert is not None
     txn = DirectTransaction.begin(spark, path, live)
-    files = live_inputs(spark, txn, live, log, plan, depth)
+    files = live_inputs(spark, txn, live, plan, settings.depth)
     if isinstance(files, CommitFacts):
         return Commit(files.version, files.added, files.records, files.bytes, 0, True, files.data_change)
     txn.check_rewritable()
@@ -87,7 +83,7 @@ def execute_refresh(
     data_change = changes_data(source, rows, rule, plan.table_wide)
     keyed = _keyed(rows, plan, layout, rule, whole).persist()
     try:
-        outputs = _outputs(keyed, plan, layout, config_version, sub_column, whole)
+        outputs = _outputs(keyed, plan, layout, settings.config_version, settings.sub_column, whole)
         data = sort_each_file(keyed.drop(*_KEYS).repartition(F.col(SEGMENT_COLUMN)), order, SEGMENT_COLUMN)
         codec = layout.compression if layout.compression != "uncompressed" else "none"
         with _session_conf(spark, "parquet.enable.dictionary", str(layout.encoding == "dictionary").lower()):
@@ -107,7 +103,7 @@ def execute_refresh(
         version = txn.commit(adds, inputs, data_change, metadata, plan.input_ids)
         records, size = sum(o.records for o in outputs), sum(o.bytes for o in outputs)
     else:
-        facts = log.written(plan_marker(plan.plan_id))
+        facts = live.log.written(plan_marker(plan.plan_id))
         version, records, size = facts.version, facts.records, facts.bytes
     elapsed = int((time.monotonic() - started) * 1000)
     return Commit(version, outputs, records, size, elapsed, data_change=data_change, layout=describe(order))

@@ -12,7 +12,7 @@ from pyspark.sql import SparkSession
 from compactor.catalog.changes import CommitRecord
 from compactor.catalog.key_index import KeyRow
 from compactor.config.layout import LayoutConfig, UpsertConfig
-from compactor.config.rules import RefreshRule, RuleName
+from compactor.config.rules import RuleName
 from compactor.config.sub_partitions import SubPartitionConfig
 from compactor.config.tables import TableSettings
 from compactor.config.vacuum import VacuumConfig
@@ -26,6 +26,7 @@ from compactor.delta.index_check import index_facts
 from compactor.delta.live_files import LiveFileIndex
 from compactor.delta.log import RECENT_COMMITS, DeltaLogReader
 from compactor.delta.merge import execute_merge
+from compactor.delta.merge_settings import MergeSettings
 from compactor.delta.paths import RESERVED, free_bytes, table_uri, warehouse_uri
 from compactor.delta.plan_transactions import PlanTransactionExpiry
 from compactor.delta.purge import purge_deleted_rows
@@ -38,7 +39,7 @@ from compactor.delta.vacuum import vacuum
 from compactor.domain.layout import IndexFacts
 from compactor.domain.plans import Commit, MergePlan
 from compactor.domain.segments import RowCount, Segment
-from compactor.errors import CompactorError, Fenced, LogGap
+from compactor.errors import Fenced, LogGap
 
 POOL_PROPERTY = "spark.scheduler.pool"
 DESCRIPTION_PROPERTY = "spark.job.description"  # shown with the job in the UI and event log
@@ -71,6 +72,7 @@ class SparkTableStore:
         self.driver_max_bytes = driver_max_bytes
         self._logs: dict[str, DeltaLogReader] = {}
         self._live: dict[str, LiveFileIndex] = {}
+        self._merge_settings: dict[str, tuple[TableSettings, MergeSettings]] = {}  # table ->
         self._plan_ids = PlanTransactionExpiry(spark)
         self._fenced = threading.Event()
         self._attempts: dict[str, threading.Event] = {}  # plan id -> its running attempt's cancel
@@ -196,43 +198,19 @@ class SparkTableStore:
         load_order: LoadOrder | None,
         guard: Callable[[], None],
     ) -> Commit:
+        merge = self.merge_settings(plan.table, settings)
         live = self.live_files(plan.table)
         if plan.rule == RuleName.REFRESH:
-            rule = next((r for r in settings.rules if isinstance(r, RefreshRule)), None)
-            if rule is None or settings.layout is None:
-                raise CompactorError(
-                    f"table {plan.table}: a refresh plan needs the refresh rule and a layout"
-                )
-            return execute_refresh(
-                self.spark,
-                self.warehouse,
-                plan,
-                settings.layout,
-                rule,
-                settings.config_version,
-                self.depth,
-                sub_column=settings.sub_partition.column if settings.sub_partition else None,
-                order=settings.layout_order,
-                whole=settings.upsert is not None,  # seed 004: an upsert table stays M:1
-                live=live,
-                guard=guard,
-            )
-        return execute_merge(
-            self.spark,
-            self.warehouse,
-            plan,
-            settings.upsert,
-            self.depth,
-            self.log(plan.table),
-            load_order,
-            settings.promote_files_over,
-            settings.layout_order,
-            settings.target_file_size,
-            self.merge_write_tasks(),
-            live,
-            self.driver_max_bytes,
-            guard,
-        )
+            return execute_refresh(self.spark, self.warehouse, plan, merge, live, guard)
+        return execute_merge(self.spark, self.warehouse, plan, merge, live, load_order, guard)
+
+    def merge_settings(self, table: str, settings: TableSettings) -> MergeSettings:
+        """The table's settings as its commits use them: built once, again when they change."""
+        kept = self._merge_settings.get(table)
+        if kept is None or kept[0] is not settings:
+            merge = MergeSettings.of(settings, self.merge_write_tasks(), self.driver_max_bytes, self.depth)
+            kept = self._merge_settings[table] = (settings, merge)
+        return kept[1]
 
     def commit_path(self, table: str) -> str:
         """How the table's merges commit: "direct", or Delta's generic overwrite and why."""

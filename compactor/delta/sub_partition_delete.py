@@ -1,4 +1,5 @@
-"""Deleting a sub-partition value (seed 001): its rows leave every segment in one Delta commit.
+"""Deleting a sub-partition value (Kylin's multi-level partitions): its rows leave every segment
+in one Delta commit.
 
 The commit's metadata records the segments as they are after it (the value gone,
 exact row counts) and the ids of segments left with no sub-partition at all, so

@@ -41,7 +41,7 @@ from compactor.delta.conflicts import conflicts_as_commit_conflict
 from compactor.delta.features import direct_commit_refusal, refused_features
 from compactor.delta.files import jvm_class
 from compactor.delta.live_files import LiveFile, LiveFileIndex
-from compactor.delta.log import CommitFacts, DeltaLogReader
+from compactor.delta.log import CommitFacts
 from compactor.delta.paths import SEGMENT_COLUMN
 from compactor.delta.predicates import in_list
 from compactor.delta.reads import committed
@@ -187,8 +187,12 @@ class DirectTransaction:
             option.apply(self._seq([SEGMENT_COLUMN])),
             option.apply(f"{SEGMENT_COLUMN} IN ({in_list(replaced)})"),
             option.apply(user_metadata),
-            option.empty(), option.empty(), option.empty(), option.empty(), option.empty(),
-        )  # fmt: skip
+            option.empty(),
+            option.empty(),
+            option.empty(),
+            option.empty(),
+            option.empty(),
+        )
         checksum = keep_checksum and bool(self.txn.snapshot().checksumOpt().isDefined())
         with self._checksums(checksum), conflicts_as_commit_conflict():
             return int(self.txn.commit(self._seq([*added, *removed]), operation))
@@ -240,7 +244,6 @@ def live_inputs(
     spark: SparkSession,
     txn: DirectTransaction,
     live: LiveFileIndex,
-    log: DeltaLogReader,
     plan: MergePlan,
     depth: int,
 ) -> dict[str, list[LiveFile]] | CommitFacts:
@@ -253,7 +256,7 @@ def live_inputs(
     gone = sorted(s.id for s in plan.inputs if s.id not in files and s.records != 0)
     if not gone:
         return files
-    done = committed(spark, log, plan.plan_id, depth)
+    done = committed(spark, live.log, plan.plan_id, depth)
     if done is not None:
         return done
     raise StalePlan(f"{plan.table}: input(s) {gone} are no longer in the table at version {txn.read_version}")

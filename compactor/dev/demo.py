@@ -121,10 +121,16 @@ def _load_days(
     for i in range(days):
         start = FIRST_DAY + timedelta(days=i)
         segment = load_segment(
-            spark, warehouse, kafka, producer, TABLE,
+            spark,
+            warehouse,
+            kafka,
+            producer,
+            TABLE,
             sample_rows(spark, start, start + timedelta(days=1), rows, seed=i),
-            start, start + timedelta(days=1), segment_id=f"d{start:%Y%m%d}",
-        )  # fmt: skip
+            start,
+            start + timedelta(days=1),
+            segment_id=f"d{start:%Y%m%d}",
+        )
         loaded += segment.records
         echo(f"loaded {segment.id} [{start:%Y-%m-%d %a}] {segment.records} rows")
     return loaded
@@ -137,12 +143,10 @@ def _report(spark: Any, warehouse: Path, handler: Any, loaded: int, echo: Callab
     by_id = {r["segment_id"]: r["count"] for r in counts}
     echo("\nfinal segment layout:")
     echo(f"  {'segment':<28} {'start':<11} {'end (excl.)':<11} {'rows':>7}")
-    for s in sorted(handler.state.catalog.segments(TABLE), key=lambda s: s.start):
+    for s in sorted(handler.catalog.segments(TABLE), key=lambda s: s.start):
         echo(f"  {s.id:<28} {s.start:%Y-%m-%d}  {s.end:%Y-%m-%d}  {by_id.get(s.id, 0):>7}")
     total = sum(by_id.values())
-    echo(
-        f"\nrows loaded: {loaded}; rows in the table now: {total}; merges committed: {handler.state.stats.merges}"
-    )
+    echo(f"\nrows loaded: {loaded}; rows in the table now: {total}; merges committed: {handler.stats.merges}")
     if total != loaded:
         echo("ERROR: row count changed")
         return 1
@@ -154,13 +158,13 @@ def _wait_for_quiet(handler: object, query: Any, timeout: float) -> None:
     """Wait until the job has seen no new event for a few seconds, and neither a batch nor a
     merge is running (merges run beside the batches, and one may take longer than that on a
     busy machine; stopping the query would cut it)."""
-    stats = handler.state.stats  # type: ignore[attr-defined]
-    inflight = handler.inflight  # type: ignore[attr-defined]
+    merges = handler.merges  # type: ignore[attr-defined]
     deadline = time.monotonic() + timeout
     last, quiet_since = -1, time.monotonic()
     while time.monotonic() < deadline:
-        if stats.events != last or query.status["isTriggerActive"] or inflight.running():
-            last, quiet_since = stats.events, time.monotonic()
+        events = handler.stats.events  # type: ignore[attr-defined]  # read anew: a snapshot
+        if events != last or query.status["isTriggerActive"] or merges.running():
+            last, quiet_since = events, time.monotonic()
         elif time.monotonic() - quiet_since > 6:
             return
         time.sleep(0.5)

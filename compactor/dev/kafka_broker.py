@@ -138,10 +138,15 @@ class LocalKafkaBroker:
     def _java_command(self, main_class: str, *args: str) -> list[str]:
         classpath = os.pathsep.join(str(j) for j in jvm.kafka_broker_jars())
         return [
-            java(), JAVA_HEAP, "-Djava.awt.headless=true",
+            java(),
+            JAVA_HEAP,
+            "-Djava.awt.headless=true",
             f"-Dlog4j.configuration=file:{self.data_dir / 'log4j.properties'}",
-            "-cp", classpath, main_class, *args,
-        ]  # fmt: skip
+            "-cp",
+            classpath,
+            main_class,
+            *args,
+        ]
 
     def _write_state(self) -> None:
         assert self._proc is not None
@@ -164,9 +169,14 @@ class LocalKafkaBroker:
     def _format_storage(self) -> None:
         """Write meta.properties into log.dirs; a no-op for an already formatted dir."""
         cmd = self._java_command(
-            "kafka.tools.StorageTool", "format", "-t", self._cluster_id(),
-            "-c", str(self.properties_path), "--ignore-formatted",
-        )  # fmt: skip
+            "kafka.tools.StorageTool",
+            "format",
+            "-t",
+            self._cluster_id(),
+            "-c",
+            str(self.properties_path),
+            "--ignore-formatted",
+        )
         try:
             proc = subprocess.run(
                 cmd, cwd=self.data_dir, capture_output=True, text=True, timeout=120, check=False
@@ -202,9 +212,13 @@ class LocalKafkaBroker:
             out.write(f"\n{RUN_MARKER} {time.ctime()} ===\n".encode())
             out.flush()
             self._proc = subprocess.Popen(
-                cmd, cwd=self.data_dir, stdin=subprocess.DEVNULL, stdout=out,
-                stderr=subprocess.STDOUT, start_new_session=True,
-            )  # fmt: skip
+                cmd,
+                cwd=self.data_dir,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         self._write_state()
         log.info("Kafka broker pid %d starting on %s", self._proc.pid, self.bootstrap)
         try:

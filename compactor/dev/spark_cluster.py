@@ -69,9 +69,20 @@ def standalone_cluster(base: Path, cores: int = 1, memory: str = "1g", workers: 
         _wait_for(lambda: _master_state(master_ui) is not None, processes, logs / "master.log")
         for n, worker_ui in enumerate(worker_uis):
             worker_cmd = [
-                spark_class, WORKER_CLASS, master_url, "--host", "127.0.0.1", "--cores", str(cores),
-                "--memory", memory, "--work-dir", str(worker_dir), "--webui-port", str(worker_ui),
-            ]  # fmt: skip
+                spark_class,
+                WORKER_CLASS,
+                master_url,
+                "--host",
+                "127.0.0.1",
+                "--cores",
+                str(cores),
+                "--memory",
+                memory,
+                "--work-dir",
+                str(worker_dir),
+                "--webui-port",
+                str(worker_ui),
+            ]
             log = logs / f"worker-{n}.log"
             with open(log, "wb") as out:
                 processes.append(subprocess.Popen(worker_cmd, env=env, stdout=out, stderr=subprocess.STDOUT))

@@ -61,7 +61,7 @@ GroupKey = tuple[int, frozenset[str], frozenset[str]]
 
 def group_key(segment: Segment) -> GroupKey:
     """What segments must share to merge under any rule: schema version and build
-    (sub-partition values and indexes, seed 001)."""
+    (sub-partition values and indexes, as in Kylin's multi-level partitions)."""
     return segment.schema_version, segment.sub_partitions, segment.indexes
 
 
@@ -264,11 +264,13 @@ def order_by(primary: Floats, segments: SegmentColumns, secondary: Floats | None
     if np.all(primary[1:] > primary[:-1]):  # already in order without a tie: the common case
         return np.arange(len(primary))
     order = np.argsort(primary)  # ties are settled below, so any sort will do
-    same = primary[order[1:]] == primary[order[:-1]]
+    ordered = primary[order]
+    same = ordered[1:] == ordered[:-1]
     if not same.any():
         return order
     tied = np.flatnonzero(np.r_[same, False] | np.r_[False, same])  # positions in a run of ties
-    run, members = np.cumsum(np.r_[True, ~same])[tied], order[tied]  # each one's run, and position
+    run = np.cumsum(np.r_[True, ~same])[tied]  # which run each belongs to
+    members = order[tied]
     ids = np.array([segments[i].id for i in members.tolist()])
     keys = (ids, run) if secondary is None else (ids, secondary[members], run)
     order[tied] = members[np.lexsort(keys)]  # runs stay where they are: `run` sorts first

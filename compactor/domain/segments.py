@@ -127,7 +127,7 @@ class Segment:
     sub_partition_states: tuple[tuple[str, SegmentState], ...] = ()
     # the table layout (config version and build settings, canonical JSON) the segment was built with
     built_with: str = ""
-    # indexes built for the segment (seed 001's Index A/B/C); merges keep them, so inputs must agree
+    # indexes built for the segment (Kylin's per-segment indexes); merges keep them, so inputs must agree
     indexes: frozenset[str] = frozenset()
     # rows other writers deleted (DELETE, UPDATE) that deletion vectors still hide in the segment's
     # files; `records` counts only the visible rows. A purge rewrites the files without them.

@@ -56,8 +56,12 @@ class KafkaSettings:
         passed = {k: v.get_secret_value() for k, v in block.librdkafka.items()} if block else {}
         # librdkafka's own log lines go through Python logging, not straight to stderr
         return {
-            "bootstrap.servers": self.bootstrap_servers, "logger": LIBRDKAFKA_LOG, **secure, **passed, **overrides
-        }  # fmt: skip
+            "bootstrap.servers": self.bootstrap_servers,
+            "logger": LIBRDKAFKA_LOG,
+            **secure,
+            **passed,
+            **overrides,
+        }
 
     def spark_options(self) -> dict[str, str]:
         """The same settings for Spark's Kafka source (every `kafka.*` option passes through),

@@ -12,22 +12,22 @@ from prometheus_client.registry import Collector
 
 from compactor.errors import Rejected
 from compactor.observe.table_health import TableFacts, TableHealth, assess
+from compactor.stream.job_view import JobView
 from compactor.stream.runner import quarantine_error
-from compactor.stream.state import StreamState
 
 
-def live_facts(state: StreamState, table: str) -> TableFacts:
+def live_facts(job: JobView, table: str) -> TableFacts:
     """What the job knows of the table now: its switch, quarantine, merges running and waiting,
     its debt (what the rules would merge now), the rows other writers deleted."""
-    catalog = state.catalog
+    catalog = job.catalog
     try:
-        settings = state.configs.for_table(table)
+        settings = job.configs.for_table(table)
         purge, objective = settings.purge_deleted_ratio, settings.max_debt
     except Rejected:
         purge, objective = None, None
     segments = catalog.segments(table)
-    running, waiting = state.control.activity(table)
-    debt = state.control.debt(table)
+    running, waiting = job.control.activity(table)
+    debt = job.control.debt(table)
     note = catalog.quarantined(table)
     stored = sum(max(0, s.records) + s.deleted for s in segments)
     return TableFacts(
@@ -41,7 +41,7 @@ def live_facts(state: StreamState, table: str) -> TableFacts:
         hidden_rows=sum(s.deleted for s in segments),
         stored_rows=stored,
         purge_ratio=purge,
-        oldest_wait=state.clock() - debt.oldest_loaded_at if debt.oldest_loaded_at else None,
+        oldest_wait=job.clock() - debt.oldest_loaded_at if debt.oldest_loaded_at else None,
         objective=objective,
     )
 
@@ -53,8 +53,8 @@ def quarantine_text(note: str) -> str:
 class HealthCollector(Collector):
     """`compactor_table_health`, `compactor_table_state` and `compactor_table_state_seconds`."""
 
-    def __init__(self, state: StreamState, clock: Callable[[], float] = time.monotonic) -> None:
-        self.state = state
+    def __init__(self, job: JobView, clock: Callable[[], float] = time.monotonic) -> None:
+        self.job = job
         self.clock = clock
         self._seen: dict[str, tuple[str, float]] = {}  # table -> (its state, when last seen)
         self._seconds: dict[tuple[str, str], float] = {}
@@ -64,7 +64,7 @@ class HealthCollector(Collector):
         found = {}
         for _ in range(10):  # the batch thread may change the catalog while it is read
             try:
-                found = {t: assess(live_facts(self.state, t)) for t in list(self.state.catalog.table_names)}
+                found = {t: assess(live_facts(self.job, t)) for t in list(self.job.catalog.table_names)}
                 break
             except RuntimeError:
                 time.sleep(0.01)
@@ -95,9 +95,10 @@ class HealthCollector(Collector):
             score.add_metric([table], health.score)
             word.add_metric([table, health.state], 1.0)
         spent = CounterMetricFamily(
-            "compactor_table_state_seconds", "Time the table has spent in each state (between scrapes).",
+            "compactor_table_state_seconds",
+            "Time the table has spent in each state (between scrapes).",
             labels=["table", "state"],
-        )  # fmt: skip
+        )
         for (table, state), total in sorted(seconds.items()):
             spent.add_metric([table, state], total)
         yield score

@@ -1,4 +1,4 @@
-"""The job's Prometheus metrics (the Hydrolix seed's merge metrics, in Prometheus naming).
+"""The job's Prometheus metrics (Hydrolix's merge metrics, in Prometheus naming).
 
 Counters and histograms are moved by the stream's parts as things happen; what
 describes the catalog (segments tracked, actual and ideal segment counts, merge
@@ -26,7 +26,7 @@ from compactor.observe.health_collector import HealthCollector
 from compactor.observe.late_gauges import LateDataCollector
 from compactor.stream.control import Control
 from compactor.stream.debt_trend import Objective, ingest_hours
-from compactor.stream.state import StreamState
+from compactor.stream.job_view import JobView
 
 DURATION_BUCKETS = (0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800)
 PHASE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30)
@@ -78,26 +78,32 @@ class JobMetrics:
             r, "compactor_merge_bytes", "Bytes read and written by merges.", "table", "direction"
         )
         self.conflicts_lost = _counter(
-            r, "compactor_conflicts_lost", "Commits another writer won (the seed's race lost).", "table"
+            r, "compactor_conflicts_lost", "Commits another writer won (a lost commit race).", "table"
         )
         self.merge_write = _histogram(
-            r, "compactor_merge_write_seconds",
+            r,
+            "compactor_merge_write_seconds",
             "Time a committed merge spent writing (uploading) its files, before Delta's commit.",
-            DURATION_BUCKETS, "table",
-        )  # fmt: skip
+            DURATION_BUCKETS,
+            "table",
+        )
         self.merge_commit = _histogram(
-            r, "compactor_merge_commit_seconds", "Time Delta's commit of a merge took once its files were written.",
-            PHASE_BUCKETS, "table",
-        )  # fmt: skip
+            r,
+            "compactor_merge_commit_seconds",
+            "Time Delta's commit of a merge took once its files were written.",
+            PHASE_BUCKETS,
+            "table",
+        )
         self.retries = _counter(r, "compactor_merge_retries", "Merge commits tried again.", "table")
         self.cancelled = _counter(
             r, "compactor_merges_cancelled", "Merges cancelled for running past their time bound.", "table"
         )
         self.redelivered = _counter(
-            r, "compactor_events_redelivered",
-            "Events of segments already tracked or merged away (seed 003: partitions sourced that are already tracked).",
+            r,
+            "compactor_events_redelivered",
+            "Events of segments already tracked or merged away (Hydrolix's merge: partitions sourced that are already tracked).",
             "table",
-        )  # fmt: skip
+        )
         self.quarantines = _counter(
             r,
             "compactor_quarantines",
@@ -133,21 +139,30 @@ class JobMetrics:
             r, "compactor_last_batch_success_timestamp_seconds", "When a micro-batch last succeeded."
         )
         self.batch_phase = _histogram(
-            r, "compactor_batch_phase_seconds", "Time a micro-batch spent in one phase (see BATCH_PHASES).",
-            PHASE_BUCKETS, "phase",
-        )  # fmt: skip
+            r,
+            "compactor_batch_phase_seconds",
+            "Time a micro-batch spent in one phase (see BATCH_PHASES).",
+            PHASE_BUCKETS,
+            "phase",
+        )
         self.deferring = _gauge(
-            r, "compactor_deferring_optional_merges",
+            r,
+            "compactor_deferring_optional_merges",
             "1 while the job is too far behind its events to run optional merges (admission control).",
-        )  # fmt: skip
+        )
         self.plan_attempts = _counter(
-            r, "compactor_plan_attempts",
-            "Evaluations of a table's rules: full, or near the segment an event brought.", "scope",
-        )  # fmt: skip
+            r,
+            "compactor_plan_attempts",
+            "Evaluations of a table's rules: full, or near the segment an event brought.",
+            "scope",
+        )
         self.catalog_seconds = _histogram(
-            r, "compactor_catalog_seconds", "Time one call to the catalog store took: load, save, retired (a lookup).",
-            PHASE_BUCKETS, "operation",
-        )  # fmt: skip
+            r,
+            "compactor_catalog_seconds",
+            "Time one call to the catalog store took: load, save, retired (a lookup).",
+            PHASE_BUCKETS,
+            "operation",
+        )
         self.consumer_lag = _gauge(
             r, "compactor_consumer_lag_events", "Events on the segments topic the query has not processed."
         )
@@ -157,9 +172,11 @@ class JobMetrics:
             r, "compactor_last_vacuum_timestamp_seconds", "When a table's VACUUM last completed.", "table"
         )
         self.deleted_rows = _gauge(
-            r, "compactor_deleted_rows",
-            "Rows other writers deleted that deletion vectors still hide in the table's files.", "table",
-        )  # fmt: skip
+            r,
+            "compactor_deleted_rows",
+            "Rows other writers deleted that deletion vectors still hide in the table's files.",
+            "table",
+        )
         self.deleted_ratio = _gauge(
             r, "compactor_deleted_rows_ratio", "Deleted rows over all rows in the table's files.", "table"
         )
@@ -244,22 +261,22 @@ class JobMetrics:
         """A context around one merge's commit: the active gauge and the busy time."""
         return _Busy(self)
 
-    def watch(self, state: StreamState) -> None:
+    def watch(self, job: JobView) -> None:
         """Report the stream's tables (segments, debt, late data) and its lag at each scrape."""
-        catalog, configs = state.catalog, state.configs
+        catalog, configs, control = job.catalog, job.configs, job.control
         # unknown (no progress yet, or one Spark could not give offsets for): NaN, not a stale 0
-        self.consumer_lag.set_function(lambda: math.nan if state.control.lag is None else state.control.lag)
+        self.consumer_lag.set_function(lambda: math.nan if control.lag is None else control.lag)
         self.registry.register(
             _CatalogCollector(
-                state.control,
+                control,
                 lambda: [
                     (t, catalog.segments(t), catalog.merging_enabled(t), configs.for_table(t).max_debt)
                     for t in catalog.table_names
                 ],
-                state.clock,
+                job.clock,
             )
         )
-        self.registry.register(HealthCollector(state))
+        self.registry.register(HealthCollector(job))
         self.registry.register(  # tables that do not seal report no late data
             LateDataCollector(
                 lambda: [(t, catalog.segments(t), configs.for_table(t).rules) for t in catalog.table_names]

@@ -19,9 +19,12 @@ class ShardStatus:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "shard": self.index, "partitions": list(self.partitions), "job": self.owner,
-            "events_behind": self.behind, "tables": list(self.tables),
-        }  # fmt: skip
+            "shard": self.index,
+            "partitions": list(self.partitions),
+            "job": self.owner,
+            "events_behind": self.behind,
+            "tables": list(self.tables),
+        }
 
 
 def shard_statuses(

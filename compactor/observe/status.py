@@ -68,7 +68,8 @@ class TableStatus:
             "segments": len(self.segments),
             "bytes": sum(s.bytes for s in self.segments),
             "by_level_and_state": [
-                {"level": level, "state": state, "segments": n} for (level, state), n in sorted(by_level.items())
+                {"level": level, "state": state, "segments": n}
+                for (level, state), n in sorted(by_level.items())
             ],
             "ready": [
                 {"rule": str(p.rule), "inputs": len(p.inputs), "bytes": p.bytes_in, "plan_id": p.plan_id}
@@ -76,8 +77,12 @@ class TableStatus:
             ],
             "last_merges": [
                 {
-                    "version": c.version, "rule": c.rule, "level": c.level or c.pool, "inputs": len(c.removed),
-                    "outputs": [s.id for s in c.added], "plan_id": c.plan_id,
+                    "version": c.version,
+                    "rule": c.rule,
+                    "level": c.level or c.pool,
+                    "inputs": len(c.removed),
+                    "outputs": [s.id for s in c.added],
+                    "plan_id": c.plan_id,
                     "committed_at": c.committed_at.isoformat() if c.committed_at else None,
                 }
                 for c in self.merges
@@ -92,7 +97,7 @@ class TableStatus:
             "deleted_rows": self.deleted.to_json() if self.deleted else None,
             "commits": self.commits,
             **(self.health.to_json() if self.health else {}),
-        }  # fmt: skip
+        }
 
 
 def table_status(
@@ -113,9 +118,21 @@ def table_status(
 ) -> TableStatus:
     merges = [c for c in reversed(history) if c.op in {"merge", "refresh"}][:LAST_MERGES]
     return TableStatus(
-        table, merging, segments, ready, merges, failures, now, json.loads(debt) if debt else None, late, due,
-        layout, deleted, commits, health,
-    )  # fmt: skip
+        table,
+        merging,
+        segments,
+        ready,
+        merges,
+        failures,
+        now,
+        json.loads(debt) if debt else None,
+        late,
+        due,
+        layout,
+        deleted,
+        commits,
+        health,
+    )
 
 
 def offline_health(

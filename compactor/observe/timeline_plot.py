@@ -52,11 +52,15 @@ def save(timeline: Timeline, out: Path) -> None:
         start, end = day_number(box.segment.range.start), day_number(box.segment.range.end)
         axes.add_patch(
             Rectangle(
-                (start, box.row - BOX_HEIGHT / 2), end - start, BOX_HEIGHT,
-                facecolor=face, hatch=hatch(box.segment),
-                edgecolor=RECENT_EDGE if box.recent else "black", linewidth=2.5 if box.recent else 0.5,
+                (start, box.row - BOX_HEIGHT / 2),
+                end - start,
+                BOX_HEIGHT,
+                facecolor=face,
+                hatch=hatch(box.segment),
+                edgecolor=RECENT_EDGE if box.recent else "black",
+                linewidth=2.5 if box.recent else 0.5,
             )
-        )  # fmt: skip
+        )
     if timeline.boxes:
         axes.set_xlim(
             day_number(min(b.segment.range.start for b in timeline.boxes)),
@@ -79,9 +83,13 @@ def _legend(timeline: Timeline) -> list[Patch]:
     hours = timeline.recent.total_seconds() / 3600
     handles = [
         Patch(facecolor="white", edgecolor="black", label=f"segment ({len(timeline.boxes)})"),
-        Patch(facecolor="white", edgecolor=RECENT_EDGE, linewidth=2.5,
-              label=f"merged in the last {hours:g} h ({timeline.recently_merged})"),
-    ]  # fmt: skip
+        Patch(
+            facecolor="white",
+            edgecolor=RECENT_EDGE,
+            linewidth=2.5,
+            label=f"merged in the last {hours:g} h ({timeline.recently_merged})",
+        ),
+    ]
     found = {hatch(b.segment) for b in timeline.boxes} - {""}
     names = {**{h: str(state) for state, h in HATCH.items()}, PARTLY_SETTLED: "sub-partition not ONLINE"}
     handles += [Patch(facecolor="white", edgecolor="black", hatch=h, label=names[h]) for h in sorted(found)]

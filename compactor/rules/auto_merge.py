@@ -1,4 +1,4 @@
-"""Time-layer auto-merge (seed 000, Apache Kylin).
+"""Time-layer auto-merge, after Apache Kylin's auto-merge of segments.
 
 An attempt walks the selected levels from the largest down. At each level,
 segments that cover their whole bucket or cross a bucket boundary are at or
@@ -98,26 +98,33 @@ class _Level:
     kind_cut: npt.NDArray[np.bool_]  # per boundary in `below`: contiguous, same bucket, other kind
 
 
-def _scan(level: Level, st: Floats, en: Floats, kind: npt.NDArray[np.int64], first: float | None) -> _Level:
-    hs, he = bucket_bounds(level, st)
-    above = (en > he) | ((st == hs) & (en == he))
+def _scan(level: Level, start: Floats, end: Floats, kind: Ints, first: float | None) -> _Level:
+    """One level's scan of the segments in time order: their `start` and `end` (epoch seconds),
+    their `kind` (the group code: schema version and build), where the table begins (`first`)."""
+    home_start, home_end = bucket_bounds(level, start)  # each segment's bucket at this level
+    above = (end > home_end) | ((start == home_start) & (end == home_end))
     if above.any():
         below = np.flatnonzero(~above)
-        b_st, b_en, b_hs, b_he, b_kind = st[below], en[below], hs[below], he[below], kind[below]
+        below_start, below_end, below_kind = start[below], end[below], kind[below]
+        below_home_start, below_home_end = home_start[below], home_end[below]
     else:  # every segment is below this level (the usual case at a small level): no copies
-        below, b_st, b_en, b_hs, b_he, b_kind = np.arange(len(st)), st, en, hs, he, kind
-    touching = (b_st[1:] == b_en[:-1]) & (b_hs[1:] == b_hs[:-1])
-    joins = touching & (b_kind[1:] == b_kind[:-1])
-    starts = np.flatnonzero(np.concatenate(([True], ~joins))) if len(below) else np.array([], np.int64)
-    lasts = np.concatenate((starts[1:] - 1, [len(below) - 1])) if len(below) else starts
-    run_start, run_end, home_start, home_end = b_st[starts], b_en[lasts], b_hs[starts], b_he[starts]
-    anchored = (run_start == home_start) | np.isin(run_start, en[above])
+        below = np.arange(len(start))
+        below_start, below_end, below_kind = start, end, kind
+        below_home_start, below_home_end = home_start, home_end
+    # neighbours in `below` that touch within one bucket; a run goes on where they are of one kind
+    touching = (below_start[1:] == below_end[:-1]) & (below_home_start[1:] == below_home_start[:-1])
+    joins = touching & (below_kind[1:] == below_kind[:-1])
+    run_first = np.flatnonzero(np.concatenate(([True], ~joins))) if len(below) else np.array([], np.int64)
+    run_last = np.concatenate((run_first[1:] - 1, [len(below) - 1])) if len(below) else run_first
+    run_start, run_end = below_start[run_first], below_end[run_last]
+    run_home_start, run_home_end = below_home_start[run_first], below_home_end[run_first]
+    anchored = (run_start == run_home_start) | np.isin(run_start, end[above])
     if first is not None:
         anchored |= run_start == first
     # a straddler starting where the run ends covers the rest of the bucket
-    complete = (run_end == home_end) | np.isin(run_end, st[above])
-    mergeable = complete & anchored & (lasts > starts)
-    return _Level(level, above, below, starts, lasts, complete, anchored, mergeable, touching & ~joins)
+    complete = (run_end == run_home_end) | np.isin(run_end, start[above])
+    mergeable = complete & anchored & (run_last > run_first)
+    return _Level(level, above, below, run_first, run_last, complete, anchored, mergeable, touching & ~joins)
 
 
 def plan(
@@ -163,16 +170,16 @@ def _levels(
     """Every mergeable run, largest level first, then in time order; the runs inside a larger
     level's; the decisions down to the level that merges; the segments in time order (explain)."""
     # runs need one schema version and one build (sub-partition values, indexes): the group code
-    st, en, kind = columns.start, columns.end, columns.group
-    order = order_by(st, columns, en)  # time order, whatever the rows' order
-    st, en, kind = st[order], en[order], kind[order]
+    start, end, kind = columns.start, columns.end, columns.group
+    order = order_by(start, columns, end)  # time order, whatever the rows' order
+    start, end, kind = start[order], end[order], kind[order]
     ordered = columns.pick(order) if explain else None
     decisions: dict[str, Decision] = {}
     ready: list[MergePlan] = []
     inside: list[MergePlan] = []  # mergeable runs within a larger level's mergeable run
-    taken = np.zeros(len(st), np.bool_)  # in a run of a larger level already
+    taken = np.zeros(len(start), np.bool_)  # in a run of a larger level already
     for level in largest_first(rule.levels):
-        scan = _scan(level, st, en, kind, table_start)
+        scan = _scan(level, start, end, kind, table_start)
         if ordered is not None and not ready:  # explained down to the level that merges
             _explain_level(scan, ordered, decisions)
         for hit in np.flatnonzero(scan.mergeable).tolist():
@@ -212,8 +219,9 @@ def around(eligible: SegmentColumns, touched: Iterable[Segment], rule: AutoMerge
     largest = largest_first(rule.levels)[0]
     keep = np.zeros(len(eligible), np.bool_)
     for s in touched:
-        lo, hi = bucket(largest, s.start).start.timestamp(), bucket(largest, s.end).end.timestamp()
-        keep |= (eligible.start < hi) & (eligible.end > lo)
+        span_start = bucket(largest, s.start).start.timestamp()
+        span_end = bucket(largest, s.end).end.timestamp()
+        keep |= (eligible.start < span_end) & (eligible.end > span_start)
     return eligible.take(keep)
 
 

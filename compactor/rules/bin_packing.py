@@ -18,8 +18,8 @@ class _Placement(NamedTuple):
     """One light item to place, with the packing's limits: what a bin pick needs."""
 
     weight: int
-    lo: float
-    hi: float
+    start: float  # the item's interval
+    end: float
     windows: tuple[int, ...]  # the item's time window and its neighbours
     capacity: int
     max_span: float
@@ -46,8 +46,8 @@ def pack(
     spans = [span(item) for item in items] if span is not None else [(0.0, 0.0)] * len(items)
     bins = pack_indices(
         np.fromiter(map(size, items), np.int64, len(items)),
-        np.fromiter((lo for lo, _ in spans), np.float64, len(items)),
-        np.fromiter((hi for _, hi in spans), np.float64, len(items)),
+        np.fromiter((start for start, _ in spans), np.float64, len(items)),
+        np.fromiter((end for _, end in spans), np.float64, len(items)),
         capacity,
         strategy,
         max_span if span is not None else float("inf"),
@@ -124,7 +124,7 @@ class _HeavyBins:
     ) -> None:
         self.opened, self.window = opened, window
         self.load = weights[opened]  # indexing by an array copies: these are ours to update
-        self.lo, self.hi = starts[opened], ends[opened]
+        self.hull_start, self.hull_end = starts[opened], ends[opened]  # the span of each bin's items
         self.joined: dict[int, list[int]] = {}  # a bin's first item -> light items placed in it
 
     @classmethod
@@ -151,14 +151,16 @@ class _HeavyBins:
     def pick(self, weights: npt.NDArray[np.int64], item: _Placement, near: tuple[int, int]) -> int | None:
         """Position (in the window-sorted arrays) of the bin the strategy picks among those
         `near` the item, or None."""
-        weight, lo, hi, _, capacity, max_span, best_fit = item
+        weight, start, end, _, capacity, max_span, best_fit = item
         first, last = near
         if first == last:
             return None
         load = self.load[first:last]
         fits = load + weight <= capacity
         if max_span != float("inf"):
-            fits &= np.maximum(self.hi[first:last], hi) - np.minimum(self.lo[first:last], lo) <= max_span
+            # each bin's span once the item joins it
+            joined_start = np.minimum(self.hull_start[first:last], start)
+            fits &= np.maximum(self.hull_end[first:last], end) - joined_start <= max_span
         candidates = np.flatnonzero(fits)
         if len(candidates) == 0:
             return None
@@ -171,8 +173,8 @@ class _HeavyBins:
 
     def join(self, at: int, i: int, item: _Placement) -> None:
         self.load[at] += item.weight
-        self.lo[at] = min(self.lo[at], item.lo)
-        self.hi[at] = max(self.hi[at], item.hi)
+        self.hull_start[at] = min(self.hull_start[at], item.start)
+        self.hull_end[at] = max(self.hull_end[at], item.end)
         self.joined.setdefault(int(self.opened[at]), []).append(i)
 
     def bins(self, weights: npt.NDArray[np.int64], singletons: bool) -> list[list[int]]:
@@ -193,7 +195,7 @@ class _LightBins:
 
     def pick(self, item: _Placement) -> int | None:
         """The bin the strategy picks for an item, or None when none has room."""
-        weight, lo, hi, windows, capacity, max_span, best_fit = item
+        weight, start, end, windows, capacity, max_span, best_fit = item
         loads, hulls = self.loads, self.hulls
         best: int | None = None
         for window in windows:
@@ -204,7 +206,7 @@ class _LightBins:
             for load, k in reversed(entries[:room]) if best_fit else entries[:room]:
                 if best_fit and best is not None and load < loads[best]:
                     break  # scanned fullest first: the rest of this window is no better
-                if max(hi, hulls[k][1]) - min(lo, hulls[k][0]) > max_span:
+                if max(end, hulls[k][1]) - min(start, hulls[k][0]) > max_span:
                     continue
                 if best is None or ((load, -k) > (loads[best], -best) if best_fit else k < best):
                     best = k
@@ -216,14 +218,14 @@ class _LightBins:
             target = len(self.loads)
             self.members.append([])
             self.loads.append(0)
-            self.hulls.append((item.lo, item.hi))
+            self.hulls.append((item.start, item.end))
             self.homes.append(window)
         else:
             self.by_window[self.homes[target]].remove((self.loads[target], target))
         self.members[target].append(i)
         self.loads[target] += item.weight
         hull = self.hulls[target]
-        self.hulls[target] = (min(item.lo, hull[0]), max(item.hi, hull[1]))
+        self.hulls[target] = (min(item.start, hull[0]), max(item.end, hull[1]))
         bisect.insort(self.by_window[self.homes[target]], (self.loads[target], target))
 
     def bins(self, singletons: bool) -> list[list[int]]:

@@ -1,4 +1,4 @@
-"""Which data can answer a question over a sub-partitioned table (seed 001, Kylin).
+"""Which data can answer a question over a sub-partitioned table (Kylin's multi-level partitions).
 
 For an asked time range and sub-partition values this tells, without reading
 data: the segments, values and indexes that answer; the time no segment defines
@@ -20,7 +20,7 @@ from compactor.domain.segments import Segment, SegmentState, TimeRange
 
 
 class AnsweredBy(StrEnum):
-    """Who answers the question, as Kylin decides it (seed 001)."""
+    """Who answers the question, as Kylin's multi-level partitions decide it."""
 
     NO_DATA = "no_data"  # nothing defined answers: the question returns empty
     INDEX = "index"  # an index built in every answering segment serves it
@@ -48,7 +48,7 @@ class Coverage:
     undeclared: tuple[str, ...]
     # indexes the caller says can serve the question's shape (empty: not said, the engine judges)
     able: tuple[str, ...] = ()
-    pushdown: bool = True  # the query engine may push down what no index serves (seed 001)
+    pushdown: bool = True  # the query engine may push down what no index serves (Kylin's query pushdown)
 
     @property
     def fully_served(self) -> bool:

@@ -3,7 +3,7 @@
 Derived from the segments and the settings, never stored: a restart, `compactor
 status` and `compactor plan --explain` compute the same answer. The sources:
 
-- bin-pack pools: a segment enters a pool at `end + min_age` (seed 003: a 2.5 GB
+- bin-pack pools: a segment enters a pool at `end + min_age` (Hydrolix's merge pools: a 2.5 GB
   segment becomes eligible for the large pool 70 minutes after its last timestamp) and
   leaves it at `end + max_age` (what it leaves behind may pack, or merge by a later rule);
 - `allowed_compaction_days` and `lookback`: a segment leaves the window at

@@ -298,7 +298,7 @@ def _offline(
 
 def offline_reason(settings: TableSettings, segments: Sequence[Segment]) -> str | None:
     """Why the table is offline, or None: multi-level partitioning turned off while segments
-    still hold sub-partition values (seed 001)."""
+    still hold sub-partition values (Kylin's multi-level partitions)."""
     sub = settings.sub_partition
     if sub is None or sub.enabled:
         return None

@@ -62,13 +62,13 @@ def late_mask(columns: SegmentColumns) -> Bools:
     if len(columns) < 2:
         return late
     order = np.argsort(columns.start, kind="stable")
-    st, en = columns.start[order], columns.end[order]
-    joins = np.r_[False, st[1:] < np.maximum.accumulate(en)[:-1]]  # overlaps one starting earlier
+    start, end = columns.start[order], columns.end[order]
+    joins = np.r_[False, start[1:] < np.maximum.accumulate(end)[:-1]]  # overlaps one starting earlier
     if not joins.any():
         return late
-    bounds = np.r_[np.flatnonzero(~joins), len(st)]  # clusters of overlapping segments, in start order
-    for c in np.unique(np.cumsum(~joins)[joins]).tolist():  # the clusters of more than one (1-based)
-        positions = order[bounds[c - 1] : bounds[c]]
+    bounds = np.r_[np.flatnonzero(~joins), len(start)]  # clusters of overlapping segments, in start order
+    for cluster in np.unique(np.cumsum(~joins)[joins]).tolist():  # the clusters of more than one (1-based)
+        positions = order[bounds[cluster - 1] : bounds[cluster]]
         late[positions] = _ranked_late(columns.pick(positions))
     return late
 
@@ -76,11 +76,11 @@ def late_mask(columns: SegmentColumns) -> Bools:
 def _ranked_late(members: list[Segment]) -> Bools:
     """Per member: does it overlap a member ranked before it?"""
     rank = sorted(range(len(members)), key=lambda i: _rank(members[i]))
-    st = np.array([members[i].range.start_ts for i in rank])
-    en = np.array([members[i].range.end_ts for i in rank])
+    start = np.array([members[i].range.start_ts for i in rank])
+    end = np.array([members[i].range.end_ts for i in rank])
     late = np.zeros(len(members), np.bool_)
     for k in range(1, len(rank)):
-        late[rank[k]] = bool(np.any((st[:k] < en[k]) & (en[:k] > st[k])))
+        late[rank[k]] = bool(np.any((start[:k] < end[k]) & (end[:k] > start[k])))
     return late
 
 
@@ -293,14 +293,20 @@ def summary(segments: Sequence[Segment], rules: Iterable[RuleConfig]) -> dict[st
     if late is None:
         return None
     return {
-        "watermark": None if late.watermark is None else datetime.fromtimestamp(late.watermark, UTC).isoformat(),
+        "watermark": None
+        if late.watermark is None
+        else datetime.fromtimestamp(late.watermark, UTC).isoformat(),
         "late_segments": sum(len(run.late) for run in late.runs),
         "late_bytes": sum(run.late_bytes for run in late.runs),
         "buckets": [
             {
-                "bucket": str(run.bucket), "sealed": run.sealed, "late_segments": len(run.late),
-                "late_bytes": run.late_bytes, "bucket_bytes": run.base_bytes, "folds_now": run.due,
+                "bucket": str(run.bucket),
+                "sealed": run.sealed,
+                "late_segments": len(run.late),
+                "late_bytes": run.late_bytes,
+                "bucket_bytes": run.base_bytes,
+                "folds_now": run.due,
             }
             for run in late.runs
         ],
-    }  # fmt: skip
+    }

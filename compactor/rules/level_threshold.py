@@ -1,4 +1,4 @@
-"""Level-threshold (minor) compaction (seed 002, Apache CarbonData).
+"""Level-threshold (minor) compaction, as Apache CarbonData compacts its loads.
 
 Every x not-yet-compacted segments, in load order, merge into one level-1
 segment; every y level-1 segments merge into one level-2 segment. Level-2

@@ -1,4 +1,5 @@
-"""Custom (manual) merge of named segments (seeds 000 and 002), fully validated."""
+"""Custom (manual) merge of named segments (Kylin's manual merge, CarbonData's custom compaction), fully
+validated."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Bin-pack merging with pools (seed 003, Hydrolix).
+"""Bin-pack merging with pools (Hydrolix's merge pools).
 
 A segment belongs to the first pool whose age range (age = now - end), size
 limit and width limit it fits; a segment fitting no pool waits. Within a pool,

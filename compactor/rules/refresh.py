@@ -1,4 +1,4 @@
-"""Segment refresh (seed 004, Apache Pinot SegmentRefreshTask).
+"""Segment refresh (Apache Pinot's SegmentRefreshTask).
 
 A segment drifts from the table's layout when it was built with another time
 column, partitioning, sorted column, columns, types, single/multi-value kind,
@@ -60,7 +60,7 @@ class Drift(StrEnum):
 # a Delta table has one schema: these changes are applied to every segment in one commit
 TABLE_WIDE = frozenset({Drift.COLUMN_REMOVED, Drift.DATA_TYPE, Drift.SINGLE_MULTI_VALUE})
 # what rewriting a segment whole (one output with its range and rows) fixes: an upsert table's
-# refresh (seed 004: its segments map M:1, never re-bucketed, repartitioned or split)
+# refresh (as in Pinot, its segments map M:1: never re-bucketed, repartitioned or split)
 IN_PLACE = frozenset(
     {Drift.NO_LAYOUT_RECORDED, Drift.ENCODING, Drift.COMPRESSION, Drift.UNSORTED, Drift.SORTED_COLUMN}
 )

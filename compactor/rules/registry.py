@@ -100,9 +100,15 @@ def _refresh(rule: RuleConfig, given: RuleInput) -> RuleOutcome:
     assert isinstance(rule, RefreshRule)
     layout = given.settings.layout
     return refresh.plan(
-        given.eligible, rule, given.table, layout, given.index_facts, given.explain, given.all_segments,
-        whole=given.settings.upsert is not None,  # seed 004: an upsert table stays M:1
-    )  # fmt: skip
+        given.eligible,
+        rule,
+        given.table,
+        layout,
+        given.index_facts,
+        given.explain,
+        given.all_segments,
+        whole=given.settings.upsert is not None,  # as in Pinot, an upsert table's segments map M:1
+    )
 
 
 PLANNERS: Mapping[RuleName, Planner] = {

@@ -1,8 +1,8 @@
-"""Size-threshold (major) compaction (seed 002, Apache CarbonData).
+"""Size-threshold (major) compaction, as Apache CarbonData compacts its loads.
 
 Walk the eligible segments oldest first with a running total; a segment that
 would bring the total to or above `size_threshold` is skipped and the walk goes
-on (the seed's prose; CarbonData's code stops at the first overflow). All the
+on (as CarbonData's documentation says; its code stops at the first overflow). All the
 collected segments, at least two, merge into one.
 
 Near new segments (`around`): the walk's choice of a segment depends only on the
@@ -91,25 +91,25 @@ def walk(sizes: Ints, threshold: int) -> Bools:
     """
     taken = np.zeros(len(sizes), np.bool_)
     prefix = np.cumsum(sizes)
-    total, p, n = 0, 0, len(sizes)
-    while p < n:
-        before = int(prefix[p - 1]) if p else 0
+    total, at, n = 0, 0, len(sizes)
+    while at < n:
+        before = int(prefix[at - 1]) if at else 0
         end = int(np.searchsorted(prefix, threshold - total + before, side="left"))  # first misfit
-        taken[p:end] = True
+        taken[at:end] = True
         total += (int(prefix[end - 1]) if end else 0) - before
         room = threshold - total
-        p = _first_below(sizes, room, end + 1)  # sizes[end] did not fit
+        at = _first_below(sizes, room, end + 1)  # sizes[end] did not fit
     return taken
 
 
 def _first_below(values: Ints, limit: int, start: int) -> int:
     """The first position from `start` whose value is below `limit` (len: none), looked for
     in doubling chunks so that a near hit costs little."""
-    width, lo, n = 64, start, len(values)
-    while lo < n:
-        hi = min(n, lo + width)
-        hits = np.flatnonzero(values[lo:hi] < limit)
+    width, chunk_start, n = 64, start, len(values)
+    while chunk_start < n:
+        chunk_end = min(n, chunk_start + width)
+        hits = np.flatnonzero(values[chunk_start:chunk_end] < limit)
         if len(hits):
-            return lo + int(hits[0])
-        lo, width = hi, 2 * width
+            return chunk_start + int(hits[0])
+        chunk_start, width = chunk_end, 2 * width
     return n

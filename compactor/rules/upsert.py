@@ -1,4 +1,4 @@
-"""Upsert compaction (seed 004, Apache Pinot): drop superseded rows, and merge small segments.
+"""Upsert compaction (Apache Pinot's): drop superseded rows, and merge small segments.
 
 A row is invalid when its key has a row with a higher comparison value (ties:
 the later load wins). A segment qualifies when its invalid rows reach both

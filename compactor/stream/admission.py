@@ -11,10 +11,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 import numpy as np
 
 from compactor.catalog.changes import SegmentAdded, SegmentUpdated
+from compactor.catalog.fold import SegmentCatalog
 from compactor.catalog.store import CatalogStore
 from compactor.codec.events import Codec
 from compactor.config.rules import RuleName
@@ -23,7 +25,9 @@ from compactor.domain.events import CompactionRequested, ConfigApplied, SegmentA
 from compactor.domain.segments import Origin, Segment
 from compactor.errors import DeadLetterReason, EventDecodeError, InvalidSegmentError, Rejected
 from compactor.rules.late_data import refusal, sealing_rule
-from compactor.stream.state import StreamState
+from compactor.stream.control import Control
+from compactor.stream.reporting import MetricsSink, NoMetrics
+from compactor.stream.table_configs import TableConfigs
 from compactor.stream.triggers import DeadLetter, Envelope, Trigger
 
 log = logging.getLogger(__name__)
@@ -72,14 +76,25 @@ class Admission:
     """Decode -> validate -> record: what each message of a batch asks for."""
 
     def __init__(
-        self, codec: Codec, state: StreamState, tables: KnownTables, catalog_store: CatalogStore
+        self,
+        codec: Codec,
+        catalog: SegmentCatalog,
+        configs: TableConfigs,
+        tables: KnownTables,
+        catalog_store: CatalogStore,
+        control: Control,
+        clock: Callable[[], datetime],
+        metrics: MetricsSink | None = None,
     ) -> None:
         self.codec = codec
-        self.state = state
-        self.catalog = state.catalog
-        self.configs = state.configs
+        self.catalog = catalog  # loads are recorded in it
+        self.configs = configs  # published configs are adopted
         self.tables = tables
         self.catalog_store = catalog_store  # what is kept of segments retired before this process
+        self.control = control
+        self.clock = clock
+        self.metrics = metrics or NoMetrics()
+        self.redelivered = 0  # events of segments already tracked (or merged away since)
 
     def decode(self, envelopes: Sequence[Envelope]) -> tuple[list[Decoded], list[DeadLetter]]:
         decoded, dead = [], []
@@ -105,7 +120,7 @@ class Admission:
                 self.tables.require(table)
             except Rejected:
                 continue  # admit() dead-letters each of its events
-            present[table] = self.state.store.segments_with_rows(table, sorted(ids))
+            present[table] = self.tables.store.segments_with_rows(table, sorted(ids))
         return present
 
     def admit(self, event: InputEvent, present: dict[str, set[str]]) -> Trigger | None:
@@ -158,17 +173,17 @@ class Admission:
             if self.catalog.apply(SegmentAdded(segment)):
                 log.info("table %s: segment %s %s recorded", table, segment.id, segment.range)
                 if segment.origin is Origin.LOAD:
-                    self.state.control.on_load(segment, self.state.clock())
+                    self.control.on_load(segment, self.clock())
             elif known is not None:
                 self._redelivered(table)  # the same load announced again
         except InvalidSegmentError as exc:
             raise Rejected(DeadLetterReason.DUPLICATE_SEGMENT_ID, str(exc)) from None
 
     def _redelivered(self, table: str) -> None:
-        """An event of a segment already tracked (seed 003's "partitions sourced that are already
-        tracked"): counted, nothing else to do."""
-        self.state.stats.redelivered_events += 1
-        self.state.metrics.on_redelivered(table)
+        """An event of a segment already tracked (what Hydrolix's merge counts as "partitions
+        sourced that are already tracked"): counted, nothing else to do."""
+        self.redelivered += 1
+        self.metrics.on_redelivered(table)
 
     def _retired_before(self, segment: Segment) -> bool:
         """Was this id merged away already? True for an exact re-delivery of its event; a

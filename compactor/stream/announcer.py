@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Iterable, Sequence
+from datetime import datetime
 from typing import Protocol
 
 from compactor.catalog.fold import SegmentCatalog
@@ -25,9 +26,10 @@ from compactor.kafka.messages import (
     Message,
 )
 from compactor.kafka.settings import KafkaSettings
+from compactor.stream.control import Control
 from compactor.stream.faults import BETWEEN_EMITS, fault_point
+from compactor.stream.reporting import MetricsSink, NoMetrics
 from compactor.stream.runner import RunOutcome
-from compactor.stream.state import StreamState
 from compactor.stream.triggers import DeadLetter
 
 log = logging.getLogger(__name__)
@@ -48,18 +50,20 @@ class Announcer:
         publisher: Publisher,
         codec: Codec,
         topics: KafkaSettings,
-        state: StreamState,
+        catalog: SegmentCatalog,
+        control: Control,
+        clock: Callable[[], datetime],
+        metrics: MetricsSink | None = None,
         on_topic: ResultsOnTopic | None = None,
     ) -> None:
         self.publisher = publisher
         self.on_topic: ResultsOnTopic = on_topic or (lambda table, plan_ids: set())
         self.codec = codec
         self.topics = topics
-        self.catalog = state.catalog  # it remembers, durably, which versions were announced
-        self.clock = state.clock
-        self.stats = state.stats
-        self.metrics = state.metrics
-        self.control = state.control
+        self.catalog = catalog  # it remembers, durably, which versions were announced
+        self.control = control  # told of each merge's result (the debt, the write ledger)
+        self.clock = clock
+        self.metrics = metrics or NoMetrics()
 
     def announce(self, outcome: RunOutcome, result_sent: bool = False) -> None:
         """The plan's result (unless a crashed run's is on the topic already), then (if it
@@ -101,7 +105,6 @@ class Announcer:
                 (self.topics.dead_letter_topic, letter.envelope.key, letter.envelope.value, headers)
             )
         self.publisher.send_all(messages)
-        self.stats.dead_letters += len(dead)
 
     def advise(self, advice: ProducerAdvice) -> None:
         """Advice to the table's producers, on the advice topic (keyed by table)."""
@@ -114,12 +117,12 @@ class Announcer:
         if self.catalog.announced(table) is None:
             self.catalog.mark_announced(table, -1)
 
-    def announce_unannounced(self, catalog: SegmentCatalog, tables: Iterable[str]) -> None:
+    def announce_unannounced(self, tables: Iterable[str]) -> None:
         """Once the tables are caught up after a start: announce the merges Delta holds but Kafka
         never heard (a crash between a commit and its events). A table seen for the first time
         starts from its present."""
         for table in tables:
-            executed = catalog.executed_plans(table)
+            executed = self.catalog.executed_plans(table)
             floor = self.catalog.announced(table)
             if floor is None:  # first start with this state: the past is not ours to announce
                 self.catalog.mark_announced(table, max((e.version for e in executed), default=-1))
@@ -130,9 +133,13 @@ class Announcer:
             for e in pending:
                 log.warning(
                     "table %s: announcing plan %s (version %d) again after a restart%s",
-                    table, e.plan.plan_id, e.version,
-                    " (its result is on the topic already: its outputs' events only)" if e.plan.plan_id in sent else "",
-                )  # fmt: skip
+                    table,
+                    e.plan.plan_id,
+                    e.version,
+                    " (its result is on the topic already: its outputs' events only)"
+                    if e.plan.plan_id in sent
+                    else "",
+                )
                 records = sum(s.records for s in e.outputs)
                 commit = Commit(
                     e.version, e.outputs, records, sum(s.bytes for s in e.outputs), data_change=e.data_change

@@ -19,18 +19,24 @@ from compactor.kafka.settings import KafkaSettings
 from compactor.rules.due import Due
 from compactor.stream.admission import Admission, KnownTables
 from compactor.stream.announcer import Announcer, Publisher, ResultsOnTopic
+from compactor.stream.catalog_keeper import CatalogKeeper
 from compactor.stream.catalog_timing import TimedCatalogStore
+from compactor.stream.control import Control
+from compactor.stream.cool_down import CoolDown
 from compactor.stream.due import DueTimes
-from compactor.stream.fair_share import WaitingPlans
 from compactor.stream.handler import BatchHandler
-from compactor.stream.inflight import InFlight, Slots, Workers, thread_workers
-from compactor.stream.planning import CoolDown, TablePlanner
+from compactor.stream.merge_desk import StreamDesk
+from compactor.stream.merging.inflight import InFlight
+from compactor.stream.merging.scheduler import MergeScheduler
+from compactor.stream.merging.slots import Slots
+from compactor.stream.merging.waiting import WaitingPlans
+from compactor.stream.merging.workers import Workers, thread_workers
+from compactor.stream.planning import TablePlanner
 from compactor.stream.purging import OtherWriters, Purges
 from compactor.stream.recovery import EAGER_TABLES, Unannounced, recover
 from compactor.stream.reporting import MetricsSink, NoMetrics
 from compactor.stream.runner import RetryPolicy, Runner
-from compactor.stream.state import StreamState
-from compactor.stream.stats import HandlerStats
+from compactor.stream.switches import TableSwitches
 from compactor.stream.table_configs import TableConfigs
 
 
@@ -58,14 +64,13 @@ def assemble(
     `max_concurrent_merges` threads; `InlineWorkers` runs each where it starts, as the unit
     tests do). A shard's handler shares the job's `slots` and recovers only the tables it `owns`.
     `on_topic` reads back which results the topic holds: a restart announces each result once."""
-    unannounced, sink = Unannounced(clock), metrics or NoMetrics()
+    unannounced, sink, control = Unannounced(clock), metrics or NoMetrics(), Control()
     catalog_store = TimedCatalogStore(catalog_store, sink)
     catalog, new_tables, unread = recover(store, catalog_store, unannounced, owns, eager)
     configs = TableConfigs(config, store, catalog)
-    state = StreamState(store, catalog, configs, clock, HandlerStats(), unannounced, sink)
-    state.configs.load_recorded(catalog, new_tables)
-    announcer = Announcer(publisher, codec, topics, state, on_topic)
-    announcer.announce_unannounced(catalog, [t for t in catalog.table_names if t not in unread])
+    configs.load_recorded(catalog, new_tables)
+    announcer = Announcer(publisher, codec, topics, catalog, control, clock, sink, on_topic)
+    announcer.announce_unannounced([t for t in catalog.table_names if t not in unread])
     catalog_store.save(catalog.take_changes())
     operations, due, started = config.operations, DueTimes(), clock()
     for table in catalog.table_names:  # a merge in flight at a crash is planned again; due times derived
@@ -73,28 +78,55 @@ def assemble(
     cool_down = CoolDown(clock, operations.cool_down, catalog, due)
     cool_down.quarantine_after = operations.quarantine_after
     inflight = _inflight(config, store, workers, slots, shard)
+    purges = Purges(lambda table: _purge_ratio(configs, table), clock)
+    keeper = CatalogKeeper(store, catalog, catalog_store, unannounced, unread, announcer, purges, sink)
+    runner = Runner(store, catalog, configs, clock, cool_down, sink, retry, sleep)
+    desk = StreamDesk(runner, announcer, keeper, configs, inflight.running, sink)
+    merges = MergeScheduler(
+        inflight,
+        WaitingPlans(lambda t: configs.for_table(t).priority, operations.max_merges_per_batch),
+        desk,
+        control,
+        lambda size: operations.merge_time_bound(size).total_seconds(),
+        sink.phase,
+    )
     handler = BatchHandler(
-        state,
-        Admission(codec, state, KnownTables(store, catalog.table_names, owns), catalog_store),
-        TablePlanner(
-            state,
+        admission=Admission(
+            codec,
+            catalog,
+            configs,
+            KnownTables(store, catalog.table_names, owns),
+            catalog_store,
+            control,
+            clock,
+            sink,
+        ),
+        planner=TablePlanner(
+            catalog,
+            configs,
+            store,
+            control,
+            clock,
             cool_down,
+            sink,
             defer_over_lag=operations.defer_optional_over_lag,
             off_peak=operations.off_peak,
             due=due,
             running=lambda table: inflight.booked(table),
         ),
-        Runner(state, cool_down, retry, sleep),
-        announcer,
-        catalog_store,
-        inflight,
-        WaitingPlans(lambda t: configs.for_table(t).priority, operations.max_merges_per_batch),
-        Purges(lambda table: _purge_ratio(configs, table), clock),
-        OtherWriters(operations.check_other_writers_every.total_seconds()),
-        unread,
+        runner=runner,
+        merges=merges,
+        keeper=keeper,
+        announcer=announcer,
+        switches=TableSwitches(catalog, configs, cool_down),
+        purges=purges,
+        other_writers=OtherWriters(operations.check_other_writers_every.total_seconds()),
+        control=control,
+        metrics=sink,
+        clock=clock,
     )
     # segments whose deleted rows a crash left unpurged: reported, and queued again
-    handler.recounted([s for table in catalog.table_names for s in catalog.segments(table) if s.deleted])
+    keeper.recounted([s for table in catalog.table_names for s in catalog.segments(table) if s.deleted])
     return handler
 
 

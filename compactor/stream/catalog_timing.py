@@ -1,5 +1,5 @@
-"""The catalog store with every call timed into the job's metrics (seed 003 lists the catalog's
-query latency among what an operator looks at first when merges lag)."""
+"""The catalog store with every call timed into the job's metrics (Hydrolix's merge
+troubleshooting lists the catalog's query latency among what to look at first when merges lag)."""
 
 from __future__ import annotations
 

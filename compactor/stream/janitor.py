@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import logging
 import threading
-from datetime import timedelta
+from collections.abc import Callable
+from datetime import datetime, timedelta
 
-from compactor.delta.store import VacuumReport
+from compactor.catalog.view import CatalogView
+from compactor.delta.store import TableStore, VacuumReport
 from compactor.rules.due import Due
 from compactor.stream.due import DueTimes
-from compactor.stream.state import StreamState
+from compactor.stream.reporting import MetricsSink, NoMetrics
+from compactor.stream.table_configs import TableConfigs
 
 log = logging.getLogger(__name__)
 
@@ -28,21 +31,33 @@ class Janitor:
     heap's top, whatever the number of tables; a table first seen comes due `first_delay`
     after the start, then every `vacuum.interval` of its config."""
 
-    def __init__(self, state: StreamState, first_delay: timedelta = FIRST_DELAY) -> None:
-        self.state = state
+    def __init__(
+        self,
+        catalog: CatalogView,
+        configs: TableConfigs,
+        store: TableStore,
+        clock: Callable[[], datetime],
+        metrics: MetricsSink | None = None,
+        first_delay: timedelta = FIRST_DELAY,
+    ) -> None:
+        self.catalog = catalog
+        self.configs = configs
+        self.store = store
+        self.clock = clock
+        self.metrics = metrics or NoMetrics()
         self.first_delay = first_delay
-        self._started = state.clock()
+        self._started = clock()
         self.due = DueTimes()
         self._seen: set[str] = set()
         self._count = 0  # tables in the catalog when it was last looked through
 
     def _sync(self) -> None:
         """Tables new to the catalog join the heap (looked for only when the count changed)."""
-        catalog = self.state.catalog
+        catalog = self.catalog
         if catalog.table_count == self._count:
             return
         self._count = catalog.table_count
-        first = max(self.state.clock(), self._started + self.first_delay)
+        first = max(self.clock(), self._started + self.first_delay)
         for table in catalog.table_names:
             if table not in self._seen:
                 self._seen.add(table)
@@ -51,18 +66,18 @@ class Janitor:
     def run_due(self) -> list[VacuumReport]:
         self._sync()
         reports = []
-        for table, _ in self.due.pop_due(self.state.clock()):
-            config = self.state.configs.for_table(table).vacuum
-            now = self.state.clock()
+        for table, _ in self.due.pop_due(self.clock()):
+            config = self.configs.for_table(table).vacuum
+            now = self.clock()
             self.due.set(table, Due(now + config.interval, "its vacuum interval"), now)
             if not config.enabled:
                 continue
             try:
-                reports.append(self.state.store.vacuum(table, config))
+                reports.append(self.store.vacuum(table, config))
             except Exception:  # a failed VACUUM deletes nothing it should not; the next interval retries
                 log.exception("table %s: VACUUM failed; tried again in %s", table, config.interval)
                 continue
-            self.state.metrics.on_vacuum(table)
+            self.metrics.on_vacuum(table)
             log.info("table %s: files replaced more than %s ago deleted", table, config.retention)
         return reports
 

@@ -27,7 +27,8 @@ from compactor.kafka.settings import KafkaSettings
 from compactor.kafka.topics import ensure_topics
 from compactor.stream.assemble import assemble
 from compactor.stream.handler import BatchHandler
-from compactor.stream.inflight import SharedWorkers, Slots, Workers
+from compactor.stream.merging.slots import Slots
+from compactor.stream.merging.workers import SharedWorkers, Workers
 from compactor.stream.reporting import MetricsSink
 from compactor.stream.ticker import Ticker
 
@@ -152,5 +153,5 @@ def run_until_idle(
 
 def progress(handler: BatchHandler) -> tuple[int, int]:
     """Events processed and merges recorded (committed, failed or stale) so far."""
-    stats = handler.state.stats
+    stats = handler.stats
     return stats.events, stats.merges + stats.replayed_merges + stats.failed_merges + stats.replans

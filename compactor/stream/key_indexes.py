@@ -7,15 +7,17 @@ from __future__ import annotations
 import logging
 
 from compactor.catalog.key_index import KeyIndex
+from compactor.catalog.view import CatalogView
 from compactor.config.layout import UpsertConfig
-from compactor.stream.state import StreamState
+from compactor.delta.store import TableStore
 
 log = logging.getLogger(__name__)
 
 
 class KeyIndexes:
-    def __init__(self, state: StreamState) -> None:
-        self.state = state
+    def __init__(self, catalog: CatalogView, store: TableStore) -> None:
+        self.catalog = catalog
+        self.store = store
         self._indexes: dict[str, KeyIndex] = {}
         self._noted_in: dict[str, object] = {}  # the catalog's table object each index noted in
         self._marks: dict[str, int] = {}  # ... and how far into its changes it has looked
@@ -30,7 +32,7 @@ class KeyIndexes:
         """Bring the table's index up to the catalog, and note the counts that changed in the
         catalog's columns (`SegmentColumns.invalid`, which upsert compaction reads); the ids of
         the segments whose count may have changed."""
-        catalog = self.state.catalog
+        catalog = self.catalog
         live = catalog.live(table)
         index = self._indexes.get(table)
 
@@ -47,11 +49,11 @@ class KeyIndexes:
                     "table %s: its segments changed in a way the key index cannot follow; rebuilt", table
                 )
             fresh, loads = KeyIndex(), sorted(live)
-            fresh.absorb([live[sid] for sid in loads], self.state.store.key_rows(table, upsert, None))
+            fresh.absorb([live[sid] for sid in loads], self.store.key_rows(table, upsert, None))
             index = self._indexes[table] = fresh  # kept once read: a failed scan leaves no index
             self.rebuilds += 1
         elif loads:
-            index.absorb([live[sid] for sid in loads], self.state.store.key_rows(table, upsert, loads))
+            index.absorb([live[sid] for sid in loads], self.store.key_rows(table, upsert, loads))
         touched = index.take_touched()
         if same:
             live.note_invalid(touched)

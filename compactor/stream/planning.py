@@ -12,13 +12,13 @@ import logging
 import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import datetime
 
-from compactor.catalog.failures import Failure
 from compactor.catalog.fold import SegmentCatalog
 from compactor.config.off_peak import OffPeak
 from compactor.config.rules import RefreshRule, RuleName
 from compactor.config.tables import TableSettings
+from compactor.delta.store import TableStore
 from compactor.domain.columns import SegmentColumns
 from compactor.domain.events import ProducerAdvice
 from compactor.domain.layout import IndexFacts
@@ -26,85 +26,20 @@ from compactor.domain.plans import MergePlan
 from compactor.domain.segments import Segment
 from compactor.errors import DeadLetterReason, ManualMergeError, Rejected
 from compactor.rules import manual
-from compactor.rules.due import Due, cool_down_end, table_due
+from compactor.rules.due import table_due
 from compactor.rules.engine import evaluate, near_after
 from compactor.stream.advice import ADVISE_EVERY, advise
+from compactor.stream.control import Control
+from compactor.stream.cool_down import CoolDown
 from compactor.stream.due import DueTimes
 from compactor.stream.key_indexes import KeyIndexes
+from compactor.stream.reporting import MetricsSink, NoMetrics
 from compactor.stream.scope import AttemptScope
-from compactor.stream.state import StreamState
+from compactor.stream.stats import AttemptCounts
+from compactor.stream.table_configs import TableConfigs
 from compactor.stream.triggers import Trigger
 
 log = logging.getLogger(__name__)
-DEFAULT_COOLDOWN = timedelta(minutes=5)
-
-
-MAX_BACKOFF = 16  # a table's cool-down doubles with each failure in a row, up to this many periods
-
-
-class CoolDown:
-    """Plans (and tables) that failed, left alone for a while instead of failing again on every
-    event. Each start is noted with the table in the catalog: status shows it, and a restarted
-    job keeps cooling what was cooling. When one ends, its table comes due (`due`).
-
-    A table's failures in a row lengthen its cool-downs (each twice the last, up to
-    `MAX_BACKOFF` periods); after `quarantine_after` of them the table is quarantined with its
-    last error (`quarantined`), until its config changes or an operator enables it again. A
-    success forgives the streak."""
-
-    def __init__(
-        self,
-        clock: Callable[[], datetime],
-        period: timedelta = DEFAULT_COOLDOWN,
-        catalog: SegmentCatalog | None = None,
-        due: DueTimes | None = None,
-    ) -> None:
-        self.clock = clock
-        self.period = period
-        self.catalog = catalog
-        self.due = due
-        self.quarantine_after: int | None = None
-        self._until: dict[str, tuple[str, datetime]] = {}  # key -> (table, until)
-        self._streak: dict[str, int] = {}  # table -> its failures in a row
-        if catalog is not None:  # what a previous run left cooling keeps cooling
-            for table in catalog.table_names:
-                self._until.update((f.key, (table, f.until)) for f in catalog.failures(table))
-
-    def start(self, key: str, table: str, reason: str, rule: str | None = None, failed: bool = False) -> None:
-        """Cool `key` down; `failed`: a merge failed (not merely skipped): the table's streak
-        grows, and with it this cool-down."""
-        now = self.clock()
-        streak = self._streak[table] = (
-            self._streak.get(table, 0) + 1 if failed else self._streak.get(table, 0)
-        )
-        until = now + self.period * min(MAX_BACKOFF, 2 ** max(0, streak - 1))
-        self._until[key] = (table, until)
-        if self.catalog is not None:
-            self.catalog.note_failure(table, Failure(key, rule, reason, now, until))
-        if self.due is not None:
-            self.due.lower(table, Due(until, f"the cool-down of {key} ends"))
-
-    def streak(self, table: str) -> int:
-        return self._streak.get(table, 0)
-
-    def succeeded(self, table: str) -> None:
-        self._streak.pop(table, None)
-
-    def quarantines(self, table: str) -> bool:
-        """Has the table failed often enough in a row to be quarantined?"""
-        return self.quarantine_after is not None and self.streak(table) >= self.quarantine_after
-
-    def active(self, key: str) -> bool:
-        found = self._until.get(key)
-        return found is not None and self.clock() < found[1]
-
-    def cooling(self, table: str) -> list[tuple[str, datetime]]:
-        """The table's cool-downs: (key, until)."""
-        return [(key, until) for key, (t, until) in self._until.items() if t == table]
-
-    def next_end(self, table: str) -> Due | None:
-        """When the table's next cool-down ends (None: nothing of it cools down)."""
-        return cool_down_end(self.cooling(table), self.clock())
 
 
 class TablePlanner:
@@ -112,18 +47,29 @@ class TablePlanner:
 
     def __init__(
         self,
-        state: StreamState,
+        catalog: SegmentCatalog,
+        configs: TableConfigs,
+        store: TableStore,
+        control: Control,
+        clock: Callable[[], datetime],
         cool_down: CoolDown,
+        metrics: MetricsSink | None = None,
         scope: AttemptScope | None = None,
         defer_over_lag: int | None = None,
         off_peak: OffPeak | None = None,
         due: DueTimes | None = None,
         running: Callable[[str], Mapping[str, str]] = lambda table: {},
     ) -> None:
-        self.state = state
+        self.catalog = catalog  # it notes each table's debt outlook with the table's mark
+        self.configs = configs
+        self.store = store
+        self.control = control
+        self.clock = clock
         self.cool_down = cool_down
+        self.metrics = metrics or NoMetrics()
+        self.counts = AttemptCounts()
         self.scope = scope or AttemptScope()
-        self.keys = KeyIndexes(state)
+        self.keys = KeyIndexes(catalog, store)
         self.defer_over_lag = defer_over_lag  # admission control: see `_allowance`
         self.off_peak = off_peak  # optional merges run only inside it
         self.due = due if due is not None else DueTimes()
@@ -134,25 +80,22 @@ class TablePlanner:
 
     def plans(self, trigger: Trigger) -> list[MergePlan]:
         """A manual merge, or one evaluation of the table's rules (explain off: the hot path)."""
-        table, state = trigger.table, self.state
-        settings = state.configs.for_table(table)
-        segments = state.catalog.columns(table)  # as columns: what the planners scan
+        table, catalog = trigger.table, self.catalog
+        settings = self.configs.for_table(table)
+        segments = catalog.columns(table)  # as columns: what the planners scan
         if trigger.merge_ids:
             self._invalid_counts(table, settings, None)  # the key index reads loads before any merge
             try:
                 return [manual.plan(table, trigger.merge_ids, segments, settings)]
             except ManualMergeError as exc:
                 raise Rejected(DeadLetterReason.MANUAL_MERGE_REJECTED, str(exc)) from None
-        state.stats.attempts += 1
-        state.stats.attempts_by_origin[trigger.origin] = (
-            state.stats.attempts_by_origin.get(trigger.origin, 0) + 1
-        )
-        now = state.clock()
+        self.counts.attempted(trigger.origin)
+        now = self.clock()
         allowance = self._allowance(table, settings, now)  # first: catching up widens the scope
-        near = self.scope.near(trigger, now, lambda sid: state.catalog.get(table, sid))
+        near = self.scope.near(trigger, now, lambda sid: catalog.get(table, sid))
         invalid_counts, recounted = self._invalid_counts(table, settings, trigger.only_rule)
         if near is not None and recounted:  # upsert: a load also changes the counts of others
-            near += tuple(s for s in map(state.catalog.live(table).get, sorted(recounted)) if s)
+            near += tuple(s for s in map(catalog.live(table).get, sorted(recounted)) if s)
         evaluation = evaluate(
             table,
             segments,
@@ -166,16 +109,16 @@ class TablePlanner:
             allowance=allowance,
             running=self.running(table),
         )
-        state.metrics.on_attempt("full" if near is None else "near")
+        self.metrics.on_attempt("full" if near is None else "near")
         plans = [p for p in evaluation.plans if not self.cool_down.active(p.plan_id)]
         self._note_due(table, settings, segments, near, now)
         if trigger.only_rule is None:  # every rule ran: what waits to merge (the table's debt)
-            state.control.on_evaluation(table, evaluation.ready, full=near is None)
+            self.control.on_evaluation(table, evaluation.ready, full=near is None)
             self.scope.evaluated(table, now, near, runnable=bool(plans), narrow_next=near_after(plans))
         if not plans:
-            state.stats.empty_attempts += 1
+            self.counts.empty_attempts += 1
             return []
-        version = state.store.latest_version(table)
+        version = self.store.latest_version(table)
         return [replace(p, table_version=version) for p in plans]
 
     def _note_due(
@@ -200,11 +143,11 @@ class TablePlanner:
         """Bytes optional merges may rewrite: none while the job is more than `defer_over_lag`
         events behind (it must keep up with the events first) or outside the off-peak window,
         else what the table's write-amplification budget has left (None: no limit)."""
-        lag = self.state.control.lag
+        lag = self.control.lag
         behind = self.defer_over_lag is not None and lag is not None and lag > self.defer_over_lag
-        if behind != self.state.control.deferring:
-            self.state.control.deferring = behind
-            self.state.metrics.on_deferring(behind)
+        if behind != self.control.deferring:
+            self.control.deferring = behind
+            self.metrics.on_deferring(behind)
             if behind:
                 log.warning("%d events behind: optional merges wait until the job catches up", lag)
             else:
@@ -212,40 +155,43 @@ class TablePlanner:
                 self.scope.unsettle()  # the merges that waited are found by full evaluations
         if behind or (self.off_peak is not None and not self.off_peak.contains(now)):
             return -math.inf  # nothing optional fits, however small
-        return self.state.control.writes.allowance(table, now, settings.max_write_amplification)
+        return self.control.writes.allowance(table, now, settings.max_write_amplification)
 
     def read_debt(self, table: str) -> ProducerAdvice | None:
         """After an attempt's merges ran: the table's debt read into its trend; a table whose
         debt stopped falling is warned about once; after each full evaluation the outlook is
         kept with the table's mark (for `compactor status`), and the advice to the table's
         producers returned when small loads pile up (at most once an hour)."""
-        state, now = self.state, self.state.clock()
-        state.control.read_debt(table, now)
-        outlook = state.control.outlook(table, now, state.configs.for_table(table).max_debt)
+        now = self.clock()
+        self.control.read_debt(table, now)
+        outlook = self.control.outlook(table, now, self.configs.for_table(table).max_debt)
         if outlook is None:
             return None
         if outlook.stuck and table not in self._stuck:
             log.warning(
                 "table %s: merge debt has not fallen for %d evaluations although the job keeps up "
                 "(%d segments, %d bytes wait); see `compactor status` for failed plans",
-                table, state.control.trend.stuck_after, outlook.segments, outlook.bytes,
-            )  # fmt: skip
+                table,
+                self.control.trend.stuck_after,
+                outlook.segments,
+                outlook.bytes,
+            )
         self._stuck = (self._stuck | {table}) if outlook.stuck else (self._stuck - {table})
         if not self.scope.was_full(table):  # the outlook is kept, and advice given, after full ones
             return None
-        doc = outlook.to_json() | {"at": now.isoformat(), "deferring_optional": state.control.deferring}
-        state.catalog.note_debt_outlook(table, json.dumps(doc, sort_keys=True))
+        doc = outlook.to_json() | {"at": now.isoformat(), "deferring_optional": self.control.deferring}
+        self.catalog.note_debt_outlook(table, json.dumps(doc, sort_keys=True))
         return self._advice(table, now)
 
     def _advice(self, table: str, now: datetime) -> ProducerAdvice | None:
-        limits = self.state.configs.for_table(table).producer_advice
+        limits = self.configs.for_table(table).producer_advice
         last = self._advised.get(table)
         if limits is None or (last is not None and now - last < ADVISE_EVERY):
             return None
-        rate = self.state.control.ingest.loads_per_hour(table, now)
+        rate = self.control.ingest.loads_per_hour(table, now)
         found = advise(
             table,
-            self.state.catalog.columns(table),
+            self.catalog.columns(table),
             limits.max_small_segments,
             limits.min_segment_size,
             rate,
@@ -290,10 +236,10 @@ class TablePlanner:
             # a segment's files change only when a sub-partition is added or refreshed
             cached = (s.id, f"{key}|{sorted(s.sub_partitions)}|{s.records}")
             if cached not in self._facts:
-                self._facts[cached] = self.state.store.index_facts(table, s, layout, sub_column)
+                self._facts[cached] = self.store.index_facts(table, s, layout, sub_column)
             return self._facts[cached]
 
-        return _OnDemand(self.state.catalog.live(table), check)
+        return _OnDemand(self.catalog.live(table), check)
 
 
 class _OnDemand(Mapping[str, IndexFacts]):

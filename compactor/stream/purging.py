@@ -21,10 +21,11 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 
-from compactor.catalog.fold import SegmentCatalog
+from compactor.catalog.view import CatalogView
+from compactor.delta.store import TableStore
 from compactor.domain.segments import Segment
 from compactor.errors import CommitConflict
-from compactor.stream.state import StreamState
+from compactor.stream.reporting import MetricsSink
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +44,7 @@ class Purges:
         self.ratio_of = ratio_of  # table -> its purge_deleted_ratio (None: never)
         self.clock = clock
         self.retry_after = retry_after
+        self.purged = 0  # segments rewritten without their deleted rows
         self._waiting: dict[tuple[str, str], datetime] = {}  # (table, id) -> not before
 
     def offer(self, segments: Iterable[Segment]) -> None:
@@ -51,11 +53,14 @@ class Purges:
             if self._due(segment) and (segment.table, segment.id) not in self._waiting:
                 log.info(
                     "table %s: segment %s hides %d deleted row(s) (%.0f%%); purge queued",
-                    segment.table, segment.id, segment.deleted, 100 * segment.deleted_ratio,
-                )  # fmt: skip
+                    segment.table,
+                    segment.id,
+                    segment.deleted,
+                    100 * segment.deleted_ratio,
+                )
                 self._waiting[(segment.table, segment.id)] = self.clock()
 
-    def take(self, catalog: SegmentCatalog, busy: Callable[[str], bool]) -> list[Segment]:
+    def take(self, catalog: CatalogView, busy: Callable[[str], bool]) -> list[Segment]:
         """The next table's segments to purge (in one commit), as the catalog knows them now;
         empty when nothing is due. A segment merged away or purged since it was queued leaves
         the queue; a table with a merge in flight waits (that merge may rewrite the same files)."""
@@ -68,6 +73,13 @@ class Purges:
                 del self._waiting[key]
                 chosen.append(segment)
         return chosen
+
+    def done(self, purged: int | None, segments: list[Segment]) -> None:
+        """What `purge_segments` did: counted, or (it failed) queued again for `retry_after`."""
+        if purged is None:
+            self.failed(segments)
+        else:
+            self.purged += purged
 
     def failed(self, segments: Iterable[Segment]) -> None:
         """The purge failed: tried again after `retry_after`."""
@@ -108,27 +120,26 @@ class OtherWriters:
         return chosen
 
 
-def written_since(state: StreamState, table: str) -> bool:
+def written_since(store: TableStore, catalog: CatalogView, table: str) -> bool:
     """Whether the table has commits the catalog has not folded (ours or others')."""
-    known = state.catalog.version(table)
-    return known is not None and state.store.latest_version(table) > known
+    known = catalog.version(table)
+    return known is not None and store.latest_version(table) > known
 
 
-def purge_segments(state: StreamState, segments: list[Segment]) -> bool:
-    """Rewrite one table's segments without their deleted rows. False when it failed for
-    another reason than a race (then it is retried later); after a race the caller's check of
-    the table says what is left."""
+def purge_segments(store: TableStore, metrics: MetricsSink, segments: list[Segment]) -> int | None:
+    """Rewrite one table's segments without their deleted rows: how many were purged (0 after
+    a lost race: the caller's check of the table says what is left), None when it failed for
+    another reason (it is retried later)."""
     table = segments[0].table
     ids, rows = ", ".join(s.id for s in segments), sum(s.deleted for s in segments)
     try:
-        state.store.purge(segments)
+        store.purge(segments)
     except CommitConflict as exc:  # another writer touched the files
         log.info("table %s: purge of %s lost a race (%s); checking the table", table, ids, exc)
+        return 0
     except Exception:
         log.exception("table %s: purge of %s failed; tried again later", table, ids)
-        return False
-    else:
-        log.info("table %s: purged %d deleted row(s) from %s", table, rows, ids)
-        state.metrics.on_purge(table, len(segments), rows)
-        state.stats.purges += len(segments)
-    return True
+        return None
+    log.info("table %s: purged %d deleted row(s) from %s", table, rows, ids)
+    metrics.on_purge(table, len(segments), rows)
+    return len(segments)

@@ -65,8 +65,12 @@ def settle_layout(
     old = f"{record.shards} shard(s)" if record is not None else "one job"
     log.warning(
         "resharded %s from %s to %d shard(s) over %d partition(s); the new queries start at %s",
-        layout.topic, old, layout.shards, layout.partitions, offsets or "the earliest offsets",
-    )  # fmt: skip
+        layout.topic,
+        old,
+        layout.shards,
+        layout.partitions,
+        offsets or "the earliest offsets",
+    )
     return moved
 
 

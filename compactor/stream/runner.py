@@ -16,21 +16,25 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from datetime import datetime
 
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from compactor.catalog.changes import PlanApplied
+from compactor.catalog.fold import SegmentCatalog
 from compactor.config.rules import RuleName
 from compactor.config.tables import TableSettings
-from compactor.delta.store import LoadOrder
+from compactor.delta.store import LoadOrder, TableStore
 from compactor.domain.events import MergeResult, MergeStatus
 from compactor.domain.plans import Commit, MergePlan
 from compactor.domain.segments import Segment
 from compactor.errors import CommitConflict, MergeCancelled, StalePlan
+from compactor.stream.cool_down import CoolDown
 from compactor.stream.faults import AFTER_BOOKKEEPING, AFTER_COMMIT, AFTER_PLANNING, fault_point
-from compactor.stream.inflight import Finished
-from compactor.stream.planning import CoolDown
-from compactor.stream.state import StreamState
+from compactor.stream.merging.workers import Finished
+from compactor.stream.reporting import MetricsSink, NoMetrics
+from compactor.stream.stats import MergeCounts
+from compactor.stream.table_configs import TableConfigs
 
 log = logging.getLogger(__name__)
 
@@ -78,13 +82,22 @@ class Runner:
 
     def __init__(
         self,
-        state: StreamState,
+        store: TableStore,
+        catalog: SegmentCatalog,
+        configs: TableConfigs,
+        clock: Callable[[], datetime],
         cool_down: CoolDown,
+        metrics: MetricsSink | None = None,
         retry: RetryPolicy | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        self.state = state
+        self.store = store
+        self.catalog = catalog  # what each merge did is recorded in it
+        self.configs = configs
+        self.clock = clock
         self.cool_down = cool_down
+        self.metrics = metrics or NoMetrics()
+        self.counts = MergeCounts()
         self.retry = retry or RetryPolicy()
         self.sleep = sleep
 
@@ -97,7 +110,7 @@ class Runner:
             return Finished(plan, skipped=short)
         lost = [0]
         try:
-            with self.state.metrics.merging():
+            with self.metrics.merging():
                 commit = self._commit(plan, settings, load_order, lost)
         except StalePlan as exc:
             return Finished(plan, stale=str(exc), conflicts=lost[0])
@@ -108,8 +121,8 @@ class Runner:
 
     def record(self, finished: Finished) -> RunOutcome:
         """What a finished plan did, into the catalog and counters: the result to announce."""
-        state, plan = self.state, finished.plan
-        state.stats.conflicts += finished.conflicts
+        plan, counts = finished.plan, self.counts
+        counts.conflicts += finished.conflicts
         if finished.skipped is not None:
             log.warning(
                 "plan %s: %s; tried again in %s", plan.plan_id, finished.skipped, self.cool_down.period
@@ -118,58 +131,68 @@ class Runner:
             return self._unsuccessful(plan, MergeStatus.SKIPPED, finished.skipped)
         if finished.stale is not None:
             log.warning("plan %s: %s; re-planning", plan.plan_id, finished.stale)
-            state.stats.replans += 1
+            counts.replans += 1
             return replace(self._unsuccessful(plan, MergeStatus.SKIPPED, finished.stale), stale=True)
         if finished.commit is None:
             return self._failed(plan, finished.failure)
         commit = finished.commit
         self.cool_down.succeeded(plan.table)
-        state.catalog.apply(PlanApplied(plan, commit.outputs, commit.version, commit.data_change))
+        self.catalog.apply(PlanApplied(plan, commit.outputs, commit.version, commit.data_change))
         fault_point(AFTER_BOOKKEEPING)
         if commit.already_done:
-            state.stats.replayed_merges += 1
+            counts.replayed_merges += 1
         else:
-            state.stats.merges += 1
+            counts.merges += 1
         log.info(
             "table %s: %s merged %s -> %s (%s) at version %d",
-            plan.table, plan.rule, ",".join(plan.input_ids), ",".join(o.id for o in commit.outputs),
-            plan.level or plan.pool or "-", commit.version,
-        )  # fmt: skip
+            plan.table,
+            plan.rule,
+            ",".join(plan.input_ids),
+            ",".join(o.id for o in commit.outputs),
+            plan.level or plan.pool or "-",
+            commit.version,
+        )
         upsert = plan.rule == RuleName.UPSERT_COMPACTION
-        return RunOutcome(MergeResult.succeeded(plan, commit, state.clock(), upsert), commit.outputs)
+        return RunOutcome(MergeResult.succeeded(plan, commit, self.clock(), upsert), commit.outputs)
 
     def _failed(self, plan: MergePlan, failure: BaseException | None) -> RunOutcome:
         """A failed plan: cooled down longer with each failure of its table in a row, and the
         table quarantined with this error once the streak reaches `quarantine_after`."""
-        state = self.state
         error = failure or RuntimeError("the merge reported neither a commit nor a failure")
-        state.stats.failed_merges += 1
+        self.counts.failed_merges += 1
         if isinstance(error, MergeCancelled):
-            state.stats.cancelled_merges += 1
+            self.counts.cancelled_merges += 1
         self.cool_down.start(plan.plan_id, plan.table, _short(error), plan.rule, failed=True)
         streak = self.cool_down.streak(plan.table)
         if self.cool_down.quarantines(plan.table):
-            why = quarantine_note(_short(error), config_fingerprint(state.configs.for_table(plan.table)))
-            if state.catalog.quarantine(plan.table, why):
-                state.metrics.on_quarantine(plan.table)
+            why = quarantine_note(_short(error), config_fingerprint(self.configs.for_table(plan.table)))
+            if self.catalog.quarantine(plan.table, why):
+                self.metrics.on_quarantine(plan.table)
                 log.error(
                     "table %s quarantined after %d failed merges in a row (last: %s); no attempt until "
                     "its config changes or `compactor table enable %s`",
-                    plan.table, streak, _short(error), plan.table, exc_info=error,
-                )  # fmt: skip
+                    plan.table,
+                    streak,
+                    _short(error),
+                    plan.table,
+                    exc_info=error,
+                )
         else:
             log.error(
                 "plan %s failed (%d in a row for table %s); tried again after its cool-down",
-                plan.plan_id, streak, plan.table, exc_info=error,
-            )  # fmt: skip
+                plan.plan_id,
+                streak,
+                plan.table,
+                exc_info=error,
+            )
         return self._unsuccessful(plan, MergeStatus.FAILED, _short(error))
 
     def _unsuccessful(self, plan: MergePlan, status: MergeStatus, why: str) -> RunOutcome:
-        return RunOutcome(MergeResult.unsuccessful(plan, status, why, self.state.clock()))
+        return RunOutcome(MergeResult.unsuccessful(plan, status, why, self.clock()))
 
     def _space_short(self, plan: MergePlan) -> str | None:
         """Why the plan's output would not fit where the table's files go (None: it fits, or unknown)."""
-        free = self.state.store.free_bytes(plan.table)
+        free = self.store.free_bytes(plan.table)
         need = int(plan.bytes_in * SPACE_FACTOR) + SPACE_MARGIN
         if free is None or free >= need:
             return None
@@ -182,17 +205,17 @@ class Runner:
         for attempt in self.retry.retrying(self.sleep, self._conflict_lost(plan, lost)):
             with attempt:
                 if attempt.retry_state.attempt_number > 1:
-                    present = self.state.store.segments_with_rows(plan.table, plan.input_ids)
+                    present = self.store.segments_with_rows(plan.table, plan.input_ids)
                     gone = sorted(set(plan.input_ids) - present)
                     if gone:
                         raise StalePlan(f"inputs {gone} changed under the plan")
-                return self.state.store.commit(plan, settings, load_order)
+                return self.store.commit(plan, settings, load_order)
         raise AssertionError("unreachable: tenacity returns or re-raises")
 
     def _conflict_lost(self, plan: MergePlan, lost: list[int]) -> Callable[[RetryCallState], None]:
         def count(state: RetryCallState) -> None:
             lost[0] += 1
-            self.state.metrics.on_conflict(plan.table)
+            self.metrics.on_conflict(plan.table)
             log.warning("plan %s: Delta conflict, retry %d", plan.plan_id, state.attempt_number)
 
         return count

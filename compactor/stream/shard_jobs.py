@@ -100,8 +100,11 @@ class ShardedJob:
             delay = min(RESTART_MAX_S, RESTART_FIRST_S * 2 ** (failures - 1))
             log.error(
                 "shard %d: the streaming query failed (%d in a row): %s; starting it again in %.0fs",
-                index, failures, failure, delay,
-            )  # fmt: skip
+                index,
+                failures,
+                failure,
+                delay,
+            )
             self.running.pop(index).stop(0.0)
             self._retry_at[index] = now + delay
         for index, at in list(self._retry_at.items()):

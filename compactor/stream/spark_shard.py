@@ -16,11 +16,12 @@ from compactor.delta.shard_record import ShardRecord, shard_checkpoint
 from compactor.kafka.producer import EventProducer
 from compactor.kafka.settings import KafkaSettings
 from compactor.kafka.shards import ShardLayout
-from compactor.stream.inflight import Slots, Workers
 from compactor.stream.janitor import Janitor
 from compactor.stream.job import Shard, build_handler, run_until_idle, start_query, whole_topic
+from compactor.stream.job_view import JobView
+from compactor.stream.merging.slots import Slots
+from compactor.stream.merging.workers import Workers
 from compactor.stream.reporting import MetricsSink
-from compactor.stream.state import StreamState
 from compactor.stream.summary import Summary
 
 
@@ -59,7 +60,7 @@ class SparkShard:
         producer: EventProducer,
         shard: Shard,
         metrics: MetricsSink,
-        watch: Callable[[StreamState], None],
+        watch: Callable[[JobView], None],
         on_stop: Callable[[], None] = lambda: None,
     ) -> None:
         self.index = shard.index
@@ -68,7 +69,7 @@ class SparkShard:
         self.kafka = kafka
         self.on_stop = on_stop
         self.handler = build_handler(spark, config, warehouse, kafka, producer, metrics=metrics, shard=shard)
-        watch(self.handler.state)
+        watch(self.handler.view())
         self.query: StreamingQuery | None = None
         self._threads: list[threading.Event] = []
 
@@ -77,7 +78,11 @@ class SparkShard:
         self.query = start_query(
             self.spark, self.handler, self.kafka, self.shard.checkpoint, shard=self.shard
         )
-        self._threads = [Janitor(self.handler.state).start(), Summary(self.handler.state).start()]
+        handler = self.handler
+        janitor = Janitor(
+            handler.catalog, handler.configs, handler.keeper.store, handler.clock, handler.metrics
+        )
+        self._threads = [janitor.start(), Summary(handler.view()).start()]
         return self
 
     def run_until_idle(self) -> int:
@@ -102,6 +107,6 @@ class SparkShard:
         for stop in self._threads:
             stop.set()
         left = self.handler.drain(grace)
-        self.handler.inflight.release()
+        self.handler.merges.inflight.release()
         self.on_stop()
         return left

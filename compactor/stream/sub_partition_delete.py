@@ -8,7 +8,6 @@ from compactor.catalog.changes import CommitRecord
 from compactor.domain.segments import SegmentState
 from compactor.errors import CompactorError
 from compactor.stream.runner import Runner
-from compactor.stream.state import StreamState
 
 log = logging.getLogger(__name__)
 
@@ -21,13 +20,15 @@ def delete_value(runner: Runner, table: str, value: str) -> CommitRecord | None:
     writer building it would put rows back, or fail, after the delete. A lost commit
     race is retried like a merge's.
     """
-    state: StreamState = runner.state
-    config = state.configs.for_table(table).sub_partition
+    config = runner.configs.for_table(table).sub_partition
     if config is None:
         raise CompactorError(f"table {table} declares no sub-partition column")
-    segments = state.catalog.segments(table)
-    busy = [f"{s.id} ({s.sub_partition_state(value)})" for s in segments
-            if s.sub_partition_state(value) not in (None, SegmentState.ONLINE)]  # fmt: skip
+    segments = runner.catalog.segments(table)
+    busy = [
+        f"{s.id} ({s.sub_partition_state(value)})"
+        for s in segments
+        if s.sub_partition_state(value) not in (None, SegmentState.ONLINE)
+    ]
     if busy:
         raise CompactorError(
             f"table {table}: {config.column} = {value!r} is being built in {', '.join(busy)}; "
@@ -38,10 +39,15 @@ def delete_value(runner: Runner, table: str, value: str) -> CommitRecord | None:
         return None
     for attempt in runner.retry.retrying(runner.sleep):
         with attempt:
-            record = state.store.delete_sub_partition(table, config, value, state.catalog.segments(table))
-    state.catalog.apply(record)
+            record = runner.store.delete_sub_partition(table, config, value, runner.catalog.segments(table))
+    runner.catalog.apply(record)
     log.info(
         "table %s: %s = %r deleted in version %d: %d segment(s) changed, %d left empty and removed",
-        table, config.column, value, record.version, len(record.added), len(record.removed),
-    )  # fmt: skip
+        table,
+        config.column,
+        value,
+        record.version,
+        len(record.added),
+        len(record.removed),
+    )
     return record

@@ -6,9 +6,8 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import replace
 
-from compactor.stream.state import StreamState
+from compactor.stream.job_view import JobView
 from compactor.stream.stats import HandlerStats
 
 log = logging.getLogger(__name__)
@@ -34,29 +33,27 @@ class Summary:
 
     def __init__(
         self,
-        state: StreamState,
+        job: JobView,
         interval: float = INTERVAL_S,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.state = state
+        self.stats = job.stats  # the counters, read now
+        self.catalog = job.catalog
+        self.control = job.control
         self.interval = interval
         self.monotonic = monotonic
-        self._before = replace(state.stats)
+        self._before = job.stats()
         self._since = monotonic()
 
     def line(self) -> str:
-        state, now = self.state, self.monotonic()
-        tables = state.catalog.table_names
-        segments = sum(len(state.catalog.segments(t)) for t in tables)
+        now, after = self.monotonic(), self.stats()
+        tables = self.catalog.table_names
+        segments = sum(len(self.catalog.segments(t)) for t in tables)
+        lag = self.control.lag
         text = summary_line(
-            self._before,
-            state.stats,
-            now - self._since,
-            segments,
-            len(tables),
-            None if state.control.lag is None else int(state.control.lag),
+            self._before, after, now - self._since, segments, len(tables), None if lag is None else int(lag)
         )
-        self._before, self._since = replace(state.stats), now
+        self._before, self._since = after, now
         return text
 
     def start(self) -> threading.Event:

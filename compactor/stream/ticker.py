@@ -36,7 +36,7 @@ class Ticker:
 
     def _loop(self) -> None:
         while not self.stop.is_set() and self.alive():
-            self.handler.inflight.wait(self.handler.until_due(self.every))
+            self.handler.merges.wait(self.handler.until_due(self.every))
             if self.stop.is_set():
                 return
             try:

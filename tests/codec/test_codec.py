@@ -5,12 +5,14 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import struct
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import fastavro
 import pytest
+from fastavro.schema import to_parsing_canonical_form
 
 from compactor.codec.events import SEGMENT_COMPLETED, Codec
 from compactor.codec.framing import MAGIC, schemas_dir
@@ -67,9 +69,32 @@ def test_merge_result_round_trip(codec: Codec) -> None:
     )
 
 
+def crc64_avro(text: str) -> int:
+    """The Avro specification's CRC-64-AVRO (Rabin) fingerprint, as its reference code computes it."""
+    empty = 0xC15D213AA4D7A795
+    table = []
+    for i in range(256):
+        fp = i
+        for _ in range(8):
+            fp = (fp >> 1) ^ (empty & -(fp & 1))
+        table.append(fp)
+    fp = empty
+    for byte in text.encode():
+        fp = (fp >> 8) ^ table[(fp ^ byte) & 0xFF]
+    return fp
+
+
 def test_messages_use_single_object_encoding(codec: Codec) -> None:
+    """Avro's single-object encoding: C3 01, the writer schema's fingerprint (CRC-64-AVRO of its
+    canonical form, little-endian), then the record's Avro body and nothing more."""
+    schema = fastavro.parse_schema(json.loads((schemas_dir() / "segment_completed.avsc").read_text()))
     data = codec.encode(SEGMENT_COMPLETED, valid_record())
-    assert data[:2] == MAGIC and len(data) > 10
+    assert data[:2] == b"\xc3\x01"
+    assert data[2:10] == struct.pack("<Q", crc64_avro(to_parsing_canonical_form(schema)))
+    body = io.BytesIO(data[10:])
+    defaults = {"sub_partition_states": {}, "indexes": [], "action": "CREATE", "built_with": ""}
+    assert fastavro.schemaless_reader(body, schema, None) == valid_record() | defaults
+    assert body.read() == b"", "no bytes after the record"
 
 
 def test_old_writer_schema_is_resolved_to_the_current_one(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ from compactor.delta.files import HadoopFiles
 from compactor.delta.live_files import LiveFileIndex
 from compactor.delta.log import DeltaLogReader
 from compactor.delta.merge import execute_merge
+from compactor.delta.merge_settings import MergeSettings
 from compactor.delta.paths import table_uri
 from compactor.delta.spark_store import SparkTableStore
 from compactor.delta.transaction import DirectTransaction
@@ -81,12 +82,12 @@ def snapshot(spark: Any, warehouse: Path, table: str = "t") -> Any:
     return delta_log.update(False, jvm.scala.Option.empty(), jvm.scala.Option.empty())
 
 
-def merge_in_group(spark: Any, warehouse: Path, plan: MergePlan, **kwargs: Any) -> Any:
+def merge_in_group(spark: Any, warehouse: Path, plan: MergePlan, settings: MergeSettings) -> Any:
     """`execute_merge` under the merge's job group, as the store runs it."""
     context = spark.sparkContext
     context.setLocalProperty("spark.jobGroup.id", f"compactor-merge-{plan.plan_id}")
     try:
-        return execute_merge(spark, warehouse, plan, **kwargs)
+        return execute_merge(spark, warehouse, plan, settings)
     finally:
         context.setLocalProperty("spark.jobGroup.id", None)
 
@@ -102,7 +103,7 @@ def test_a_merge_removes_exactly_its_inputs_files_in_at_most_one_job_without_a_s
     plan = make_plan("t", "minor", segments[1:3])
 
     work = SparkWork(spark)
-    commit = merge_in_group(spark, warehouse, plan, driver_max_bytes=driver_max_bytes)
+    commit = merge_in_group(spark, warehouse, plan, MergeSettings(driver_max_bytes=driver_max_bytes))
     done = work.summary(1)
 
     actions = commit_actions(warehouse, commit.version)
@@ -142,7 +143,7 @@ def test_hundreds_of_merges_leave_no_transaction_id_and_checkpoints_agree_with_t
     for i in range(1, merges + 1):
         new = rust_load(warehouse, f"s{i}", i, rows=2)
         plan = make_plan("t", "minor", [current, new])
-        commit = execute_merge(spark, warehouse, plan, log=log, live=live)
+        commit = execute_merge(spark, warehouse, plan, live=live)
         current = commit.outputs[0]
     state = snapshot(spark, warehouse)
     assert state.setTransactions().size() == 0

@@ -22,6 +22,7 @@ from compactor.delta.checksum import rows_checksum
 from compactor.delta.files import HadoopFiles
 from compactor.delta.index_check import footer
 from compactor.delta.merge import execute_merge
+from compactor.delta.merge_settings import MergeSettings
 from compactor.delta.paths import table_uri
 from compactor.delta.transaction import DirectTransaction
 from compactor.delta.writes import write_segment
@@ -97,7 +98,9 @@ def test_a_small_merge_in_the_driver_writes_the_file_spark_writes(
         context = spark.sparkContext
         context.setLocalProperty("spark.jobGroup.id", f"compactor-merge-{plan.plan_id}")
         work = SparkWork(spark)
-        commit = execute_merge(spark, warehouse, plan, order=order, driver_max_bytes=driver_max)
+        commit = execute_merge(
+            spark, warehouse, plan, MergeSettings(order=order, driver_max_bytes=driver_max)
+        )
         context.setLocalProperty("spark.jobGroup.id", None)
         after = spark.read.format("delta").load(table_uri(warehouse, table))
         assert rows_checksum(after) == before and commit.records_out == 90
@@ -157,7 +160,9 @@ def test_direct_commits_on_an_s3_warehouse(
     path = table_uri(warehouse, "t")
     before = rows_checksum(spark.read.format("delta").load(path))
     driver = execute_merge(spark, warehouse, make_plan("t", "minor", segments[:2]))
-    by_spark = execute_merge(spark, warehouse, make_plan("t", "minor", segments[2:4]), driver_max_bytes=0)
+    by_spark = execute_merge(
+        spark, warehouse, make_plan("t", "minor", segments[2:4]), MergeSettings(driver_max_bytes=0)
+    )
     assert rows_checksum(spark.read.format("delta").load(path)) == before
     assert (driver.records_out, by_spark.records_out) == (60, 60)
     again = execute_merge(spark, warehouse, make_plan("t", "minor", segments[:2]))

@@ -17,6 +17,7 @@ from compactor.delta import reads
 from compactor.delta.files import HadoopFiles
 from compactor.delta.log import CommitFacts, DeltaLogReader
 from compactor.delta.merge import execute_merge
+from compactor.delta.merge_settings import MergeSettings
 from compactor.delta.paths import table_uri
 from compactor.delta.properties import load_table_config, save_table_config
 from compactor.delta.reads import segments_with_rows
@@ -111,7 +112,7 @@ def test_a_plan_committed_beyond_the_recent_commits_is_still_found_with_its_vers
     path = table_uri(warehouse, "t")
     assert reader(spark, warehouse).find(f'"plan_id":"{plan.plan_id}"', depth=3) is None
 
-    again = execute_merge(spark, warehouse, plan, depth=3)
+    again = execute_merge(spark, warehouse, plan, MergeSettings(depth=3))
     assert again.already_done
     assert (again.version, again.records_out, again.bytes_out) == (first.version, 40, first.bytes_out)
     assert DeltaTable.forPath(spark, path).history().count() == first.version + 5

@@ -19,6 +19,7 @@ from compactor.config.sort import SortConfig
 from compactor.delta.checksum import rows_checksum
 from compactor.delta.log import RECENT_COMMITS
 from compactor.delta.merge import execute_merge
+from compactor.delta.merge_settings import MergeSettings
 from compactor.delta.paths import SEGMENT_COLUMN, table_uri
 from compactor.delta.spark_store import SparkTableStore
 from compactor.delta.writes import write_segment
@@ -69,7 +70,10 @@ def merge(
     plan = make_plan(table, "minor", segments, level=1)
     # about four files: a quarter of the inputs' bytes each
     commit = execute_merge(
-        spark, warehouse, plan, order=order, target_file_bytes=plan.bytes_in // 4 + 1, write_tasks=write_tasks
+        spark,
+        warehouse,
+        plan,
+        MergeSettings(order=order, target_file_bytes=plan.bytes_in // 4 + 1, write_tasks=write_tasks),
     )
     assert commit.layout == (order.describe() if order else None), "the result names the layout applied"
     assert rows_checksum(spark.read.format("delta").load(path)) == before, "the same rows, exactly"
@@ -173,7 +177,7 @@ def test_merged_files_carry_micros_timestamps_the_inputs_codec_and_statistics(
     finally:
         spark.conf.unset("spark.sql.parquet.compression.codec")
     plan = make_plan("modern", "minor", segments, level=1)
-    execute_merge(spark, warehouse, plan, depth=depth, order=SortConfig(by=("event_time",)))
+    execute_merge(spark, warehouse, plan, MergeSettings(depth=depth, order=SortConfig(by=("event_time",))))
 
     (file,) = merged_files(spark, warehouse, plan)
     meta = pq.ParquetFile(file.removeprefix("file:"))
@@ -198,6 +202,8 @@ def test_an_order_on_a_column_the_table_lacks_fails_the_merge_with_its_name(
     with pytest.raises(
         ConfigError, match=r"table bad: sort.by column\(s\) \['region'\] are not in the table's columns"
     ):
-        execute_merge(spark, warehouse, plan, order=SortConfig(by=("region", "country"), curve="zorder"))
+        execute_merge(
+            spark, warehouse, plan, MergeSettings(order=SortConfig(by=("region", "country"), curve="zorder"))
+        )
     table = spark.read.format("delta").load(table_uri(warehouse, "bad"))
     assert table.select(SEGMENT_COLUMN).distinct().count() == SEGMENTS, "nothing committed"

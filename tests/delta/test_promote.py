@@ -16,6 +16,7 @@ from deltalake import DeltaTable as RustDeltaTable
 from compactor.client.loader import sample_rows
 from compactor.delta.checksum import rows_checksum
 from compactor.delta.merge import execute_merge
+from compactor.delta.merge_settings import MergeSettings
 from compactor.delta.paths import table_uri
 from compactor.delta.reads import read_commits, segment_sizes, segments_with_rows
 from compactor.delta.transaction import DirectTransaction
@@ -49,7 +50,7 @@ def test_a_month_merge_over_well_sized_files_writes_no_data_byte(spark: Any, war
     plan = make_plan("t", "auto_merge", weeks, level="month")
     smallest = min((warehouse / f).stat().st_size for f in files_before)
 
-    commit = execute_merge(spark, warehouse, plan, promote_min_bytes=smallest)
+    commit = execute_merge(spark, warehouse, plan, MergeSettings(promote_min_bytes=smallest))
 
     assert data_files(warehouse) == files_before, "no data file written"
     assert (commit.data_change, commit.records_out) == (False, 200)
@@ -74,7 +75,7 @@ def test_a_month_merge_over_well_sized_files_writes_no_data_byte(spark: Any, war
     record = read_commits(spark, warehouse, "t")[-1]
     assert (record.op, record.removed, record.data_change) == ("merge", plan.input_ids, False)
     assert [(s.id, s.records, s.bytes) for s in record.added] == [(plan.output.id, 200, commit.bytes_out)]
-    again = execute_merge(spark, warehouse, plan, promote_min_bytes=smallest)
+    again = execute_merge(spark, warehouse, plan, MergeSettings(promote_min_bytes=smallest))
     assert again.already_done and again.version == commit.version, "a replay commits nothing"
     assert (again.records_out, again.bytes_out) == (200, commit.bytes_out), "and reads the sizes back"
 
@@ -104,7 +105,7 @@ def test_only_the_small_inputs_are_rewritten_in_the_same_commit(spark: Any, ware
     threshold = min((warehouse / f).stat().st_size for f in big_files)
     assert max((warehouse / f).stat().st_size for f in small_files) < threshold
 
-    commit = execute_merge(spark, warehouse, plan, promote_min_bytes=threshold)
+    commit = execute_merge(spark, warehouse, plan, MergeSettings(promote_min_bytes=threshold))
 
     table = spark.read.format("delta").load(path)
     assert rows_checksum(table) == before and commit.records_out == 4010
@@ -122,7 +123,7 @@ def test_a_small_file_in_every_input_means_a_rewrite(spark: Any, warehouse: Path
     files_before = data_files(warehouse)
     biggest = max((warehouse / f).stat().st_size for f in files_before)
     commit = execute_merge(
-        spark, warehouse, make_plan("t", "auto_merge", weeks), promote_min_bytes=biggest + 1
+        spark, warehouse, make_plan("t", "auto_merge", weeks), MergeSettings(promote_min_bytes=biggest + 1)
     )
     assert len(data_files(warehouse) - files_before) == 1, "one new file: the rewrite"
     assert commit.records_out == 100
@@ -141,7 +142,9 @@ def test_a_concurrent_delete_of_an_input_fails_the_move_as_a_conflict(
 
     monkeypatch.setattr(DirectTransaction, "commit", after_someone_deletes)
     with pytest.raises(CommitConflict, match="Concurrent"):
-        execute_merge(spark, warehouse, make_plan("t", "auto_merge", weeks), promote_min_bytes=1)
+        execute_merge(
+            spark, warehouse, make_plan("t", "auto_merge", weeks), MergeSettings(promote_min_bytes=1)
+        )
     table = spark.read.format("delta").load(path)
     assert sorted(r.segment_id for r in table.select("segment_id").distinct().collect()) == ["w0"]
     assert table.count() == 50, "the deleted rows stay deleted: no file came back"

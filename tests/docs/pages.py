@@ -1,4 +1,4 @@
-"""The README and the docs pages as fenced blocks: what the docs tests read."""
+"""The README, CONTRIBUTING.md and the docs pages as fenced blocks: what the docs tests read."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-PAGES = (REPO / "README.md", *sorted((REPO / "docs").rglob("*.md")))
+PAGES = (REPO / "README.md", REPO / "CONTRIBUTING.md", *sorted((REPO / "docs").rglob("*.md")))
 COMMAND_LANGUAGES = frozenset({"bash", "sh", "shell", "console"})
 # the excerpt mark: an HTML comment on the line right before the fence (`<!-- excerpt: why -->`)
 EXCERPT = re.compile(r"^\s*<!--\s*excerpt(\s*:[^>]*)?\s*-->\s*$")

@@ -149,7 +149,7 @@ def test_order_by_sorts_by_both_keys_then_id(keys: list[tuple[int, int]], rnd: o
 
 
 def walk_one_by_one(sizes: list[int], threshold: int) -> list[bool]:
-    """The size-threshold walk as the seed states it."""
+    """The size-threshold walk as CarbonData's major compaction states it."""
     taken, total = [], 0
     for size in sizes:
         fits = total + size < threshold

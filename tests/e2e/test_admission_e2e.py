@@ -52,8 +52,8 @@ def test_a_merged_away_id_announced_again_is_dead_lettered_and_its_exact_redeliv
     assert f"segment {first.id} of table {TABLE} was merged away" in headers["compactor.dead_letter.detail"]
     assert "a segment id is never reused" in headers["compactor.dead_letter.detail"]
     assert codec.decode_segment_completed(dead.value()).segment.records == first.records + 5, "the bytes kept"
-    (week,) = restarted.state.catalog.segments(TABLE)
-    assert week.range == TimeRange(JAN, JAN + timedelta(days=7)) and restarted.state.stats.merges == 0
+    (week,) = restarted.catalog.segments(TABLE)
+    assert week.range == TimeRange(JAN, JAN + timedelta(days=7)) and restarted.stats.merges == 0
     assert checksum(spark.read.format("delta").load(table_uri(warehouse, TABLE))) == before
     restarted.close()
 
@@ -80,7 +80,7 @@ def test_a_real_backlog_defers_optional_merges_until_the_job_catches_up(
     kafka = replace(make_kafka(kafka_bootstrap, unique), config=config.kafka)
     loaded = load_days(spark, warehouse, kafka, JAN, 12, rows=3)  # all on the topic before the job starts
     handler = build_handler(spark, config, warehouse, kafka, codec=default_codec())
-    control = handler.state.control
+    control = handler.control
     read_lag = control.on_lag
 
     def on_lag(events: float | None) -> None:  # the readings go into the story a failure prints
@@ -111,11 +111,11 @@ def test_a_real_backlog_defers_optional_merges_until_the_job_catches_up(
     assert sorted(level for _, level in merges) == ["1"] * 6 + ["2"] * 3, story
     # three level-2 segments in the end, each of four neighbouring days: level-1 merges run side
     # by side and may commit out of order, but level 1 is grouped only once none of them runs
-    final = handler.state.catalog.segments(TABLE)
+    final = handler.catalog.segments(TABLE)
     assert sorted(s.level for s in final) == [2, 2, 2], story
     spans = sorted((s.start, s.end) for s in final)
     assert spans == [(JAN + timedelta(days=d), JAN + timedelta(days=d + 4)) for d in (0, 4, 8)], story
     assert sum(s.records for s in final) == 12 * 3, story
-    assert all(handler.state.catalog.get(TABLE, s.id) is None for s in loaded), "every load merged away"
+    assert all(handler.catalog.get(TABLE, s.id) is None for s in loaded), "every load merged away"
     assert checksum(spark.read.format("delta").load(table_uri(warehouse, TABLE)))[0] == 12 * 3
     handler.close()

@@ -108,7 +108,7 @@ def test_delta_rs_loads_without_a_jvm_are_merged_like_any_load(
     with caplog.at_level("INFO", logger="compactor"):
         JobRunner(spark, handler, kafka, tmp_path / "checkpoint").run_until_quiet()
     assert "written by others" not in caplog.text
-    assert (handler.state.stats.merges, handler.state.stats.dead_letters) == (1, 0)
-    (merged,) = handler.state.catalog.segments(TABLE)
+    assert (handler.stats.merges, handler.stats.dead_letters) == (1, 0)
+    (merged,) = handler.catalog.segments(TABLE)
     assert merged.records == 70
     assert checksum(read_table(spark, warehouse)) == before

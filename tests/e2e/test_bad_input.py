@@ -113,10 +113,10 @@ def test_a_mixed_stream_with_every_kind_of_bad_event(
     got = Counter(dict(m.headers())[DEAD_LETTER_REASON_HEADER].decode() for m in dead)
     assert got == Counter(kind for kind, _ in bad), "each bad event dead-lettered once, with its reason"
     assert sorted(m.value() or b"" for m in dead) == sorted(data for _, data in bad), "original bytes kept"
-    assert handler.state.stats.attempt_errors == 0 and handler.state.stats.failed_merges == 0
+    assert handler.stats.attempt_errors == 0 and handler.stats.failed_merges == 0
     table = spark.read.format("delta").load(table_uri(warehouse, TABLE))
     assert checksum(table) == before, "the good data is intact"
-    covered = sorted(handler.state.catalog.segments(TABLE), key=lambda s: s.start)
+    covered = sorted(handler.catalog.segments(TABLE), key=lambda s: s.start)
     assert covered[0].start == FIRST and covered[-1].end == FIRST + timedelta(days=GOOD)
     assert sum(s.records for s in covered) == GOOD * 3, "every good segment was processed"
-    assert handler.state.stats.merges == 8, "the eight complete quarters merged"
+    assert handler.stats.merges == 8, "the eight complete quarters merged"

@@ -62,7 +62,7 @@ def test_the_job_survives_a_broker_kill_and_restart(spark: Any, warehouse: Path,
 
         for day in range(3):
             load(day)
-        assert wait_for(lambda: handler.state.stats.events >= 3, 60)
+        assert wait_for(lambda: handler.stats.events >= 3, 60)
 
         broker.kill()  # SIGKILL: no clean shutdown
         time.sleep(3)
@@ -71,11 +71,11 @@ def test_the_job_survives_a_broker_kill_and_restart(spark: Any, warehouse: Path,
             load(day)
         # Either the running query recovers by itself, or it fails clearly (a delivery error
         # fails the batch); a restart on the same checkpoint then finishes the work.
-        wait_for(lambda: handler.state.stats.merges >= 1 or not query.isActive, 90)
+        wait_for(lambda: handler.stats.merges >= 1 or not query.isActive, 90)
         query.stop()
         JobRunner(spark, handler, kafka, checkpoint).run_until_quiet()
 
-        (week,) = handler.state.catalog.segments("t")
+        (week,) = handler.catalog.segments("t")
         assert week.end - week.start == timedelta(days=7)
         table = spark.read.format("delta").load(table_uri(warehouse, "t"))
         assert checksum(table)[0] == 28, "no row lost"

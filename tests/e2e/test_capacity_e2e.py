@@ -267,7 +267,7 @@ def test_merges_come_due_with_time_and_schedules_without_events_across_a_restart
     first = build_handler(spark, config, warehouse, kafka)
     query = start_query(spark, first, kafka, checkpoint, trigger_interval="500 milliseconds")
     try:
-        wait(lambda: first.state.stats.events == 5, "the loads admitted")
+        wait(lambda: first.stats.events == 5, "the loads admitted")
         wait(
             lambda: any(r["table"] == "nightly" for r in results(kafka_bootstrap, kafka)),
             "the schedule fired",
@@ -293,7 +293,7 @@ def test_merges_come_due_with_time_and_schedules_without_events_across_a_restart
     merged = [r for r in results(kafka_bootstrap, kafka) if r["table"] == "aging"]
     assert len(merged) == 1 and merged[0]["status"].value == "SUCCEEDED"
     assert merged[0]["produced_at"] >= due.at, "not before the pool's age"
-    assert restarted.state.stats.due_attempts >= 1
+    assert restarted.stats.due_attempts >= 1
     nightly = [r for r in results(kafka_bootstrap, kafka) if r["table"] == "nightly"]
     assert [r["rule"] for r in nightly] == ["major"] and nightly[0]["status"].value == "SUCCEEDED"
 

@@ -50,7 +50,7 @@ def test_a_month_merges_after_a_restart_although_the_log_lost_its_first_commits(
     loaded = load_days(spark, warehouse, kafka, JAN, 10, rows=5)
     handler = handler_for(spark, warehouse, kafka, ["week", "month"])
     JobRunner(spark, handler, kafka, tmp_path / "cp").run_until_quiet()
-    assert len(handler.state.catalog.segments(TABLE)) == 4, "the first week merged; Jan 8-10 wait"
+    assert len(handler.catalog.segments(TABLE)) == 4, "the first week merged; Jan 8-10 wait"
 
     age(log_dir)
     load_days(spark, warehouse, kafka, JAN + timedelta(days=10), 2, rows=5)  # checkpoints clean the log up
@@ -59,13 +59,13 @@ def test_a_month_merges_after_a_restart_although_the_log_lost_its_first_commits(
     assert "d20240108" not in recorded, "Jan 8's load is no longer in the table's history"
 
     restarted = handler_for(spark, warehouse, kafka, ["week", "month"])  # a new job, same checkpoint
-    assert restarted.state.catalog.get(TABLE, "d20240108") is not None, "the catalog still knows it"
+    assert restarted.catalog.get(TABLE, "d20240108") is not None, "the catalog still knows it"
     load_days(spark, warehouse, kafka, JAN + timedelta(days=12), 19, rows=5)
     before = checksum(read_table(spark, warehouse))
     assert before[0] == 31 * 5
     JobRunner(spark, restarted, kafka, tmp_path / "cp").run_until_quiet()
 
-    (month,) = restarted.state.catalog.segments(TABLE)
+    (month,) = restarted.catalog.segments(TABLE)
     assert (month.start, month.end) == (JAN, datetime(2024, 2, 1, tzinfo=UTC))
     assert checksum(read_table(spark, warehouse)) == before
     assert {r.segment_id for r in read_table(spark, warehouse).select("segment_id").distinct().collect()} == {
@@ -73,7 +73,7 @@ def test_a_month_merges_after_a_restart_although_the_log_lost_its_first_commits(
     }
     stored = DeltaCatalogStore(spark, warehouse).load()
     assert [s.id for s in stored.segments[TABLE]] == [month.id]
-    assert stored.marks[TABLE].version == restarted.state.store.latest_version(TABLE)
+    assert stored.marks[TABLE].version == restarted.keeper.store.latest_version(TABLE)
 
     # a producer re-sends Jan 2's event (merged away before the restart, its commit long gone
     # from the log), then reuses its id for other data: the first is harmless, the second refused

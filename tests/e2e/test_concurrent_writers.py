@@ -69,7 +69,7 @@ def test_a_loader_appending_during_a_cascade_loses_and_doubles_nothing(
     assert checksum(table) == (sum(n for n, _ in expected), sum(h for _, h in expected)), (
         "no row lost or doubled"
     )
-    (month,) = handler.state.catalog.segments("flows")
+    (month,) = handler.catalog.segments("flows")
     assert (month.start, month.end) == (datetime(2024, 2, 1, tzinfo=UTC), datetime(2024, 3, 1, tzinfo=UTC))
     results = [
         default_codec().decode_merge_result(m.value())
@@ -117,7 +117,5 @@ def test_conflicts_are_retried_a_bounded_number_of_times_then_reported(
         for m in consume_all(kafka_bootstrap, kafka.results_topic)
     ]
     assert result["status"] is MergeStatus.FAILED and "ConcurrentAppendException" in result["error"]
-    assert len(calls) == 5 and handler.state.stats.conflicts == 4, (
-        "bounded retries with backoff, then reported"
-    )
-    assert len(handler.state.catalog.segments("busy")) == 7, "nothing changed"
+    assert len(calls) == 5 and handler.stats.conflicts == 4, "bounded retries with backoff, then reported"
+    assert len(handler.catalog.segments("busy")) == 7, "nothing changed"

@@ -53,7 +53,7 @@ def test_the_job_reads_and_writes_the_confluent_wire_format(
     handler = build_handler(spark, config, warehouse, kafka, producer=producer, codec=codec)
     JobRunner(spark, handler, kafka, tmp_path / "cp").run_until_quiet()
 
-    assert handler.state.stats.dead_letters == 0 and handler.state.stats.merges == 1
+    assert handler.stats.dead_letters == 0 and handler.stats.merges == 1
     assert spark.read.format("delta").load(table_uri(warehouse, "wire")).count() == 35
     read = AvroDeserializer(codec.registry.client)
     (message,) = consume_all(kafka_bootstrap, kafka.results_topic)

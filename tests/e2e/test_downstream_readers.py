@@ -64,7 +64,7 @@ def test_a_streaming_reader_survives_week_and_month_merges_and_sees_each_row_onc
     reader = DownstreamReader(spark, path, tmp_path / "reader")
     reader.run()
     job.run_until_quiet()
-    assert len(handler.state.catalog.segments(TABLE)) == 1, "the week merged"
+    assert len(handler.catalog.segments(TABLE)) == 1, "the week merged"
     reader.run()  # the week's merge commit is skipped, not an error
     for first, days in ((7, 7), (14, 7), (21, 7), (28, 3)):  # a week's loads between runs
         load_days(spark, warehouse, kafka, JAN + timedelta(days=first), days)
@@ -72,11 +72,11 @@ def test_a_streaming_reader_survives_week_and_month_merges_and_sees_each_row_onc
         job.run_until_quiet()
     reader.run()
 
-    (month,) = handler.state.catalog.segments(TABLE)
+    (month,) = handler.catalog.segments(TABLE)
     assert (month.start, month.end) == (JAN, datetime(2024, 2, 1, tzinfo=UTC))
     merges = merge_versions(spark, warehouse)
     # four weeks, then the month (largest level first: the last days join it directly)
-    assert len(merges) == handler.state.stats.merges == 5
+    assert len(merges) == handler.stats.merges == 5
     assert all(data_change_flags(path, v) == {False} for v in merges)
     assert [r["data_change"] for r in results(kafka_bootstrap, kafka.results_topic)] == [False] * 5
     assert reader.seen().count() == 31 * 20
@@ -154,12 +154,12 @@ def test_merges_conserve_rows_on_tables_with_newer_delta_features(
     handler = handler_for(spark, warehouse, kafka, ["week"])
     JobRunner(spark, handler, kafka, tmp_path / "checkpoint").run_until_quiet()
 
-    assert (handler.state.stats.merges, handler.state.stats.failed_merges) == (1, 0)
+    assert (handler.stats.merges, handler.stats.failed_merges) == (1, 0)
     assert checksum(read_table(spark, warehouse)) == before
     (merge,) = merge_versions(spark, warehouse)
     assert data_change_flags(path, merge) == {False}
     assert {r.segment_id for r in read_table(spark, warehouse).select("segment_id").distinct().collect()} == {
-        s.id for s in handler.state.catalog.segments(TABLE)
+        s.id for s in handler.catalog.segments(TABLE)
     }
     assert_delta_rs_agrees(spark, path)
 

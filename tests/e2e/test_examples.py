@@ -89,6 +89,6 @@ def test_the_producer_and_consumer_examples_load_merge_and_follow(
     config = {"defaults": {"rules": [{"rule": "minor", "level_thresholds": [3, 0]}]}}
     handler = build_handler(spark, load_config(config), warehouse, kafka)
     JobRunner(spark, handler, kafka, tmp_path / "job").run_until_quiet()
-    (merged,) = handler.state.catalog.segments("clicks")
+    (merged,) = handler.catalog.segments("clicks")
     lines = run_script("results_consumer.py", env | {"TABLE": "clicks", "IDLE_SECONDS": "5"})
     assert lines == ["minor merged 3 into 1: 1 now", merged.id]

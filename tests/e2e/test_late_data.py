@@ -48,13 +48,13 @@ def test_a_sealed_week_takes_three_late_days_and_is_rewritten_once_at_the_fold(
     for day in range(8):  # week 1 and the Monday after it: the week merges, and is sealed
         load(f"day{day}", day, 5000)
     job.run_until_quiet()
-    (week,) = [s for s in handler.state.catalog.segments("clicks") if s.range == WEEK_1]
+    (week,) = [s for s in handler.catalog.segments("clicks") if s.range == WEEK_1]
 
     # two small late days: under 10 % of the week's bytes, they wait beside it
     small = [load("late_wed", 2, 10), load("late_thu", 3, 10)]
     job.run_until_quiet()
     assert sum(s.bytes for s in small) < 0.1 * week.bytes, (small, week.bytes)
-    held = {s.id for s in handler.state.catalog.segments("clicks")}
+    held = {s.id for s in handler.catalog.segments("clicks")}
     assert held == {week.id, "day7", "late_wed", "late_thu"}, "the sealed week is not rewritten"
 
     big = load("late_fri", 4, 10_000)  # the third late day takes the late bytes past 10 %
@@ -74,7 +74,7 @@ def test_a_sealed_week_takes_three_late_days_and_is_rewritten_once_at_the_fold(
     assert checksum(after) == before
     assert after.count() == 8 * 5000 + 10 + 10 + 10_000
     output = fold["output"]["segment_id"]
-    assert {s.id: s.range for s in handler.state.catalog.segments("clicks")} == {
+    assert {s.id: s.range for s in handler.catalog.segments("clicks")} == {
         output: WEEK_1,
         "day7": TimeRange(MONDAY + timedelta(days=7), MONDAY + timedelta(days=8)),
     }

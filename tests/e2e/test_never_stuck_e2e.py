@@ -88,8 +88,8 @@ def test_a_hung_merge_is_cancelled_and_the_table_merges_afterwards(
         )
         failed = results(kafka_bootstrap, kafka)[0]
         assert "MergeCancelled" in failed["error"] and "past its bound of 5s" in failed["error"]
-        assert handler.state.stats.cancelled_merges == 1
-        wait(lambda: handler.state.stats.merges == 1, "the merge after the cool-down")
+        assert handler.stats.cancelled_merges == 1
+        wait(lambda: handler.stats.merges == 1, "the merge after the cool-down")
     finally:
         query.stop()
         handler.drain(30)
@@ -117,7 +117,7 @@ def test_a_table_whose_data_fails_every_merge_ends_quarantined_and_the_others_me
     handler = build_handler(spark, config, warehouse, kafka)
     query = start_query(spark, handler, kafka, tmp_path / "cp", trigger_interval="500 milliseconds")
     try:
-        wait(lambda: handler.state.catalog.quarantined("bad") is not None, "the quarantine")
+        wait(lambda: handler.catalog.quarantined("bad") is not None, "the quarantine")
         load_week(spark, warehouse, kafka, "good")
         wait(
             lambda: any(r["table"] == "good" for r in results(kafka_bootstrap, kafka)),
@@ -130,12 +130,12 @@ def test_a_table_whose_data_fails_every_merge_ends_quarantined_and_the_others_me
             start, start + timedelta(days=1), segment_id="bad-8",
         )  # fmt: skip
         producer.close()
-        wait(lambda: handler.state.stats.quarantined_attempts >= 1, "an event of the quarantined table")
+        wait(lambda: handler.stats.quarantined_attempts >= 1, "an event of the quarantined table")
         time.sleep(5)  # past what would have been the next cool-downs
     finally:
         query.stop()
         handler.drain(30)
-    note = handler.state.catalog.quarantined("bad")
+    note = handler.catalog.quarantined("bad")
     assert note is not None
     error, _ = quarantine_error(note)
     assert "bad-3" in error or "Parquet" in error or "parquet" in error, error

@@ -94,7 +94,7 @@ def test_a_loader_in_the_same_driver_appends_while_the_job_merges_on_s3(
     JobRunner(spark, handler, kafka, Path(tmp_path / "cp")).run_until_quiet()
     thread.join()
     JobRunner(spark, handler, kafka, Path(tmp_path / "cp")).run_until_quiet()
-    segments = handler.state.catalog.segments(TABLE)
+    segments = handler.catalog.segments(TABLE)
     assert [(s.start, s.end) for s in sorted(segments, key=lambda s: s.start)] == [
         (JAN, JAN + timedelta(days=7)),
         (JAN + timedelta(days=7), JAN + timedelta(days=14)),

@@ -89,10 +89,10 @@ def test_a_delete_of_30_percent_is_purged_and_readers_see_the_same_rows(
         vectors[file.sid] = vectors.get(file.sid, False) or file.deletionVector is not None
     assert vectors == {"d20240101": False, "d20240102": False, "d20240103": True}
     assert checksum(read_table(spark, warehouse)) == before
-    catalog = handler.state.catalog
+    catalog = handler.catalog
     counts = {s.id: (s.records, s.deleted) for s in catalog.segments(TABLE)}
     assert counts == {"d20240101": (40, 0), "d20240102": (28, 0), "d20240103": (36, 4)}
-    assert handler.state.stats.purges == 1
+    assert handler.stats.purges == 1
 
     config = tmp_path / "tables.yaml"
     config.write_text(json.dumps(CONFIG))  # YAML is a superset of JSON

@@ -1,4 +1,4 @@
-"""Segment refresh on config drift (seed 004) on real Kafka, Spark and Delta.
+"""Segment refresh on config drift (Pinot's segment refresh) on real Kafka, Spark and Delta.
 
 Each test loads segments built with one layout, publishes another, asks for a
 refresh, and checks the exact rows, the segment layout after, and that segments
@@ -96,7 +96,7 @@ class Scenario:
             [(self.kafka.segments_topic, TABLE, default_codec().encode_compaction_requested(request), None)]
         )
         job.run_until_quiet()
-        assert handler.state.stats.failed_merges == 0
+        assert handler.stats.failed_merges == 0
         return handler
 
     def results(self) -> list[dict[str, Any]]:
@@ -123,7 +123,7 @@ def test_time_column_changed_rebuckets_by_the_new_column(scenario: Scenario) -> 
     before = tuples(scenario.table(), *BASE_COLUMNS)
     handler = scenario.refresh(v2)
     assert tuples(scenario.table(), *BASE_COLUMNS) == before
-    (out,) = handler.state.catalog.segments(TABLE)
+    (out,) = handler.catalog.segments(TABLE)
     assert out.range.start == DAY and out.id.startswith("r-")
     assert '"time_column":"created"' in out.built_with
 
@@ -146,7 +146,7 @@ def test_rows_of_several_buckets_and_partitions_are_split_one_per_output(scenari
     handler = scenario.refresh(now)
     assert tuples(scenario.table(), *BASE_COLUMNS) == before
     assert scenario.files("good") == untouched, "a conforming segment is not rewritten"
-    outputs = {s.id: s for s in handler.state.catalog.segments(TABLE) if s.id != "good"}
+    outputs = {s.id: s for s in handler.catalog.segments(TABLE) if s.id != "good"}
     assert len(outputs) == 4  # 2 days x 2 partitions
     layout = now.for_table(TABLE).layout
     assert layout is not None
@@ -168,7 +168,7 @@ def test_unsorted_rows_are_sorted_and_sorted_ones_left_alone(scenario: Scenario)
     assert scenario.files("sorted") == untouched
     layout = now.for_table(TABLE).layout
     assert layout is not None
-    refreshed = [s for s in handler.state.catalog.segments(TABLE) if s.id.startswith("r-")]
+    refreshed = [s for s in handler.catalog.segments(TABLE) if s.id.startswith("r-")]
     assert len(refreshed) == 1
     assert index_facts(scenario.spark, scenario.warehouse, TABLE, refreshed[0], layout).sorted
 
@@ -202,7 +202,7 @@ def test_removed_column_is_dropped_from_every_segment_the_preserved_one_too(scen
     assert "channel" not in after.columns
     assert tuples(after, "event_time", "customer_id", "amount") == before
     in_delta = {r.segment_id for r in after.select("segment_id").distinct().collect()}
-    assert {s.id for s in handler.state.catalog.segments(TABLE)} == in_delta
+    assert {s.id for s in handler.catalog.segments(TABLE)} == in_delta
     assert not in_delta & {"a", "b"}, "both were rewritten, the preserved one included"
 
 
@@ -228,7 +228,7 @@ def test_compression_change_rewrites_files_with_the_new_codec(scenario: Scenario
     scenario.load("a", rows(scenario.spark, 0), 0, v1)
     before = tuples(scenario.table(), *BASE_COLUMNS)
     handler = scenario.refresh(v2)
-    (out,) = handler.state.catalog.segments(TABLE)
+    (out,) = handler.catalog.segments(TABLE)
     layout = v2.for_table(TABLE).layout
     assert layout is not None
     facts = index_facts(scenario.spark, scenario.warehouse, TABLE, out, layout)
@@ -254,7 +254,7 @@ def test_an_upsert_tables_refresh_rewrites_a_segment_whole_never_split_or_rebuck
     scenario.load("a", rows(scenario.spark, 0, n=6, span_days=3), 0, v1, days=3)
     before = tuples(scenario.table(), *BASE_COLUMNS)
     handler = scenario.refresh(v2)
-    (out,) = handler.state.catalog.segments(TABLE)
+    (out,) = handler.catalog.segments(TABLE)
     assert out.id != "a" and (out.start, out.end, out.records) == (DAY, DAY + timedelta(days=3), 6)
     layout = v2.for_table(TABLE).layout
     assert layout is not None
@@ -339,10 +339,10 @@ def test_sizing_limits_and_the_rest_next_time(scenario: Scenario) -> None:
     # one task per evaluation; each task's completion event triggers the next evaluation
     assert [len(r["inputs"]) for r in results] == [1, 1, 1]
     assert all(r["records_out"] <= 4 for r in results)
-    assert sorted(s.records for s in handler.state.catalog.segments(TABLE)) == [4, 4, 4]
+    assert sorted(s.records for s in handler.catalog.segments(TABLE)) == [4, 4, 4]
     big = config(2, rule={"max_records_per_segment": 2, "max_records_per_task": 4, "trigger": "on_load"})
     handler = scenario.refresh(big)
-    assert sorted(s.records for s in handler.state.catalog.segments(TABLE)) == [2] * 6, (
+    assert sorted(s.records for s in handler.catalog.segments(TABLE)) == [2] * 6, (
         "oversized segments are split"
     )
     assert DeltaTable.forPath(scenario.spark, scenario.path).toDF().count() == 12
@@ -362,15 +362,15 @@ def test_a_published_config_triggers_the_refresh_and_survives_a_restart(scenario
     )
     job = JobRunner(scenario.spark, handler, scenario.kafka, scenario.tmp / "cp")
     job.run_until_quiet()
-    assert handler.state.stats.merges == 0
+    assert handler.stats.merges == 0
     (event,) = config_events(v2, [TABLE], now_utc())
     bad = event.__class__(TABLE, 3, '{"rules": [{"rule": "refresh"}]}', now_utc())  # refresh without a layout
     scenario.producer.send_all(
         [(scenario.kafka.segments_topic, TABLE, codec.encode_config_applied(e), None) for e in (event, bad)]
     )
     job.run_until_quiet()
-    assert handler.state.configs.for_table(TABLE).config_version == 2
-    (out,) = handler.state.catalog.segments(TABLE)
+    assert handler.configs.for_table(TABLE).config_version == 2
+    (out,) = handler.catalog.segments(TABLE)
     assert out.id.startswith("r-") and '"compression":"zstd"' in out.built_with
     assert load_table_config(scenario.spark, scenario.warehouse, TABLE) == event.settings_json
     dead = consume_all(scenario.kafka.bootstrap_servers, scenario.kafka.dead_letter_topic)
@@ -378,7 +378,7 @@ def test_a_published_config_triggers_the_refresh_and_survives_a_restart(scenario
     restarted = build_handler(
         scenario.spark, v1, scenario.warehouse, scenario.kafka, producer=scenario.producer, codec=codec
     )
-    assert restarted.state.configs.for_table(TABLE).config_version == 2, (
+    assert restarted.configs.for_table(TABLE).config_version == 2, (
         "the published config is read back from Delta"
     )
 

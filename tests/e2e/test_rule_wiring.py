@@ -63,7 +63,7 @@ def test_stream_plans_exactly_what_the_simulation_prints(
     dry_run = run_plan(load_config(config), loaded, simulate=True)
     assert streamed == [(m["plan_id"], m["rule"], m["level"], m["inputs"]) for m in dry_run["merges"]]
     assert len(streamed) == 3
-    assert sorted(s.id for s in job.handler.state.catalog.segments("events")) == sorted(
+    assert sorted(s.id for s in job.handler.catalog.segments("events")) == sorted(
         s["id"] for s in dry_run["segments"]
     )
 
@@ -85,7 +85,7 @@ def test_operator_requests_run_manual_rules_and_merges(
             f"S{i}",
         )
     job.run_until_quiet()
-    assert job.handler.state.stats.merges == 0, "a manual rule does not run on load"
+    assert job.handler.stats.merges == 0, "a manual rule does not run on load"
     before = checksum(spark.read.format("delta").load(str(warehouse / "ledger")))
 
     codec, producer = default_codec(), EventProducer(kafka)
@@ -113,7 +113,7 @@ def test_operator_requests_run_manual_rules_and_merges(
         "manual",
         [merged, "S4"],
     )  # inputs in time order
-    assert [s.id for s in job.handler.state.catalog.segments("ledger")] == [
+    assert [s.id for s in job.handler.catalog.segments("ledger")] == [
         results(kafka_bootstrap, kafka)[-1]["output"]["segment_id"]
     ]
 

@@ -59,9 +59,9 @@ def test_startup_reconciles_the_catalog_with_delta(
     with caplog.at_level(logging.INFO, logger="compactor"):
         handler = build_handler(spark, config, warehouse, kafka, producer=producer, codec=default_codec())
         assert "segment stray is in Delta but not announced yet" in caplog.text
-        handler.state.unannounced.grace = timedelta(0)  # its event is still missing after the grace
-        assert handler.state.unannounced.report(handler.state.catalog) == [("rec", "stray")]
-    assert [s.id for s in handler.state.catalog.segments("rec")] == ["k0"], (
+        handler.keeper.unannounced.grace = timedelta(0)  # its event is still missing after the grace
+        assert handler.keeper.unannounced.report(handler.catalog) == [("rec", "stray")]
+    assert [s.id for s in handler.catalog.segments("rec")] == ["k0"], (
         "the segment Delta no longer holds is dropped"
     )
     assert "segment k1 is in the catalog but not in Delta; dropped" in caplog.text

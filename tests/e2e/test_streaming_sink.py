@@ -84,8 +84,8 @@ def test_ten_micro_batches_become_ten_segments_merged_while_the_producer_runs(
     ids = announced(kafka_bootstrap, kafka.segments_topic)
     loads = [i for i in ids if not i.startswith("m-")]
     assert len(loads) == len(set(loads)) == 10, ids
-    (merged,) = handler.state.catalog.segments(TABLE)
-    assert (merged.records, merged.level, handler.state.stats.dead_letters) == (100, 1, 0)
+    (merged,) = handler.catalog.segments(TABLE)
+    assert (merged.records, merged.level, handler.stats.dead_letters) == (100, 1, 0)
     assert merged.start == FIRST and merged.end == FIRST + timedelta(hours=9, minutes=45, microseconds=1)
     table = spark.read.format("delta").load(table_uri(warehouse, TABLE))
     source = spark.read.schema(SCHEMA).json(str(tmp_path / "in"))
@@ -123,8 +123,8 @@ def test_a_producer_killed_between_its_commit_and_its_event_loads_each_batch_onc
     assert len(ids) == len(set(ids)) == 4, "batch 2 announced once, after the restart"
     handler = build_handler(spark, load_config(CONFIG), warehouse, kafka)
     JobRunner(spark, handler, kafka, tmp_path / "job").run_until_quiet()
-    assert handler.state.stats.dead_letters == 0
-    assert sorted(s.id for s in handler.state.catalog.segments(TABLE)) == sorted(ids)
+    assert handler.stats.dead_letters == 0
+    assert sorted(s.id for s in handler.catalog.segments(TABLE)) == sorted(ids)
 
 
 def test_loads_store_micros_timestamps_even_from_a_session_left_at_int96(

@@ -67,14 +67,14 @@ def test_regions_merge_only_when_their_sets_agree_and_refresh_is_atomic(
         load(day, "us")
     load(6, "eu")  # the US closes its books later: Sunday's US data is not there yet
     job.run_until_quiet()
-    assert handler.state.stats.merges == 0, "Sunday lacks 'us', so the week's sub-partition sets differ"
-    assert {s.id: sorted(s.sub_partitions) for s in handler.state.catalog.segments(TABLE)}["o0107"] == ["eu"]
-    assert {s.id: s.records for s in handler.state.catalog.segments(TABLE)}["o0101"] == 8
+    assert handler.stats.merges == 0, "Sunday lacks 'us', so the week's sub-partition sets differ"
+    assert {s.id: sorted(s.sub_partitions) for s in handler.catalog.segments(TABLE)}["o0107"] == ["eu"]
+    assert {s.id: s.records for s in handler.catalog.segments(TABLE)}["o0101"] == 8
 
     load(6, "us")
     job.run_until_quiet()
-    (merged,) = handler.state.catalog.segments(TABLE)
-    assert handler.state.stats.merges == 1
+    (merged,) = handler.catalog.segments(TABLE)
+    assert handler.stats.merges == 1
     assert merged.sub_partitions == frozenset({"eu", "us"}) and merged.records == 56
     assert merged.indexes == frozenset({"by_region"}), "a merge keeps the indexes its inputs built"
     assert read_catalog(spark, warehouse, TABLE).get(TABLE, merged.id) == merged
@@ -116,12 +116,12 @@ def test_regions_merge_only_when_their_sets_agree_and_refresh_is_atomic(
     assert refreshed.records == 38
 
     job.run_until_quiet()
-    (after,) = handler.state.catalog.segments(TABLE)
+    (after,) = handler.catalog.segments(TABLE)
     assert after.id == merged.id and after.settled and after.records == 38
     table = spark.read.format("delta").load(path)
     assert checksum(table.where("region = 'us'")) == us_before
     assert table.where("region = 'eu'").count() == 10
-    assert handler.state.stats.merges == 1 and handler.state.stats.dead_letters == 0
+    assert handler.stats.merges == 1 and handler.stats.dead_letters == 0
 
     # coverage from the Delta history alone
     answer = coverage(
@@ -209,9 +209,9 @@ def test_a_value_is_deleted_in_one_commit_then_the_column_changes_through_a_refr
     table = spark.read.format("delta").load(path)
     assert DeltaTable.forPath(spark, path).history(1).first().version == version + 1, "one commit"  # type: ignore[union-attr]
     assert table.where("region = 'us'").count() == 0 and checksum(table) == eu_rows
-    live = {s.id: (sorted(s.sub_partitions), s.records) for s in handler.state.catalog.segments(TABLE)}
+    live = {s.id: (sorted(s.sub_partitions), s.records) for s in handler.catalog.segments(TABLE)}
     assert live == {"d0": (["eu"], 6), "d1": (["eu"], 6)}, "d2 held only 'us': it is gone"
-    assert read_catalog(spark, warehouse, TABLE).segments(TABLE) == handler.state.catalog.segments(TABLE)
+    assert read_catalog(spark, warehouse, TABLE).segments(TABLE) == handler.catalog.segments(TABLE)
 
     # the sub-partition column becomes the channel: a refresh re-derives each segment's values
     by_channel = lifecycle_config(2, "channel", ["web", "app"])
@@ -222,8 +222,8 @@ def test_a_value_is_deleted_in_one_commit_then_the_column_changes_through_a_refr
         [(kafka.segments_topic, TABLE, default_codec().encode_compaction_requested(request), None)]
     )
     job.run_until_quiet()
-    assert handler.state.stats.failed_merges == 0
-    refreshed = handler.state.catalog.segments(TABLE)
+    assert handler.stats.failed_merges == 0
+    refreshed = handler.catalog.segments(TABLE)
     channels = (
         spark.read.format("delta").load(path).groupBy("segment_id").agg(F.collect_set("channel")).collect()
     )

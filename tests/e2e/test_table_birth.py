@@ -36,13 +36,13 @@ def test_a_table_whose_first_commit_is_held_back_is_born_while_the_job_runs(
     assert SparkTableStore(spark, warehouse).tables() == ["settled"], "not a table yet"
 
     handler = build_handler(spark, load_config(CONFIG), warehouse, kafka)  # start-up: no error
-    assert handler.state.catalog.table_names == ["settled"]
+    assert handler.catalog.table_names == ["settled"]
     shutil.copy(written / "_delta_log" / f"{0:020d}.json", born / "_delta_log")  # the commit lands
     JobRunner(spark, handler, kafka, tmp_path / "cp").run_until_quiet()
 
     for table in ("settled", TABLE):
-        (week,) = handler.state.catalog.segments(table)
+        (week,) = handler.catalog.segments(table)
         assert (week.records, str(week.range.start.date())) == (70, "2024-01-01"), table
         rows = spark.read.format("delta").load(table_uri(warehouse, table))
         assert rows.count() == 70 and rows.select("segment_id").distinct().count() == 1
-    assert handler.state.stats.dead_letters == 0
+    assert handler.stats.dead_letters == 0

@@ -1,4 +1,4 @@
-"""Upsert compaction end to end, with a concurrent upserting loader and readers (seed 004)."""
+"""Upsert compaction end to end, with a concurrent upserting loader and readers (Pinot's upsert compaction)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from compactor.codec.events import default_codec
 from compactor.config.loading import load_config
 from compactor.delta.upsert import invalid_counts, latest_rows
 from compactor.kafka.producer import EventProducer
+from compactor.stream import merge_desk
 from compactor.stream.job import build_handler
 from tests.helpers.streaming import JobRunner, consume_all, make_kafka
 
@@ -107,7 +108,7 @@ def test_upsert_compaction_with_a_concurrent_loader(
     assert problems == []
     view = {r.user_id: (r.version, r.value) for r in latest_rows(spark, warehouse, TABLE, upsert).collect()}
     assert view == expected(spark)
-    load_order = handler.state.load_order(TABLE)
+    load_order = merge_desk.load_order(handler.catalog, TABLE)
     assert invalid_counts(spark, warehouse, TABLE, upsert, load_order) == {}, "no superseded row is left"
     keys = handler.planner.keys
     assert keys.invalid_counts(TABLE, upsert) == {} and keys.rebuilds == 1, "read whole once, then followed"

@@ -1,4 +1,4 @@
-"""Upsert tables as Pinot users would use them (seed 004), on real Kafka, Spark and Delta:
+"""Upsert tables as Pinot users would use them, on real Kafka, Spark and Delta:
 producers writing with their own Spark writer (no load-time column), small clean segments merged
 M:1 with the latest-row view unchanged row for row, and a SQL view that gives readers who never
 import this package exactly what `latest_rows` gives, before and after compaction."""
@@ -103,7 +103,7 @@ def test_own_writers_small_segments_and_the_sql_view(
     handler = build_handler(spark, CONFIG, warehouse, kafka, producer=producer)
     job = JobRunner(spark, handler, kafka, tmp_path / "cp")
     job.run_until_quiet()  # the segments are catalogued; the rule is manual, so nothing merges yet
-    assert len(handler.state.catalog.segments(TABLE)) == LOADS
+    assert len(handler.catalog.segments(TABLE)) == LOADS
 
     config = tmp_path / "tables.yaml"
     config.write_text(f"tables:\n  {TABLE}: {TABLE_CONFIG}\n".replace("'", '"'))

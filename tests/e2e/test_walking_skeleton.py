@@ -62,22 +62,22 @@ def test_a_natural_week_merges_once_atomically_and_re_triggers(
     assert re_emitted[0].plan_id == result["plan_id"]
     assert all(m.key() == TABLE.encode() for m in consume_all(kafka_bootstrap, kafka.segments_topic))
     # the re-emitted event triggered one more attempt, which found nothing to do
-    assert handler.state.stats.attempts_by_origin == {"load": 7, "merge": 1}
-    assert handler.state.stats.merges == 1
-    assert handler.state.stats.empty_attempts == 7
+    assert handler.stats.attempts_by_origin == {"load": 7, "merge": 1}
+    assert handler.stats.merges == 1
+    assert handler.stats.empty_attempts == 7
 
 
 def test_a_month_of_days_cascades_to_one_month_segment(
     spark: Any, kafka_bootstrap: str, unique: Callable[[str], str], warehouse: Path, tmp_path: Path
 ) -> None:
     kafka = make_kafka(kafka_bootstrap, unique)
-    # Example 2 of the seed shows why: two merges become possible at once, one per attempt.
+    # Kylin's auto-merge example 2 shows why: two merges become possible at once, one per attempt.
     handler = handler_for(spark, warehouse, kafka, ["week", "month"])
     load_days(spark, warehouse, kafka, datetime(2024, 2, 1, tzinfo=UTC), 29, rows=5)
     before = checksum(read_table(spark, warehouse))
     JobRunner(spark, handler, kafka, tmp_path / "checkpoint").run_until_quiet()
 
-    segments = handler.state.catalog.segments(TABLE)
+    segments = handler.catalog.segments(TABLE)
     assert len(segments) == 1
     month = segments[0]
     assert (month.start, month.end) == (datetime(2024, 2, 1, tzinfo=UTC), datetime(2024, 3, 1, tzinfo=UTC))
@@ -89,7 +89,7 @@ def test_a_month_of_days_cascades_to_one_month_segment(
         for m in consume_all(kafka_bootstrap, kafka.results_topic)
     ]
     assert [r["level"] for r in results][-1] == "month"
-    assert len(merge_versions(spark, warehouse)) == len(results) == handler.state.stats.merges
+    assert len(merge_versions(spark, warehouse)) == len(results) == handler.stats.merges
 
 
 def test_replays_merge_nothing_twice(
@@ -114,7 +114,7 @@ def test_replays_merge_nothing_twice(
     )
     stale(batch, 0)
     stale.settle()  # the batch started the merge; it runs beside the batches
-    assert stale.state.stats.replayed_merges == 1 and stale.state.stats.merges == 0
+    assert stale.stats.replayed_merges == 1 and stale.stats.merges == 0
 
     # 2. the same load events delivered again, to the running job
     producer = EventProducer(kafka)
@@ -140,11 +140,9 @@ def test_replays_merge_nothing_twice(
         marker.unlink()
     restarted = handler_for(spark, warehouse, kafka, ["week"])
     JobRunner(spark, restarted, kafka, checkpoint).run_until_quiet()
-    assert restarted.state.stats.events > 0, "the restart replayed the uncommitted batch"
+    assert restarted.stats.events > 0, "the restart replayed the uncommitted batch"
 
     assert len(merge_versions(spark, warehouse)) == 1
     assert checksum(read_table(spark, warehouse)) == before
-    assert fresh.state.stats.dead_letters == 0 and restarted.state.stats.merges == 0
-    assert [s.id for s in restarted.state.catalog.segments(TABLE)] == [
-        s.id for s in fresh.state.catalog.segments(TABLE)
-    ]
+    assert fresh.stats.dead_letters == 0 and restarted.stats.merges == 0
+    assert [s.id for s in restarted.catalog.segments(TABLE)] == [s.id for s in fresh.catalog.segments(TABLE)]

@@ -55,7 +55,7 @@ def assert_each_week_merged_and_announced_once(
     spark: Any, warehouse: Path, handler: BatchHandler, direct: KafkaSettings, weeks: int, rows: int
 ) -> None:
     """Every row kept, each week one segment, one MergeResult and one completion event per merge."""
-    merged = sorted(s.id for s in handler.state.catalog.segments(TABLE))
+    merged = sorted(s.id for s in handler.catalog.segments(TABLE))
     assert len(merged) == weeks and all(s.startswith("m-") for s in merged)
     table = spark.read.format("delta").load(table_uri(warehouse, TABLE))
     assert checksum(table)[0] == weeks * 7 * rows, "no row lost or doubled"
@@ -89,7 +89,7 @@ def test_merges_go_on_behind_half_a_second_of_latency_and_nothing_is_lost(
         query = start_query(spark, handler, slow, tmp_path / "cp", trigger_interval="500 milliseconds")
         try:
             load_days(spark, warehouse, topics, JAN, 14, rows=3)
-            wait_until(lambda: handler.state.stats.merges >= 2, 240, "two weekly merges")
+            wait_until(lambda: handler.stats.merges >= 2, 240, "two weekly merges")
             handler.settle()  # both announced, through the same slow broker
         finally:
             query.stop()
@@ -114,13 +114,13 @@ def test_connections_cut_while_results_are_produced_deliver_each_result_once(
     query = start_query(spark, handler, topics, tmp_path / "cp", trigger_interval="500 milliseconds")
     try:
         load_days(spark, warehouse, topics, JAN, 7, rows=3)
-        wait_until(lambda: handler.state.stats.merges >= 1, 180, "the first week's merge")
+        wait_until(lambda: handler.stats.merges >= 1, 180, "the first week's merge")
         handler.settle()  # announced: the producer knows its topics (the resets then hit only sends)
         load_days(spark, warehouse, topics, JAN + timedelta(days=7), 6, rows=3)
-        wait_until(lambda: handler.state.stats.events >= 7 + 1 + 6, 120, "the second week's first days")
+        wait_until(lambda: handler.stats.events >= 7 + 1 + 6, 120, "the second week's first days")
         with proxy.toxic("reset_peer", stream="downstream", timeout=0):
             load_days(spark, warehouse, topics, JAN + timedelta(days=13), 1, rows=3)
-            wait_until(lambda: handler.state.stats.merges >= 2, 180, "the second week's merge")
+            wait_until(lambda: handler.stats.merges >= 2, 180, "the second week's merge")
             time.sleep(5)  # its announcement is under way: sent, unanswered, reset, sent again...
             results = consume_all(topics.bootstrap_servers, topics.results_topic, timeout=5)
             assert len(results) == 2, "the broker has the result although the job could not hear so"

@@ -59,15 +59,15 @@ def test_an_upload_cut_in_the_middle_fails_the_merge_cleanly_and_the_next_attemp
     # the merged week cannot, however often it is tried
     with proxy.toxic("limit_data", stream="upstream", bytes=max(s.bytes for s in loaded) // 2):
         runner.run_once()
-    assert handler.state.stats.failed_merges >= 1 and handler.state.stats.merges == 0
-    assert sorted(s.id for s in handler.state.catalog.segments(TABLE)) == sorted(s.id for s in loaded)
+    assert handler.stats.failed_merges >= 1 and handler.stats.merges == 0
+    assert sorted(s.id for s in handler.catalog.segments(TABLE)) == sorted(s.id for s in loaded)
     history = DeltaTable.forPath(spark, table_uri(warehouse, TABLE)).history(1)
     assert history.collect()[0].version == version.collect()[0].version, "no partial commit"
     assert checksum(table()) == before, "no row lost or doubled"
 
     now[0] += timedelta(minutes=10)  # the network healed and the cool-down is over
     runner.run_until_quiet()  # the plan is tried again
-    (week,) = handler.state.catalog.segments(TABLE)
+    (week,) = handler.catalog.segments(TABLE)
     assert week.records == 7 * 3000 and checksum(table()) == before
     ids = {r.segment_id for r in table().select("segment_id").distinct().collect()}
     assert ids == {week.id}, "the table holds the merged week only"

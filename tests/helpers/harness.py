@@ -16,7 +16,7 @@ from compactor.kafka.settings import KafkaSettings
 from compactor.observe.metrics import JobMetrics
 from compactor.stream.assemble import assemble
 from compactor.stream.handler import BatchHandler
-from compactor.stream.inflight import InlineWorkers, Workers
+from compactor.stream.merging.workers import InlineWorkers, Workers
 from compactor.stream.recovery import EAGER_TABLES
 from compactor.stream.runner import RetryPolicy
 from compactor.stream.triggers import Envelope
@@ -59,7 +59,7 @@ class Harness:
             self.clock, RetryPolicy(attempts=5), self.sleeps.append, metrics, workers or InlineWorkers(),
             on_topic=self.results_on_topic, eager=eager,
         )  # fmt: skip
-        metrics.watch(handler.state)
+        metrics.watch(handler.view())
         return handler
 
     def results_on_topic(self, table: str, plan_ids: Collection[str]) -> set[str]:

@@ -1,14 +1,17 @@
 """The rooms' import rules, read from the architecture page's table, and the imports that break them.
 
 The table (docs/architecture.md) is the one place the rules are settled: each row names rooms
-(the first folder under the package) and what they may import besides themselves, errors and
-domain. `everything` allows every room; `everything above` every room of the rows above.
+(the first folder under the package, or a folder inside one that has a row of its own, such as
+`stream/merging`) and what they may import besides themselves, errors and domain. A room may
+import the rooms inside it; `everything` allows every room; `everything above` every room of
+the rows above.
 """
 
 from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,14 +69,23 @@ def _allowed(cell: str, above: set[str]) -> frozenset[str]:
     return frozenset(n for n in names if re.fullmatch(r"[a-z_]+", n) and n not in {"stdlib", "nothing else"})
 
 
-def room_of(package: Path, path: Path) -> str:
-    """The room of a module file: its first folder under the package, or the wiring for the
-    package's top-level modules (`errors.py` is the errors room)."""
+def room_of(package: Path, path: Path, rooms: Collection[str] = ()) -> str:
+    """The room of a module file: the deepest of its folders under the package that is one of
+    `rooms` (a room inside a room), else its first folder; the wiring for the package's
+    top-level modules (`errors.py` is the errors room)."""
     parts = path.relative_to(package).parts
     if len(parts) > 1:
-        return parts[0]
+        return _deepest(parts[:-1], rooms)
     stem = Path(parts[0]).stem
     return stem if stem == "errors" else WIRING
+
+
+def _deepest(folders: Sequence[str], rooms: Collection[str]) -> str:
+    for depth in range(len(folders), 1, -1):
+        nested = "/".join(folders[:depth])
+        if nested in rooms:
+            return nested
+    return folders[0]
 
 
 def imports(path: Path, package_name: str) -> list[tuple[int, str]]:
@@ -90,13 +102,14 @@ def imports(path: Path, package_name: str) -> list[tuple[int, str]]:
     return [(line, m) for line, m in found if m.split(".")[0] == package_name]
 
 
-def target_room(package: Path, module: str) -> str:
-    """The room an imported module lives in (`compactor.delta.jvm` -> delta)."""
+def target_room(package: Path, module: str, rooms: Collection[str] = ()) -> str:
+    """The room an imported module lives in (`compactor.delta.jvm` -> delta,
+    `compactor.stream.merging.slots.Slots` -> stream/merging when that is a room)."""
     parts = module.split(".")[1:]
     if not parts:
         return WIRING
     if (package / parts[0]).is_dir():
-        return parts[0]
+        return _deepest(parts, rooms)
     return parts[0] if parts[0] == "errors" else WIRING
 
 
@@ -104,13 +117,14 @@ def violations(package: Path, rules: dict[str, frozenset[str]]) -> list[Violatio
     """Every import in `package` that its room's rule does not allow, in file and line order."""
     found: list[Violation] = []
     for path in sorted(package.rglob("*.py")):
-        room = room_of(package, path)
+        room = room_of(package, path, rules)
         if room not in rules:
             raise AssertionError(f"{path}: room {room!r} is not in the import-rule table")
         allowed = rules[room]
         for line, module in imports(path, package.name):
-            target = target_room(package, module)
-            if target == room or target in ALWAYS or EVERYTHING in allowed or target in allowed:
+            target = target_room(package, module, rules)
+            inside = target.startswith(room + "/")  # a room may import the rooms inside it
+            if target == room or inside or target in ALWAYS or EVERYTHING in allowed or target in allowed:
                 continue
             found.append(Violation(path, line, room, module, target))
     return found

@@ -29,7 +29,7 @@ def value(harness_metrics: object, name: str, **labels: str) -> float | None:
 def test_merges_dead_letters_and_debt_are_counted(harness: Harness) -> None:
     harness.store.create("t")
     handler = harness.handler(MINOR)
-    metrics = handler.state.metrics
+    metrics = handler.metrics
     a, b = harness.day(0), harness.day(1)
     handler.process(harness.loaded(a, b))
     # two of three: nothing to merge yet, two segments tracked, no debt
@@ -43,12 +43,12 @@ def test_merges_dead_letters_and_debt_are_counted(harness: Harness) -> None:
     assert value(metrics, "compactor_merge_rows_total", table="t", direction="in") == 3 * a.records
     assert value(metrics, "compactor_dead_letters_total", reason="undecodable") == 1
     assert value(metrics, "compactor_merge_duration_seconds_count", table="t", rule="minor") == 1
-    # seed 003's first looks: the merge's write apart from its commit, the catalog's latency, sizes
+    # what Hydrolix's merge troubleshooting looks at first: the merge's write apart from its commit, the catalog's latency, sizes
     assert value(metrics, "compactor_merge_write_seconds_sum", table="t") == 0.002
     assert value(metrics, "compactor_merge_commit_seconds_sum", table="t") == 0.001
     assert value(metrics, "compactor_catalog_seconds_count", operation="load") == 1
     assert value(metrics, "compactor_catalog_seconds_count", operation="save") == 1 + 2  # start-up, batches
-    (merged,) = handler.state.catalog.segments("t")
+    (merged,) = handler.catalog.segments("t")
     assert value(metrics, "compactor_segment_size_bytes_count", table="t") == 1
     assert value(metrics, "compactor_segment_size_bytes_sum", table="t") == merged.bytes
     assert value(metrics, "compactor_active_merges") == 0
@@ -68,7 +68,7 @@ def test_conflicts_lost_and_failures_by_status(harness: Harness) -> None:
     handler = harness.handler(MINOR)
     harness.store.always_conflicting = True
     handler.process(harness.loaded(harness.day(0), harness.day(1), harness.day(2)))
-    metrics = handler.state.metrics
+    metrics = handler.metrics
     assert value(metrics, "compactor_conflicts_lost_total", table="t") == 4
     assert value(metrics, "compactor_merges_failed_total", table="t", rule="minor", reason="failed") == 1
     # the failed plan is still debt: 3 segments where 1 would do
@@ -124,20 +124,18 @@ def test_a_querys_lag_is_unknown_when_any_of_its_sources_is() -> None:
 def test_an_unknown_lag_shows_as_nan_not_as_a_stale_figure(harness: Harness) -> None:
     handler = harness.handler(MINOR)
     metrics = JobMetrics()
-    metrics.watch(handler.state)
-    handler.state.control.on_lag(5)
-    handler.state.control.on_lag(None)  # the next progress could not tell
+    metrics.watch(handler.view())
+    handler.control.on_lag(5)
+    handler.control.on_lag(None)  # the next progress could not tell
     assert math.isnan(metrics.registry.get_sample_value("compactor_consumer_lag_events") or 0.0)
-    handler.state.control.on_lag(12)
+    handler.control.on_lag(12)
     assert metrics.registry.get_sample_value("compactor_consumer_lag_events") == 12
 
 
 def test_probes_answer_health_readiness_and_metrics(harness: Harness) -> None:
     handler = harness.handler(MINOR)
     problems: dict[str, str | None] = {"catalog": "loading"}
-    server = ProbeServer(
-        handler.state.metrics.registry, {"catalog": lambda: problems["catalog"]}, "127.0.0.1", 0
-    )
+    server = ProbeServer(handler.metrics.registry, {"catalog": lambda: problems["catalog"]}, "127.0.0.1", 0)
     server.start()
     base = f"http://127.0.0.1:{server.port}"
     try:
@@ -165,9 +163,9 @@ def test_the_grafana_dashboard_plots_only_metrics_the_job_exports(harness: Harne
     harness.store.create("t")
     handler = harness.handler(MINOR)
     handler.process(harness.loaded(harness.day(0), harness.day(1), harness.day(2)))
-    handler.state.metrics.on_vacuum("t")
-    handler.state.control.on_lag(0)
-    text = generate_latest(handler.state.metrics.registry).decode()
+    handler.metrics.on_vacuum("t")
+    handler.control.on_lag(0)
+    text = generate_latest(handler.metrics.registry).decode()
     declared = set(
         re.findall(r"^# HELP (compactor_\w+)", text, re.M)
     )  # labelled families without samples too

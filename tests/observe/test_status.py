@@ -88,7 +88,7 @@ def test_status_shows_the_watermark_and_each_buckets_late_run() -> None:
 
 
 def test_status_says_when_the_table_comes_due_and_why() -> None:
-    """A 2.5 GB partition 15 minutes old reaches the large pool at 70 minutes (seed 003); a
+    """A 2.5 GB partition 15 minutes old reaches the large pool at 70 minutes (Hydrolix's merge pools); a
     failed plan's cool-down ending first is the earlier reason."""
     now = datetime(2024, 3, 1, 12, tzinfo=UTC)
     big = Segment("big", "t", TimeRange(now - timedelta(minutes=25), now - timedelta(minutes=15)), now, 1,

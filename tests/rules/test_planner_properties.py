@@ -207,7 +207,7 @@ def scenarios(draw: st.DrawFn) -> tuple[list[Segment], TableSettings, datetime]:
 
 
 def excluded_ids(segments: Sequence[Segment], table: TableSettings, now: datetime) -> dict[str, SkipReason]:
-    """Segments no plan may touch, computed from RULES.md independently of the planners."""
+    """Segments no plan may touch, computed from the rules' semantics independently of the planners."""
     out: dict[str, SkipReason] = {}
     newest = sorted(segments, key=lambda s: s.loaded_at, reverse=True)[: table.preserve_latest]
     for s in segments:
@@ -367,7 +367,7 @@ def test_single_rule_evaluation_invariants(
 def test_bin_pack_plans_match_the_rule_stated_per_segment(
     segments: list[Segment], pools: tuple[PoolConfig, ...], strategy: str, explain: bool
 ) -> None:
-    """The vectorised pools planner makes the plans a per-segment reading of seed 003 makes:
+    """The vectorised pools planner makes the plans a per-segment reading of Hydrolix's merge pools makes:
     each segment goes to `pool_for`'s pool; within a pool, one schema version and one set of
     sub-partitions, segments are packed in (start, id) order; groups come in the order of their
     first member; bins of two or more are merges."""

@@ -1,4 +1,4 @@
-"""Refresh planning (seed 004): each drift kind, sizing, and the per-evaluation limits."""
+"""Refresh planning (Pinot's segment refresh): each drift kind, sizing, and the per-evaluation limits."""
 
 from __future__ import annotations
 

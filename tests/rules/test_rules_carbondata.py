@@ -1,5 +1,5 @@
 """Seed 002 (CarbonData): minor (level-threshold) and major (size-threshold) compaction,
-and the filters every rule shares, exactly as the seed's prose and RULES.md state."""
+and the filters every rule shares, exactly as CarbonData's documentation and docs/rules state."""
 
 from __future__ import annotations
 

@@ -1,11 +1,13 @@
-"""Seed 001: merges only combine settled segments with identical sub-partition sets."""
+"""Kylin's multi-level partitions: merges only combine settled segments with identical sub-partition
+sets."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from itertools import combinations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 
 from compactor.config.loading import load_config
@@ -104,26 +106,49 @@ def test_config_declares_values_with_types_and_a_limit() -> None:
         load_config({"tables": {"t": {"sub_partition": {"column": "c", "values": ["a", "a"]}}}})
 
 
-VALUES = st.frozensets(st.sampled_from(["eu", "us", "apac"]), max_size=3)
-STATES = st.sampled_from([None, SegmentState.LOADING, SegmentState.REFRESHING])
+SETS = [frozenset(c) for n in range(4) for c in combinations(["eu", "us", "apac"], n)]
+UNSETTLED = st.sampled_from([SegmentState.LOADING, SegmentState.REFRESHING])
+DAYS = {Level.WEEK: 7, Level.MONTH: 31}  # January 2024 starts on a Monday
+
+
+@st.composite
+def layers(draw: st.DrawFn) -> tuple[Level, list[Segment]]:
+    """A whole week or month of daily loads: most hold one set of values; a few may hold another,
+    or have one of their values still loading or refreshing."""
+    level = draw(st.sampled_from([Level.WEEK, Level.MONTH]))
+    common = draw(st.sampled_from(SETS))
+    days = range(DAYS[level])
+    odd = draw(st.sets(st.sampled_from(days), max_size=3))
+    unsettled = draw(st.dictionaries(st.sampled_from(days), UNSETTLED, max_size=2))
+    segments = []
+    for i in days:
+        values = draw(st.sampled_from([v for v in SETS if v != common])) if i in odd else common
+        states = ((min(values), unsettled[i]),) if i in unsettled and values else ()
+        segments.append(
+            seg(f"d{i}", f"2024-01-{i + 1:02d}", sub_partitions=values, sub_partition_states=states)
+        )
+    return level, segments
 
 
 @settings(max_examples=150, deadline=None)
-@given(
-    st.lists(st.tuples(VALUES, STATES), min_size=7, max_size=7), st.sampled_from([Level.WEEK, Level.MONTH])
-)
-def test_every_plan_joins_settled_segments_with_one_set(parts: list, level: Level) -> None:  # type: ignore[type-arg]
-    segments = []
-    for i, (values, state) in enumerate(parts):
-        states = ((min(values), state),) if state and values else ()
-        segments.append(seg(f"d{i}", f"2024-01-0{i + 1}", sub_partitions=values, sub_partition_states=states))
+@example((Level.WEEK, week_of([EU_US] * 7)))
+@example((Level.MONTH, [seg(f"d{i}", f"2024-01-{i + 1:02d}", sub_partitions=EU) for i in range(31)]))
+@given(layers())
+def test_the_layer_merges_exactly_when_every_segment_is_settled_with_one_set(
+    layer: tuple[Level, list[Segment]],
+) -> None:
+    level, segments = layer
     config = load_config({"defaults": {"rules": [{"rule": "auto_merge", "levels": [str(level)]}]}})
     sim = Simulation(config)
     for s in segments:
         sim.arrive(s)
+    mergeable = all(s.settled for s in segments) and len({s.sub_partitions for s in segments}) == 1
+    event(f"{level}: {'merges' if mergeable else 'waits'}")
+    assert [sorted(p.input_ids) for p in sim.merges] == (
+        [sorted(s.id for s in segments)] if mergeable else []
+    )
     for plan in sim.merges:
-        assert all(s.settled for s in plan.inputs)
-        assert {s.sub_partitions for s in plan.inputs} == {plan.output.sub_partitions}
+        assert plan.output.sub_partitions == segments[0].sub_partitions
 
 
 AB, AC = frozenset({"A", "B"}), frozenset({"A", "C"})

@@ -1,4 +1,4 @@
-"""Upsert compaction planning (seed 004): thresholds, M:1 groups, never split."""
+"""Upsert compaction planning (Pinot's upsert compaction): thresholds, M:1 groups, never split."""
 
 from __future__ import annotations
 

@@ -113,8 +113,8 @@ def test_each_bad_event_is_dead_lettered_with_its_reason_and_the_good_ones_are_n
     assert [r for r, _ in dead] == [str(reason)]
     assert dead[0][1], "the detail says what is wrong"
     assert harness.publisher.on("dead")[0][2] == envelopes[-1].value, "the original bytes are kept"
-    assert handler.state.catalog.get("t", "good") is not None
-    assert handler.state.stats.dead_letters == 1
+    assert handler.catalog.get("t", "good") is not None
+    assert handler.stats.dead_letters == 1
 
 
 def test_a_re_delivered_event_is_harmless(harness: Harness) -> None:
@@ -123,7 +123,7 @@ def test_a_re_delivered_event_is_harmless(harness: Harness) -> None:
     events = harness.loaded(harness.day(0))
     handler.process(events)
     handler.process(events)
-    assert harness.dead() == [] and [s.id for s in handler.state.catalog.segments("t")] == ["d00"]
+    assert harness.dead() == [] and [s.id for s in handler.catalog.segments("t")] == ["d00"]
 
 
 def test_a_request_for_a_configured_rule_runs_it_whatever_its_trigger(harness: Harness) -> None:
@@ -133,7 +133,7 @@ def test_a_request_for_a_configured_rule_runs_it_whatever_its_trigger(harness: H
     assert harness.results() == [], "manual rules do not run on load"
     handler.process([request(harness, rule="major")])
     assert harness.statuses() == [MergeStatus.SUCCEEDED]
-    assert handler.state.stats.attempts_by_origin == {"load": 2, "request": 1}
+    assert handler.stats.attempts_by_origin == {"load": 2, "request": 1}
 
 
 def test_with_sealing_a_load_overlapping_a_bucket_is_late_data_and_one_across_buckets_is_refused(
@@ -151,6 +151,6 @@ def test_with_sealing_a_load_overlapping_a_bucket_is_late_data_and_one_across_bu
             "a late load must lie within one week bucket, and it crosses 2024-01-08T00:00:00+00:00",
         )
     ]
-    held = {s.id for s in handler.state.catalog.segments("t")}
+    held = {s.id for s in handler.catalog.segments("t")}
     assert "late" in held and "across" not in held
     assert [r["level"] for r in harness.results()] == ["week"], "one late day of seven is under 50 %"

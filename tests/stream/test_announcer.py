@@ -52,7 +52,7 @@ def test_a_commit_left_unannounced_by_a_crash_is_announced_at_restart(harness: H
     (result,) = harness.results()
     assert result["plan_id"] == plan.plan_id and result["table_version"] == 3
     assert [e.segment.id for e in harness.re_emitted()] == [plan.output.id]
-    assert restarted.state.catalog.get("t", plan.output.id) is not None
+    assert restarted.catalog.get("t", plan.output.id) is not None
 
     harness.handler(MINOR)  # a second restart: already announced, not again
     assert len(harness.results()) == 1

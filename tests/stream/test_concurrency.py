@@ -16,7 +16,7 @@ from compactor.domain.events import MergeStatus
 from compactor.domain.plans import make_plan
 from compactor.domain.segments import Segment, TimeRange
 from compactor.stream.handler import BatchHandler
-from compactor.stream.inflight import thread_workers
+from compactor.stream.merging.workers import thread_workers
 from tests.helpers.harness import Harness
 
 MINOR = {"rule": "minor", "level_thresholds": [3, 0]}
@@ -32,7 +32,7 @@ def until(check: Callable[[], bool], handler: BatchHandler | None = None, timeou
     while not check():
         assert time.monotonic() < deadline, "timed out"
         if handler is not None:
-            handler.inflight.wait(0.05)
+            handler.merges.inflight.wait(0.05)
             handler.tick()
         else:
             time.sleep(0.01)
@@ -55,7 +55,7 @@ def test_other_tables_merge_while_one_merge_is_held(harness: Harness) -> None:
     until(lambda: len(harness.store.entered) == 1)
     handler.process([*three_loads(harness, "a"), *three_loads(harness, "b")])  # not held behind it
     until(lambda: sorted(merged_tables(harness)) == ["a", "b"], handler)
-    assert handler.inflight.running() == 1, "the slow merge is still in flight"
+    assert handler.merges.inflight.running() == 1, "the slow merge is still in flight"
     slow.set()
     handler.settle()
     assert sorted(merged_tables(harness)) == ["a", "b", "slow"]
@@ -70,8 +70,8 @@ def test_no_more_merges_run_than_slots(harness: Harness) -> None:
     handler.process([e for t in "abc" for e in three_loads(harness, t)])
     until(lambda: len(harness.store.entered) == 2)
     time.sleep(0.1)  # a third would have entered by now if a slot were free
-    assert len(harness.store.entered) == 2 and handler.inflight.running() == 2
-    assert len(handler.waiting.tables()) == 1, "the third waits for a slot"
+    assert len(harness.store.entered) == 2 and handler.merges.inflight.running() == 2
+    assert len(handler.merges.waiting.tables()) == 1, "the third waits for a slot"
     for gate in harness.store.gates.values():
         gate.set()
     handler.settle()
@@ -99,10 +99,12 @@ def test_a_pool_runs_within_its_concurrency_while_another_pool_moves(harness: Ha
     handler = harness.handler(cfg, thread_workers(4))
     handler.process(harness.loaded(*old["x"], *old["y"]))
     until(lambda: len(harness.store.entered) == 1)
-    assert handler.inflight.running() == 1 and handler.waiting.tables() == ["y"], "y waits for the pool"
+    assert handler.merges.inflight.running() == 1 and handler.merges.waiting.tables() == ["y"], (
+        "y waits for the pool"
+    )
     handler.process(harness.loaded(*recent))
     until(lambda: merged_tables(harness) == ["s"], handler)
-    assert [p.pool for p in handler.inflight.running_plans()] == ["old"]
+    assert [p.pool for p in handler.merges.inflight.running_plans()] == ["old"]
     held.set()
     handler.settle()
     assert merged_tables(harness) == ["s", "x", "y"]
@@ -130,7 +132,7 @@ def test_disjoint_plans_of_one_table_run_side_by_side_and_announce_in_commit_ord
     hold_second.set()
     until(lambda: harness.store.committed_version("t", second.plan_id) is not None)
     for _ in range(5):
-        handler.inflight.wait(0.05)
+        handler.merges.inflight.wait(0.05)
         handler.tick()
     assert harness.results() == [], "the second committed after the first: it waits for the first's report"
     late_report.set()
@@ -150,7 +152,7 @@ def test_a_freed_slot_goes_to_one_waiting_plan(harness: Harness) -> None:
     gates["a"].set()
     until(lambda: merged_tables(harness) == ["a"], handler)
     until(lambda: len(harness.store.entered) == 3, handler)
-    assert handler.inflight.running() == 2 and len(handler.waiting.tables()) == 1
+    assert handler.merges.inflight.running() == 2 and len(handler.merges.waiting.tables()) == 1
     for gate in gates.values():
         gate.set()
     handler.settle()

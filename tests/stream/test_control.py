@@ -25,20 +25,20 @@ def test_a_disabled_table_plans_nothing_across_a_restart_until_enabled(harness: 
     handler.process(harness.loaded(*other))
     assert harness.statuses() == [MergeStatus.SUCCEEDED], "only the other table merged"
     assert harness.results()[0]["table"] == "u"
-    assert handler.state.stats.disabled_attempts == 3
-    gauge = handler.state.metrics.registry.get_sample_value
+    assert handler.stats.disabled_attempts == 3
+    gauge = handler.metrics.registry.get_sample_value
     assert gauge("compactor_merging_enabled", {"table": "t"}) == 0
     assert gauge("compactor_merging_enabled", {"table": "u"}) == 1
 
     restarted = harness.handler(MINOR)  # recovered from the catalog store
-    assert not restarted.state.catalog.merging_enabled("t")
+    assert not restarted.catalog.merging_enabled("t")
     restarted.process(harness.loaded(harness.day(3)))
     assert len(harness.results()) == 1, "still off after the restart"
 
     restarted.process([harness.envelope(switch(harness, True))])
     assert harness.statuses() == [MergeStatus.SUCCEEDED, MergeStatus.SUCCEEDED], "enabling evaluates at once"
     assert harness.results()[1]["table"] == "t"
-    assert harness.handler(MINOR).state.catalog.merging_enabled("t"), "on is kept too"
+    assert harness.handler(MINOR).catalog.merging_enabled("t"), "on is kept too"
 
 
 def test_a_request_names_one_thing(harness: Harness) -> None:
@@ -54,7 +54,7 @@ def test_disabling_a_table_lets_its_queued_merges_run_and_starts_no_new_one(harn
     in the queue will still run"."""
     import threading
 
-    from compactor.stream.inflight import thread_workers
+    from compactor.stream.merging.workers import thread_workers
 
     for table in ("busy", "t"):
         harness.store.create(table)
@@ -63,9 +63,9 @@ def test_disabling_a_table_lets_its_queued_merges_run_and_starts_no_new_one(harn
     handler = harness.handler(config, thread_workers(1))
     handler.process(harness.loaded(*(harness.day(i, sid=f"busy{i}", table="busy") for i in range(3))))
     handler.process(harness.loaded(harness.day(0), harness.day(1), harness.day(2)))  # queued: no slot
-    assert handler.waiting.tables() == ["t"]
+    assert handler.merges.waiting.tables() == ["t"]
     handler.process([harness.envelope(switch(harness, False))])
-    assert handler.waiting.tables() == ["t"], "the queued merge stays queued"
+    assert handler.merges.waiting.tables() == ["t"], "the queued merge stays queued"
     held.set()
     handler.settle()
     assert sorted(r["table"] for r in harness.results() if r["status"] is MergeStatus.SUCCEEDED) == [
@@ -84,7 +84,7 @@ def test_an_event_of_a_segment_already_tracked_is_counted_as_redelivered(harness
     handler.process(first)  # the same event again (a producer's retry)
     handler.process(harness.loaded(harness.day(1), harness.day(2)))  # merged away: d00 retired
     handler.process(first)  # and once more, after the merge
-    assert handler.state.stats.redelivered_events == 2
-    sample = handler.state.metrics.registry.get_sample_value
+    assert handler.stats.redelivered_events == 2
+    sample = handler.metrics.registry.get_sample_value
     assert sample("compactor_events_redelivered_total", {"table": "t"}) == 2
     assert harness.dead() == [], "a re-delivery is not an error"

@@ -128,7 +128,7 @@ def test_the_stream_reports_a_debt_that_stopped_falling(
     harness.store.failures[failing] = RuntimeError("disk full")
     for segment in loads[:12]:  # the first three fail and cool down; the others merge by three
         handler.process(harness.loaded(segment))
-    metrics = handler.state.metrics.registry
+    metrics = handler.metrics.registry
     assert metrics.get_sample_value("compactor_debt_stuck", {"table": "t"}) == 1.0
     assert caplog.text.count("merge debt has not fallen for 10 evaluations") == 1
     assert metrics.get_sample_value("compactor_debt_objective", {"table": "t", "state": "at_risk"}) == 1.0
@@ -136,7 +136,7 @@ def test_the_stream_reports_a_debt_that_stopped_falling(
 
     harness.clock.now += timedelta(seconds=61)  # the next attempt evaluates in full
     handler.process(harness.loaded(loads[12]))
-    kept = handler.state.catalog.debt_outlook("t")
+    kept = handler.catalog.debt_outlook("t")
     assert kept is not None
     doc = json.loads(kept)
     assert (doc["debt_segments"], doc["debt_bytes"], doc["stuck"], doc["objective"]) == (

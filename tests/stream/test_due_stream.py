@@ -3,13 +3,20 @@ or an off-peak window makes a merge possible; a restart derives the same due tim
 
 from __future__ import annotations
 
+import sys
+from collections import Counter
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from types import FrameType
 
+import compactor.rules
 from compactor.domain.events import MergeStatus
 from compactor.domain.segments import Segment, TimeRange
 from compactor.rules.due import Due
 from compactor.stream.due import DueTimes
+from compactor.stream.handler import BatchHandler
+from tests.helpers import memory_store
 from tests.helpers.harness import Harness
 
 POOLS = [
@@ -18,6 +25,7 @@ POOLS = [
 ]
 BIN_PACK = {"defaults": {"rules": [{"rule": "bin_pack", "pools": POOLS}]}}
 GB = 1 << 30
+RULES = str(Path(compactor.rules.__file__).parent)
 
 
 def recent(harness: Harness, sid: str, size: int, minutes_ago: float) -> Segment:
@@ -41,7 +49,7 @@ def test_a_table_that_stops_loading_merges_once_its_pool_age_passes_across_a_res
     restarted = harness.handler(BIN_PACK)
     restarted.tick()  # every table is attempted at start; that derives its due time again
     assert restarted.planner.due.get("t") == due
-    assert restarted.state.stats.due_attempts == 1
+    assert restarted.stats.due_attempts == 1
 
     harness.clock.now += timedelta(minutes=3)  # `small` settles; `big` is still fresh and too big
     restarted.tick()
@@ -50,7 +58,7 @@ def test_a_table_that_stops_loading_merges_once_its_pool_age_passes_across_a_res
     restarted.tick()
     assert harness.statuses() == [MergeStatus.SUCCEEDED]
     assert sorted(harness.results()[0]["inputs"]) == ["big", "small"]
-    assert restarted.state.stats.due_attempts == 3 and restarted.state.stats.events == 0
+    assert restarted.stats.due_attempts == 3 and restarted.stats.events == 0
 
 
 def test_a_schedule_fires_a_manual_major_merge(harness: Harness) -> None:
@@ -104,18 +112,51 @@ def test_optional_merges_wait_for_the_off_peak_window(harness: Harness) -> None:
     assert harness.statuses() == [MergeStatus.SUCCEEDED]
 
 
-def test_a_tick_with_nothing_due_attempts_no_table(harness: Harness) -> None:
-    for i in range(300):
+def settled(harness: Harness, tables: int) -> BatchHandler:
+    """A handler after its start-up attempts (64 tables a tick) over `tables` tables of one day
+    each, under a rule nothing of which depends on time."""
+    for i in range(tables):
         harness.store.load(harness.day(0, table=f"t{i}"))
     handler = harness.handler({"defaults": {"rules": [{"rule": "minor"}]}})
-    handler.tick()  # the start-up attempts, 64 tables a tick
-    for _ in range(4):
+    for _ in range(tables):
+        if handler.stats.attempts >= tables:
+            break
         handler.tick()
-    attempts = handler.state.stats.attempts
-    assert attempts == 300 and len(handler.planner.due) == 0, "nothing of minor depends on time"
-    for _ in range(50):
+    for _ in range(3):
         handler.tick()
-    assert handler.state.stats.attempts == attempts
+    assert handler.stats.attempts == tables and len(handler.planner.due) == 0
+    return handler
+
+
+def tick_calls(handler: BatchHandler) -> Counter[tuple[str, str]]:
+    """What one tick costs: each Python function it called (file, name) and how often."""
+    calls: Counter[tuple[str, str]] = Counter()
+
+    def record(frame: FrameType, event: str, arg: object) -> None:
+        if event == "call":
+            calls[frame.f_code.co_filename, frame.f_code.co_qualname] += 1
+
+    sys.setprofile(record)
+    try:
+        handler.tick()
+    finally:
+        sys.setprofile(None)
+    return calls
+
+
+def test_a_tick_with_nothing_due_attempts_no_table_and_costs_no_more_with_more_tables(tmp_path: Path) -> None:
+    """With no table due, a tick attempts none: it evaluates no rule, reads no table, saves and
+    sends nothing, and does the same work for 3000 tables as for 300 (it looks at the soonest
+    due time, never at each table)."""
+    harness = Harness(tmp_path)
+    handler = settled(harness, 300)
+    attempts, sent = handler.stats.attempts, len(harness.publisher.sent)
+    idle = [tick_calls(handler) for _ in range(50)]
+    assert handler.stats.attempts == attempts and len(harness.publisher.sent) == sent
+    ran = {path for calls in idle for path, _ in calls}
+    assert not {p for p in ran if p.startswith(RULES)}, "no rule is evaluated"
+    assert memory_store.__file__ not in ran, "no table is read, no catalog saved, nothing sent"
+    assert idle[-1] == tick_calls(settled(Harness(tmp_path), 3000)), "ten times the tables, the same work"
 
 
 def test_due_times_pop_soonest_first_and_a_later_setting_replaces_an_earlier() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from compactor.stream.handler import BatchHandler
 from compactor.stream.janitor import FIRST_DELAY, Janitor
 from tests.helpers.harness import Harness
 
@@ -18,7 +19,7 @@ def test_each_table_is_vacuumed_on_its_interval_after_a_first_delay(harness: Har
         harness.store.create(table)
     handler = harness.handler(CONFIG)
     handler.process(harness.loaded(harness.day(0), harness.day(1, table="off", sid="o1")))
-    janitor = Janitor(handler.state)
+    janitor = janitor_of(handler)
     assert janitor.run_due() == [], "nothing right after a start"
     harness.clock.now += FIRST_DELAY
     assert [r.table for r in janitor.run_due()] == ["t"], "the table with vacuum off is left alone"
@@ -27,7 +28,7 @@ def test_each_table_is_vacuumed_on_its_interval_after_a_first_delay(harness: Har
     assert janitor.run_due() == []
     harness.clock.now += timedelta(hours=1)
     assert [r.table for r in janitor.run_due()] == ["t"]
-    counted = handler.state.metrics.registry.get_sample_value("compactor_vacuums_total", {"table": "t"})
+    counted = handler.metrics.registry.get_sample_value("compactor_vacuums_total", {"table": "t"})
     assert counted == 2
 
 
@@ -42,7 +43,7 @@ def test_a_failed_vacuum_waits_for_the_next_interval(harness: Harness) -> None:
         raise OSError("storage throttled")
 
     harness.store.vacuum = broken  # type: ignore[assignment,method-assign]
-    janitor = Janitor(handler.state, first_delay=timedelta(0))
+    janitor = janitor_of(handler, first_delay=timedelta(0))
     assert janitor.run_due() == [] and calls == ["t"]
     harness.clock.now += timedelta(hours=1)
     assert janitor.run_due() == [] and calls == ["t"], "not retried at once"
@@ -52,13 +53,20 @@ def test_a_check_with_nothing_due_looks_at_no_table(harness: Harness) -> None:
     for i in range(200):
         harness.store.load(harness.day(0, table=f"t{i}"))
     handler = harness.handler(CONFIG)
-    janitor = Janitor(handler.state, first_delay=timedelta(0))
+    janitor = janitor_of(handler, first_delay=timedelta(0))
     assert len(janitor.run_due()) == 200
     looked: list[str] = []
-    for_table = handler.state.configs.for_table
-    handler.state.configs.for_table = lambda t: looked.append(t) or for_table(t)  # type: ignore[method-assign]
+    for_table = handler.configs.for_table
+    handler.configs.for_table = lambda t: looked.append(t) or for_table(t)  # type: ignore[method-assign]
     harness.clock.now += timedelta(hours=5)
     for _ in range(100):
         assert janitor.run_due() == []
     assert looked == [], "no table's config read until one comes due"
     assert janitor.due.next_at() == harness.clock.now + timedelta(hours=1)
+
+
+def janitor_of(handler: BatchHandler, first_delay: timedelta = FIRST_DELAY) -> Janitor:
+    """The janitor as a shard runs it beside the handler."""
+    return Janitor(
+        handler.catalog, handler.configs, handler.keeper.store, handler.clock, handler.metrics, first_delay
+    )

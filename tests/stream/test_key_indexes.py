@@ -25,7 +25,7 @@ def keyed(harness: Harness, sid: str, keys: range, version: int) -> None:
 def counts(handler: BatchHandler) -> dict[str, int]:
     """The index's counts, checked against what it noted in the catalog's columns."""
     found = handler.planner.keys.invalid_counts("t", UpsertConfig.model_validate(UPSERT))
-    columns = handler.state.catalog.columns("t")
+    columns = handler.catalog.columns("t")
     noted = {s.id: int(n) for s, n in zip(columns, columns.invalid, strict=True) if n}
     assert noted == found, "the catalog's column holds the index's counts"
     return found
@@ -45,7 +45,7 @@ def test_the_table_is_read_whole_once_then_each_load_alone_and_merges_are_follow
     request = CompactionRequested("r1", "t", DAY, segment_ids=("d00", "d01"))
     handler.process([harness.envelope(harness.codec.encode_compaction_requested(request))])
     merged = output_id(plan_id_for("t", "manual", ["d00", "d01"]))
-    assert [s.id for s in handler.state.catalog.segments("t")] == [merged]
+    assert [s.id for s in handler.catalog.segments("t")] == [merged]
     keyed(harness, "d02", range(0, 3), 3)
     reads = len(harness.store.key_reads)
     handler.process(harness.loaded(harness.day(2, records=3)))
@@ -70,7 +70,7 @@ def test_another_writers_removal_rebuilds_the_index(harness: Harness) -> None:
     del harness.store.keyed["t"]["d01"]
     keyed(harness, "d02", range(20, 30), 1)
     handler.process(harness.loaded(harness.day(2)))  # its probe finds the other writer's commit
-    assert [s.id for s in handler.state.catalog.segments("t")] == ["d00", "d02"]
+    assert [s.id for s in handler.catalog.segments("t")] == ["d00", "d02"]
     reads = len(harness.store.key_reads)
     assert counts(handler) == {}, "d00's rows are the latest again"
     assert harness.store.key_reads[reads:] == [("t", None)] and handler.planner.keys.rebuilds == 2
@@ -84,10 +84,10 @@ def test_an_attempt_near_a_load_looks_at_the_segments_whose_counts_it_changed(ha
     keyed(harness, "d01", range(10, 20), 1)
     handler = harness.handler(dirty_at_3)
     handler.process(harness.loaded(harness.day(0), harness.day(1)))
-    assert handler.state.stats.empty_attempts >= 1 and len(handler.state.catalog.segments("t")) == 2
+    assert handler.stats.empty_attempts >= 1 and len(handler.catalog.segments("t")) == 2
 
     keyed(harness, "d02", range(0, 4), 2)  # supersedes 4 of d00's rows: d00 is now worth rewriting
     handler.process(harness.loaded(harness.day(2, records=4)))
     assert not handler.planner.scope.was_full("t"), "an attempt near the load"
     merged = output_id(plan_id_for("t", "upsert_compaction", ["d00", "d02"]))
-    assert sorted(s.id for s in handler.state.catalog.segments("t")) == sorted(["d01", merged])
+    assert sorted(s.id for s in handler.catalog.segments("t")) == sorted(["d01", merged])

@@ -12,9 +12,9 @@ from typing import Any
 
 from compactor.domain.events import MergeStatus
 from compactor.domain.plans import make_plan
-from compactor.stream.inflight import thread_workers
+from compactor.stream.merging.workers import thread_workers
 from compactor.stream.runner import quarantine_error
-from compactor.stream.triggers import Trigger
+from compactor.stream.triggers import Envelope, Trigger
 from tests.helpers.harness import Harness
 from tests.stream.test_concurrency import three_loads, until
 
@@ -42,9 +42,9 @@ def test_a_hung_merge_is_cancelled_its_slot_freed_and_the_table_merges_after_its
         "MergeCancelled" in harness.results()[0]["error"]
         and "past its bound of 1s" in harness.results()[0]["error"]
     )
-    stats = handler.state.stats
+    stats = handler.stats
     assert (stats.cancelled_merges, stats.failed_merges) == (1, 1)
-    assert handler.inflight.free_slots() == 1, "the slot is free again"
+    assert handler.merges.inflight.free_slots() == 1, "the slot is free again"
     hang.set()  # the hung worker wakes up: what it reports is ignored
     time.sleep(0.2)
     handler.tick()
@@ -58,11 +58,7 @@ def test_a_hung_merge_is_cancelled_its_slot_freed_and_the_table_merges_after_its
 
 def test_a_table_whose_merges_keep_failing_is_quarantined_and_the_others_merge_on(harness: Harness) -> None:
     handler = harness.handler(config(quarantine_after=3))
-    loads = three_loads(harness, "bad")
-    plan_id = make_plan(
-        "bad", "minor", [harness.day(i, sid=f"bad{i}", table="bad") for i in range(3)]
-    ).plan_id
-    harness.store.failures[plan_id] = ValueError("corrupt Parquet footer in bad0")
+    loads, plan_id = failing_loads(harness, ValueError("corrupt Parquet footer in bad0"))
     handler.process(loads)
     waits = []
     for _ in range(2):  # each cool-down twice the last: 60 s, then 120 s
@@ -72,7 +68,7 @@ def test_a_table_whose_merges_keep_failing_is_quarantined_and_the_others_merge_o
         handler.process([])
         handler.tick()
     assert waits == [timedelta(seconds=60), timedelta(seconds=120)]
-    note = handler.state.catalog.quarantined("bad")
+    note = handler.catalog.quarantined("bad")
     assert note is not None and quarantine_error(note)[0] == "ValueError: corrupt Parquet footer in bad0"
     assert harness.store.calls.count(plan_id) == 3
 
@@ -82,29 +78,36 @@ def test_a_table_whose_merges_keep_failing_is_quarantined_and_the_others_merge_o
     handler.process(harness.loaded(harness.day(9, sid="bad9", table="bad")))
     handler.tick()
     assert harness.store.calls.count(plan_id) == 3, "no attempt while quarantined"
-    assert handler.state.stats.quarantined_attempts >= 1
+    assert handler.stats.quarantined_attempts >= 1
 
     del harness.store.failures[plan_id]
     handler._dispatch(Trigger("bad", "control", merging=True))  # `compactor table enable bad`
-    assert handler.state.catalog.quarantined("bad") is None
+    assert handler.catalog.quarantined("bad") is None
     handler.process(harness.loaded(harness.day(10, sid="bad10", table="bad")))
     assert "bad" in [r["table"] for r in harness.results() if r["status"] is MergeStatus.SUCCEEDED]
 
 
 def test_a_quarantine_survives_a_restart_and_a_config_change_releases_it(harness: Harness) -> None:
     handler = harness.handler(config(quarantine_after=1))
-    loads = three_loads(harness, "bad")
-    plan_id = make_plan(
-        "bad", "minor", [harness.day(i, sid=f"bad{i}", table="bad") for i in range(3)]
-    ).plan_id
-    harness.store.failures[plan_id] = ValueError("boom")
+    loads, plan_id = failing_loads(harness, ValueError("boom"))
     handler.process(loads)
-    assert handler.state.catalog.quarantined("bad") is not None
-    handler.save(set())
+    assert handler.catalog.quarantined("bad") is not None
+    handler.keeper.save(set())
     again = harness.handler(config(quarantine_after=1))  # restarted: the mark keeps it
-    assert again.state.catalog.quarantined("bad") is not None
+    assert again.catalog.quarantined("bad") is not None
     changed = {**config(quarantine_after=1), "tables": {"bad": {"rules": [MINOR], "priority": 2}}}
     del harness.store.failures[plan_id]
     third = harness.handler(changed)  # a new config version for the table
     third.process(harness.loaded(harness.day(5, sid="bad5", table="bad")))
-    assert third.state.catalog.quarantined("bad") is None
+    assert third.catalog.quarantined("bad") is None
+
+
+def failing_loads(harness: Harness, error: Exception) -> tuple[list[Envelope], str]:
+    """Three loads of table "bad" whose minor merge fails with `error`; the loads' events and
+    that merge's plan id."""
+    loads = three_loads(harness, "bad")
+    plan_id = make_plan(
+        "bad", "minor", [harness.day(i, sid=f"bad{i}", table="bad") for i in range(3)]
+    ).plan_id
+    harness.store.failures[plan_id] = error
+    return loads, plan_id

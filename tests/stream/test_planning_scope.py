@@ -16,7 +16,7 @@ WEEKS = {
 
 
 def attempts(harness_handler: object, scope: str) -> float:
-    registry = harness_handler.state.metrics.registry  # type: ignore[attr-defined]
+    registry = harness_handler.metrics.registry  # type: ignore[attr-defined]
     return registry.get_sample_value("compactor_plan_attempts_total", {"scope": scope}) or 0.0
 
 

@@ -39,11 +39,11 @@ def test_a_delete_past_the_ratio_is_found_on_a_quiet_table_and_purged(harness: H
     harness.store.delete_rows("t", "d01", 10)  # 10 %: under the default 20 %
     handler.tick()
     assert harness.store.purges == ["d00"]
-    d00, d01 = (handler.state.catalog.get("t", sid) for sid in ("d00", "d01"))
+    d00, d01 = (handler.catalog.get("t", sid) for sid in ("d00", "d01"))
     assert (d00.records, d00.deleted) == (70, 0), "purged: the hidden rows are gone from the files"
     assert (d01.records, d01.deleted) == (90, 10), "recounted, left as it is"
-    assert handler.state.stats.purges == 1
-    assert handler.state.catalog.version("t") == harness.store.latest_version("t")
+    assert handler.stats.purges == 1
+    assert handler.catalog.version("t") == harness.store.latest_version("t")
     handler.tick()
     assert harness.store.purges == ["d00"], "nothing is purged twice"
 
@@ -60,8 +60,8 @@ def test_the_ratio_is_per_table_and_null_turns_purging_off(harness: Harness) -> 
     handler.tick()
     handler.tick()
     assert harness.store.purges == ["d00"]
-    assert handler.state.catalog.get("u", "d00").deleted == 0
-    assert handler.state.catalog.get("t", "d00").deleted == 50
+    assert handler.catalog.get("u", "d00").deleted == 0
+    assert handler.catalog.get("t", "d00").deleted == 50
 
 
 def test_deleted_rows_show_in_metrics(harness: Harness) -> None:
@@ -76,7 +76,7 @@ def test_deleted_rows_show_in_metrics(harness: Harness) -> None:
 def handler_metrics(handler: Any) -> str:
     from prometheus_client import generate_latest
 
-    return generate_latest(handler.state.metrics.registry).decode()
+    return generate_latest(handler.metrics.registry).decode()
 
 
 def test_a_failed_purge_waits_and_a_restart_queues_what_a_crash_left(harness: Harness) -> None:
@@ -87,21 +87,21 @@ def test_a_failed_purge_waits_and_a_restart_queues_what_a_crash_left(harness: Ha
     assert harness.store.purges == ["d00"]
     handler.tick()
     assert harness.store.purges == ["d00"], "not tried again before the retry time"
-    handler.save(set())
+    handler.keeper.save(set())
     del harness.store.failures["d00"]
     restarted = harness.handler(QUIET)  # the catalog saved the recount: the restart knows
     restarted.tick()
     assert harness.store.purges == ["d00", "d00"]
-    assert restarted.state.catalog.get("t", "d00").deleted == 0
+    assert restarted.catalog.get("t", "d00").deleted == 0
 
 
 def test_a_merge_takes_the_deleted_rows_with_it(harness: Harness) -> None:
     handler = _loaded(harness, QUIET)
     harness.store.delete_rows("t", "d00", 50)
-    handler.save({"t"})  # the batch's check finds the DELETE and queues the purge ...
+    handler.keeper.save({"t"})  # the batch's check finds the DELETE and queues the purge ...
     handler.process(harness.loaded(*(harness.day(n, records=100) for n in range(2, 100))))
     handler.tick()  # ... but the level threshold merged d00 away first
-    assert "d00" not in {s.id for s in handler.state.catalog.segments("t")}
+    assert "d00" not in {s.id for s in handler.catalog.segments("t")}
     assert harness.store.purges == []
 
 

@@ -24,12 +24,12 @@ def test_each_batch_saves_the_catalog_and_a_restart_reads_it_back_not_the_histor
     handler = harness.handler(MINOR)
     handler.process(harness.loaded(harness.day(0), harness.day(1), harness.day(2)))
     assert harness.catalog_store.saves >= 1
-    merged = {s.id for s in handler.state.catalog.segments("t")}
+    merged = {s.id for s in handler.catalog.segments("t")}
 
     harness.store.history = no_history  # type: ignore[method-assign]
     restarted = harness.handler(MINOR)
-    assert {s.id for s in restarted.state.catalog.segments("t")} == merged
-    assert restarted.state.catalog.version("t") == harness.store.latest_version("t")
+    assert {s.id for s in restarted.catalog.segments("t")} == merged
+    assert restarted.catalog.version("t") == harness.store.latest_version("t")
 
 
 def test_commits_after_the_last_save_are_folded_in_at_restart(harness: Harness) -> None:
@@ -37,7 +37,7 @@ def test_commits_after_the_last_save_are_folded_in_at_restart(harness: Harness) 
     harness.handler(MINOR).process(harness.loaded(harness.day(0)))
     late = harness.store.load(harness.day(5, sid="late"))  # committed; the job died before its event
     restarted = harness.handler(MINOR)
-    assert restarted.state.catalog.get("t", "late") == late
+    assert restarted.catalog.get("t", "late") == late
 
 
 def test_when_the_log_no_longer_reaches_back_the_catalog_is_checked_against_the_table(
@@ -49,17 +49,17 @@ def test_when_the_log_no_longer_reaches_back_the_catalog_is_checked_against_the_
     harness.store.load(harness.day(3, sid="stray"))
     harness.store.cleaned["t"] = set(range(harness.store.latest_version("t") + 1))  # ... and the log aged out
     restarted = harness.handler(MINOR)
-    assert [s.id for s in restarted.state.catalog.segments("t")] == [], "the gone segment is dropped"
-    assert restarted.state.catalog.version("t") == harness.store.latest_version("t")
+    assert [s.id for s in restarted.catalog.segments("t")] == [], "the gone segment is dropped"
+    assert restarted.catalog.version("t") == harness.store.latest_version("t")
 
 
 def test_a_table_new_to_the_catalog_is_read_from_its_history_once(harness: Harness) -> None:
     harness.store.create("t")
     harness.store.load(harness.day(0))
     first = harness.handler(MINOR)
-    assert [s.id for s in first.state.catalog.segments("t")] == ["d00"]
+    assert [s.id for s in first.catalog.segments("t")] == ["d00"]
     harness.store.history = no_history  # type: ignore[method-assign]
-    assert [s.id for s in harness.handler(MINOR).state.catalog.segments("t")] == ["d00"]
+    assert [s.id for s in harness.handler(MINOR).catalog.segments("t")] == ["d00"]
 
 
 @pytest.mark.parametrize("restart", [False, True], ids=["same process", "after a restart"])
@@ -81,7 +81,7 @@ def test_a_reused_id_of_a_merged_away_segment_is_refused_and_an_exact_re_send_is
     handler.process([harness.envelope(harness.codec.encode_segment_completed(SegmentCompleted(reused, DAY)))])
     ((reason, detail),) = harness.dead()
     assert reason == "duplicate_segment_id" and "merged away" in detail and "never reused" in detail
-    assert handler.state.catalog.get("t", "d00") is None
+    assert handler.catalog.get("t", "d00") is None
 
 
 def test_a_table_dropped_while_the_job_was_down_leaves_the_catalog(harness: Harness) -> None:
@@ -90,7 +90,7 @@ def test_a_table_dropped_while_the_job_was_down_leaves_the_catalog(harness: Harn
     assert harness.catalog_store.live["t"]
     del harness.store.rows["t"], harness.store.commits["t"]
     restarted = harness.handler(MINOR)
-    assert restarted.state.catalog.segments("t") == []
+    assert restarted.catalog.segments("t") == []
     assert harness.catalog_store.live["t"] == {}, "and the store forgets them too"
 
 

@@ -23,9 +23,9 @@ def test_a_conflict_is_retried_with_backoff_and_then_commits(harness: Harness) -
     handler.process(harness.loaded(a, b, c))
 
     assert harness.statuses() == [MergeStatus.SUCCEEDED]
-    assert len(harness.store.calls) == 3 and handler.state.stats.conflicts == 2
+    assert len(harness.store.calls) == 3 and handler.stats.conflicts == 2
     assert harness.sleeps == [0.2, 0.4], "exponential backoff between tries"
-    assert [s.id for s in handler.state.catalog.segments("t")] == [harness.re_emitted()[0].segment.id]
+    assert [s.id for s in handler.catalog.segments("t")] == [harness.re_emitted()[0].segment.id]
 
 
 def test_conflicts_that_never_end_fail_the_plan_which_then_cools_down(harness: Harness) -> None:
@@ -36,7 +36,7 @@ def test_conflicts_that_never_end_fail_the_plan_which_then_cools_down(harness: H
     handler.process(harness.loaded(*segments))
     (result,) = harness.results()
     assert result["status"] is MergeStatus.FAILED and "CommitConflict" in result["error"]
-    assert len(harness.store.calls) == 5 and handler.state.stats.conflicts == 4, "bounded retries"
+    assert len(harness.store.calls) == 5 and handler.stats.conflicts == 4, "bounded retries"
 
     handler.process(harness.loaded(harness.day(3)))  # the next event: the plan is cooling down
     assert len(harness.store.calls) == 5 and len(harness.results()) == 1
@@ -56,9 +56,9 @@ def test_a_plan_that_fails_cools_down_instead_of_failing_on_every_event(harness:
     handler.process(harness.loaded(harness.day(3)))
     assert harness.statuses() == [MergeStatus.FAILED]
     assert harness.results()[0]["error"] == "RuntimeError: disk full"
-    assert harness.store.calls == [plan_id] and handler.state.stats.failed_merges == 1
-    assert len(handler.state.catalog.segments("t")) == 4, "nothing changed"
-    (failure,) = handler.state.catalog.failures("t")
+    assert harness.store.calls == [plan_id] and handler.stats.failed_merges == 1
+    assert len(handler.catalog.segments("t")) == 4, "nothing changed"
+    (failure,) = handler.catalog.failures("t")
     assert (failure.key, failure.rule, failure.reason) == (plan_id, "minor", "RuntimeError: disk full")
     assert failure.until == failure.at + timedelta(minutes=5)
 
@@ -92,8 +92,8 @@ def test_a_stale_plan_is_skipped_and_re_planned_once_against_the_table(harness: 
     skipped, merged = harness.results()
     assert skipped["plan_id"] == stale.plan_id and "d01" in skipped["error"]
     assert merged["inputs"] == ["d00", "d02", "d03"], "re-planned against what the table holds now"
-    assert handler.state.stats.replans == 1 and len(harness.store.calls) == 2
-    assert {s.id for s in handler.state.catalog.segments("t")} == {merged["output"]["segment_id"]}
+    assert handler.stats.replans == 1 and len(harness.store.calls) == 2
+    assert {s.id for s in handler.catalog.segments("t")} == {merged["output"]["segment_id"]}
 
 
 def test_a_re_plan_that_is_stale_again_is_not_re_planned_forever(harness: Harness) -> None:
@@ -107,7 +107,7 @@ def test_a_re_plan_that_is_stale_again_is_not_re_planned_forever(harness: Harnes
     harness.store.on_conflict = lambda plan: harness.store.drop("t", next(dropped, "-"))
     handler.process(harness.loaded(*segments[:3]))
     assert harness.statuses() == [MergeStatus.SKIPPED, MergeStatus.SKIPPED]
-    assert handler.state.stats.replans == 2 and len(harness.store.calls) == 2
+    assert handler.stats.replans == 2 and len(harness.store.calls) == 2
 
 
 def test_merges_re_trigger_through_their_own_completion_events(harness: Harness) -> None:
@@ -117,7 +117,7 @@ def test_merges_re_trigger_through_their_own_completion_events(harness: Harness)
     (event,) = harness.re_emitted()
     assert event.segment.origin is Origin.MERGE and event.plan_id == harness.results()[0]["plan_id"]
     handler.process([harness.envelope(harness.publisher.on("segments")[0][2])])
-    assert handler.state.stats.attempts_by_origin == {"load": 3, "merge": 1}
+    assert handler.stats.attempts_by_origin == {"load": 3, "merge": 1}
 
 
 def _plan(segments: list[Segment]) -> MergePlan:
@@ -137,8 +137,8 @@ def test_a_table_whose_work_keeps_failing_is_left_alone_for_the_cool_down(harnes
                                "rules": [{"rule": "upsert_compaction"}]}}}  # fmt: skip
     handler = harness.handler(upsert)
     handler.process(harness.loaded(harness.day(0), harness.day(1), harness.day(2)))
-    assert calls == ["t"] and handler.state.stats.attempt_errors == 1
-    assert handler.state.stats.cooled_attempts == 2, "the next events did not retry at once"
+    assert calls == ["t"] and handler.stats.attempt_errors == 1
+    assert handler.stats.cooled_attempts == 2, "the next events did not retry at once"
     harness.clock.now += timedelta(minutes=6)
     handler.process(harness.loaded(harness.day(3)))
     assert calls == ["t", "t"], "tried again once the cool-down passed"
@@ -167,7 +167,7 @@ def test_a_merge_that_would_not_fit_on_the_disk_is_skipped_and_tried_again_later
     assert result["status"] is MergeStatus.SKIPPED
     assert result["error"].startswith("insufficient_space: the output needs about")
     assert harness.store.calls == [], "nothing was written"
-    failed = handler.state.metrics.registry.get_sample_value(
+    failed = handler.metrics.registry.get_sample_value(
         "compactor_merges_failed_total", {"table": "t", "rule": "minor", "reason": "insufficient_space"}
     )
     assert failed == 1

@@ -36,7 +36,7 @@ def test_a_value_leaves_every_segment_in_one_commit_and_the_week_then_merges(har
     assert [c.op for c in delete_commits] == ["sub_partition_delete", "merge"]
     assert delete_commits[0].added and not delete_commits[0].removed
     assert len(delete_commits[0].added) == 6, "the six segments that held eu; Sunday is untouched"
-    (merged,) = handler.state.catalog.segments("t")
+    (merged,) = handler.catalog.segments("t")
     assert merged.sub_partitions == frozenset({"us"}) and merged.records == 6 * 5 + 10
     assert harness.store.rows["t"] == {merged.id: 40}
 
@@ -48,12 +48,12 @@ def test_segments_left_without_any_value_leave_the_catalog(harness: Harness) -> 
     both = replace(harness.day(1), sub_partitions=frozenset({"eu", "us"}))
     handler.process(harness.loaded(only_eu, both))
     handler.process(delete(harness, "eu"))
-    assert [(s.id, sorted(s.sub_partitions), s.records) for s in handler.state.catalog.segments("t")] == [
+    assert [(s.id, sorted(s.sub_partitions), s.records) for s in handler.catalog.segments("t")] == [
         ("d01", ["us"], 5)
     ]
-    assert handler.state.catalog.retired("t", "d00")
+    assert handler.catalog.retired("t", "d00")
     restarted = harness.handler(REGIONS)  # the commit's record rebuilds the same catalog
-    assert restarted.state.catalog.segments("t") == handler.state.catalog.segments("t")
+    assert restarted.catalog.segments("t") == handler.catalog.segments("t")
 
 
 def test_a_value_being_built_refuses_the_delete_and_the_table_cools_down(harness: Harness) -> None:
@@ -68,7 +68,7 @@ def test_a_value_being_built_refuses_the_delete_and_the_table_cools_down(harness
     commits = len(harness.store.commits["t"])
     handler.process(delete(harness, "eu"))
     assert len(harness.store.commits["t"]) == commits, "nothing deleted"
-    assert handler.state.stats.attempt_errors == 1
+    assert handler.stats.attempt_errors == 1
 
 
 def test_a_table_without_sub_partitions_dead_letters_the_request(harness: Harness) -> None:

@@ -46,7 +46,7 @@ def test_start_up_reads_the_first_eager_tables_and_an_event_catches_its_table_up
     asked = _reads(harness)
     handler = harness.handler(QUIET, eager=1)
     assert asked == ["a"], "one log read before the first batch"
-    catalog = handler.state.catalog
+    catalog = handler.catalog
     assert catalog.get("a", "late-a") is not None and catalog.get("c", "late-c") is None
     assert catalog.version("c") == harness.store.latest_version("c") - 1, "the mark as saved"
 
@@ -70,8 +70,8 @@ def test_a_crash_left_merge_is_announced_once_its_table_is_caught_up(harness: Ha
     handler.tick()  # every table is due at start: b is caught up before its attempt
     (result,) = harness.results()
     assert result["plan_id"] == plan.plan_id and result["table_version"] == 3
-    assert handler.state.catalog.get("b", plan.output.id) is not None
-    assert [s.id for s in handler.state.catalog.segments("b")] == ["d00", plan.output.id]
+    assert handler.catalog.get("b", plan.output.id) is not None
+    assert [s.id for s in handler.catalog.segments("b")] == ["d00", plan.output.id]
 
 
 def test_the_sweep_catches_up_the_rest_a_few_per_tick(harness: Harness) -> None:
@@ -97,7 +97,7 @@ def test_a_table_others_wrote_to_is_caught_up_once_by_the_probe_or_the_sweep(har
     for _ in range(3):
         handler.tick()
     assert sorted(asked) == tables, "each table once"
-    assert all(handler.state.catalog.get(t, f"late-{t}") is not None for t in tables)
+    assert all(handler.catalog.get(t, f"late-{t}") is not None for t in tables)
 
 
 def test_a_new_table_is_read_at_start_up_whatever_the_eager_count(harness: Harness) -> None:
@@ -105,5 +105,5 @@ def test_a_new_table_is_read_at_start_up_whatever_the_eager_count(harness: Harne
     harness.store.create("fresh")
     harness.store.load(harness.day(0, table="fresh"))
     handler = harness.handler(QUIET, eager=0)
-    assert [s.id for s in handler.state.catalog.segments("fresh")] == ["d00"]
-    assert handler.state.catalog.get("a", "late-a") is None
+    assert [s.id for s in handler.catalog.segments("fresh")] == ["d00"]
+    assert handler.catalog.get("a", "late-a") is None

@@ -15,8 +15,10 @@ from hypothesis import strategies as st
 
 from compactor.domain.plans import MergePlan, make_plan
 from compactor.domain.segments import Segment, TimeRange
-from compactor.stream.fair_share import WaitingPlans
-from compactor.stream.inflight import Finished, InFlight, SharedWorkers, Slots
+from compactor.stream.merging.inflight import InFlight
+from compactor.stream.merging.slots import Slots
+from compactor.stream.merging.waiting import WaitingPlans
+from compactor.stream.merging.workers import Finished, SharedWorkers
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 CAPS = {"narrow": 1, "wide": 2}

@@ -3,17 +3,24 @@ limits kept, a table-wide rewrite alone in its table, and each table's results i
 
 from __future__ import annotations
 
+import functools
+import threading
+import time
+from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
-from itertools import combinations
+from itertools import combinations, cycle
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compactor.domain.plans import Commit, MergePlan, make_plan
 from compactor.domain.segments import Segment, TimeRange
-from compactor.stream.inflight import Finished, InFlight, SharedWorkers, Slots
+from compactor.stream.merging.inflight import InFlight
+from compactor.stream.merging.slots import Slots
+from compactor.stream.merging.workers import Finished, SharedWorkers
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 POOL_CAPS = {"p1": 1, "p2": 2}
@@ -118,30 +125,85 @@ def test_no_segment_is_in_two_merges_in_flight(limit: int, steps: list[tuple[str
         check(inflight, limit)
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.integers(1, 4), st.lists(st.tuples(st.sampled_from(["start", "finish"]), plans())))
-def test_shards_share_the_jobs_slots(
-    limit: int, steps: list[tuple[str, tuple[MergePlan, str | None]]]
-) -> None:
-    """Two shards' InFlights on one Slots: together they never pass the job's limit or a pool's
-    cap, and a stopped shard's merges give their slots back to the other."""
-    workers = ManualWorkers()
+@pytest.mark.parametrize("limit", [1, 2, 3, 4])
+def test_shards_share_the_jobs_slots(limit: int) -> None:
+    """Four shards, each on its own thread with its own InFlight, race for one Slots from a
+    barrier; their merges run on more worker threads than there are slots. Never more than the
+    job's limit nor a pool's cap run at once, the first `limit` merges do run together (the
+    slots fill), every plan runs exactly once, and a stopped shard's slots go to the others."""
+    shards, per_shard = 4, 12
+    workers = ThreadPoolExecutor(max_workers=3 * limit + 2)  # enough that only the slots limit
     slots = Slots(limit, POOL_CAPS.get)
-    shards = [InFlight(SharedWorkers(workers), slots, lambda table, pid: None) for _ in range(2)]
-    for kind, (plan, pool) in steps:
-        inflight = shards[0 if plan.table == "a" else 1]  # a table belongs to one shard
-        if kind == "start" and plan.plan_id not in inflight._running:
-            if inflight.blocked(plan, pool) is None:
-                inflight.start(plan, pool, lambda plan=plan: Finished(plan))  # type: ignore[misc]
-        elif kind == "finish" and workers.pending:
-            workers.run(0)
-            workers.report(0)
-            for each in shards:
-                each.take_finished()
-        running = [r for each in shards for r in each._running.values()]
-        assert len(running) <= limit
-        assert slots.free() == limit - len(running)
-        for pool_name, cap in POOL_CAPS.items():
-            assert sum(1 for r in running if r.pool == pool_name) <= cap
-    shards[0].release()
-    assert slots.free() == limit - len(shards[1]._running), "a stopped shard's slots go back to the job"
+    inflights = [
+        InFlight(SharedWorkers(workers), slots, lambda table, pid: None, shard=i) for i in range(shards)
+    ]
+    lock = threading.Lock()
+    running: Counter[str | None] = Counter()
+    peak: Counter[str | None] = Counter()
+    ran: list[str] = []
+    # the first `limit` merges wait for each other: they can only all get here if the slots fill
+    first_wave = threading.Barrier(limit, timeout=10)
+
+    def merge(plan: MergePlan, pool: str | None) -> Finished:
+        with lock:
+            ran.append(plan.plan_id)
+            first = len(ran) <= limit
+            running[pool] += 1
+            peak[pool] = max(peak[pool], running[pool])
+            peak["all"] = max(peak["all"], running.total())
+        if first:
+            first_wave.wait()
+        else:
+            time.sleep(0.001)  # holds its slot while the other shards try for one
+        with lock:
+            running[pool] -= 1
+        return Finished(plan)
+
+    # each shard's tables are its own; no two plans share a segment; each shard starts with a
+    # plan of no pool, so whatever order they start in, `limit` merges can run together
+    todo = [
+        [
+            (make_plan(f"s{i}", "minor", [segment(f"s{i}", 2 * k), segment(f"s{i}", 2 * k + 1)]), pool)
+            for k, pool in zip(range(per_shard), cycle([None, "p1", "p2"]), strict=False)
+        ]
+        for i in range(shards)
+    ]
+    go = threading.Barrier(shards, timeout=10)
+
+    def shard(index: int) -> list[Finished]:
+        inflight, mine, finished = inflights[index], list(todo[index]), []
+        go.wait()
+        deadline = time.monotonic() + 30
+        while (mine or inflight.running()) and time.monotonic() < deadline:
+            if mine and inflight.start(*mine[0], functools.partial(merge, *mine[0])):
+                mine.pop(0)
+                continue
+            inflight.wait(0.05)
+            finished += inflight.take_finished()
+        return finished
+
+    with ThreadPoolExecutor(max_workers=shards) as racing:
+        finished = [f for done in racing.map(shard, range(shards)) for f in done]
+    planned = sorted(plan.plan_id for mine in todo for plan, _ in mine)
+    assert [f.failure for f in finished if f.failure is not None] == []
+    assert sorted(f.plan.plan_id for f in finished) == planned and sorted(ran) == planned, "each ran once"
+    assert peak["all"] == limit, f"at most {limit} merges at once, and the slots filled: {peak}"
+    assert peak["p1"] <= POOL_CAPS["p1"] and peak["p2"] <= POOL_CAPS["p2"], peak
+    assert slots.free() == limit
+
+    release = threading.Event()
+
+    def held(plan: MergePlan) -> Finished:
+        release.wait(10)
+        return Finished(plan)
+
+    for k in range(limit):
+        plan = make_plan("s0", "minor", [segment("s0", 100 + 2 * k), segment("s0", 101 + 2 * k)])
+        assert inflights[0].start(plan, None, functools.partial(held, plan))
+    waiting = make_plan("s1", "minor", [segment("s1", 100), segment("s1", 101)])
+    assert not inflights[1].start(waiting, None, lambda: Finished(waiting)), "every slot is taken"
+    inflights[0].release()  # the shard stopped: its merges' outcomes will never be taken
+    assert slots.free() == limit, "a stopped shard's slots go back to the job"
+    assert inflights[1].start(waiting, None, lambda: Finished(waiting))
+    release.set()
+    workers.shutdown(wait=True)

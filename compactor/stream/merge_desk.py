@@ -1,0 +1,77 @@
+"""The stream's side of merge scheduling (`merging.MergeDesk`): each plan's settings and pool,
+its commit for a worker, what it did recorded in the catalog, and its outcome announced."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from compactor.catalog.view import CatalogView
+from compactor.delta.store import LoadOrder
+from compactor.domain.events import MergeStatus
+from compactor.domain.plans import MergePlan
+from compactor.stream.announcer import Announcer
+from compactor.stream.catalog_keeper import CatalogKeeper
+from compactor.stream.faults import WITH_MERGES_IN_FLIGHT, fault_point
+from compactor.stream.merging.scheduler import Recorded
+from compactor.stream.merging.workers import Finished
+from compactor.stream.reporting import MetricsSink, NoMetrics
+from compactor.stream.runner import Runner, RunOutcome
+from compactor.stream.table_configs import TableConfigs
+
+
+class StreamDesk:
+    def __init__(
+        self,
+        runner: Runner,
+        announcer: Announcer,
+        keeper: CatalogKeeper,
+        configs: TableConfigs,
+        running: Callable[[], int],
+        metrics: MetricsSink | None = None,
+    ) -> None:
+        self.runner = runner
+        self.announcer = announcer
+        self.keeper = keeper
+        self.configs = configs
+        self.running = running  # merges in flight now (a fault point of the crash tests reads it)
+        self.metrics = metrics or NoMetrics()
+
+    def pool(self, plan: MergePlan) -> str | None:
+        return self.configs.for_table(plan.table).spark_pool(plan.rule, plan.pool)
+
+    def job(self, plan: MergePlan) -> Callable[[], Finished]:
+        """The plan's commit with the table's settings and (upsert tables, which break ties by
+        it) its segments' load order, both taken now, on the thread that holds the catalog."""
+        settings = self.configs.for_table(plan.table)
+        order = load_order(self.runner.catalog, plan.table) if settings.upsert is not None else None
+
+        def run() -> Finished:  # on a worker
+            finished = self.runner.execute(plan, settings, order)
+            fault_point(WITH_MERGES_IN_FLIGHT, finished.commit is not None and self.running() > 1)
+            return finished
+
+        return run
+
+    def record(self, finished: Finished) -> Recorded[RunOutcome]:
+        """Into the catalog: a stale plan's table is checked against Delta before it is planned
+        again; a table-wide rewrite's is checked when the batch saves."""
+        plan = finished.plan
+        outcome = self.runner.record(finished)
+        if outcome.stale:  # a concurrent writer changed the inputs
+            self.keeper.check(plan.table)
+        elif outcome.result.status is MergeStatus.SUCCEEDED and plan.table_wide:
+            self.keeper.check_at_save(plan.table)
+        held = self.runner.catalog.quarantined(plan.table) is not None
+        return Recorded(outcome, replan=outcome.stale, hold=held)
+
+    def announce(self, outcome: RunOutcome) -> None:
+        self.announcer.announce(outcome)  # DeliveryError: kept first in line, and the batch fails
+
+    def cancel(self, plan: MergePlan, why: str) -> None:
+        self.runner.store.cancel(plan.plan_id)
+        self.metrics.on_cancelled(plan.table)
+
+
+def load_order(catalog: CatalogView, table: str) -> LoadOrder:
+    """When each live segment of the table was loaded (upsert tables break ties with it)."""
+    return {s.id: s.loaded_at for s in catalog.segments(table)}

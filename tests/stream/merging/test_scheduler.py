@@ -1,0 +1,232 @@
+"""The merge scheduler with a fake desk and real worker threads: outcomes announced in each
+table's commit order whatever order the workers finish in, a stale plan owes its table one more
+attempt, a held table's waiting plans are dropped, an outcome Kafka refuses stays first in line,
+a hung merge is cancelled and reported failed, the per-round limit and an operator's request,
+and a draining scheduler starts nothing."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import pytest
+
+from compactor.domain.plans import Commit, MergePlan
+from compactor.errors import DeliveryError, MergeCancelled
+from compactor.stream.merging.inflight import InFlight
+from compactor.stream.merging.scheduler import MergeScheduler, Recorded
+from compactor.stream.merging.slots import Slots
+from compactor.stream.merging.waiting import WaitingPlans
+from compactor.stream.merging.workers import Finished, InlineWorkers, Workers
+from tests.stream.merging.test_slots import plan
+
+
+@dataclass
+class Desk:
+    """Runs each plan as `behaviour` says and writes down what the scheduler asked."""
+
+    behaviour: dict[str, Callable[[MergePlan], Finished]] = field(default_factory=dict)
+    hold: set[str] = field(default_factory=set)  # plan ids whose recording quarantines their table
+    refuse: int = 0  # announcements Kafka refuses before it accepts again
+    recorded: list[str] = field(default_factory=list)
+    announced: list[str] = field(default_factory=list)
+    cancelled: list[str] = field(default_factory=list)
+
+    def pool(self, plan: MergePlan) -> str | None:
+        return None
+
+    def job(self, plan: MergePlan) -> Callable[[], Finished]:
+        run = self.behaviour.get(plan.plan_id, lambda p: Finished(p, commit=commit(p, 1)))
+        return lambda: run(plan)
+
+    def record(self, finished: Finished) -> Recorded[str]:
+        self.recorded.append(finished.plan.plan_id)
+        return Recorded(
+            finished.plan.plan_id,
+            replan=finished.stale is not None,
+            hold=finished.plan.plan_id in self.hold,
+        )
+
+    def announce(self, outcome: str) -> None:
+        if self.refuse:
+            self.refuse -= 1
+            raise DeliveryError("the broker refused")
+        self.announced.append(outcome)
+
+    def cancel(self, plan: MergePlan, why: str) -> None:
+        self.cancelled.append(plan.plan_id)
+
+
+@dataclass
+class Activity:
+    running: dict[str, int] = field(default_factory=dict)
+    waiting: dict[str, str] = field(default_factory=dict)
+
+    def on_started(self, table: str) -> None:
+        self.running[table] = self.running.get(table, 0) + 1
+
+    def on_finished(self, table: str) -> None:
+        self.running[table] -= 1
+
+    def on_waiting(self, reasons: dict[str, str]) -> None:
+        self.waiting = reasons
+
+
+def commit(p: MergePlan, version: int) -> Commit:
+    return Commit(version, (p.output,), 2, 2)
+
+
+def scheduler(
+    desk: Desk,
+    workers: Workers | None = None,
+    slots: int = 4,
+    per_round: int | None = None,
+    committed_at: Callable[[str, str], int | None] = lambda table, plan_id: None,
+    bound: float = 3600.0,
+) -> tuple[MergeScheduler[str], Activity]:
+    activity = Activity()
+    inflight = InFlight(workers or InlineWorkers(), Slots(slots, lambda pool: None), committed_at)
+    waiting = WaitingPlans(lambda table: 1.0, per_round)
+    return MergeScheduler(inflight, waiting, desk, activity, lambda size: bound), activity
+
+
+def no_replan(table: str) -> None:
+    raise AssertionError(f"table {table} was not owed an attempt")
+
+
+def test_outcomes_are_announced_in_each_tables_commit_order_whatever_order_workers_finish() -> None:
+    """The first merge commits (version 4) and its worker is held before it reports; the second
+    commits later (version 5) and reports first: it is held back until the first reports."""
+    first, second, gate = plan("t", 0), plan("t", 1), threading.Event()
+    desk = Desk(
+        {
+            first.plan_id: lambda p: (gate.wait(10), Finished(p, commit=commit(p, 4)))[1],
+            second.plan_id: lambda p: Finished(p, commit=commit(p, 5)),
+        }
+    )
+    # the first's commit is in the table (version 4) while its worker has not reported
+    in_table = lambda table, plan_id: 4 if plan_id == first.plan_id else None  # noqa: E731
+    with ThreadPoolExecutor(2) as pool:
+        merges, activity = scheduler(desk, pool, committed_at=in_table)
+        merges.offer("t", [first, second])
+        for _ in range(10):
+            merges.wait(0.05)
+            merges.advance(no_replan)
+        assert desk.recorded == [] and merges.running("t") == 2, "the later commit waits for the first"
+        gate.set()
+        while merges.running():
+            merges.wait(0.05)
+            merges.advance(no_replan)
+    assert desk.announced == [first.plan_id, second.plan_id]
+    assert activity.running == {"t": 0}
+
+
+def test_a_stale_plan_owes_its_table_one_attempt_per_advance() -> None:
+    stale = plan("t", 0)
+    desk = Desk({stale.plan_id: lambda p: Finished(p, stale="inputs changed")})
+    merges, _ = scheduler(desk)
+    attempts: list[str] = []
+
+    def replan(table: str) -> None:  # the table's new attempt makes the same plan, stale again
+        attempts.append(table)
+        merges.offer(table, [stale])
+
+    merges.offer("t", [stale])
+    assert merges.advance(replan)
+    assert attempts == ["t"], "one re-plan in this advance, though the new plan went stale too"
+    assert desk.announced == [stale.plan_id, stale.plan_id], "each outcome is announced"
+    merges.advance(replan)
+    assert attempts == ["t", "t"], "the next advance owes it again"
+
+
+def test_a_held_tables_waiting_plans_are_dropped_and_other_tables_go_on() -> None:
+    held, queued, other = plan("t", 0), plan("t", 1), plan("u", 0)
+    desk = Desk(hold={held.plan_id})
+    merges, _ = scheduler(desk, slots=1, per_round=1)
+    merges.offer("t", [held, queued])
+    merges.offer("u", [other])
+    assert merges.advance(no_replan, limit=1)
+    assert held.plan_id in desk.recorded
+    assert merges.waiting.waiting("t") == [], "t's queued plan would fail as its first did"
+    merges.advance(no_replan)
+    assert sorted(desk.announced) == sorted([held.plan_id, other.plan_id])
+    assert queued.plan_id not in desk.recorded
+
+
+def test_an_outcome_kafka_refuses_stays_first_in_line() -> None:
+    a, b = plan("t", 0), plan("u", 0)
+    desk = Desk(refuse=1)
+    merges, _ = scheduler(desk)
+    with pytest.raises(DeliveryError):
+        merges.offer("t", [a])
+    assert desk.announced == []
+    merges.offer("u", [b])
+    assert desk.announced == [a.plan_id, b.plan_id], "the refused one first, then the next"
+
+
+def test_a_merge_past_its_time_bound_is_cancelled_freed_and_reported_failed() -> None:
+    hung, gate = plan("t", 0), threading.Event()
+
+    def hang(p: MergePlan) -> Finished:
+        gate.wait(10)
+        return Finished(p, commit=commit(p, 9))  # too late: its outcome is ignored
+
+    desk = Desk({hung.plan_id: hang})
+    with ThreadPoolExecutor(1) as pool:
+        merges, _ = scheduler(desk, pool, slots=1, bound=0.0)
+        merges.offer("t", [hung])
+        assert merges.running() == 1
+        assert merges.cancel_hung() == [hung]
+        assert desk.cancelled == [hung.plan_id]
+        merges.advance(no_replan)
+        assert merges.running() == 0 and merges.inflight.free_slots() == 1
+        gate.set()
+    merges.advance(no_replan)
+    assert desk.recorded == [hung.plan_id], "recorded once, as failed"
+    assert merges.cancel_hung() == []
+
+
+def test_a_cancelled_merge_is_reported_as_a_merge_cancelled_failure() -> None:
+    hung, gate, seen = plan("t", 0), threading.Event(), list[Finished]()
+    desk = Desk({hung.plan_id: lambda p: (gate.wait(10), Finished(p))[1]})
+    original = desk.record
+
+    def record(finished: Finished) -> Recorded[str]:
+        seen.append(finished)
+        return original(finished)
+
+    desk.record = record  # type: ignore[method-assign]
+    with ThreadPoolExecutor(1) as pool:
+        merges, _ = scheduler(desk, pool, bound=0.0)
+        merges.offer("t", [hung])
+        merges.cancel_hung()
+        merges.advance(no_replan)
+        gate.set()
+    assert len(seen) == 1 and isinstance(seen[0].failure, MergeCancelled)
+    assert "past its bound of 0s" in str(seen[0].failure)
+
+
+def test_the_per_round_limit_holds_plans_back_but_not_an_operators_request() -> None:
+    desk = Desk()
+    merges, activity = scheduler(desk, per_round=1)
+    plans = {t: plan(t, 0) for t in "abc"}
+    for table, p in plans.items():
+        merges.offer(table, [p])
+    assert desk.recorded == [], "with a per-round limit, offering starts nothing by itself"
+    merges.advance(no_replan)
+    (first,) = [t for t, p in plans.items() if p.plan_id in desk.recorded]
+    assert len(desk.recorded) == 1 and set(activity.waiting) == set("abc") - {first}
+    requested = [plan("r", 0), plan("r", 1)]
+    merges.offer("r", requested, at_once=True)
+    assert desk.recorded[1:] == [p.plan_id for p in requested], "a request runs at once, whole"
+
+
+def test_a_draining_scheduler_starts_nothing() -> None:
+    desk = Desk()
+    merges, _ = scheduler(desk)
+    merges.draining = True
+    merges.offer("t", [plan("t", 0)])
+    assert not merges.advance(no_replan)
+    assert desk.recorded == [] and merges.waiting.tables() == ["t"]
