@@ -10,7 +10,11 @@ TOXIPROXY_MODULE := github.com/Shopify/toxiproxy/v2/cmd/server@v2.5.0
 # fake-gcs-server, the GCS API emulator the gs:// warehouse test runs against.
 FAKE_GCS := .tools/fake-gcs-server
 FAKE_GCS_MODULE := github.com/fsouza/fake-gcs-server@v1.56.1
-TOOLS := $(TOXIPROXY) $(FAKE_GCS)
+# Debian's Chromium, which the console's browser tests drive with Playwright (browser downloads
+# are not possible here, so Playwright launches this one: executable_path=/usr/bin/chromium).
+CHROMIUM := /usr/bin/chromium
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+TOOLS := $(TOXIPROXY) $(FAKE_GCS) $(CHROMIUM)
 
 .PHONY: demo check test nightly unit lint tools bench-smoke docs docs-build
 
@@ -30,7 +34,10 @@ $(FAKE_GCS):
 	mkdir -p .tools
 	GOBIN=$(abspath .tools) go install $(FAKE_GCS_MODULE)
 
-# the test servers built from Go modules (CI builds them beside the Python install: make -j2)
+$(CHROMIUM):
+	$(SUDO) apt-get install -y -q chromium || ($(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q chromium)
+
+# the test servers built from Go modules, and the browser (CI builds them beside the Python install: make -j2)
 tools: $(TOOLS)
 
 demo: $(STAMP)

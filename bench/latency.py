@@ -27,7 +27,11 @@ event triggers, and the figures include that wait. The micro-batch floor is then
 same trigger: a no-op foreachBatch function, produce -> batch invocation.
 Peak RSS is that of the driver tree (Python + JVM, summed as PSS), excluding the broker.
 
-Run: .venv/bin/python bench/latency.py [--quick]   (quick: 10 merges, 10 floor samples)
+With --console, the job serves its web console and a poller reads the warehouse and table pages
+(and their live fragments, as a browser's htmx does) every 0.5 s during every other merge: the
+merges with and without the console interleave in one run, and the p50 of each is printed.
+
+Run: .venv/bin/python bench/latency.py [--quick] [--console]   (quick: 10 merges, 10 floor samples)
 Saves bench/results/latency[_quick].json.
 """
 
@@ -177,6 +181,37 @@ def wait_for(condition: Callable[[], bool], what: str, timeout: float = WAIT_SEC
         time.sleep(POLL_SECONDS)
 
 
+class ConsolePoller:
+    """Reads the console's pages every `every` seconds while `active` is set."""
+
+    PAGES = ("/", "/fragments/tables", f"/tables/{TABLE}", f"/fragments/tables/{TABLE}")
+
+    def __init__(self, base: str, every: float = 0.5) -> None:
+        self.base, self.every = base, every
+        self.active = threading.Event()
+        self.stop = threading.Event()
+        self.requests = 0
+        self.seconds: list[float] = []
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self) -> None:
+        import urllib.request
+
+        while not self.stop.is_set():
+            if not self.active.wait(0.1):
+                continue
+            for page in self.PAGES:
+                began = time.perf_counter()
+                with (
+                    contextlib.suppress(OSError),
+                    urllib.request.urlopen(self.base + page, timeout=30) as answer,
+                ):
+                    answer.read()
+                self.seconds.append(time.perf_counter() - began)
+                self.requests += 1
+            self.stop.wait(self.every)
+
+
 def measure_merges(
     spark: SparkSession,
     warehouse: Path,
@@ -186,6 +221,7 @@ def measure_merges(
     rows: int,
     budget: float | None,
     trigger_ms: int,
+    console: bool = False,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Time one merge per pair of loads; stop early once `budget` seconds have passed."""
     first_pair = (load(spark, warehouse, 0, rows), load(spark, warehouse, 1, rows))  # creates the table
@@ -204,6 +240,7 @@ def measure_merges(
     ]
     for t in threads:
         t.start()
+    poller = _console_poller(config, kafka, handler) if console else None
     # (began, ended, merges done so far) per batch: tells when the batch that made a merge picked
     # its events up, without polling the JVM. The wrapper adds two clock reads per batch.
     batches: list[tuple[float, float, int]] = []
@@ -246,6 +283,9 @@ def measure_merges(
                 else (load(spark, warehouse, 2 * i, rows), load(spark, warehouse, 2 * i + 1, rows))
             )
             plan_id = plan_id_for(TABLE, RULE, [a.id, b.id])
+            polled = poller is not None and i % 2 == 1  # every other merge with the console polled
+            if poller is not None:
+                (poller.active.set if polled else poller.active.clear)()
             time.sleep(rng.uniform(0, trigger_ms / 1000))
             produce(a)
             t0 = time.monotonic()
@@ -268,6 +308,7 @@ def measure_merges(
                     "version": version,
                     "result_version_matches": result_version == version,
                     "status": status,
+                    "console_polled": polled,
                 }
             )
             if query.exception() is not None:
@@ -285,6 +326,9 @@ def measure_merges(
             t.join(timeout=10)
         producer.close()
         job_producer.close()
+        if poller is not None:
+            poller.stop.set()
+            poller.thread.join(timeout=30)
     stats = handler.stats
     registry = metrics.registry
     phases = {
@@ -352,6 +396,20 @@ def measure_floor(
     return out
 
 
+def _console_poller(config: Any, kafka: KafkaSettings, handler: Any) -> ConsolePoller:
+    """The job's console on a free port, and a poller over it (started, not yet active)."""
+    from prometheus_client import CollectorRegistry
+
+    from compactor.observe.console.serve import job_console
+    from compactor.observe.server import ProbeServer
+
+    console = job_console(config, kafka, lambda: [handler], lambda: None, None)
+    server = ProbeServer(CollectorRegistry(), {}, "127.0.0.1", 0, console=console.app).start()
+    poller = ConsolePoller(f"http://127.0.0.1:{server.port}")
+    poller.thread.start()
+    return poller
+
+
 def main() -> None:
     parser = bench_parser(__doc__, "10 merges, 10 floor samples")
     parser.add_argument("--merges", type=int, default=None, help="merges to time (default 200; quick 10)")
@@ -372,6 +430,11 @@ def main() -> None:
     )
     parser.add_argument("--rows", type=int, default=1_000, help="rows per segment (default 1000)")
     parser.add_argument("--verbose", action="store_true", help="log the job's INFO lines (timestamps)")
+    parser.add_argument(
+        "--console",
+        action="store_true",
+        help="serve the job's console and poll its pages during every other merge (p50 with and without)",
+    )
     args = parser.parse_args()
     merges = args.merges or (10 if args.quick else 200)
     floor_count = args.floor or (10 if args.quick else 60)
@@ -415,6 +478,7 @@ def main() -> None:
                 args.rows,
                 budget,
                 args.trigger_ms,
+                args.console,
             )
             merge_seconds = time.perf_counter() - t
             spark_work = work.summary(len(all_samples))
@@ -487,6 +551,16 @@ def main() -> None:
             f"target: event -> commit p50 / floor <= 2x: {ratio:.1f}x, {'met' if ratio <= 2 else 'missed'}; "
             f"p99 <= 1.0 s: {p99 / 1000:.2f} s, {'met' if p99 <= 1000 else 'missed'}"
         )
+    console_split = None
+    if args.console:
+        polled = percentiles([s["commit_visible_ms"] for s in samples if s["console_polled"]])
+        quiet = percentiles([s["commit_visible_ms"] for s in samples if not s["console_polled"]])
+        console_split = {"polled": polled, "not_polled": quiet}
+        if polled["p50"] and quiet["p50"]:
+            print(
+                f"console polled every 0.5 s: event -> commit p50 {polled['p50']:.0f} ms (n={polled['n']}) against "
+                f"{quiet['p50']:.0f} ms without (n={quiet['n']}): {polled['p50'] / quiet['p50']:.2f}x"
+            )
     mismatched = sum(not s["result_version_matches"] for s in samples)
     failed = sum(s["status"] != "SUCCEEDED" for s in samples)
     total = time.perf_counter() - began
@@ -517,8 +591,10 @@ def main() -> None:
                 "trigger_ms": args.trigger_ms,
                 "rule": {"rule": RULE, "level_thresholds": [2, 0]},
                 "broker": "external" if broker is None else "LocalKafkaBroker",
+                "console": args.console,
             },
             "commit_visible_ms": visible,
+            "commit_visible_ms_by_console": console_split,
             "result_consumed_ms": consumed,
             "floor_ms": floor_stats,
             "produce_ack_ms": acked,

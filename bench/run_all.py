@@ -35,6 +35,7 @@ SCRIPTS = [
     "latency",
     "startup",
     "capacity",
+    "console_pages",
 ]
 
 
@@ -171,7 +172,18 @@ def _capacity(d: dict[str, Any]) -> str:
     )
 
 
+def _console_pages(d: dict[str, Any]) -> str:
+    cold = d["pages"]["warehouse page, cold (state copied)"]["median_s"]
+    tables, target = d["params"]["tables"], d["target_s"]
+    verdict = "met" if cold <= target else "missed"
+    return (
+        f"warehouse page for {tables:,} tables {cold:.2f} s cold (<= {target:.0f} s: {verdict}); "
+        f"longest hold of the job's lock {d['longest_lock_hold_ms']:.0f} ms"
+    )
+
+
 HEADLINES: dict[str, Callable[[dict[str, Any]], str]] = {
+    "console_pages": _console_pages,
     "capacity": _capacity,
     "startup": _startup,
     "plan_scale": _plan_scale,

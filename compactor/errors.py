@@ -50,7 +50,12 @@ class LeaseHeld(CompactorError):
 
 
 class MergeCancelled(CompactorError):
-    """A merge ran past its time bound and was cancelled; it is tried again after its cool-down."""
+    """A merge ran past its time bound, or an operator cancelled it (`by_operator`); it is
+    tried again after its cool-down."""
+
+    def __init__(self, why: str, by_operator: bool = False) -> None:
+        super().__init__(why)
+        self.by_operator = by_operator
 
 
 class Fenced(CompactorError):
@@ -86,6 +91,11 @@ class ShardCountMismatch(ConfigError):
 
 class InvalidSegmentError(CompactorError):
     """A segment (from an event or a file) is inconsistent: reject that record."""
+
+
+class InvalidRequest(CompactorError):
+    """An operator's request names a value no request may carry: nothing was asked of the job;
+    fix the value the message names."""
 
 
 class ManualMergeError(CompactorError):

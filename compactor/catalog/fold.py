@@ -374,10 +374,11 @@ class SegmentCatalog:
         """Align with the ids Delta actually holds; return (unknown, gone).
 
         Known-but-gone segments are dropped. Segments present in Delta but absent
-        from the commit metadata are reported for the caller to describe.
+        from the commit metadata are reported for the caller to describe. A segment known to be
+        empty (an upsert merge whose every row was superseded) has no file to find: it stays.
         """
         present = set(present_ids)
-        gone = set(self._table(table)) - present
+        gone = {sid for sid, s in self._table(table).items() if sid not in present and not s.is_empty}
         self.apply(SegmentsGone(table, frozenset(gone)))
         return present - set(self._tables[table]), gone
 

@@ -11,6 +11,7 @@ from confluent_kafka import KafkaException
 from pythonjsonlogger.json import JsonFormatter
 
 from compactor.cli.configs import config_group
+from compactor.cli.console import console
 from compactor.cli.coverage import coverage
 from compactor.cli.events import events_group
 from compactor.cli.load import load
@@ -99,6 +100,7 @@ commands = (
     coverage,
     subpartitions,
     status,
+    console,
     timeline,
     table_group,
     vacuum,

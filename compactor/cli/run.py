@@ -6,6 +6,7 @@ import logging
 import signal
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,25 @@ STOP_GRACE_S = 60.0
 )
 @click.option("--metrics-host", default="0.0.0.0", show_default=True, help="Address the metrics port binds.")
 @click.option(
+    "--console-port",
+    type=click.IntRange(0, 65535),
+    help="Serve the web console on this port (with /metrics, /healthz and /ready: the same server when "
+    "it is the metrics port or none is set); default: no console.",
+)
+@click.option(
+    "--console-host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address the console binds; open it wider only behind a reverse proxy with its own authentication.",
+)
+@click.option(
+    "--console-token",
+    "console_token_spec",
+    metavar="env:NAME",
+    help="env:NAME: the environment variable holding the token that allows the console's controls (at least "
+    "16 characters); without it the console is read-only.",
+)
+@click.option(
     "--standby",
     is_flag=True,
     help="If other jobs already run every shard of this warehouse and topic, wait and take over when "
@@ -93,6 +113,9 @@ def run(
     until_idle: bool,
     metrics_port: int | None,
     metrics_host: str,
+    console_port: int | None,
+    console_host: str,
+    console_token_spec: str | None,
     standby: bool,
     reshard: bool,
     instance_id: str | None,
@@ -103,7 +126,9 @@ def run(
     topic: a second one refuses to start, or with --standby waits and takes over when the first
     stops or dies. With more, every job started shares the shards through Kafka's group protocol."""
     from compactor.config.loading import load_config_file
+    from compactor.observe.console.serve import console_token
 
+    token = console_token(console_token_spec)  # before anything starts: a bad token fails in seconds
     config = load_config_file(config_path)
     kafka = kafka_settings(bootstrap_servers, config, segments_topic, results_topic, dead_letter_topic)
     # at the default level the operator still sees one line per merge (dead letters warn anyway)
@@ -120,7 +145,8 @@ def run(
     )
     lease.acquire(standby or config.operations.standby, waiting=say)
     try:
-        _run(config, lease, kafka, warehouse, checkpoint, until_idle, (metrics_port, metrics_host), reshard)
+        served = _Served((metrics_port, metrics_host), (console_port, console_host), token)
+        _run(config, lease, kafka, warehouse, checkpoint, until_idle, served, reshard)
     finally:
         lease.close()
 
@@ -144,13 +170,12 @@ def _run(
     warehouse: str,
     checkpoint: str,
     until_idle: bool,
-    metrics_at: tuple[int | None, str],
+    served: _Served,
     reshard: bool,
 ) -> None:
     from compactor.delta.files import HadoopFiles
     from compactor.kafka.producer import EventProducer
     from compactor.observe.readiness import ProgressListener, Readiness
-    from compactor.observe.server import ProbeServer
     from compactor.observe.shard_metrics import ShardMetrics
     from compactor.stream.lease_log import LeaseLog
 
@@ -162,16 +187,15 @@ def _run(
     metrics = ShardMetrics()
     metrics.watch_lease(lease)
     LeaseLog(HadoopFiles(spark), warehouse, lease)
-    port = metrics_at[0] if metrics_at[0] is not None else config.operations.metrics_port
-    readiness, probes = Readiness(kafka), None
-    if port is not None:
-        probes = ProbeServer(metrics.registry, readiness.checks(), metrics_at[1], port).start()
-        say(f"metrics: http://{metrics_at[1]}:{probes.port}/metrics (and /healthz, /ready)")
+    readiness = Readiness(kafka)
     controls: dict[str, Any] = {}  # query name -> its shard's control state, for the lag
+    running: dict[int, Any] = {}  # shard index -> the SparkShard this job runs for it
     spark.streams.addListener(ProgressListener(readiness, controls))
     start = _shard_starter(
-        spark, config, warehouse, kafka, checkpoint, producer, layout, record, metrics, controls
+        spark, config, warehouse, kafka, checkpoint, producer, layout, record, metrics, controls, running
     )
+    console = served.console(spark, config, kafka, warehouse, checkpoint, running)
+    probes = served.start(config, metrics.registry, readiness.checks(), console)
     try:
         readiness.catalog = None
         if until_idle:
@@ -191,8 +215,10 @@ def _run(
         say("compactor stopped")
     finally:
         producer.close()
-        if probes is not None:
-            probes.stop()
+        for server in probes:
+            server.stop()
+        if console is not None:
+            console.close()
 
 
 def _layout(
@@ -230,6 +256,7 @@ def _shard_starter(
     record: ShardRecord | None,
     metrics: Any,
     controls: dict[str, Any],
+    running: dict[int, Any],
 ) -> Callable[..., Any]:
     """What starts shard i in this job: its handler on the job's slots and workers, its metrics
     labelled with it, its query (unless only built, for --until-idle)."""
@@ -247,14 +274,71 @@ def _shard_starter(
         def stopped() -> None:
             metrics.remove(index)
             controls.pop(shard.query_name, None)
+            running.pop(index, None)
 
         built = SparkShard(
             spark, config, warehouse, kafka, producer, shard, shard_metrics, shard_metrics.watch, stopped
         )
         controls[shard.query_name] = built.handler.control
+        running[index] = built
         return built.start() if query else built
 
     return start
+
+
+@dataclass(frozen=True)
+class _Served:
+    """What the job serves over HTTP: metrics and probes, and the console."""
+
+    metrics_at: tuple[int | None, str]
+    console_at: tuple[int | None, str]
+    token: str | None
+
+    def console(
+        self,
+        spark: Any,
+        config: ProjectConfig,
+        kafka: KafkaSettings,
+        warehouse: str,
+        checkpoint: str,
+        running: dict[int, Any],
+    ) -> Any:
+        """The console over this job's running shards (None: not asked for)."""
+        if self.console_at[0] is None:
+            return None
+        from compactor.delta.spark_store import SparkTableStore
+        from compactor.observe.console.serve import job_console, shard_rows
+        from compactor.observe.warehouse_status import shard_section
+
+        store = SparkTableStore(spark, warehouse)
+
+        def shards() -> Any:
+            queries = {i: s.query_name for i, s in list(running.items())}
+            section = shard_section(spark, warehouse, kafka.segments_topic, checkpoint, store, kafka)
+            return shard_rows(section, queries)
+
+        return job_console(
+            config, kafka, lambda: [s.handler for s in list(running.values())], shards, self.token
+        )
+
+    def start(self, config: ProjectConfig, registry: Any, checks: Any, console: Any) -> list[Any]:
+        """The servers: one for metrics and the console when they share a port (or the metrics
+        have none), else one each (the console's answers /metrics too)."""
+        from compactor.observe.server import ProbeServer
+
+        port, host = self.metrics_at
+        port = port if port is not None else config.operations.metrics_port
+        servers = []
+        shared = console is not None and (port is None or port == self.console_at[0])
+        if port is not None and not shared:
+            servers.append(ProbeServer(registry, checks, host, port).start())
+            say(f"metrics: http://{host}:{servers[-1].port}/metrics (and /healthz, /ready)")
+        if console is not None:
+            at_port, at_host = self.console_at
+            servers.append(ProbeServer(registry, checks, at_host, at_port or 0, console=console.app).start())
+            mode = "read-only" if self.token is None else "controls for the token's holder"
+            say(f"console: http://{at_host}:{servers[-1].port}/ ({mode}; /metrics, /healthz and /ready too)")
+        return servers
 
 
 def _stop_signal() -> threading.Event:

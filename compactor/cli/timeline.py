@@ -31,13 +31,13 @@ from compactor.cli.options import chosen_tables, config_option, spark_options, s
 def timeline(table: str, config_path: Path | None, warehouse: str, out: Path, recent_hours: float) -> None:
     """Draw TABLE's segments: event time across, one row per level and sub-partition set, each
     segment a box coloured by size, hatched while not ONLINE, recent merges outlined."""
-    from compactor.cli.status import table_segments
     from compactor.config.loading import load_config_file
     from compactor.delta.catalog_table import DeltaCatalogStore
     from compactor.delta.spark_store import SparkTableStore
     from compactor.domain.clock import now_utc
     from compactor.observe.timeline import layout
     from compactor.observe.timeline_plot import save
+    from compactor.observe.warehouse_status import table_segments
 
     project = load_config_file(config_path) if config_path else None
     spark = spark_session("compactor-timeline", project, (warehouse,))

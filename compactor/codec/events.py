@@ -20,6 +20,7 @@ from compactor.domain.events import (
     SegmentAction,
     SegmentCompleted,
 )
+from compactor.domain.plans import validate_plan_id
 from compactor.domain.segments import (
     TABLE_NAME,
     Origin,
@@ -139,6 +140,7 @@ class Codec(SchemaSet):
                 "segment_ids": list(request.segment_ids),
                 "delete_sub_partition": request.delete_sub_partition,
                 "merging": request.merging,
+                "cancel_plan": request.cancel_plan,
                 "requested_at": request.requested_at,
             },
         )
@@ -148,19 +150,30 @@ class Codec(SchemaSet):
             validate_table_name(r["table"])
             for sid in r["segment_ids"]:
                 validate_segment_id(sid)
+            if r["cancel_plan"] is not None:
+                validate_plan_id(r["cancel_plan"])
         except CompactorError as exc:
             raise EventDecodeError(DeadLetterReason.INVALID_VALUE, str(exc)) from None
-        asked = [
-            r["rule"] is not None,
-            bool(r["segment_ids"]),
-            r["delete_sub_partition"] is not None,
-            r["merging"] is not None,
-        ]
-        if sum(asked) != 1:
+        asked = {
+            "rule": r["rule"],
+            "segment_ids": r["segment_ids"] or None,
+            "delete_sub_partition": r["delete_sub_partition"],
+            "merging": r["merging"],
+        }
+        if r["cancel_plan"] is not None:
+            # a cancel that also asked for work would start what it means to stop: refuse it whole
+            extra = ", ".join(f"{k}={v!r}" for k, v in asked.items() if v is not None)
+            if extra:
+                raise EventDecodeError(
+                    DeadLetterReason.INVALID_VALUE,
+                    f"request {r['request_id']} for table {r['table']}: cancel_plan={r['cancel_plan']!r} "
+                    f"comes with {extra}; a cancel names the plan to cancel and nothing else",
+                )
+        elif sum(v is not None for v in asked.values()) != 1:
             raise EventDecodeError(
                 DeadLetterReason.INVALID_VALUE,
-                "a request names exactly one of a rule, segment ids, a sub-partition value to delete "
-                "or a merging switch",
+                "a request names exactly one of a rule, segment ids, a sub-partition value to delete, "
+                "a merging switch or a plan to cancel",
             )
         return CompactionRequested(
             r["request_id"],
@@ -170,6 +183,7 @@ class Codec(SchemaSet):
             tuple(r["segment_ids"]),
             r["delete_sub_partition"],
             r["merging"],
+            r["cancel_plan"],
         )
 
     def encode_config_applied(self, event: ConfigApplied) -> bytes:

@@ -104,8 +104,9 @@ class MergeResult:
 @dataclass(frozen=True, slots=True)
 class CompactionRequested:
     """Run `rule` once now, merge exactly `segment_ids` (a manual merge), delete the rows of
-    the sub-partition value `delete_sub_partition` from every segment, or turn the table's
-    merging off or on (`merging`)."""
+    the sub-partition value `delete_sub_partition` from every segment, turn the table's
+    merging off or on (`merging`), or cancel the table's merge in flight with plan id
+    `cancel_plan`. A request asks for exactly one of these."""
 
     request_id: str
     table: str
@@ -114,6 +115,7 @@ class CompactionRequested:
     segment_ids: tuple[str, ...] = ()
     delete_sub_partition: str | None = None
     merging: bool | None = None
+    cancel_plan: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,12 +7,13 @@ input ids), so a replayed plan is recognised rather than executed twice.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from compactor.domain.segments import Origin, Segment, SegmentState, TimeRange
-from compactor.errors import InvalidSegmentError
+from compactor.errors import InvalidRequest, InvalidSegmentError
 
 
 class SkipReason(StrEnum):
@@ -136,10 +137,25 @@ class RuleOutcome:
     alternatives: tuple[MergePlan, ...] = ()
 
 
+PLAN_ID_DIGITS = 24
+PLAN_ID = re.compile(rf"^[0-9a-f]{{{PLAN_ID_DIGITS}}}$")
+
+
 def plan_id_for(table: str, rule: str, input_ids: Iterable[str]) -> str:
     """Deterministic plan id: the same table, rule and inputs give the same id."""
     digest = hashlib.sha256("\x1f".join([table, rule, *sorted(input_ids)]).encode())
-    return digest.hexdigest()[:24]
+    return digest.hexdigest()[:PLAN_ID_DIGITS]
+
+
+def validate_plan_id(plan_id: str) -> str:
+    """Return `plan_id` if `plan_id_for` could have made it, else raise: an operator's typo is
+    caught where it is typed, not after a round trip through the job."""
+    if not isinstance(plan_id, str) or not PLAN_ID.match(plan_id):
+        raise InvalidRequest(
+            f"plan id {plan_id!r} is invalid: a plan id is {PLAN_ID_DIGITS} lowercase hex digits "
+            "(a MergeResult's plan_id)"
+        )
+    return plan_id
 
 
 def output_id(plan_id: str) -> str:

@@ -156,6 +156,12 @@ class Segment:
         """ONLINE with every sub-partition ONLINE: only settled segments may merge."""
         return self.state is SegmentState.ONLINE and not self.sub_partition_states
 
+    @property
+    def is_empty(self) -> bool:
+        """A merge's output that kept no row (an upsert merge whose every row was superseded):
+        Delta holds no file of it, so the table's file list never names it."""
+        return self.origin is not Origin.LOAD and self.records == 0 and self.deleted == 0
+
     def sub_partition_state(self, value: str) -> SegmentState | None:
         """The state of one sub-partition value, None when the segment has not built it."""
         if value not in self.sub_partitions:

@@ -103,6 +103,11 @@ class _Fatal(Exception):
     """librdkafka's consumer reported a fatal error: only a new consumer works."""
 
 
+class _CutOff(Exception):
+    """The watchdog gave the shards up: a new consumer joins afresh, so that the group assigns
+    them again even when the old member's session turns out to have survived."""
+
+
 class ControllerLease:
     """Join the group, wait for a first shard, keep what the group assigns (a daemon thread
     polls), give it back on close. Gains and revocations reach the job through `changes`.
@@ -240,12 +245,15 @@ class ControllerLease:
         while not self._stop.is_set():
             consumer = self._consumer()
             self._coordinator_seen = time.monotonic()  # a new consumer's stats start from now
+            self._cut_off = False  # a verdict on the old consumer's session says nothing of this one
             try:
                 consumer.subscribe(
                     [self.topic], on_assign=self._assigned, on_revoke=self._revoked, on_lost=self._lost
                 )
                 self._serve(consumer)
                 return
+            except _CutOff:
+                continue  # at once: the shards are already stopped
             except _Fatal as fatal:
                 self._drop_all(f"the consumer's fatal error: {fatal}")
                 holder = self._identity_holder()
@@ -276,8 +284,8 @@ class ControllerLease:
             if error is not None and (error.fatal() or error.code() == KafkaError._FATAL):
                 raise _Fatal(error.str())
             if self._cut_off:  # the watchdog: the broker has given our shards away by now
-                self._cut_off = False
                 self._drop_all(self._cut_off_why)
+                raise _CutOff
 
     def _assigned(self, _: Any, partitions: list[TopicPartition]) -> None:
         gained = sorted(p.partition for p in partitions)
@@ -287,6 +295,7 @@ class ControllerLease:
             self.changes.put(ShardChange(shard, gained=True))
         if gained:
             self._coordinator_seen = time.monotonic()  # just assigned: the coordinator answered
+            self._cut_off = False
             self.held.set()
             log.info("holding shard(s) %s of %s as %s", gained, self.group, self.identity)
             if self._outage_since is not None:

@@ -96,7 +96,7 @@ class JobMetrics:
         )
         self.retries = _counter(r, "compactor_merge_retries", "Merge commits tried again.", "table")
         self.cancelled = _counter(
-            r, "compactor_merges_cancelled", "Merges cancelled for running past their time bound.", "table"
+            r, "compactor_merges_cancelled", "Merges cancelled (hung, or by an operator).", "table"
         )
         self.redelivered = _counter(
             r,

@@ -1,4 +1,5 @@
-"""`/metrics`, `/healthz` and `/ready` on one port, in a daemon thread beside the job.
+"""`/metrics`, `/healthz` and `/ready` on one port, in a daemon thread beside the job; and the
+operator's console on every other path of that port when it is given one.
 
 prometheus_client's WSGI app answers `/metrics`; the two probes answer
 `200 ok` or `503` with the first check that failed, so a Kubernetes probe or an
@@ -19,6 +20,9 @@ from prometheus_client import CollectorRegistry, make_wsgi_app
 Check = Callable[[], str | None]
 
 
+WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+
 class _ThreadingServer(ThreadingMixIn, WSGIServer):
     daemon_threads = True
 
@@ -32,10 +36,16 @@ class ProbeServer:
     """The metrics endpoint and the health probes; `stop()` closes the port."""
 
     def __init__(
-        self, registry: CollectorRegistry, checks: Mapping[str, Check], host: str, port: int
+        self,
+        registry: CollectorRegistry,
+        checks: Mapping[str, Check],
+        host: str,
+        port: int,
+        console: WSGIApp | None = None,
     ) -> None:
         self._metrics = make_wsgi_app(registry)
         self._checks = checks
+        self._console = console  # every other path, when the console shares this server
         self._server = make_server(host, port, self._app, _ThreadingServer, handler_class=_QuietHandler)
         self.port = self._server.server_port
         self._thread = threading.Thread(
@@ -63,6 +73,9 @@ class ProbeServer:
         if path == "/metrics":
             result: Iterable[bytes] = self._metrics(environ, respond)
             return result
+        if self._console is not None:
+            page: Iterable[bytes] = self._console(environ, respond)
+            return page
         return _plain(respond, "404 Not Found", "try /metrics, /healthz or /ready")
 
 

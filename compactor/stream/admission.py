@@ -228,8 +228,13 @@ class Admission:
             raise Rejected(DeadLetterReason.RANGE_MISMATCH, str(exc)) from None
 
     def _requested(self, request: CompactionRequested) -> Trigger:
-        """An operator's request: run one configured rule now, or a manual merge (planned later)."""
+        """An operator's request: run one configured rule now, a manual merge (planned later), a
+        sub-partition delete, a merging switch, or the cancel of a merge in flight."""
         self.tables.require(request.table)
+        if request.cancel_plan is not None:
+            return Trigger(
+                request.table, "control", cancel_plan=request.cancel_plan, request_id=request.request_id
+            )
         if request.merging is not None:
             return Trigger(request.table, "control", merging=request.merging)
         if request.delete_sub_partition is not None:

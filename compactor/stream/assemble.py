@@ -81,7 +81,7 @@ def assemble(
     purges = Purges(lambda table: _purge_ratio(configs, table), clock)
     keeper = CatalogKeeper(store, catalog, catalog_store, unannounced, unread, announcer, purges, sink)
     runner = Runner(store, catalog, configs, clock, cool_down, sink, retry, sleep)
-    desk = StreamDesk(runner, announcer, keeper, configs, inflight.running, sink)
+    desk = StreamDesk(runner, announcer, keeper, configs, inflight.running)
     merges = MergeScheduler(
         inflight,
         WaitingPlans(lambda t: configs.for_table(t).priority, operations.max_merges_per_batch),

@@ -246,8 +246,11 @@ class BatchHandler:
             self.planner.due.lower(table, self.planner.cool_down.next_end(table))
 
     def _dispatch(self, trigger: Trigger) -> None:
-        """A merging switch first; then the trigger's work, unless the table is held (merging
-        off, or quarantined)."""
+        """An operator's cancel, or a merging switch, first; then the trigger's work, unless the
+        table is held (merging off, or quarantined)."""
+        if trigger.cancel_plan is not None:
+            self._cancel(trigger.table, trigger.cancel_plan, trigger.request_id)
+            return
         if self.switches.flip(trigger):
             return
         held = self.switches.held(trigger.table)
@@ -262,6 +265,20 @@ class BatchHandler:
                 )
             return
         self._guarded(trigger)
+
+    def _cancel(self, table: str, plan_id: str, request_id: str | None) -> None:
+        """An operator's cancel of a merge in flight, whether or not the table is held or cooling
+        (stopping a merge is what an operator may want most then). Its failure is recorded and
+        announced at the batch's next advance."""
+        why = f"cancelled by an operator (request {request_id})"
+        if self.merges.cancel(plan_id, why, table=table) is None:
+            log.info(
+                "table %s: no merge runs under plan %s here, nothing cancelled (request %s): it may "
+                "have finished, or not have started yet",
+                table,
+                plan_id,
+                request_id,
+            )
 
     def _guarded(self, trigger: Trigger) -> None:
         """One event's work; an internal failure is logged and counted, not fatal, and the

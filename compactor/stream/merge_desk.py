@@ -14,7 +14,6 @@ from compactor.stream.catalog_keeper import CatalogKeeper
 from compactor.stream.faults import WITH_MERGES_IN_FLIGHT, fault_point
 from compactor.stream.merging.scheduler import Recorded
 from compactor.stream.merging.workers import Finished
-from compactor.stream.reporting import MetricsSink, NoMetrics
 from compactor.stream.runner import Runner, RunOutcome
 from compactor.stream.table_configs import TableConfigs
 
@@ -27,14 +26,12 @@ class StreamDesk:
         keeper: CatalogKeeper,
         configs: TableConfigs,
         running: Callable[[], int],
-        metrics: MetricsSink | None = None,
     ) -> None:
         self.runner = runner
         self.announcer = announcer
         self.keeper = keeper
         self.configs = configs
         self.running = running  # merges in flight now (a fault point of the crash tests reads it)
-        self.metrics = metrics or NoMetrics()
 
     def pool(self, plan: MergePlan) -> str | None:
         return self.configs.for_table(plan.table).spark_pool(plan.rule, plan.pool)
@@ -68,8 +65,7 @@ class StreamDesk:
         self.announcer.announce(outcome)  # DeliveryError: kept first in line, and the batch fails
 
     def cancel(self, plan: MergePlan, why: str) -> None:
-        self.runner.store.cancel(plan.plan_id)
-        self.metrics.on_cancelled(plan.table)
+        self.runner.store.cancel(plan.plan_id)  # counted when its failure is recorded (`Runner`)
 
 
 def load_order(catalog: CatalogView, table: str) -> LoadOrder:

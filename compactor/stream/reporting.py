@@ -43,7 +43,7 @@ class MetricsSink(Protocol):
         """Another writer won a commit race; the merge is tried again."""
 
     def on_cancelled(self, table: str) -> None:
-        """A merge ran past its time bound and was cancelled."""
+        """A merge was cancelled (past its time bound, or by an operator) and reported failed."""
 
     def on_redelivered(self, table: str) -> None:
         """An event announced a segment already tracked (or merged away since)."""

@@ -157,11 +157,22 @@ class Runner:
 
     def _failed(self, plan: MergePlan, failure: BaseException | None) -> RunOutcome:
         """A failed plan: cooled down longer with each failure of its table in a row, and the
-        table quarantined with this error once the streak reaches `quarantine_after`."""
+        table quarantined with this error once the streak reaches `quarantine_after`.
+
+        A merge an operator cancelled cools down too (it comes back after its cool-down, as a
+        hung one does), but it is no failure of the table: the streak does not grow and the
+        table is never quarantined for it, so cancelling cannot quarantine a table."""
         error = failure or RuntimeError("the merge reported neither a commit nor a failure")
         self.counts.failed_merges += 1
         if isinstance(error, MergeCancelled):
             self.counts.cancelled_merges += 1
+            self.metrics.on_cancelled(plan.table)
+            if error.by_operator:
+                self.cool_down.start(plan.plan_id, plan.table, _short(error), plan.rule)
+                log.warning(
+                    "plan %s of table %s %s; tried again after its cool-down", plan.plan_id, plan.table, error
+                )
+                return self._unsuccessful(plan, MergeStatus.FAILED, _short(error))
         self.cool_down.start(plan.plan_id, plan.table, _short(error), plan.rule, failed=True)
         streak = self.cool_down.streak(plan.table)
         if self.cool_down.quarantines(plan.table):

@@ -23,7 +23,8 @@ class Trigger:
     With `only_rule` that rule runs whatever its trigger; with `merge_ids` a
     manual merge of exactly those segments is validated and run; with
     `delete_value` that sub-partition value's rows are deleted first; with `merging` the
-    table's merging is switched off or on (and, on, its rules evaluated).
+    table's merging is switched off or on (and, on, its rules evaluated); with `cancel_plan`
+    the table's merge in flight under that plan id is cancelled, and nothing else is done.
     """
 
     table: str
@@ -32,6 +33,8 @@ class Trigger:
     merge_ids: tuple[str, ...] = ()
     delete_value: str | None = None
     merging: bool | None = None
+    cancel_plan: str | None = None
+    request_id: str | None = None  # the operator's request behind it, named in what it reports
     segment_id: str | None = None  # the segment the event described: the attempt may look near it
 
 

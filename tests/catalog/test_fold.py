@@ -17,6 +17,7 @@ from compactor.catalog.changes import (
 from compactor.catalog.fold import SegmentCatalog
 from compactor.catalog.retired import RetiredSegment
 from compactor.domain.plans import make_plan
+from compactor.domain.segments import Origin
 from compactor.errors import InvalidSegmentError
 from tests.helpers.segments import seg
 
@@ -80,6 +81,16 @@ def test_reconciling_with_the_table_drops_what_it_no_longer_holds_and_reports_wh
     assert (unknown, gone) == ({"stray"}, {"b"})
     assert [s.id for s in catalog.segments("sales")] == ["a"]
     assert catalog.apply(SegmentsGone("sales", frozenset({"b"}))) is False
+
+
+def test_reconciling_keeps_a_merge_output_that_kept_no_row() -> None:
+    catalog = SegmentCatalog()
+    empty = replace(C, id="m-empty", records=0, origin=Origin.MERGE)
+    for s in (A, replace(B, records=0), empty):
+        catalog.apply(SegmentAdded(s))
+    unknown, gone = catalog.reconcile("sales", {"a": 3})
+    assert (unknown, gone) == (set(), {"b"}), "a loaded segment with no rows in Delta is gone"
+    assert [s.id for s in catalog.segments("sales")] == ["a", "m-empty"]
 
 
 def test_a_reloaded_table_takes_the_recorded_segments() -> None:

@@ -19,6 +19,7 @@ COMPACTOR = str(Path(sys.executable).parent / "compactor")
     [
         ["request", "--table", "t", "--rule", "minor"],
         ["table", "disable", "t"],
+        ["table", "cancel", "t", "0123456789abcdef01234567"],
     ],
 )
 def test_an_unreachable_broker_exits_3_within_seconds_in_one_line(args: list[str]) -> None:

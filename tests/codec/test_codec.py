@@ -16,10 +16,10 @@ from fastavro.schema import to_parsing_canonical_form
 
 from compactor.codec.events import SEGMENT_COMPLETED, Codec
 from compactor.codec.framing import MAGIC, schemas_dir
-from compactor.domain.events import MergeResult, MergeStatus, SegmentCompleted
+from compactor.domain.events import CompactionRequested, MergeResult, MergeStatus, SegmentCompleted
 from compactor.domain.plans import make_plan
 from compactor.domain.segments import Origin, Segment, TimeRange
-from compactor.errors import EventDecodeError, EventEncodeError
+from compactor.errors import DeadLetterReason, EventDecodeError, EventEncodeError
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 T1 = datetime(2024, 1, 2, tzinfo=UTC)
@@ -273,4 +273,73 @@ def test_merge_results_name_the_layout_their_rewrite_applied_and_version_3_reads
     assert (
         codec.decode_merge_result(_written_by("merge_result.v3.avsc", record, without="layout"))["layout"]
         is None
+    )
+
+
+def _cancel(**asked: Any) -> CompactionRequested:
+    return CompactionRequested("r1", "sales", T1, cancel_plan="0123456789abcdef01234567", **asked)
+
+
+def test_a_cancel_round_trips_and_names_its_plan_only(codec: Codec) -> None:
+    cancel = _cancel()
+    decoded = codec.decode_input(codec.encode_compaction_requested(cancel))
+    assert decoded == cancel and isinstance(decoded, CompactionRequested)
+    assert (decoded.rule, decoded.segment_ids, decoded.merging) == (None, (), None)
+    switch = CompactionRequested("r2", "sales", T1, merging=False)
+    decoded_switch = codec.decode_input(codec.encode_compaction_requested(switch))
+    assert isinstance(decoded_switch, CompactionRequested) and decoded_switch.cancel_plan is None
+
+
+def test_version_3_requests_still_decode_and_version_3_readers_ignore_a_cancel(codec: Codec) -> None:
+    """Requests already on the topic decode with no plan to cancel. A reader on version 3 given
+    the writer's schema (by a registry) drops the field: a request naming nothing, dead-lettered
+    by a job on version 3 (which, without a registry, dead-letters the unknown schema instead)."""
+    v3 = _history_schema("compaction_requested.v3.avsc")
+    record = {
+        "request_id": "r1", "table": "sales", "rule": None, "segment_ids": [],
+        "delete_sub_partition": None, "merging": False, "requested_at": T1,
+    }  # fmt: skip
+    body = io.BytesIO()
+    fastavro.schemaless_writer(body, v3, record)
+    key = bytes.fromhex(
+        fastavro.schema.fingerprint(fastavro.schema.to_parsing_canonical_form(v3), "CRC-64-AVRO")
+    )
+    assert codec.decode_input(MAGIC + key + body.getvalue()) == CompactionRequested(
+        "r1", "sales", T1, merging=False
+    )
+    data = codec.encode_compaction_requested(_cancel())
+    old = fastavro.schemaless_reader(io.BytesIO(data[10:]), codec.writers[data[2:10]], v3)
+    assert isinstance(old, dict) and "cancel_plan" not in old and old["request_id"] == "r1"
+
+
+@pytest.mark.parametrize(
+    ("asked", "named"),
+    [
+        ({"rule": "minor"}, "rule='minor'"),
+        ({"segment_ids": ("a", "b")}, "segment_ids=['a', 'b']"),
+        ({"delete_sub_partition": "eu"}, "delete_sub_partition='eu'"),
+        ({"merging": True}, "merging=True"),
+        ({"rule": "minor", "merging": False}, "rule='minor', merging=False"),
+    ],
+)
+def test_a_cancel_with_anything_else_names_what_came_with_it(
+    codec: Codec, asked: dict[str, Any], named: str
+) -> None:
+    with pytest.raises(EventDecodeError) as err:
+        codec.decode_input(codec.encode_compaction_requested(_cancel(**asked)))
+    assert err.value.reason is DeadLetterReason.INVALID_VALUE
+    assert err.value.detail == (
+        f"request r1 for table sales: cancel_plan='0123456789abcdef01234567' comes with {named}; "
+        "a cancel names the plan to cancel and nothing else"
+    )
+
+
+@pytest.mark.parametrize("plan_id", ["", "m-0123456789abcdef01234567", "0123456789ABCDEF01234567", "abc"])
+def test_a_cancel_of_something_no_plan_id_looks_like_is_invalid(codec: Codec, plan_id: str) -> None:
+    request = dataclasses.replace(_cancel(), cancel_plan=plan_id)
+    with pytest.raises(EventDecodeError) as err:
+        codec.decode_input(codec.encode_compaction_requested(request))
+    assert err.value.reason is DeadLetterReason.INVALID_VALUE
+    assert err.value.detail.startswith(
+        f"plan id {plan_id!r} is invalid: a plan id is 24 lowercase hex digits"
     )

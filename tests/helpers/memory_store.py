@@ -53,6 +53,8 @@ class InMemoryTableStore:
     key_reads: list[tuple[str, tuple[str, ...] | None]] = field(default_factory=list)  # None: all
     fenced: threading.Event = field(default_factory=threading.Event)  # fence(): commit nothing more
     cancelled: list[str] = field(default_factory=list)  # plan ids cancel() was called for
+    # as in the Spark store, a cancel fences the attempt running then, not a later one of the plan
+    _attempts: dict[str, threading.Event] = field(default_factory=dict)  # plan id -> its cancel
     _lock: threading.RLock = field(default_factory=threading.RLock)
 
     # -- setting up ---------------------------------------------------------------
@@ -131,15 +133,24 @@ class InMemoryTableStore:
         self.configs[table] = settings_json
 
     def commit(self, plan: MergePlan, settings: TableSettings, load_order: LoadOrder | None = None) -> Commit:
+        cancelled = threading.Event()
         with self._lock:
             self.entered.append(plan.plan_id)
-        gate = self.gates.get(plan.plan_id) or self.gates.get(plan.table)
-        if gate is not None and not gate.wait(timeout=30):
-            raise TimeoutError(f"gate for plan {plan.plan_id} never opened")
-        with self._lock:
-            if self.fenced.is_set():
-                raise Fenced(f"plan {plan.plan_id}: the store was fenced before its commit")
-            done = self._commit(plan)
+            self._attempts[plan.plan_id] = cancelled
+        try:
+            gate = self.gates.get(plan.plan_id) or self.gates.get(plan.table)
+            if gate is not None and not gate.wait(timeout=30):
+                raise TimeoutError(f"gate for plan {plan.plan_id} never opened")
+            with self._lock:
+                if self.fenced.is_set():
+                    raise Fenced(f"plan {plan.plan_id}: the store was fenced before its commit")
+                if cancelled.is_set():
+                    raise Fenced(f"plan {plan.plan_id} was cancelled: this attempt commits nothing")
+                done = self._commit(plan)
+        finally:
+            with self._lock:
+                if self._attempts.get(plan.plan_id) is cancelled:
+                    del self._attempts[plan.plan_id]
         after = self.after_gates.get(plan.plan_id)
         if after is not None and not after.wait(timeout=30):
             raise TimeoutError(f"after-commit gate for plan {plan.plan_id} never opened")
@@ -198,6 +209,9 @@ class InMemoryTableStore:
     def cancel(self, plan_id: str) -> None:
         with self._lock:
             self.cancelled.append(plan_id)
+            attempt = self._attempts.get(plan_id)
+            if attempt is not None:
+                attempt.set()
 
     def committed_version(self, table: str, plan_id: str) -> int | None:
         with self._lock:

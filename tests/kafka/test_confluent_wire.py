@@ -12,9 +12,9 @@ from confluent_kafka.schema_registry import record_subject_name_strategy
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from compactor.codec.events import SEGMENT_COMPLETED, Codec, default_codec
+from compactor.codec.events import COMPACTION_REQUESTED, SEGMENT_COMPLETED, Codec, default_codec
 from compactor.config.loading import load_config
-from compactor.domain.events import SegmentCompleted
+from compactor.domain.events import CompactionRequested, SegmentCompleted
 from compactor.errors import ConfigError, DeadLetterReason, EventDecodeError, ServiceUnreachable
 from compactor.kafka.codecs import codec_for
 from compactor.kafka.schema_registry import ConfluentRegistry
@@ -55,6 +55,26 @@ def test_we_read_what_confluents_serializer_writes_and_single_object_messages_st
     record = default_codec().decode(SEGMENT_COMPLETED, default_codec().encode_segment_completed(event))
     assert codec.decode_input(serialize(record, CONTEXT)) == event
     assert codec.decode_input(default_codec().encode_segment_completed(event)) == event, "both formats read"
+
+
+def test_an_operators_cancel_travels_in_the_wire_format_both_ways() -> None:
+    codec = registry_codec("mock://cancel")
+    assert isinstance(codec.registry, ConfluentRegistry)
+    cancel = CompactionRequested("r1", "sales", AT, cancel_plan="0123456789abcdef01234567")
+    data = codec.encode_compaction_requested(cancel)
+    registered = codec.registry.client.get_latest_version(COMPACTION_REQUESTED)
+    assert data[:5] == b"\x00" + registered.schema_id.to_bytes(4, "big")
+    read = AvroDeserializer(codec.registry.client)(data, CONTEXT)
+    assert (read["cancel_plan"], read["merging"], read["rule"]) == ("0123456789abcdef01234567", None, None)
+    assert codec.decode_input(data) == cancel
+    serialize = AvroSerializer(
+        codec.registry.client,
+        json.dumps(json.loads(codec.sources[COMPACTION_REQUESTED])),
+        conf={"subject.name.strategy": record_subject_name_strategy},
+    )
+    assert codec.decode_input(serialize(read, CONTEXT)) == cancel, "what Confluent's serializer writes"
+    single_object = default_codec().encode_compaction_requested(cancel)
+    assert codec.decode_input(single_object) == cancel, "and the other encoding too"
 
 
 def test_unknown_ids_dead_letter_and_an_unreachable_registry_fails_the_batch() -> None:

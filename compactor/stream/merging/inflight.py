@@ -36,7 +36,7 @@ class _Running:
     pool: str | None
     finished: Finished | None = None  # set when the worker reported
     since: float = field(default_factory=time.monotonic)
-    abandoned: bool = False  # cancelled as hung: whatever its worker reports later is ignored
+    abandoned: bool = False  # cancelled (hung, or by an operator): what its worker reports is ignored
 
 
 @dataclass
@@ -109,22 +109,24 @@ class InFlight:
             raise ValueError(f"plan {plan.plan_id} cannot start: {why}")
         if self.slots.try_take(plan.plan_id, plan.table, pool, self.shard) is not None:
             return False
-        self._running[plan.plan_id] = _Running(plan, pool)
+        attempt = self._running[plan.plan_id] = _Running(plan, pool)
         self._booked.setdefault(plan.table, {}).update(dict.fromkeys(plan.input_ids, plan.plan_id))
-        self.workers.submit(job).add_done_callback(lambda done: self._report(plan, done))
+        self.workers.submit(job).add_done_callback(lambda done: self._report(attempt, done))
         return True
 
-    def _report(self, plan: MergePlan, done: Future[Finished]) -> None:
-        """On the worker's thread: the job's result (an escaped exception is the plan's failure)."""
+    def _report(self, attempt: _Running, done: Future[Finished]) -> None:
+        """On the worker's thread: the attempt's result (an escaped exception is the plan's failure)."""
+        plan = attempt.plan
         if done.cancelled():  # the job was stopped before the merge began
             finished = Finished(plan, failure=RuntimeError("the job stopped before this merge began"))
         else:
             error = done.exception()
             finished = Finished(plan, failure=error) if error is not None else done.result()
         with self._changed:
-            running = self._running.get(plan.plan_id)
-            if running is None or running.abandoned:
-                return  # cancelled as hung: its outcome was reported then
+            # an abandoned attempt's outcome was reported when it was cancelled; its worker may
+            # return only after the plan was tried again, and must not speak for that attempt
+            if attempt.abandoned or self._running.get(plan.plan_id) is not attempt:
+                return
             self._reported.append(finished)
             self._changed.notify_all()
 
@@ -132,16 +134,21 @@ class InFlight:
         """The merges running, each with when it started (monotonic seconds)."""
         return [(r.plan, r.since) for r in self._running.values() if r.finished is None and not r.abandoned]
 
-    def abandon(self, plan_id: str, failure: BaseException) -> None:
-        """Report a hung merge as failed now: its slot and inputs are freed when the failure is
-        taken, and whatever its worker reports later is ignored."""
+    def abandon(self, plan_id: str, failure: BaseException) -> bool:
+        """Report a running merge (hung, or cancelled) as failed now: its slot and inputs are
+        freed when the failure is taken, and whatever its worker reports later is ignored. False
+        when it is not running, or its worker reported already: that report stands (a second
+        one would replace it when taken, and a commit must not be reported as a failure)."""
         with self._changed:
             running = self._running.get(plan_id)
             if running is None or running.abandoned or running.finished is not None:
-                return
+                return False
+            if any(f.plan.plan_id == plan_id for f in self._reported):
+                return False
             running.abandoned = True
             self._reported.append(Finished(running.plan, failure=failure))
             self._changed.notify_all()
+            return True
 
     # -- what finished ------------------------------------------------------------------------
 

@@ -4,7 +4,7 @@ Plans wait (`WaitingPlans`, fair share across tables) until the job's slots give
 each then runs on a worker (`InFlight`), and what it did is recorded and announced on the
 thread that holds the job's state, each table's in the order its commits were made. A plan
 whose inputs changed under it makes its table owed one more attempt; a merge running past its
-time bound is cancelled and reported failed.
+time bound, or one an operator cancels, is cancelled and reported failed.
 
 The scheduler plans, commits, records and announces nothing itself: the stream does, through
 the `MergeDesk` it is given. It holds no lock of its own either: its caller (the batch handler)
@@ -61,7 +61,8 @@ class MergeDesk(Protocol[Outcome]):
         ...
 
     def cancel(self, plan: MergePlan, why: str) -> None:
-        """Stop a hung merge's work, and any commit it would still make."""
+        """Stop a merge's work (hung, or cancelled by an operator), and any commit it would
+        still make."""
         ...
 
 
@@ -152,11 +153,35 @@ class MergeScheduler(Generic[Outcome]):
             why = (
                 f"ran {now - since:.0f}s, past its bound of {bound:.0f}s for {plan.bytes_in} bytes; cancelled"
             )
-            log.error("plan %s of table %s %s", plan.plan_id, plan.table, why)
-            self.desk.cancel(plan, why)
-            self.inflight.abandon(plan.plan_id, MergeCancelled(why))
-            cancelled.append(plan)
+            if self._cancel(plan, MergeCancelled(why)):
+                log.error("plan %s of table %s %s", plan.plan_id, plan.table, why)
+                cancelled.append(plan)
         return cancelled
+
+    def cancel(self, plan_id: str, why: str, table: str | None = None) -> MergePlan | None:
+        """An operator's cancel of the merge running under `plan_id` (only a merge of `table`,
+        when given), the way a hung merge is cancelled: it is reported failed with `why`, its
+        slot freed, and it is tried again after its cool-down. The plan cancelled; None when no
+        such merge runs in this shard (it finished, or never started here)."""
+        plan = next(
+            (
+                p
+                for p, _ in self.inflight.running_since()
+                if p.plan_id == plan_id and (table is None or p.table == table)
+            ),
+            None,
+        )
+        if plan is None or not self._cancel(plan, MergeCancelled(why, by_operator=True)):
+            return None
+        log.info("plan %s of table %s: %s", plan.plan_id, plan.table, why)
+        return plan
+
+    def _cancel(self, plan: MergePlan, failure: MergeCancelled) -> bool:
+        """Stop the merge's work and fence its commit first, then report it failed; False when
+        its worker had reported already (what it reported stands: a commit is never reported
+        failed)."""
+        self.desk.cancel(plan, str(failure))
+        return self.inflight.abandon(plan.plan_id, failure)
 
     def running(self, table: str | None = None) -> int:
         return self.inflight.running(table)

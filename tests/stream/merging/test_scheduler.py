@@ -1,12 +1,15 @@
 """The merge scheduler with a fake desk and real worker threads: outcomes announced in each
 table's commit order whatever order the workers finish in, a stale plan owes its table one more
 attempt, a held table's waiting plans are dropped, an outcome Kafka refuses stays first in line,
-a hung merge is cancelled and reported failed, the per-round limit and an operator's request,
-and a draining scheduler starts nothing."""
+a hung merge is cancelled and reported failed, an operator's cancel fails the merge it names
+and no other, a merge that reported before its cancel keeps its outcome, a cancelled attempt
+returning late does not speak for the plan's retry, the per-round limit and an operator's
+request, and a draining scheduler starts nothing."""
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -206,6 +209,120 @@ def test_a_cancelled_merge_is_reported_as_a_merge_cancelled_failure() -> None:
         gate.set()
     assert len(seen) == 1 and isinstance(seen[0].failure, MergeCancelled)
     assert "past its bound of 0s" in str(seen[0].failure)
+
+
+def test_an_operators_cancel_fails_the_merge_it_names_and_no_other() -> None:
+    mine, other, gate, seen = plan("t", 0), plan("u", 0), threading.Event(), list[Finished]()
+
+    def held(p: MergePlan) -> Finished:
+        gate.wait(10)
+        return Finished(p, commit=commit(p, 9))
+
+    desk = Desk({mine.plan_id: held, other.plan_id: held})
+    original = desk.record
+
+    def record(finished: Finished) -> Recorded[str]:
+        seen.append(finished)
+        return original(finished)
+
+    desk.record = record  # type: ignore[method-assign]
+    with ThreadPoolExecutor(2) as pool:
+        merges, _ = scheduler(desk, pool, slots=2)
+        merges.offer("t", [mine])
+        merges.offer("u", [other])
+        assert merges.cancel("0" * 24, "why") is None, "no merge runs under that id"
+        assert merges.cancel(mine.plan_id, "why", table="u") is None, "it runs, for another table"
+        assert desk.cancelled == [] and merges.running() == 2
+        why = "cancelled by an operator (request r1)"
+        assert merges.cancel(mine.plan_id, why, table="t") == mine
+        assert desk.cancelled == [mine.plan_id]
+        assert merges.cancel(mine.plan_id, why) is None, "cancelled once"
+        merges.advance(no_replan)
+        assert merges.running() == 1 and merges.running("u") == 1
+        assert merges.inflight.free_slots() == 1, "its slot is free"
+        assert len(seen) == 1 and isinstance(seen[0].failure, MergeCancelled)
+        assert str(seen[0].failure) == why and seen[0].failure.by_operator
+        gate.set()
+        while merges.running():
+            merges.wait(0.05)
+            merges.advance(no_replan)
+    assert desk.recorded == [mine.plan_id, other.plan_id], "each recorded once"
+    assert seen[1].commit is not None, "the other merge committed"
+
+
+@pytest.mark.parametrize("cancel", ["operator", "hung"])
+def test_a_merge_that_reported_before_its_cancel_keeps_its_outcome(cancel: str) -> None:
+    """The worker reported its commit, and the state's thread has not taken it yet: a cancel
+    then must not turn the commit into a failure."""
+    done, gate = plan("t", 0), threading.Event()
+    seen: list[Finished] = []
+
+    def reports(p: MergePlan) -> Finished:
+        gate.wait(10)
+        return Finished(p, commit=commit(p, 1))
+
+    desk = Desk({done.plan_id: reports})
+    original = desk.record
+
+    def record(finished: Finished) -> Recorded[str]:
+        seen.append(finished)
+        return original(finished)
+
+    desk.record = record  # type: ignore[method-assign]
+    with ThreadPoolExecutor(1) as pool:
+        merges, _ = scheduler(desk, pool, bound=0.0)
+        merges.offer("t", [done])
+        assert merges.running() == 1
+        gate.set()
+        assert merges.wait(10), "the worker reported (not taken yet: only `advance` takes it)"
+        if cancel == "operator":
+            assert merges.cancel(done.plan_id, "too late") is None
+        else:
+            assert merges.cancel_hung() == []
+        merges.advance(no_replan)
+    assert len(seen) == 1 and seen[0].commit is not None and seen[0].failure is None
+
+
+def test_a_cancelled_attempt_that_returns_late_does_not_speak_for_the_plans_retry() -> None:
+    """The cancelled attempt's worker is still stuck when the plan is tried again; what it
+    reports when it returns belongs to no running attempt, and the retry's commit stands."""
+    retried, first_back, retry_back = plan("t", 0), threading.Event(), threading.Event()
+    attempts: list[int] = []
+    seen: list[Finished] = []
+
+    def attempt(p: MergePlan) -> Finished:
+        attempts.append(len(attempts))
+        if len(attempts) == 1:
+            first_back.wait(10)
+            return Finished(p, failure=RuntimeError("the cancelled attempt's late report"))
+        retry_back.wait(10)
+        return Finished(p, commit=commit(p, 2))
+
+    desk = Desk({retried.plan_id: attempt})
+    original = desk.record
+
+    def record(finished: Finished) -> Recorded[str]:
+        seen.append(finished)
+        return original(finished)
+
+    desk.record = record  # type: ignore[method-assign]
+    with ThreadPoolExecutor(2) as pool:
+        merges, _ = scheduler(desk, pool)
+        merges.offer("t", [retried])
+        assert merges.cancel(retried.plan_id, "cancelled by an operator (request r1)") == retried
+        merges.advance(no_replan)
+        merges.offer("t", [retried])  # tried again, the first worker still stuck
+        assert merges.running() == 1
+        first_back.set()
+        time.sleep(0.2)
+        merges.advance(no_replan)
+        assert len(seen) == 1 and merges.running() == 1, "the late report is nobody's"
+        retry_back.set()
+        while merges.running():
+            merges.wait(0.05)
+            merges.advance(no_replan)
+    assert [isinstance(f.failure, MergeCancelled) for f in seen] == [True, False]
+    assert seen[1].commit is not None, "the retry committed, and is recorded so"
 
 
 def test_the_per_round_limit_holds_plans_back_but_not_an_operators_request() -> None:

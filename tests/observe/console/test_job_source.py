@@ -1,0 +1,88 @@
+"""The console's view of a running job (the stream on an in-memory store): each table's row as
+the job knows it, a table's page with its timeline, pending plans and merges in flight, and the
+job's lock held only while the state is copied."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from compactor.config.loading import load_config
+from compactor.observe.console.app import console_app
+from compactor.observe.console.sources import JobSource
+from compactor.stream.merging.workers import thread_workers
+from tests.helpers.harness import Harness
+
+MINOR = {"rule": "minor", "level_thresholds": [3, 0]}
+CONFIG: dict[str, Any] = {"defaults": {"rules": [MINOR]}, "tables": {"u": {"priority": 5}}}
+
+
+def test_rows_say_what_each_table_awaits_and_what_it_merged(harness: Harness) -> None:
+    """One merge a batch: u (priority 5) merges, t's merge waits its turn."""
+    for table in "tu":
+        harness.store.create(table)
+    handler = harness.handler({**CONFIG, "operations": {"max_merges_per_batch": 1}})
+    handler.process(
+        harness.loaded(*(harness.day(i, sid=f"{table}{i}", table=table) for table in "tu" for i in range(3)))
+    )
+    source = JobSource(lambda: [handler], load_config(CONFIG))
+    rows = {r.table: r for r in source.warehouse().rows}
+    assert (rows["u"].segments, rows["u"].awaiting_segments, rows["u"].state) == (1, 0, "merged")
+    assert rows["u"].merged_share == 1.0 and rows["u"].trend == "none"
+    t = rows["t"]
+    assert (t.segments, t.awaiting_segments, t.state, t.merging) == (3, 3, "waiting", True)
+    assert t.word == "waiting: its turn for a merge slot (fair share)" and t.merged_share == 0.0
+    assert t.awaiting_bytes == sum(s.bytes for s in handler.catalog.segments("t"))
+    detail = source.table("t")
+    assert detail is not None
+    assert [p.inputs for p in detail.plans] == [("t0", "t1", "t2")] and detail.plans[0].rule == "minor"
+    assert detail.overrides == frozenset() and detail.config["rules"][0]["rule"] == "minor"
+    assert source.table("u").overrides == frozenset({"priority"})  # type: ignore[union-attr]
+    assert [b.segment.id for b in detail.timeline.boxes] == ["t0", "t1", "t2"]
+    assert source.table("nope") is None and not source.knows("nope") and source.knows("u")
+
+
+def test_a_merge_in_flight_is_on_the_tables_page(harness: Harness) -> None:
+    harness.store.create("t")
+    gate = harness.store.gates["t"] = threading.Event()
+    handler = harness.handler(CONFIG, workers=thread_workers(2))
+    try:
+        handler.process(harness.loaded(*(harness.day(i, sid=f"t{i}") for i in range(3))))
+        source = JobSource(lambda: [handler], load_config(CONFIG), fresh_for=0.0)
+        detail = source.table("t")
+        assert detail is not None and len(detail.running_plans) == 1
+        assert detail.running == frozenset({"t0", "t1", "t2"})
+        page = console_app(source).test_client().get("/tables/t").text
+        assert page.count('class="segment running"') == 3, "the inputs are dashed on the timeline"
+        assert detail.running_plans[0] in page
+        assert source.warehouse().rows[0].state == "merging"
+    finally:
+        gate.set()
+        handler.settle(30)
+        handler.close()
+
+
+def test_the_warehouse_is_copied_a_chunk_at_a_time_and_reused_while_fresh(harness: Harness) -> None:
+    """A batch waits at most one chunk's copy; many page views within `fresh_for` copy once."""
+    for i in range(600):
+        harness.store.create(f"t{i:03d}")
+    handler = harness.handler(CONFIG)
+    handler.process(harness.loaded(*(harness.day(0, sid=f"s{i}", table=f"t{i:03d}") for i in range(600))))
+    holds: list[float] = []
+    real = handler.lock
+
+    class Timed:
+        def __enter__(self) -> None:
+            real.acquire()
+            self.at = time.perf_counter()
+
+        def __exit__(self, *exc: object) -> None:
+            holds.append(time.perf_counter() - self.at)
+            real.release()
+
+    handler.lock = Timed()  # type: ignore[assignment]
+    source = JobSource(lambda: [handler], load_config(CONFIG), fresh_for=60.0)
+    first = source.warehouse()
+    assert len(first.rows) == 600 and len(holds) == 3, "600 tables: three chunks of 256"
+    assert source.warehouse() is first and len(holds) == 3, "a second view within fresh_for copies nothing"
