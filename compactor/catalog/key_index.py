@@ -17,19 +17,62 @@ the winner's comparison value, row hash and holder: the segment that holds it.
 Keys are 64-bit hashes (Spark's xxhash64 of the key columns). Two keys sharing a hash
 (about one pair in 10^7 tables of a million keys) count as one key, which moves one
 row between two counts; the counts only choose what to compact, and a merge judges
-every row again, so no row is ever dropped on a count's word. The index costs about
-250 bytes a key of driver memory; it is rebuilt after a restart (one scan).
+every row again, so no row is ever dropped on a count's word. The index is rebuilt
+after a restart (one scan).
+
+How the winners are kept: numpy columns of 28 bytes a key, chosen by measurement
+(`bench/upsert_scale.py`, 2 CPUs, AMD EPYC). The dict this replaces (key hash -> a tuple of
+presence, value, row hash and holder) grew the driver by 245 bytes a key at 1M keys; the
+columns (a 64-bit key hash, the comparison value coded as an order-preserving int64, a 64-bit
+row hash and a 32-bit holder id) grow it by 28.6 at 10M keys, and a load of 100k keys into
+10M keys takes 1.14 times what it takes into 1M (about 0.1 s; most of it reading the rows'
+Python objects). An embedded store spilling to local disk (RocksDB) was not needed to meet
+40 bytes a key, and would put a native store and its files beside every job.
+- Holders (one per segment the index read; merges chain them as before) get small integer
+  ids in the order they were read; a key holds its holder's id. A holder's load time is
+  its root's, looked up per distinct holder a load meets, never stored per key.
+- Comparison values are encoded so that integer order is the order the dict compared in
+  (`encode_values`): ints and bools as themselves; floats by their bits with the magnitude
+  of negatives flipped (-0.0 counts as 0.0, as Python's == says; NaN above +inf and equal to
+  itself, as Spark ranks it: Python's comparisons with NaN gave order-dependent answers);
+  datetimes as microseconds since the epoch (aware and naive apart: they do not compare);
+  dates as days. None ("absent", below every value) is INT64_MIN, which no encoded value
+  takes. Any other column (strings, decimals, ints beyond 64 bits, one column of two kinds)
+  turns the index, once and for all, into the dict it was (`_winners`), behind the same
+  methods: exact, and 250 bytes a key.
+- The keys live in sorted runs, each key in exactly one run, like a log-structured merge
+  tree: a load's rows are grouped per key in one sort (the later row wins only when it
+  ranks strictly higher, so the first of equal rows stays, as row by row), each group's
+  best is looked up in every run (`np.searchsorted`) and, when it outranks the winner,
+  written over it in place; keys new to the index become a new run, which is merged with
+  the run before it while that run is at most twice its size. A load costs its own rows
+  times a log factor (the searches, and the merges amortised), never a copy of the index.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from datetime import datetime
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, date, datetime, timedelta
+from itertools import chain, islice
 from typing import Any, NamedTuple
+
+import numpy as np
+import numpy.typing as npt
 
 from compactor.domain.layout import refresh_output_prefix
 from compactor.domain.plans import output_id
 from compactor.domain.segments import Segment
+
+Ints = npt.NDArray[np.int64]
+
+ABSENT = np.iinfo(np.int64).min  # an encoded None: below every encoded value
+_FLIP = np.int64(0x7FFF_FFFF_FFFF_FFFF)  # a negative float's magnitude bits, flipped
+_NAN = np.int64(0x7FF8_0000_0000_0000)  # the one NaN (positive, quiet): above +inf's bits
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_EPOCH_NAIVE = datetime(1970, 1, 1)
+_EPOCH_DAY = date(1970, 1, 1).toordinal()
+_MICRO = timedelta(microseconds=1)
+_CHUNK = 1 << 20  # rows taken in at a time: bounds what one step of `absorb` allocates
 
 
 class KeyRow(NamedTuple):
@@ -62,17 +105,58 @@ class _Holder:
         return top
 
 
+class _Run:
+    """Keys sorted and unique, with their winners' encoded value, row hash and holder id."""
+
+    __slots__ = ("holders", "keys", "rows", "values")
+
+    def __init__(self, keys: Ints, values: Ints, rows: Ints, holders: npt.NDArray[np.int32]) -> None:
+        self.keys, self.values, self.rows, self.holders = keys, values, rows, holders
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def merged(self, newer: _Run) -> _Run:
+        """One run of both (their keys are disjoint)."""
+        at = np.searchsorted(self.keys, newer.keys)
+        return _Run(
+            np.insert(self.keys, at, newer.keys),
+            np.insert(self.values, at, newer.values),
+            np.insert(self.rows, at, newer.rows),
+            np.insert(self.holders, at, newer.holders),
+        )
+
+    @property
+    def nbytes(self) -> int:
+        return self.keys.nbytes + self.values.nbytes + self.rows.nbytes + self.holders.nbytes
+
+
 class KeyIndex:
     """One table's winners; see the module."""
 
     def __init__(self) -> None:
-        self._winners: dict[int, tuple[bool, Any, int, _Holder]] = {}
+        self._runs: list[_Run] = []  # the winners, compact (sizes falling: see the module)
+        self._kind: str | None = None  # what the comparison values are (None: none seen yet)
+        self._winners: dict[int, tuple[bool, Any, int, _Holder]] | None = None  # the dict, once needed
+        self._read: list[_Holder] = []  # every holder `absorb` made, by id (keys hold the id)
         self._holders: dict[str, _Holder] = {}  # live segments the index has read or followed
         self._shapes: dict[str, _Shape] = {}  # what they held when the index took them in
         self._touched: set[str] = set()  # segments whose count may have changed since `take_touched`
 
     def __len__(self) -> int:
-        return len(self._winners)
+        if self._winners is not None:
+            return len(self._winners)
+        return sum(len(run) for run in self._runs)
+
+    @property
+    def compact(self) -> bool:
+        """Whether the winners are kept as numpy columns (False: the dict; see the module)."""
+        return self._winners is None
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes of the compact columns (0 once the index is the dict)."""
+        return sum(run.nbytes for run in self._runs)
 
     def follow(
         self,
@@ -119,12 +203,133 @@ class KeyIndex:
 
     def absorb(self, loads: Iterable[Segment], rows: Iterable[KeyRow]) -> None:
         """Take in new segments and their rows (each row is compared with its key's winner)."""
-        holders: dict[str, _Holder] = {}
+        ids: dict[str, int] = {}
         for segment in loads:
-            holders[segment.id] = self._holders[segment.id] = _Holder(segment.id, segment.loaded_at)
+            holder = self._holders[segment.id] = _Holder(segment.id, segment.loaded_at)
+            ids[segment.id] = len(self._read)
+            self._read.append(holder)
             self._shapes[segment.id] = _shape(segment)
             self._touched.add(segment.id)
+        rest = iter(rows)
+        while self._winners is None and (chunk := list(islice(rest, _CHUNK))):
+            batch = self._batch(chunk, ids)
+            if batch is None:  # a value (or key) the columns cannot hold: the dict from here on
+                self._to_dict()
+                rest = chain(chunk, rest)
+                break
+            self._take(*batch)
+        if self._winners is not None:
+            self._absorb_dict({sid: self._read[i] for sid, i in ids.items()}, rest)
+
+    def _batch(self, chunk: list[KeyRow], ids: Mapping[str, int]) -> tuple[Ints, ...] | None:
+        """Rows of the new loads as columns: key, encoded value, row hash, holder id, load time;
+        None when they do not fit the columns (the chunk's rows are then left untaken)."""
+        holders = np.fromiter((ids.get(row[3], -1) for row in chunk), np.int64, len(chunk))
+        if not (held := holders >= 0).all():  # rows of segments the catalog does not know (yet)
+            chunk = [row for row, kept in zip(chunk, held.tolist(), strict=True) if kept]
+            holders = holders[held]
+        if not chunk:
+            return (np.empty(0, np.int64),) * 5
+        keys, values, hashes, _ = zip(*chunk, strict=True)
+        if not (_only_ints(keys) and _only_ints(hashes)):
+            return None
+        encoded = encode_values(values)
+        if encoded is None:
+            return None
+        kind, codes = encoded
+        if kind is not None and self._kind is not None and kind != self._kind:
+            return None
+        try:
+            key_column, hash_column = np.array(keys, np.int64), np.array(hashes, np.int64)
+        except OverflowError:
+            return None
+        self._kind = self._kind or kind
+        first = min(ids.values())
+        loaded = np.array([_micros(self._read[i].loaded) for i in range(first, first + len(ids))], np.int64)
+        return key_column, codes, hash_column, holders, loaded[holders - first]
+
+    def _take(self, keys: Ints, values: Ints, hashes: Ints, holders: Ints, loaded: Ints) -> None:
+        """Compare a chunk's rows with their keys' winners, as `_absorb_dict` does row by row."""
+        if not len(keys):
+            return
+        order = np.argsort(keys, kind="stable")
+        ordered = keys[order]
+        if (ordered[1:] == ordered[:-1]).any():  # a key more than once: the first of its best rows
+            order = np.lexsort((-np.arange(len(keys)), hashes, loaded, values, keys))
+            ordered = keys[order]
+            last = np.ones(len(keys), bool)
+            last[:-1] = ordered[1:] != ordered[:-1]
+            order = order[last]
+        keys, values, hashes, holders, loaded = (
+            keys[order], values[order], hashes[order], holders[order], loaded[order],
+        )  # fmt: skip
+        in_run = np.full(len(keys), -1, np.int64)
+        at = np.zeros(len(keys), np.int64)
+        for number, run in enumerate(self._runs):
+            where = np.minimum(np.searchsorted(run.keys, keys), len(run) - 1)
+            hit = run.keys[where] == keys
+            in_run[hit], at[hit] = number, where[hit]
+        old = in_run >= 0
+        won = ~old
+        if old.any():
+            runs, spots = in_run[old], at[old]
+            held_values, held_hashes, held_by = (np.empty(len(runs), np.int64) for _ in range(3))
+            for number, run in enumerate(self._runs):
+                mine = runs == number
+                if mine.any():
+                    held_values[mine] = run.values[spots[mine]]
+                    held_hashes[mine] = run.rows[spots[mine]]
+                    held_by[mine] = run.holders[spots[mine]]
+            distinct, which = np.unique(held_by, return_inverse=True)
+            roots = [self._read[i].root() for i in distinct.tolist()]
+            held_loaded = np.array([_micros(root.loaded) for root in roots], np.int64)[which]
+            value, when, row = values[old], loaded[old], hashes[old]
+            better = (value > held_values) | (
+                (value == held_values)
+                & ((when > held_loaded) | ((when == held_loaded) & (row > held_hashes)))
+            )
+            for root, lost in zip(
+                roots, np.bincount(which[better], minlength=len(roots)).tolist(), strict=True
+            ):
+                if lost:
+                    root.wins -= lost
+                    self._touched.add(root.segment_id)
+            won[old] = better
+            for number, run in enumerate(self._runs):
+                mine = better & (runs == number)
+                if mine.any():
+                    spot, taken = spots[mine], np.flatnonzero(old)[mine]
+                    run.values[spot], run.rows[spot] = values[taken], hashes[taken]
+                    run.holders[spot] = holders[taken]
+        first = int(holders.min())
+        for number, gained in enumerate(np.bincount(holders[won] - first).tolist()):
+            self._read[first + number].wins += gained
+        new = ~old
+        if new.any():
+            self._add(_Run(keys[new], values[new], hashes[new], holders[new].astype(np.int32)))
+
+    def _add(self, run: _Run) -> None:
+        runs = self._runs
+        runs.append(run)
+        while len(runs) > 1 and len(runs[-2]) <= 2 * len(runs[-1]):
+            newer = runs.pop()
+            runs[-1] = runs[-1].merged(newer)
+
+    def _to_dict(self) -> None:
+        """The winners as the dict (see the module): from now on every value is compared as is."""
+        winners: dict[int, tuple[bool, Any, int, _Holder]] = {}
+        for run in self._runs:
+            values = decode_values(self._kind, run.values)
+            present = (run.values != ABSENT).tolist()
+            for key, there, value, row, held in zip(
+                run.keys.tolist(), present, values, run.rows.tolist(), run.holders.tolist(), strict=True
+            ):
+                winners[key] = (there, value, row, self._read[held])
+        self._winners, self._runs = winners, []
+
+    def _absorb_dict(self, holders: Mapping[str, _Holder], rows: Iterable[KeyRow]) -> None:
         winners = self._winners
+        assert winners is not None
         for key, value, row_hash, segment_id in rows:
             holder = holders.get(segment_id)
             if holder is None:
@@ -159,6 +364,96 @@ class KeyIndex:
     def _count(self, segment_id: str) -> int:
         # below 0 only for a moment: a merge followed before the load that its read already saw
         return max(self._shapes[segment_id][0] - self._holders[segment_id].wins, 0)
+
+
+def encode_values(values: Sequence[Any]) -> tuple[str | None, Ints] | None:
+    """Comparison values as int64 codes in the order the values compare in, None as `ABSENT`
+    (below every code); with their kind ("int", "float", "datetime", "naive": datetimes
+    without a zone, "date"; None when every value is None). None when they cannot be coded:
+    another type, two kinds, or an int beyond 64 bits (see the module)."""
+    types = set(map(type, values))
+    kinds = {_kind_of(t) for t in types}
+    kinds.discard("")
+    if len(kinds) > 1 or None in kinds:
+        return None
+    if not kinds:
+        return None, np.full(len(values), ABSENT, np.int64)
+    kind = kinds.pop()
+    absent = type(None) in types
+    plain = [0 if v is None else v for v in values] if absent else values  # None is coded after
+    try:
+        if kind == "int":
+            codes: Ints = np.array(plain, np.int64)
+            if (codes == ABSENT).any():
+                return None  # the one int64 the codes keep for None
+        elif kind == "float":
+            codes = _float_codes(np.array(plain, np.float64))
+        elif kind == "date":
+            codes = np.array([0 if v is None else v.toordinal() - _EPOCH_DAY for v in values], np.int64)
+        else:
+            zoned = {v.utcoffset() is not None for v in values if v is not None}
+            if len(zoned) > 1:
+                return None  # aware and naive datetimes do not compare
+            kind = "datetime" if zoned.pop() else "naive"
+            codes = np.array([0 if v is None else _micros(v) for v in values], np.int64)
+    except OverflowError:
+        return None
+    if absent:
+        codes[np.fromiter((v is None for v in values), bool, len(values))] = ABSENT
+    return kind, codes
+
+
+def _float_codes(numbers: npt.NDArray[np.float64]) -> Ints:
+    """Floats as int64 in their order: a negative's magnitude bits flipped (see the module)."""
+    numbers[numbers == 0] = 0.0  # -0.0 == 0.0
+    bits = numbers.view(np.int64)
+    codes = np.where(bits < 0, bits ^ _FLIP, bits)
+    codes[np.isnan(numbers)] = _NAN
+    return codes
+
+
+def decode_values(kind: str | None, codes: Ints) -> list[Any]:
+    """The values `encode_values` coded (as equal as Python compares them: -0.0 comes back 0.0,
+    a datetime in UTC, every NaN as one)."""
+    present = (codes != ABSENT).tolist()
+    if kind is None:
+        return [None] * len(codes)
+    if kind == "int":
+        values: list[Any] = codes.tolist()
+    elif kind == "float":
+        values = np.where(codes < 0, codes ^ _FLIP, codes).view(np.float64).tolist()
+    else:
+        epoch = _EPOCH if kind == "datetime" else _EPOCH_NAIVE
+        make: Callable[[int], Any] = (
+            (lambda c: date.fromordinal(c + _EPOCH_DAY)) if kind == "date" else (lambda c: epoch + c * _MICRO)
+        )
+        values = [make(c) if there else None for c, there in zip(codes.tolist(), present, strict=True)]
+    return [v if there else None for v, there in zip(values, present, strict=True)]
+
+
+def _kind_of(t: type) -> str | None:
+    if t is type(None):
+        return ""
+    if issubclass(t, (int, np.signedinteger)):  # bools too: True == 1, as Python compares them
+        return "int"
+    if issubclass(t, (float, np.floating)):
+        return "float"
+    if issubclass(t, datetime):
+        return "datetime"
+    if issubclass(t, date):
+        return "date"
+    return None
+
+
+def _only_ints(values: Sequence[Any]) -> bool:
+    return all(issubclass(t, (int, np.signedinteger)) for t in set(map(type, values)))
+
+
+def _micros(when: datetime | None) -> int:
+    """A load time as microseconds since the epoch (a naive one taken as UTC)."""
+    if when is None:
+        return int(ABSENT)  # never a holder's root: a followed merge's output takes its load time
+    return (when - (_EPOCH_NAIVE if when.utcoffset() is None else _EPOCH)) // _MICRO
 
 
 _Shape = tuple[int, frozenset[str], tuple[tuple[str, str], ...]]

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 import click
 
 from compactor.cli.options import (
-    DEFAULT_HOME,
     config_option,
+    jobs_checkpoint_option,
     kafka_settings,
     say,
     segments_topic_option,
@@ -53,12 +53,7 @@ TOKEN_HELP = (
     "without it those pages say so.",
 )
 @segments_topic_option
-@click.option(
-    "--checkpoint",
-    default=str(DEFAULT_HOME / "checkpoint"),
-    show_default=True,
-    help="The jobs' --checkpoint, to read how far each shard's query has got.",
-)
+@jobs_checkpoint_option
 @click.option(
     "--refresh",
     type=click.FloatRange(min=1),

@@ -57,6 +57,12 @@ segments_topic_option = click.option(
     show_default=True,
     help="Topic of completion events (env COMPACTOR_SEGMENTS_TOPIC; else the config's kafka.topics.segments).",
 )
+jobs_checkpoint_option = click.option(
+    "--checkpoint",
+    default=str(DEFAULT_HOME / "checkpoint"),
+    show_default=True,
+    help="The jobs' --checkpoint, to read how far each shard's query has got.",
+)
 rule_choice = click.Choice(RULE_NAMES)
 
 

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 import click
 
 from compactor.cli.options import (
-    DEFAULT_HOME,
     chosen_tables,
     config_option,
+    jobs_checkpoint_option,
     kafka_settings,
     segments_topic_option,
     spark_options,
@@ -45,12 +45,7 @@ if TYPE_CHECKING:
     help="Kafka, to show which job runs each shard and its lag (env KAFKA_BOOTSTRAP_SERVERS).",
 )
 @segments_topic_option
-@click.option(
-    "--checkpoint",
-    default=str(DEFAULT_HOME / "checkpoint"),
-    show_default=True,
-    help="The jobs' --checkpoint, to read how far each shard's query has got.",
-)
+@jobs_checkpoint_option
 @spark_options
 def status(
     tables: tuple[str, ...],

@@ -147,8 +147,8 @@ class BatchHandler:
             if delete_value(self.runner, table, trigger.delete_value):
                 self.keeper.check_at_save(table)
         with self.metrics.phase("plan"):
-            plans = self.planner.plans(trigger)
-        self.merges.offer(table, plans, at_once=trigger.origin in INLINE_ORIGINS)
+            planned = self.planner.plans(trigger)
+        self.merges.offer(table, planned.plans, at_once=trigger.origin in INLINE_ORIGINS, whole=planned.whole)
         if trigger.merge_ids == () and trigger.only_rule is None:
             advice = self.planner.read_debt(table)
             if advice is not None:

@@ -13,6 +13,7 @@ import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 from datetime import datetime
+from typing import NamedTuple
 
 from compactor.catalog.fold import SegmentCatalog
 from compactor.config.off_peak import OffPeak
@@ -40,6 +41,14 @@ from compactor.stream.table_configs import TableConfigs
 from compactor.stream.triggers import Trigger
 
 log = logging.getLogger(__name__)
+
+
+class Planned(NamedTuple):
+    """An attempt's plans, and whether it looked at the whole table with every rule (its
+    plans then replace the table's waiting ones)."""
+
+    plans: list[MergePlan]
+    whole: bool
 
 
 class TablePlanner:
@@ -78,7 +87,7 @@ class TablePlanner:
         self._facts: dict[tuple[str, str], IndexFacts] = {}
         self._stuck: set[str] = set()  # tables whose debt was last seen stuck
 
-    def plans(self, trigger: Trigger) -> list[MergePlan]:
+    def plans(self, trigger: Trigger) -> Planned:
         """A manual merge, or one evaluation of the table's rules (explain off: the hot path)."""
         table, catalog = trigger.table, self.catalog
         settings = self.configs.for_table(table)
@@ -86,7 +95,7 @@ class TablePlanner:
         if trigger.merge_ids:
             self._invalid_counts(table, settings, None)  # the key index reads loads before any merge
             try:
-                return [manual.plan(table, trigger.merge_ids, segments, settings)]
+                return Planned([manual.plan(table, trigger.merge_ids, segments, settings)], whole=False)
             except ManualMergeError as exc:
                 raise Rejected(DeadLetterReason.MANUAL_MERGE_REJECTED, str(exc)) from None
         self.counts.attempted(trigger.origin)
@@ -115,11 +124,12 @@ class TablePlanner:
         if trigger.only_rule is None:  # every rule ran: what waits to merge (the table's debt)
             self.control.on_evaluation(table, evaluation.ready, full=near is None)
             self.scope.evaluated(table, now, near, runnable=bool(plans), narrow_next=near_after(plans))
+        whole = near is None and trigger.only_rule is None
         if not plans:
             self.counts.empty_attempts += 1
-            return []
+            return Planned([], whole)
         version = self.store.latest_version(table)
-        return [replace(p, table_version=version) for p in plans]
+        return Planned([replace(p, table_version=version) for p in plans], whole)
 
     def _note_due(
         self,

@@ -4,19 +4,25 @@ loads land), refreshes and other writers' changes (hypothesis)."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+import math
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from compactor.catalog import key_index
 from compactor.catalog.key_index import KeyIndex, KeyRow
 from compactor.domain.layout import refresh_output_prefix
 from compactor.domain.plans import output_id, plan_id_for
 from compactor.domain.segments import Segment, TimeRange
+from tests.catalog.key_index_reference import ReferenceKeyIndex
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 Row = tuple[int, Any, int]  # key, comparison value, row hash
@@ -56,11 +62,11 @@ class Table:
             for sid, held in self.rows.items()
         }
 
-    def load(self, keys_values: list[tuple[int, Any]]) -> str:
+    def load(self, keys_values: list[tuple[int, Any]], when: datetime | None = None) -> str:
         self.loads += 1
         sid = f"l{self.loads}"
         self.rows[sid] = [(k, v, next(self.hashes)) for k, v in keys_values]
-        self.loaded[sid] = T0 + timedelta(minutes=self.loads)  # later loads, later times
+        self.loaded[sid] = when or T0 + timedelta(minutes=self.loads)  # later loads, later times
         self.changes.append(sid)
         return sid
 
@@ -211,3 +217,246 @@ def test_ties_go_to_the_later_load_then_to_the_higher_row_hash() -> None:
     d = Segment("d", "t", TimeRange(t, t + timedelta(hours=1)), t + timedelta(seconds=2), records=1)
     index.absorb([d], [KeyRow(2, None, 1, "d")])  # no value on either side: the later load wins
     assert index.invalid() == {"a": 2, "b": 1}
+
+
+# The compact index against the dict it replaced (tests/catalog/key_index_reference.py) and a
+# brute-force recount, over every kind of comparison value it codes and some it leaves to the dict.
+
+D0 = datetime(2024, 5, 1, 12, tzinfo=UTC)
+POOLS: dict[str, list[Any]] = {
+    "int": [-(2**62), -3, 0, 1, 2, 2**62],
+    "bool": [False, True, 0, 1],  # True == 1: one value, as Python compares them
+    "float": [-math.inf, -2.5, -0.0, 0.0, 1e-300, 1.5, math.inf],
+    "datetime": [D0 - timedelta(days=400), D0, D0 + timedelta(microseconds=1), D0 + timedelta(days=9)],
+    "naive": [datetime(1969, 12, 31, 23, 59, 59, 999999), datetime(1970, 1, 1), datetime(2030, 1, 1)],
+    "date": [date(1, 1, 1), date(1969, 12, 31), date(2024, 2, 29), date(9999, 12, 31)],
+    "str": ["", "a", "b", "ba"],  # not coded: the index turns into the dict
+    "int_then_float": [0, 1, 2, 1.0, 1.5],  # two kinds: coded while one, then the dict
+    "big_int": [1, 2**70, -(2**70)],  # beyond 64 bits: the dict
+}
+
+
+def ranked_recount(rows: list[tuple[str, int, Any, int]], loaded: Mapping[str, datetime]) -> dict[str, int]:
+    """Invalid rows per segment from every row in the order taken in: the first row of a key's
+    best rank wins (what `absorb` does, row by row, when two rows rank equal)."""
+    best: dict[int, tuple[tuple[bool, Any, datetime, int], str]] = {}
+    held: dict[str, int] = {}
+    for sid, key, value, row_hash in rows:
+        held[sid] = held.get(sid, 0) + 1
+        rank = (value is not None, value, loaded[sid], row_hash)
+        if key not in best or rank > best[key][0]:
+            best[key] = (rank, sid)
+    for _, sid in best.values():
+        held[sid] -= 1
+    return {sid: n for sid, n in held.items() if n > 0}
+
+
+@contextmanager
+def chunks_of(size: int | None) -> Iterator[None]:
+    """`absorb` takes rows in chunks of `size` (None: as it does)."""
+    saved = key_index._CHUNK
+    key_index._CHUNK = size or saved
+    try:
+        yield
+    finally:
+        key_index._CHUNK = saved
+
+
+@given(st.data(), st.sampled_from(sorted(POOLS)), st.sampled_from([None, 1, 2, 5]))
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_the_compact_index_absorbs_loads_as_the_dict_did(
+    data: st.DataObject, pool: str, chunk: int | None
+) -> None:
+    """Random loads (several a call, rows interleaved, keys colliding, values, load times and
+    row hashes tied, rows of unknown segments) give the dict's winners, exactly."""
+    values = st.sampled_from([None, *POOLS[pool]])
+    compact, reference = KeyIndex(), ReferenceKeyIndex()
+    taken: list[tuple[str, int, Any, int]] = []
+    loaded: dict[str, datetime] = {}
+    records: dict[str, int] = {}
+    for call in range(data.draw(st.integers(1, 6))):
+        count = data.draw(st.integers(0, 3))
+        sids = [f"c{call}s{n}" for n in range(count)]
+        for sid in sids:
+            loaded[sid] = T0 + timedelta(minutes=data.draw(st.integers(0, 2)))  # equal, and earlier too
+        shapes = data.draw(st.lists(st.tuples(st.integers(0, 7), values, st.integers(-1, 1)), min_size=1))
+        picked = st.lists(
+            st.tuples(st.sampled_from([*sids, "unknown"]), st.sampled_from(shapes)), max_size=25
+        )
+        rows = [(sid, *shape) for sid, shape in data.draw(picked)]  # the same row in two loads, often
+        if pool == "int_then_float" and call == 0:
+            rows = [r for r in rows if not isinstance(r[2], float)]
+        key_rows = [KeyRow(key, value, row_hash, sid) for sid, key, value, row_hash in rows]
+        for sid in sids:
+            records[sid] = sum(1 for r in rows if r[0] == sid)
+        segments = [
+            Segment(sid, "t", TimeRange(T0, T0 + timedelta(hours=1)), loaded[sid], records=records[sid])
+            for sid in sids
+        ]
+        with chunks_of(chunk):
+            compact.absorb(segments, key_rows)
+        reference.absorb(segments, key_rows)
+        taken += [r for r in rows if r[0] != "unknown"]
+        assert compact.take_touched() == reference.take_touched()
+        assert compact.invalid() == reference.invalid() == ranked_recount(taken, loaded)
+        assert len(compact) == len(reference)
+    assert compact.compact or pool in ("str", "big_int", "int_then_float")
+
+
+class Twins(Follower):
+    """A follower whose index is checked against the dict's after every change."""
+
+    def __init__(self, told: bool) -> None:
+        super().__init__(told)
+        self.reference = ReferenceKeyIndex()
+
+    def counts(self, table: Table) -> dict[str, int]:
+        live = table.live()
+        changed = table.changes[self.mark :] if self.told else None
+        self.mark = len(table.changes)
+        loads = self.index.follow(live, table.retired_by.get, changed)
+        assert loads == self.reference.follow(live, table.retired_by.get, changed)
+        if loads is None:
+            self.index, self.reference, self.rebuilds = KeyIndex(), ReferenceKeyIndex(), self.rebuilds + 1
+            loads = list(live)
+        for index in (self.index, self.reference):
+            index.absorb([live[s] for s in loads], table.key_rows(loads))
+        assert self.index.take_touched() == self.reference.take_touched()
+        assert len(self.index) == len(self.reference)
+        assert self.index.invalid() == self.reference.invalid()
+        return self.index.invalid()
+
+
+@given(
+    steps, st.booleans(), st.sampled_from(sorted(POOLS)), st.lists(st.booleans(), min_size=20, max_size=20)
+)
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_the_compact_index_follows_merges_as_the_dict_did(
+    script: list[tuple[Any, ...]], told: bool, pool: str, same_time: list[bool]
+) -> None:
+    """The script of the test above, with every kind of value and loads at equal times: the
+    compact index and the dict agree on every count, touched or not, and a recount with them."""
+    table, twins = Table(), Twins(told)
+    choices = POOLS[pool]
+    when = T0
+    for number, step in enumerate(script):
+        live = sorted(table.rows)
+        pick = (
+            list(dict.fromkeys(live[i % len(live)] for i in step[1]))
+            if live and step[0] in ("merge", "merge_during_load", "chain")
+            else []
+        )
+        when += timedelta(minutes=0 if same_time[number % 20] else 1)
+        if step[0] in ("load", "merge_during_load"):
+            rows = [(k, None if v is None else choices[(v * 5 + k) % len(choices)]) for k, v in step[-1]]
+        if step[0] == "load":
+            table.load(rows, when)
+        elif step[0] == "merge" and pick:
+            table.commit(pick, table.plan(pick, refresh=False))
+        elif step[0] == "merge_during_load" and pick:
+            planned = table.plan(pick, refresh=False)
+            table.load(rows, when)
+            assert twins.counts(table) == recount(table.rows, table.loaded)
+            table.commit(pick, planned)
+        elif step[0] == "refresh" and live:
+            one = [live[step[1] % len(live)]]
+            table.commit(one, table.plan(one, refresh=True))
+        elif step[0] == "chain" and len(pick) >= 2:
+            table.commit(pick[:1], table.plan(pick[:1], refresh=False))
+            first = sorted(set(table.rows) - set(live))[0]
+            rest = [first, *pick[1:]]
+            table.commit(rest, table.plan(rest, refresh=False))
+        assert twins.counts(table) == recount(table.rows, table.loaded)
+    assert twins.rebuilds == 0
+
+
+def test_values_code_in_their_order_with_none_below_all() -> None:
+    for pool in ("int", "float", "datetime", "naive", "date"):
+        ordered = [None, *sorted(POOLS[pool])]
+        kind, codes = key_index.encode_values(ordered) or (None, None)
+        assert kind == pool and codes is not None
+        assert codes[0] == key_index.ABSENT and codes.dtype == np.int64
+        for (a, x), (b, y) in itertools.pairwise(zip(ordered, codes.tolist(), strict=True)):
+            assert x < y if a is None or a < b else x == y, (a, b)
+        back = key_index.decode_values(kind, codes)
+        assert back == ordered and [type(v) for v in back[1:]] == [type(v) for v in ordered[1:]]
+
+
+def test_float_codes_keep_every_order_python_keeps() -> None:
+    floats = [-math.inf, -1e308, -1.0, -5e-324, -0.0, 0.0, 5e-324, 1.0, 1e308, math.inf]
+    _, codes = key_index.encode_values(floats) or (None, np.empty(0))
+    assert codes.tolist() == sorted(codes.tolist())
+    assert codes[4] == codes[5], "-0.0 == 0.0"
+    assert len(set(codes.tolist())) == len(floats) - 1
+    _, nans = key_index.encode_values([math.nan, -math.nan, math.inf]) or (None, np.empty(0))
+    assert nans[0] == nans[1] > nans[2], "NaN above +inf and equal to itself, as Spark ranks it"
+
+
+@pytest.mark.parametrize(
+    ("values", "comparable"),
+    [
+        (["a", None, "b"], True),  # strings
+        ([Decimal(1), Decimal("1.5")], True),
+        ([1, 1.5, 1.0], True),  # two kinds in one column
+        ([2**63, 1], True),  # beyond int64
+        ([-(2**63), 1], True),  # the code of None
+        ([datetime(2024, 1, 1), datetime(2024, 1, 1, tzinfo=UTC)], False),  # naive beside aware
+        ([date(2024, 1, 1), datetime(2024, 1, 1)], False),
+    ],
+)
+def test_values_that_cannot_be_coded_leave_the_index_to_the_dict(values: list[Any], comparable: bool) -> None:
+    assert key_index.encode_values(values) is None
+    if not comparable:
+        return  # the dict raises on them as it did
+    index, reference = KeyIndex(), ReferenceKeyIndex()
+    segment = Segment("a", "t", TimeRange(T0, T0 + timedelta(hours=1)), T0, records=2 * len(values))
+    rows = [KeyRow(k, v, n, "a") for n, v in enumerate(values) for k in (1, n + 2)]
+    for one in (index, reference):
+        one.absorb([], [KeyRow(9, values[-1], 0, "a")])  # a load of nothing: nothing changes
+        one.absorb([segment], rows)
+    assert not index.compact
+    assert index.invalid() == reference.invalid() and len(index) == len(reference) == len(values) + 1
+
+
+def test_a_column_coded_until_a_value_it_cannot_code_keeps_its_winners() -> None:
+    index, reference = KeyIndex(), ReferenceKeyIndex()
+    for n, values in enumerate(([3, None, 1, 2], [2.5, 3.0, None, 0.5], [2**64, 0, 0, 0])):
+        segment = Segment(f"s{n}", "t", TimeRange(T0, T0 + timedelta(hours=1)), T0, records=4)
+        rows = [KeyRow(k, v, 0, f"s{n}") for k, v in enumerate(values)]
+        for one in (index, reference):
+            one.absorb([segment], rows)
+        assert index.compact == (n == 0)
+        assert index.invalid() == reference.invalid() and index.take_touched() == reference.take_touched()
+
+
+def test_bools_and_all_none_code_as_ints_and_as_nothing() -> None:
+    kind, codes = key_index.encode_values([True, None, 0]) or (None, np.empty(0))
+    assert kind == "int" and codes.tolist() == [1, key_index.ABSENT, 0]
+    kind, codes = key_index.encode_values([None, None]) or ("?", None)
+    assert kind is None and codes is not None and (codes == key_index.ABSENT).all()
+
+
+def test_many_small_loads_keep_few_runs_and_every_key() -> None:
+    index, reference = KeyIndex(), ReferenceKeyIndex()
+    for n in range(200):
+        segment = Segment(
+            f"s{n}", "t", TimeRange(T0, T0 + timedelta(hours=1)), T0 + timedelta(seconds=n), records=7
+        )
+        rows = [KeyRow((n * 7 + i) * 7919 % 1000, (n + i) % 5, n, f"s{n}") for i in range(7)]
+        for one in (index, reference):
+            one.absorb([segment], rows)
+    assert index.invalid() == reference.invalid() and len(index) == len(reference) == 1000
+    assert len(index._runs) <= 12 and index.compact
+    assert index.nbytes == 28 * len(index)
+
+
+def test_a_winner_merged_since_ranks_with_its_merge_outputs_load_time() -> None:
+    """A merge output carries its inputs' latest load time; a load read after the merge was
+    followed ties with the merged winner on it (and loses on the row hash)."""
+    table, twins = Table(hashes=itertools.count(100, -1)), Twins(told=True)
+    first = table.load([(1, 5)])
+    table.load([(2, 0)])
+    assert twins.counts(table) == {}
+    table.commit([first, "l2"], table.plan([first, "l2"], refresh=False))
+    table.load([(1, 5)], when=table.loaded["l2"])  # as late as the output, with a lower row hash
+    assert twins.counts(table) == recount(table.rows, table.loaded) == {"l3": 1}

@@ -101,11 +101,14 @@ class MergeScheduler(Generic[Outcome]):
 
     # -- what the handler asks ------------------------------------------------------------------
 
-    def offer(self, table: str, plans: Sequence[MergePlan], at_once: bool = False) -> None:
-        """The table's latest plans, replacing those it had waiting; started as slots allow
-        (`at_once`: an operator's request, not held back by the per-round limit), and what
-        finished recorded, so that with inline workers these merges are done on return."""
-        self.waiting.offer(table, plans)
+    def offer(
+        self, table: str, plans: Sequence[MergePlan], at_once: bool = False, whole: bool = True
+    ) -> None:
+        """The table's latest plans, replacing those it had waiting (`whole`: see
+        `WaitingPlans.offer`); started as slots allow (`at_once`: an operator's request, not
+        held back by the per-round limit), and what finished recorded, so that with inline
+        workers these merges are done on return."""
+        self.waiting.offer(table, plans, whole)
         if at_once:
             self._round(None, only=table)
         elif self.waiting.per_round is None:
@@ -252,6 +255,8 @@ class MergeScheduler(Generic[Outcome]):
         for item in finished:
             self.activity.on_finished(item.plan.table)
             recorded = self.desk.record(item)
+            if item.commit is not None:  # a plan that waits on the same inputs is stale now
+                self.waiting.drop_taking(item.plan.table, item.plan.input_ids)
             if recorded.hold:
                 self.waiting.drop(item.plan.table)  # its queued plans would fail as this one did
             if recorded.replan:

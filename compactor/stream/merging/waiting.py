@@ -64,12 +64,27 @@ class WaitingPlans:
     fair: FairShare = field(default_factory=FairShare)
     _plans: dict[str, dict[str, MergePlan]] = field(default_factory=dict)
 
-    def offer(self, table: str, plans: Iterable[MergePlan]) -> None:
+    def offer(self, table: str, plans: Iterable[MergePlan], whole: bool = True) -> None:
+        """The table's plans from its latest attempt. `whole`: the attempt looked at all of the
+        table's segments and every rule, so its plans replace those waiting; an attempt that
+        looked only near an event (or ran one rule) adds to them, keeping each waiting plan
+        none of whose inputs a new plan takes (the rest of the table was not looked at, so
+        nothing there was found stale; a plan that is stale when it starts is planned again)."""
         found = {p.plan_id: p for p in plans}
+        if not whole:
+            taken = {sid for p in found.values() for sid in p.input_ids}
+            kept = (p for p in self._plans.get(table, {}).values() if taken.isdisjoint(p.input_ids))
+            found |= {p.plan_id: p for p in kept if p.plan_id not in found}
         if found:
             self._plans[table] = found
         else:
             self._plans.pop(table, None)
+
+    def drop_taking(self, table: str, segment_ids: Iterable[str]) -> None:
+        """Forget the table's waiting plans that take any of these segments (merged away now)."""
+        gone = set(segment_ids)
+        left = {k: p for k, p in self._plans.get(table, {}).items() if gone.isdisjoint(p.input_ids)}
+        self.offer(table, left.values())
 
     def put_back(self, plan: MergePlan) -> None:
         """A plan taken from the queue that could not start after all: first in its table's line."""
