@@ -36,6 +36,7 @@ SCRIPTS = [
     "startup",
     "capacity",
     "console_pages",
+    "upsert_scale",
 ]
 
 
@@ -182,7 +183,16 @@ def _console_pages(d: dict[str, Any]) -> str:
     )
 
 
+def _upsert_scale(d: dict[str, Any]) -> str:
+    memory, targets = d["memory"], d["targets"]
+    return (
+        f"key index {memory['bytes_per_key']:.1f} B a key (<= {targets['bytes_per_key']}); a load's update "
+        f"{d['update_ratio']:.2f}x in a table of 10x the keys (<= {targets['update_ratio']}x)"
+    )
+
+
 HEADLINES: dict[str, Callable[[dict[str, Any]], str]] = {
+    "upsert_scale": _upsert_scale,
     "console_pages": _console_pages,
     "capacity": _capacity,
     "startup": _startup,
