@@ -13,7 +13,11 @@ and row hashes, as xxhash64 gives; the comparison value a long).
   10M keys (--quick 100k and 1M), several loads each; the mean (which carries the amortised
   merges of the index's sorted runs) and the median. The target is the ratio of the two
   means: the cost of the load, not of the table.
-- Restart to the first upsert attempt: not measured yet (the snapshot is part 2 of the issue).
+- Restart to the first upsert attempt (real Spark and Delta; 1M and 10M keys, --quick 200k):
+  a table in four loads, a first job's index (the whole table read, timed as the cost a restart
+  paid before snapshots) and its snapshot saved; a load of 100k keys (--quick 10k), each
+  superseding one of the first load's; then a restarted job's first upsert attempt, timed: the snapshot taken
+  back, the merges since followed, the new load's keys read by Spark and the rules evaluated.
 
 Prints every figure beside its target; a full run saves bench/results/upsert_scale.json.
 Run: .venv/bin/python bench/upsert_scale.py [--quick]
@@ -26,23 +30,28 @@ import contextlib
 import ctypes
 import gc
 import os
+import shutil
 import statistics
+import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from itertools import repeat
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import psutil
-from _common import machine_info, save_results
+from _common import machine_info, save_results, spark_quiet
 
 from compactor.catalog.key_index import KeyIndex, KeyRow
+from compactor.domain.clock import now_utc
 from compactor.domain.segments import Segment, TimeRange
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 BUILD_LOAD = 1_000_000  # keys per load while a table is built
 TARGET_BYTES_PER_KEY = 40
 TARGET_RATIO = 1.5
+TARGET_RESTART_S = 10.0
 
 
 class Loads:
@@ -135,6 +144,93 @@ def update_time(table: int, load: int, repeats: int) -> dict[str, Any]:
     }
 
 
+def restart_time(keys: int, load: int) -> dict[str, Any]:
+    """On real Spark and Delta: a table of `keys` keys in four loads; a first job's key index
+    (the whole table read) and its snapshot; a load of `load` keys, each superseding one of the
+    first load's; then a
+    restarted job's first upsert attempt: the snapshot taken back, the merges since followed,
+    the new load's keys read, and the table's rules evaluated with its counts."""
+    from pyspark.sql import functions as F
+
+    from compactor.catalog.fold import SegmentCatalog
+    from compactor.config.layout import UpsertConfig
+    from compactor.config.loading import load_config
+    from compactor.delta.session import build_spark
+    from compactor.delta.spark_store import SparkTableStore
+    from compactor.delta.writes import write_segment
+    from compactor.rules.engine import evaluate
+    from compactor.stream.key_indexes import KeyIndexes
+
+    table, parts = "accounts", 4
+    upsert = {"primary_key": ["account"], "comparison_column": "version"}
+    config = load_config({"tables": {table: {"upsert": upsert, "rules": [{"rule": "upsert_compaction"}]}}})
+    settings, key_config = config.for_table(table), UpsertConfig.model_validate(upsert)
+    work = Path(tempfile.mkdtemp(prefix="bench-upsert-"))
+    spark = build_spark("bench-upsert-scale", master="local[2]", locations=(str(work),))
+    try:
+        spark_quiet(spark)
+        store = SparkTableStore(spark, work)
+        first = datetime(2024, 5, 1, tzinfo=UTC)
+
+        def write(n: int, start: int, count: int, version: int) -> None:
+            rows = spark.range(start, start + count).select(
+                F.col("id").alias("account"), F.lit(version).alias("version")
+            )
+            hour = first + timedelta(hours=n)
+            segment = Segment(f"a{n}", table, TimeRange(hour, hour + timedelta(hours=1)), hour)
+            write_segment(spark, work, segment, rows)
+
+        began = time.perf_counter()
+        for n in range(parts):
+            write(n, n * (keys // parts), keys // parts, 1)
+        written = time.perf_counter() - began
+
+        def catalog() -> SegmentCatalog:
+            found = SegmentCatalog.from_commits({table: store.history(table)})
+            found.advance(table, store.latest_version(table))
+            return found
+
+        job = KeyIndexes(catalog(), store)
+        began = time.perf_counter()
+        job.invalid_counts(table, key_config)
+        whole = time.perf_counter() - began
+        (snapshot,) = job.snapshots_due(force=True)
+        began = time.perf_counter()
+        store.save_key_index(snapshot.table, snapshot.version, snapshot.data, snapshot.keys)
+        saved = time.perf_counter() - began
+        write(parts, 0, load, 2)  # after the snapshot: half its keys supersede a0's
+
+        store = SparkTableStore(spark, work)  # a new process's: no log read yet
+        restarted_catalog = catalog()
+        restarted = KeyIndexes(restarted_catalog, store)
+        began = time.perf_counter()
+        counts = restarted.invalid_counts(table, key_config)
+        evaluation = evaluate(
+            table,
+            restarted_catalog.segments(table),
+            settings,
+            now_utc(),
+            explain=False,
+            invalid_counts=counts,
+        )
+        restart = time.perf_counter() - began
+        assert restarted.restored == 1 and restarted.rebuilds == 0, "taken back from the snapshot"
+        assert counts.get("a0") == load, counts
+        return {
+            "table_keys": keys,
+            "load_keys": load,
+            "write_seconds": written,
+            "whole_table_read_seconds": whole,
+            "snapshot_bytes": len(snapshot.data),
+            "snapshot_save_seconds": saved,
+            "restart_to_first_attempt_seconds": restart,
+            "plans": len(evaluation.plans),
+        }
+    finally:
+        spark.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -169,7 +265,29 @@ def main() -> None:
         f"index update ratio {large // small}x the keys: {ratio:.2f}x   (target <= {TARGET_RATIO}x; "
         f"medians {updates[1]['median_seconds'] / updates[0]['median_seconds']:.2f}x)"
     )
-    print("restart to first attempt: not measured yet (the index's snapshot: issue #45 part 2)")
+    restart_sizes = (200_000,) if args.quick else (1_000_000, 10_000_000)
+    restarts = [restart_time(size, load) for size in restart_sizes]
+    for r in restarts:
+        print(
+            f"table of {r['table_keys']:,} keys: whole-table read {r['whole_table_read_seconds']:.1f} s (the index "
+            f"built from nothing, as before snapshots); snapshot {r['snapshot_bytes'] / 2**20:.1f} MiB, "
+            f"saved in {r['snapshot_save_seconds']:.2f} s"
+        )
+    last = restarts[-1]
+    print(
+        f"restart to first attempt: {last['restart_to_first_attempt_seconds']:.1f} s   (target <= "
+        f"{TARGET_RESTART_S:.0f} s at 10M keys; at {last['table_keys']:,} keys: the snapshot taken back, "
+        f"a load of {last['load_keys']:,} keys read, the rules evaluated)"
+    )
+    restart_ratio = None
+    if len(restarts) > 1:
+        restart_ratio = (
+            last["restart_to_first_attempt_seconds"] / restarts[0]["restart_to_first_attempt_seconds"]
+        )
+        print(
+            f"restart ratio, {last['table_keys']:,} against {restarts[0]['table_keys']:,} keys: "
+            f"{restart_ratio:.2f}x   (target <= 2x)"
+        )
     if args.keys or args.tables or args.load:
         print("custom sizes: results not saved")
         return
@@ -180,6 +298,8 @@ def main() -> None:
             "memory": memory,
             "updates": updates,
             "update_ratio": ratio,
+            "restarts": restarts,
+            "restart_ratio": restart_ratio,
             "targets": {"bytes_per_key": TARGET_BYTES_PER_KEY, "update_ratio": TARGET_RATIO},
             "machine": info,
         },

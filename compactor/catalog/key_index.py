@@ -51,27 +51,22 @@ Python objects). An embedded store spilling to local disk (RocksDB) was not need
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import UTC, date, datetime, timedelta
+import io
+import json
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
 from itertools import chain, islice
 from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
+from compactor.catalog.key_values import ABSENT, Ints, decode_values, encode_values, micros, only_ints
 from compactor.domain.layout import refresh_output_prefix
 from compactor.domain.plans import output_id
-from compactor.domain.segments import Segment
+from compactor.domain.segments import Segment, SegmentState
+from compactor.errors import CompactorError
 
-Ints = npt.NDArray[np.int64]
-
-ABSENT = np.iinfo(np.int64).min  # an encoded None: below every encoded value
-_FLIP = np.int64(0x7FFF_FFFF_FFFF_FFFF)  # a negative float's magnitude bits, flipped
-_NAN = np.int64(0x7FF8_0000_0000_0000)  # the one NaN (positive, quiet): above +inf's bits
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_EPOCH_NAIVE = datetime(1970, 1, 1)
-_EPOCH_DAY = date(1970, 1, 1).toordinal()
-_MICRO = timedelta(microseconds=1)
 _CHUNK = 1 << 20  # rows taken in at a time: bounds what one step of `absorb` allocates
 
 
@@ -131,6 +126,13 @@ class _Run:
         return self.keys.nbytes + self.values.nbytes + self.rows.nbytes + self.holders.nbytes
 
 
+SNAPSHOT_FORMAT = 1
+
+
+class SnapshotUnreadable(CompactorError):
+    """A key index snapshot that cannot be taken back (damaged, or another format)."""
+
+
 class KeyIndex:
     """One table's winners; see the module."""
 
@@ -149,6 +151,11 @@ class KeyIndex:
         return sum(len(run) for run in self._runs)
 
     @property
+    def segment_ids(self) -> frozenset[str]:
+        """The segments whose rows the index holds (live when it last looked)."""
+        return frozenset(self._holders)
+
+    @property
     def compact(self) -> bool:
         """Whether the winners are kept as numpy columns (False: the dict; see the module)."""
         return self._winners is None
@@ -157,6 +164,86 @@ class KeyIndex:
     def nbytes(self) -> int:
         """The bytes of the compact columns (0 once the index is the dict)."""
         return sum(run.nbytes for run in self._runs)
+
+    def snapshot(self) -> bytes | None:
+        """The index as bytes `restored` takes back (numpy's npz: a zip whose members carry a
+        CRC, so a damaged file is found when read); None for an index kept as the dict, whose
+        values numpy cannot hold. The runs go as they are (no sort: a copy of the columns is
+        all it costs), each key's holder as its root: merged-away holders are not kept."""
+        if self._winners is not None:
+            return None
+        roots: dict[int, int] = {}  # id(root) -> its place in the snapshot's holders
+        kept: list[_Holder] = []
+
+        def place(holder: _Holder) -> int:
+            root = holder.root()
+            if id(root) not in roots:
+                roots[id(root)] = len(kept)
+                kept.append(root)
+            return roots[id(root)]
+
+        live = {sid: place(h) for sid, h in self._holders.items()}
+        remap = np.array([place(h) for h in self._read] or [0], np.int32)
+        meta = {
+            "format": SNAPSHOT_FORMAT,
+            "kind": self._kind,
+            "runs": len(self._runs),
+            "holders": [[h.segment_id, h.loaded.isoformat() if h.loaded else None, h.wins] for h in kept],
+            "live": live,
+            "shapes": {
+                sid: [n, sorted(parts), [list(state) for state in states]]
+                for sid, (n, parts, states) in self._shapes.items()
+            },
+        }
+        columns: dict[str, Any] = {"meta": np.frombuffer(json.dumps(meta).encode(), np.uint8)}
+        for number, run in enumerate(self._runs):
+            columns |= {
+                f"keys{number}": run.keys,
+                f"values{number}": run.values,
+                f"rows{number}": run.rows,
+                f"holders{number}": remap[run.holders],
+            }
+        out = io.BytesIO()
+        np.savez(out, **columns)
+        return out.getvalue()
+
+    @classmethod
+    def restored(cls, data: bytes) -> KeyIndex:
+        """The index a `snapshot` holds; `SnapshotUnreadable` (saying why) when it is damaged or
+        of another format."""
+        try:
+            with np.load(io.BytesIO(data), allow_pickle=False) as found:
+                meta = json.loads(found["meta"].tobytes())
+                if meta.get("format") != SNAPSHOT_FORMAT:
+                    raise SnapshotUnreadable(
+                        f"snapshot format {meta.get('format')!r}; this job reads {SNAPSHOT_FORMAT}"
+                    )
+                runs = [
+                    _Run(*(found[f"{name}{n}"] for name in ("keys", "values", "rows", "holders")))
+                    for n in range(meta["runs"])
+                ]
+        except SnapshotUnreadable:
+            raise
+        except Exception as exc:  # a torn or foreign file: zip, CRC, member or JSON errors alike
+            raise SnapshotUnreadable(f"not a key index snapshot ({type(exc).__name__}: {exc})") from None
+        index = cls()
+        for sid, loaded, wins in meta["holders"]:
+            holder = _Holder(sid, datetime.fromisoformat(loaded) if loaded else None)
+            holder.wins = wins
+            index._read.append(holder)
+        for run in runs:
+            if not len(run.keys) == len(run.values) == len(run.rows) == len(run.holders):
+                raise SnapshotUnreadable("a run's columns differ in length")
+            if len(run) and not 0 <= int(run.holders.min()) <= int(run.holders.max()) < len(index._read):
+                raise SnapshotUnreadable("a key names a holder the snapshot does not list")
+        index._runs = [run for run in runs if len(run)]
+        index._holders = {sid: index._read[at] for sid, at in meta["live"].items()}
+        index._shapes = {
+            sid: (n, frozenset(parts), tuple((value, SegmentState(state)) for value, state in states))
+            for sid, (n, parts, states) in meta["shapes"].items()
+        }
+        index._kind = meta["kind"]
+        return index
 
     def follow(
         self,
@@ -231,7 +318,7 @@ class KeyIndex:
         if not chunk:
             return (np.empty(0, np.int64),) * 5
         keys, values, hashes, _ = zip(*chunk, strict=True)
-        if not (_only_ints(keys) and _only_ints(hashes)):
+        if not (only_ints(keys) and only_ints(hashes)):
             return None
         encoded = encode_values(values)
         if encoded is None:
@@ -245,7 +332,7 @@ class KeyIndex:
             return None
         self._kind = self._kind or kind
         first = min(ids.values())
-        loaded = np.array([_micros(self._read[i].loaded) for i in range(first, first + len(ids))], np.int64)
+        loaded = np.array([micros(self._read[i].loaded) for i in range(first, first + len(ids))], np.int64)
         return key_column, codes, hash_column, holders, loaded[holders - first]
 
     def _take(self, keys: Ints, values: Ints, hashes: Ints, holders: Ints, loaded: Ints) -> None:
@@ -282,7 +369,7 @@ class KeyIndex:
                     held_by[mine] = run.holders[spots[mine]]
             distinct, which = np.unique(held_by, return_inverse=True)
             roots = [self._read[i].root() for i in distinct.tolist()]
-            held_loaded = np.array([_micros(root.loaded) for root in roots], np.int64)[which]
+            held_loaded = np.array([micros(root.loaded) for root in roots], np.int64)[which]
             value, when, row = values[old], loaded[old], hashes[old]
             better = (value > held_values) | (
                 (value == held_values)
@@ -364,96 +451,6 @@ class KeyIndex:
     def _count(self, segment_id: str) -> int:
         # below 0 only for a moment: a merge followed before the load that its read already saw
         return max(self._shapes[segment_id][0] - self._holders[segment_id].wins, 0)
-
-
-def encode_values(values: Sequence[Any]) -> tuple[str | None, Ints] | None:
-    """Comparison values as int64 codes in the order the values compare in, None as `ABSENT`
-    (below every code); with their kind ("int", "float", "datetime", "naive": datetimes
-    without a zone, "date"; None when every value is None). None when they cannot be coded:
-    another type, two kinds, or an int beyond 64 bits (see the module)."""
-    types = set(map(type, values))
-    kinds = {_kind_of(t) for t in types}
-    kinds.discard("")
-    if len(kinds) > 1 or None in kinds:
-        return None
-    if not kinds:
-        return None, np.full(len(values), ABSENT, np.int64)
-    kind = kinds.pop()
-    absent = type(None) in types
-    plain = [0 if v is None else v for v in values] if absent else values  # None is coded after
-    try:
-        if kind == "int":
-            codes: Ints = np.array(plain, np.int64)
-            if (codes == ABSENT).any():
-                return None  # the one int64 the codes keep for None
-        elif kind == "float":
-            codes = _float_codes(np.array(plain, np.float64))
-        elif kind == "date":
-            codes = np.array([0 if v is None else v.toordinal() - _EPOCH_DAY for v in values], np.int64)
-        else:
-            zoned = {v.utcoffset() is not None for v in values if v is not None}
-            if len(zoned) > 1:
-                return None  # aware and naive datetimes do not compare
-            kind = "datetime" if zoned.pop() else "naive"
-            codes = np.array([0 if v is None else _micros(v) for v in values], np.int64)
-    except OverflowError:
-        return None
-    if absent:
-        codes[np.fromiter((v is None for v in values), bool, len(values))] = ABSENT
-    return kind, codes
-
-
-def _float_codes(numbers: npt.NDArray[np.float64]) -> Ints:
-    """Floats as int64 in their order: a negative's magnitude bits flipped (see the module)."""
-    numbers[numbers == 0] = 0.0  # -0.0 == 0.0
-    bits = numbers.view(np.int64)
-    codes = np.where(bits < 0, bits ^ _FLIP, bits)
-    codes[np.isnan(numbers)] = _NAN
-    return codes
-
-
-def decode_values(kind: str | None, codes: Ints) -> list[Any]:
-    """The values `encode_values` coded (as equal as Python compares them: -0.0 comes back 0.0,
-    a datetime in UTC, every NaN as one)."""
-    present = (codes != ABSENT).tolist()
-    if kind is None:
-        return [None] * len(codes)
-    if kind == "int":
-        values: list[Any] = codes.tolist()
-    elif kind == "float":
-        values = np.where(codes < 0, codes ^ _FLIP, codes).view(np.float64).tolist()
-    else:
-        epoch = _EPOCH if kind == "datetime" else _EPOCH_NAIVE
-        make: Callable[[int], Any] = (
-            (lambda c: date.fromordinal(c + _EPOCH_DAY)) if kind == "date" else (lambda c: epoch + c * _MICRO)
-        )
-        values = [make(c) if there else None for c, there in zip(codes.tolist(), present, strict=True)]
-    return [v if there else None for v, there in zip(values, present, strict=True)]
-
-
-def _kind_of(t: type) -> str | None:
-    if t is type(None):
-        return ""
-    if issubclass(t, (int, np.signedinteger)):  # bools too: True == 1, as Python compares them
-        return "int"
-    if issubclass(t, (float, np.floating)):
-        return "float"
-    if issubclass(t, datetime):
-        return "datetime"
-    if issubclass(t, date):
-        return "date"
-    return None
-
-
-def _only_ints(values: Sequence[Any]) -> bool:
-    return all(issubclass(t, (int, np.signedinteger)) for t in set(map(type, values)))
-
-
-def _micros(when: datetime | None) -> int:
-    """A load time as microseconds since the epoch (a naive one taken as UTC)."""
-    if when is None:
-        return int(ABSENT)  # never a holder's root: a followed merge's output takes its load time
-    return (when - (_EPOCH_NAIVE if when.utcoffset() is None else _EPOCH)) // _MICRO
 
 
 _Shape = tuple[int, frozenset[str], tuple[tuple[str, str], ...]]

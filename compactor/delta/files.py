@@ -99,7 +99,11 @@ class HadoopFiles:
             stream.close()
 
     def write_text(self, uri: str, text: str) -> None:
-        """Write the file whole, replacing it in one step: readers see the old text or the new,
+        """`replace_bytes` of the text in UTF-8."""
+        self.replace_bytes(uri, text.encode("utf-8"))
+
+    def replace_bytes(self, uri: str, data: bytes) -> None:
+        """Write the file whole, replacing it in one step: readers see the old bytes or the new,
         never no file. Local disks: written by Python (no JVM round trips) and renamed over the
         target; object stores: one PUT, atomic already; HDFS and other file systems: a
         temporary file renamed over the target by Hadoop's `FileContext` (`Rename.OVERWRITE`:
@@ -109,7 +113,7 @@ class HadoopFiles:
         warehouse's shard record, at their start), and the last rename wins."""
         local = self.local_path(uri)
         if local is not None:
-            _write_local(local, text)
+            _write_local(local, data)
             return
         fs, path = self._fs_path(uri)
         scheme = path.toUri().getScheme() or "file"
@@ -117,7 +121,7 @@ class HadoopFiles:
         staging = target or self._path_class(f"{uri}.{uuid.uuid4().hex}.tmp")
         out = fs.create(staging, True)
         try:
-            out.write(bytearray(text.encode()))
+            out.write(bytearray(data))
         finally:
             out.close()
         if target is None:
@@ -178,15 +182,15 @@ class HadoopFiles:
         return [str(status.getPath().getName()) for status in fs.listStatus(path)]
 
 
-def _write_local(path: str, text: str) -> None:
+def _write_local(path: str, data: bytes) -> None:
     """Written beside the target and renamed over it in one step (a crash leaves the old file
     or the new one, never neither); a checksum file Hadoop left for an older version goes, or
     Hadoop's reads would find the new text does not match it."""
     directory, name = os.path.split(path)
     os.makedirs(directory, exist_ok=True)
     staging = os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
-    with open(staging, "x", encoding="utf-8") as f:
-        f.write(text)
+    with open(staging, "xb") as f:
+        f.write(data)
     os.replace(staging, path)
     with contextlib.suppress(FileNotFoundError):
         os.remove(_checksum_of(path))

@@ -23,6 +23,7 @@ from compactor.delta.driver_merge import DRIVER_MERGE_MAX_BYTES
 from compactor.delta.features import direct_commit_refusal
 from compactor.delta.files import HadoopFiles
 from compactor.delta.index_check import index_facts
+from compactor.delta.key_index_snapshots import KeyIndexSnapshots
 from compactor.delta.live_files import LiveFileIndex
 from compactor.delta.log import RECENT_COMMITS, DeltaLogReader
 from compactor.delta.merge import execute_merge
@@ -32,7 +33,7 @@ from compactor.delta.plan_transactions import PlanTransactionExpiry
 from compactor.delta.purge import purge_deleted_rows
 from compactor.delta.refresh import execute_refresh
 from compactor.delta.snapshot import table_protocol
-from compactor.delta.store import LoadOrder, TableChanges, VacuumReport
+from compactor.delta.store import LoadOrder, StoredSnapshot, TableChanges, VacuumReport
 from compactor.delta.sub_partition_delete import delete_sub_partition
 from compactor.delta.upsert import key_rows
 from compactor.delta.vacuum import vacuum
@@ -74,6 +75,7 @@ class SparkTableStore:
         self._live: dict[str, LiveFileIndex] = {}
         self._merge_settings: dict[str, tuple[TableSettings, MergeSettings]] = {}  # table ->
         self._plan_ids = PlanTransactionExpiry(spark)
+        self.key_indexes = KeyIndexSnapshots(self.files, self.warehouse)
         self._fenced = threading.Event()
         self._attempts: dict[str, threading.Event] = {}  # plan id -> its running attempt's cancel
         self._attempts_lock = threading.Lock()
@@ -232,6 +234,12 @@ class SparkTableStore:
 
     def key_rows(self, table: str, upsert: UpsertConfig, segment_ids: Collection[str] | None) -> list[KeyRow]:
         return key_rows(self.spark, self.warehouse, table, upsert, segment_ids)
+
+    def save_key_index(self, table: str, version: int, data: bytes, keys: int) -> None:
+        self.key_indexes.save(table, version, data, keys)
+
+    def load_key_index(self, table: str) -> StoredSnapshot | None:
+        return self.key_indexes.load(table)
 
     def delete_sub_partition(
         self, table: str, config: SubPartitionConfig, value: str, segments: Sequence[Segment]

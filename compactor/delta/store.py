@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from compactor.catalog.changes import CommitRecord
 from compactor.catalog.key_index import KeyRow
@@ -28,6 +28,13 @@ from compactor.domain.plans import Commit, MergePlan
 from compactor.domain.segments import RowCount, Segment
 
 LoadOrder = Mapping[str, datetime]  # segment id -> when it was loaded
+
+
+class StoredSnapshot(NamedTuple):
+    """A table's key index snapshot as kept, with the table version it was taken at."""
+
+    version: int
+    data: bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +112,13 @@ class TableStore(Protocol):
     def key_rows(self, table: str, upsert: UpsertConfig, segment_ids: Collection[str] | None) -> list[KeyRow]:
         """Upsert tables: the rows of `segment_ids` (None: of the whole table) as the key
         index reads them: key hash, comparison value, row hash, segment."""
+
+    def save_key_index(self, table: str, version: int, data: bytes, keys: int) -> None:
+        """Keep the table's key index snapshot (`KeyIndex.snapshot`, of `keys` keys), taken at
+        `version`."""
+
+    def load_key_index(self, table: str) -> StoredSnapshot | None:
+        """The table's newest key index snapshot (None: it has none)."""
 
     def delete_sub_partition(
         self, table: str, config: SubPartitionConfig, value: str, segments: Sequence[Segment]

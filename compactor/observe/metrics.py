@@ -23,6 +23,7 @@ from prometheus_client.registry import Collector
 from compactor.domain.events import MergeResult, MergeStatus
 from compactor.domain.segments import Segment
 from compactor.observe.health_collector import HealthCollector
+from compactor.observe.key_index_collector import KeyIndexCollector
 from compactor.observe.late_gauges import LateDataCollector
 from compactor.stream.control import Control
 from compactor.stream.debt_trend import Objective, ingest_hours
@@ -277,6 +278,7 @@ class JobMetrics:
             )
         )
         self.registry.register(HealthCollector(job))
+        self.registry.register(KeyIndexCollector(job.key_indexes))
         self.registry.register(  # tables that do not seal report no late data
             LateDataCollector(
                 lambda: [(t, catalog.segments(t), configs.for_table(t).rules) for t in catalog.table_names]

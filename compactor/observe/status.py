@@ -59,6 +59,7 @@ class TableStatus:
     deleted: DeletedRows | None = None  # rows other writers deleted that its files still hold
     commits: str | None = None  # how its merges commit: "direct", or the fallback and why
     health: TableHealth | None = None  # its state in a word, and its score
+    key_index: dict[str, Any] | None = None  # upsert tables: its key index's latest snapshot
 
     def to_json(self) -> dict[str, Any]:
         by_level = Counter((s.level, str(s.state)) for s in self.segments)
@@ -96,6 +97,7 @@ class TableStatus:
             "layout": self.layout,
             "deleted_rows": self.deleted.to_json() if self.deleted else None,
             "commits": self.commits,
+            "key_index": self.key_index,
             **(self.health.to_json() if self.health else {}),
         }
 
@@ -115,6 +117,7 @@ def table_status(
     deleted: DeletedRows | None = None,
     commits: str | None = None,
     health: TableHealth | None = None,
+    key_index: dict[str, Any] | None = None,
 ) -> TableStatus:
     merges = [c for c in reversed(history) if c.op in {"merge", "refresh"}][:LAST_MERGES]
     return TableStatus(
@@ -132,6 +135,7 @@ def table_status(
         deleted,
         commits,
         health,
+        key_index,
     )
 
 
@@ -203,6 +207,8 @@ def render(status: TableStatus) -> str:
         lines.append(f"  merges commit: {status.commits}")
     if status.deleted is not None:
         lines.append(status.deleted.line())
+    if status.key_index is not None:
+        lines.append("  " + key_index_line(status.key_index))
     if doc["debt"]:
         lines.append("  " + debt_line(doc["debt"]))
     if doc["late_data"]:
@@ -225,6 +231,17 @@ def render(status: TableStatus) -> str:
             for f in doc["failures"]
         ]
     return "\n".join(lines)
+
+
+def key_index_line(snapshot: dict[str, Any]) -> str:
+    """An upsert table's key index as its latest snapshot tells it: what a restart reads back."""
+    if not snapshot:
+        return "key index: no snapshot yet (a restart reads the whole table once)"
+    return (
+        f"key index: snapshot of version {snapshot['version']}, {snapshot.get('keys', '?')} keys, "
+        f"{snapshot.get('bytes', '?')} bytes, written {snapshot.get('written_at', '?')} "
+        "(a restart reads back the snapshot and the loads since)"
+    )
 
 
 def debt_line(debt: dict[str, Any]) -> str:

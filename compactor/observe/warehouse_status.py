@@ -71,6 +71,7 @@ def table_report(
         deleted,
         store.commit_path(table),
         health=health,
+        key_index=(store.key_indexes.describe(table) or {}) if settings.upsert is not None else None,
     )
 
 

@@ -31,6 +31,7 @@ from compactor.stream.announcer import Announcer
 from compactor.stream.catalog_keeper import CatalogKeeper
 from compactor.stream.control import Control
 from compactor.stream.job_view import JobView
+from compactor.stream.key_indexes import Snapshot
 from compactor.stream.merging.scheduler import MergeScheduler
 from compactor.stream.merging.waiting import INLINE_ORIGINS
 from compactor.stream.planning import TablePlanner
@@ -135,8 +136,25 @@ class BatchHandler:
                 self.keeper.follow(table)
             busy = lambda table: self.merges.running(table) > 0 or self.keeper.is_unread(table)  # noqa: E731
             purge = None if self.merges.draining else self.purges.take(catalog, busy)
+            snapshots = self.planner.keys.snapshots_due()
+        self._save_key_indexes(snapshots)
         if purge:
             self._purge(purge)
+
+    def _save_key_indexes(self, snapshots: list[Snapshot]) -> None:
+        """Write the key index snapshots taken under the lock, outside it (a batch may run)."""
+        for snapshot in snapshots:
+            try:
+                self.keeper.store.save_key_index(
+                    snapshot.table, snapshot.version, snapshot.data, snapshot.keys
+                )
+            except Exception:  # the next tick tries again; the index itself is whole
+                log.exception("table %s: saving its key index snapshot failed", snapshot.table)
+                with self.lock:
+                    self.planner.keys.unsaved(snapshot)
+                continue
+            with self.lock:
+                self.planner.keys.saved(snapshot)
 
     def work(self, trigger: Trigger) -> None:
         """Plan the trigger's work and hand the plans to the scheduler (after a requested
@@ -195,6 +213,8 @@ class BatchHandler:
         self.close(wait=False)
         with self.lock:
             self.keeper.save()
+            snapshots = self.planner.keys.snapshots_due(force=True)
+        self._save_key_indexes(snapshots)  # the next start takes them back rather than scan
         return left
 
     def close(self, wait: bool = True) -> None:
@@ -224,7 +244,14 @@ class BatchHandler:
 
     def view(self) -> JobView:
         """What observers (metrics, the summary line) may read of the running job."""
-        return JobView(self.catalog, self.configs, self.control, self.clock, lambda: self.stats)
+        return JobView(
+            self.catalog,
+            self.configs,
+            self.control,
+            self.clock,
+            lambda: self.stats,
+            self.planner.keys.all_facts,
+        )
 
     # -- one trigger's work ---------------------------------------------------------------------
 

@@ -1,27 +1,79 @@
 """The key index of every upsert table the job plans, brought up to the catalog before its
 invalid-row counts are read: new loads are read alone, merges are followed, anything else
-rebuilds the index from one scan (see `catalog.key_index`)."""
+rebuilds the index from one scan (see `catalog.key_index`).
+
+Each index outlives the job as a snapshot on the warehouse (`TableStore.save_key_index`). A
+table's first use takes its snapshot back and follows the catalog from there like any later
+use: the segments loaded since are read alone, the merges since followed. A table with no
+snapshot, an unreadable one, or one the catalog's record cannot be followed from (a segment
+another writer removed or rewrote since) is read whole, as before, with one log line saying
+why. Snapshots are taken between batches, under the handler's lock (the bytes are a copy of
+the index's columns) and written by the caller outside it: an index that changed is saved
+within `SAVE_AFTER_MERGE_S` of a merge it followed, and at least every `SAVE_EVERY_S`.
+"""
 
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import NamedTuple
 
-from compactor.catalog.key_index import KeyIndex
+from compactor.catalog.key_index import KeyIndex, SnapshotUnreadable
+from compactor.catalog.retired import RetiredSegment
 from compactor.catalog.view import CatalogView
 from compactor.config.layout import UpsertConfig
 from compactor.delta.store import TableStore
 
 log = logging.getLogger(__name__)
 
+KeptRetired = Callable[[str, Sequence[str]], Mapping[str, RetiredSegment]]
+
+SAVE_EVERY_S = 300.0  # an index that changed (loads only) is saved at most this long after
+SAVE_AFTER_MERGE_S = 30.0  # ... and one that followed a merge, this long after
+
+
+class Snapshot(NamedTuple):
+    """A snapshot to write: the table, the table version the catalog had reached, its bytes
+    and how many keys they hold."""
+
+    table: str
+    version: int
+    data: bytes
+    keys: int
+
+
+class IndexFacts(NamedTuple):
+    """What `compactor status` and the metrics say of a table's key index."""
+
+    keys: int
+    memory_bytes: int  # the compact columns (0 for an index kept as the dict: see `KeyIndex`)
+    snapshot_version: int | None  # the version of its latest snapshot, taken or restored
+    snapshot_age_s: float | None  # seconds since that snapshot was written or restored
+
 
 class KeyIndexes:
-    def __init__(self, catalog: CatalogView, store: TableStore) -> None:
+    def __init__(
+        self,
+        catalog: CatalogView,
+        store: TableStore,
+        kept_retired: KeptRetired = lambda table, segment_ids: {},
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.catalog = catalog
         self.store = store
+        self.kept_retired = (
+            kept_retired  # the catalog store's records of segments retired before this process
+        )
+        self.clock = clock
         self._indexes: dict[str, KeyIndex] = {}
         self._noted_in: dict[str, object] = {}  # the catalog's table object each index noted in
         self._marks: dict[str, int] = {}  # ... and how far into its changes it has looked
-        self.rebuilds = 0  # scans of a whole table (the first use of each table counts one)
+        self._changed_at: dict[str, float] = {}  # when each index first changed since its snapshot
+        self._merged: set[str] = set()  # ... of those, the ones that followed a merge since
+        self._saved: dict[str, tuple[int, float]] = {}  # its snapshot: (version, when)
+        self.rebuilds = 0  # scans of a whole table (a first use with no snapshot to take counts one)
+        self.restored = 0  # snapshots taken back
 
     def invalid_counts(self, table: str, upsert: UpsertConfig) -> dict[str, int]:
         """Invalid rows per segment of `table`, as of the catalog now."""
@@ -35,26 +87,48 @@ class KeyIndexes:
         catalog = self.catalog
         live = catalog.live(table)
         index = self._indexes.get(table)
+        restored = index is None and (index := self._restore(table)) is not None
+
+        kept = {}  # a restored index's segments merged since its snapshot, maybe before this process
+        if restored and index is not None:
+            kept = dict(self.kept_retired(table, sorted(index.segment_ids - live.keys())))
 
         def retired_by(segment_id: str) -> str | None:
-            record = catalog.retired_record(table, segment_id)
+            record = catalog.retired_record(table, segment_id) or kept.get(segment_id)
+            if record is None and restored:  # merged away again since: one lookup each
+                record = self.kept_retired(table, [segment_id]).get(segment_id)
             return None if record is None else record.retired_by
 
-        same = self._noted_in.get(table) is live and live.noted
+        same = not restored and self._noted_in.get(table) is live and live.noted
         mark, changed = live.mark, live.changed_since(self._marks.get(table, 0)) if same else None
         loads = None if index is None else index.follow(live, retired_by, changed)
         if index is None or loads is None:
-            if index is not None:
+            if restored:
+                log.warning(
+                    "table %s: its key index snapshot of version %s cannot be followed to the catalog "
+                    "(a segment was removed or rewritten since by another writer); reading the whole table",
+                    table,
+                    self._saved[table][0],
+                )
+            elif index is not None:
                 log.info(
                     "table %s: its segments changed in a way the key index cannot follow; rebuilt", table
                 )
             fresh, loads = KeyIndex(), sorted(live)
             fresh.absorb([live[sid] for sid in loads], self.store.key_rows(table, upsert, None))
             index = self._indexes[table] = fresh  # kept once read: a failed scan leaves no index
+            self._saved.pop(table, None)  # the snapshot no longer says what the index holds
+            self._changed_at.setdefault(table, self.clock())
             self.rebuilds += 1
-        elif loads:
-            index.absorb([live[sid] for sid in loads], self.store.key_rows(table, upsert, loads))
+        else:
+            self._indexes[table] = index
+            if loads:
+                index.absorb([live[sid] for sid in loads], self.store.key_rows(table, upsert, loads))
         touched = index.take_touched()
+        if touched:
+            self._changed_at.setdefault(table, self.clock())
+            if set(touched) - set(loads):  # a merge's (or refresh's) output was followed
+                self._merged.add(table)
         if same:
             live.note_invalid(touched)
         else:  # a new index, or a table the catalog holds anew: every count
@@ -62,3 +136,77 @@ class KeyIndexes:
             self._noted_in[table] = live
         self._marks[table] = mark
         return set(touched)
+
+    def _restore(self, table: str) -> KeyIndex | None:
+        """The table's index from its snapshot; None (said why) when there is none to take."""
+        try:
+            stored = self.store.load_key_index(table)
+        except Exception as exc:  # the warehouse out of reach: the table is read whole instead
+            log.warning(
+                "table %s: its key index snapshot could not be read (%s); reading the whole table", table, exc
+            )
+            return None
+        if stored is None:
+            log.info("table %s: no key index snapshot yet; reading the whole table", table)
+            return None
+        try:
+            index = KeyIndex.restored(stored.data)
+        except SnapshotUnreadable as exc:
+            log.warning(
+                "table %s: its key index snapshot of version %d is unreadable (%s); reading the whole table",
+                table,
+                stored.version,
+                exc,
+            )
+            return None
+        self._saved[table] = (stored.version, self.clock())
+        self.restored += 1
+        log.info(
+            "table %s: key index of %d keys taken back from its snapshot of version %d",
+            table,
+            len(index),
+            stored.version,
+        )
+        return index
+
+    def snapshots_due(self, force: bool = False) -> list[Snapshot]:
+        """The snapshots to write now (`force`: every index that changed, as the job stops).
+        Called under the handler's lock; the caller writes them outside it, then `saved`."""
+        now, due = self.clock(), []
+        for table, since in list(self._changed_at.items()):
+            wait = SAVE_AFTER_MERGE_S if table in self._merged else SAVE_EVERY_S
+            if not force and now - since < wait and table in self._saved:
+                continue
+            version, index = self.catalog.version(table), self._indexes[table]
+            data = index.snapshot()
+            del self._changed_at[table]
+            self._merged.discard(table)
+            if version is None or data is None:
+                continue  # nothing the catalog can date, or an index kept as the dict
+            due.append(Snapshot(table, version, data, len(index)))
+        return due
+
+    def saved(self, snapshot: Snapshot) -> None:
+        """`snapshot` is written: what status reports."""
+        self._saved[snapshot.table] = (snapshot.version, self.clock())
+
+    def unsaved(self, snapshot: Snapshot) -> None:
+        """Writing `snapshot` failed: the table's index is due again."""
+        self._changed_at.setdefault(snapshot.table, self.clock())
+
+    def facts(self, table: str) -> IndexFacts | None:
+        """The table's index as status reports it (None: the job has not built it)."""
+        index = self._indexes.get(table)
+        if index is None:
+            return None
+        saved = self._saved.get(table)
+        return IndexFacts(
+            len(index),
+            index.nbytes,
+            saved[0] if saved else None,
+            self.clock() - saved[1] if saved else None,
+        )
+
+    def all_facts(self) -> dict[str, IndexFacts]:
+        """Every index's facts (read by the metrics' thread: a snapshot of the dict first)."""
+        return {table: facts for table in list(self._indexes) if (facts := self.facts(table)) is not None}

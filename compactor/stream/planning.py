@@ -33,7 +33,7 @@ from compactor.stream.advice import ADVISE_EVERY, advise
 from compactor.stream.control import Control
 from compactor.stream.cool_down import CoolDown
 from compactor.stream.due import DueTimes
-from compactor.stream.key_indexes import KeyIndexes
+from compactor.stream.key_indexes import KeptRetired, KeyIndexes
 from compactor.stream.reporting import MetricsSink, NoMetrics
 from compactor.stream.scope import AttemptScope
 from compactor.stream.stats import AttemptCounts
@@ -68,6 +68,7 @@ class TablePlanner:
         off_peak: OffPeak | None = None,
         due: DueTimes | None = None,
         running: Callable[[str], Mapping[str, str]] = lambda table: {},
+        kept_retired: KeptRetired = lambda table, segment_ids: {},
     ) -> None:
         self.catalog = catalog  # it notes each table's debt outlook with the table's mark
         self.configs = configs
@@ -78,7 +79,7 @@ class TablePlanner:
         self.metrics = metrics or NoMetrics()
         self.counts = AttemptCounts()
         self.scope = scope or AttemptScope()
-        self.keys = KeyIndexes(catalog, store)
+        self.keys = KeyIndexes(catalog, store, kept_retired)
         self.defer_over_lag = defer_over_lag  # admission control: see `_allowance`
         self.off_peak = off_peak  # optional merges run only inside it
         self.due = due if due is not None else DueTimes()
@@ -116,14 +117,19 @@ class TablePlanner:
             index_facts=self._index_facts(table, settings, trigger.only_rule, segments),
             near=near,
             allowance=allowance,
-            running=self.running(table),
+            running=(running := self.running(table)),
         )
         self.metrics.on_attempt("full" if near is None else "near")
         plans = [p for p in evaluation.plans if not self.cool_down.active(p.plan_id)]
         self._note_due(table, settings, segments, near, now)
         if trigger.only_rule is None:  # every rule ran: what waits to merge (the table's debt)
             self.control.on_evaluation(table, evaluation.ready, full=near is None)
-            self.scope.evaluated(table, now, near, runnable=bool(plans), narrow_next=near_after(plans))
+            # plans held back by a running merge (time layers merge one at a time) are work to
+            # find: the next attempt looks at the whole table, not only near its event
+            held = bool(evaluation.waiting) and bool(running)
+            self.scope.evaluated(
+                table, now, near, runnable=bool(plans) or held, narrow_next=near_after(plans) and not held
+            )
         whole = near is None and trigger.only_rule is None
         if not plans:
             self.counts.empty_attempts += 1

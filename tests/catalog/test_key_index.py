@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from compactor.catalog import key_index
+from compactor.catalog import key_index, key_values
 from compactor.catalog.key_index import KeyIndex, KeyRow
 from compactor.domain.layout import refresh_output_prefix
 from compactor.domain.plans import output_id, plan_id_for
@@ -373,22 +373,22 @@ def test_the_compact_index_follows_merges_as_the_dict_did(
 def test_values_code_in_their_order_with_none_below_all() -> None:
     for pool in ("int", "float", "datetime", "naive", "date"):
         ordered = [None, *sorted(POOLS[pool])]
-        kind, codes = key_index.encode_values(ordered) or (None, None)
+        kind, codes = key_values.encode_values(ordered) or (None, None)
         assert kind == pool and codes is not None
-        assert codes[0] == key_index.ABSENT and codes.dtype == np.int64
+        assert codes[0] == key_values.ABSENT and codes.dtype == np.int64
         for (a, x), (b, y) in itertools.pairwise(zip(ordered, codes.tolist(), strict=True)):
             assert x < y if a is None or a < b else x == y, (a, b)
-        back = key_index.decode_values(kind, codes)
+        back = key_values.decode_values(kind, codes)
         assert back == ordered and [type(v) for v in back[1:]] == [type(v) for v in ordered[1:]]
 
 
 def test_float_codes_keep_every_order_python_keeps() -> None:
     floats = [-math.inf, -1e308, -1.0, -5e-324, -0.0, 0.0, 5e-324, 1.0, 1e308, math.inf]
-    _, codes = key_index.encode_values(floats) or (None, np.empty(0))
+    _, codes = key_values.encode_values(floats) or (None, np.empty(0))
     assert codes.tolist() == sorted(codes.tolist())
     assert codes[4] == codes[5], "-0.0 == 0.0"
     assert len(set(codes.tolist())) == len(floats) - 1
-    _, nans = key_index.encode_values([math.nan, -math.nan, math.inf]) or (None, np.empty(0))
+    _, nans = key_values.encode_values([math.nan, -math.nan, math.inf]) or (None, np.empty(0))
     assert nans[0] == nans[1] > nans[2], "NaN above +inf and equal to itself, as Spark ranks it"
 
 
@@ -405,7 +405,7 @@ def test_float_codes_keep_every_order_python_keeps() -> None:
     ],
 )
 def test_values_that_cannot_be_coded_leave_the_index_to_the_dict(values: list[Any], comparable: bool) -> None:
-    assert key_index.encode_values(values) is None
+    assert key_values.encode_values(values) is None
     if not comparable:
         return  # the dict raises on them as it did
     index, reference = KeyIndex(), ReferenceKeyIndex()
@@ -430,10 +430,10 @@ def test_a_column_coded_until_a_value_it_cannot_code_keeps_its_winners() -> None
 
 
 def test_bools_and_all_none_code_as_ints_and_as_nothing() -> None:
-    kind, codes = key_index.encode_values([True, None, 0]) or (None, np.empty(0))
-    assert kind == "int" and codes.tolist() == [1, key_index.ABSENT, 0]
-    kind, codes = key_index.encode_values([None, None]) or ("?", None)
-    assert kind is None and codes is not None and (codes == key_index.ABSENT).all()
+    kind, codes = key_values.encode_values([True, None, 0]) or (None, np.empty(0))
+    assert kind == "int" and codes.tolist() == [1, key_values.ABSENT, 0]
+    kind, codes = key_values.encode_values([None, None]) or ("?", None)
+    assert kind is None and codes is not None and (codes == key_values.ABSENT).all()
 
 
 def test_many_small_loads_keep_few_runs_and_every_key() -> None:
@@ -460,3 +460,136 @@ def test_a_winner_merged_since_ranks_with_its_merge_outputs_load_time() -> None:
     table.commit([first, "l2"], table.plan([first, "l2"], refresh=False))
     table.load([(1, 5)], when=table.loaded["l2"])  # as late as the output, with a lower row hash
     assert twins.counts(table) == recount(table.rows, table.loaded) == {"l3": 1}
+
+
+# -- snapshots: an index that outlives the job -------------------------------------------------
+
+restart_steps = st.lists(
+    st.one_of(
+        st.tuples(st.just("load"), load_rows),
+        st.tuples(st.just("merge"), st.lists(st.integers(0, 50), min_size=1, max_size=4, unique=True)),
+        st.tuples(st.just("refresh"), st.integers(0, 50)),
+        st.tuples(st.just("snapshot")),
+        st.tuples(st.just("restart")),
+        st.tuples(st.just("lose_snapshot")),
+        st.tuples(st.just("damage_snapshot")),
+        st.tuples(st.just("foreign_delete"), st.integers(0, 50)),
+    ),
+    min_size=1,
+    max_size=16,
+)  # fmt: skip
+
+
+class Restarting(Follower):
+    """A follower that snapshots its index, and restarts from the last snapshot (or rebuilds
+    when there is none, or it is damaged): what `stream.key_indexes` does across restarts."""
+
+    def __init__(self) -> None:
+        super().__init__(told=False)
+        self.saved: bytes | None = None
+        self.read_after_restart: list[str] = []
+
+    def restart(self) -> None:
+        self.mark, self.noted = 0, {}
+        if self.saved is None:
+            self.index = KeyIndex()  # nothing to restore: the next look rebuilds
+            self.index_lost = True
+            return
+        try:
+            self.index = KeyIndex.restored(self.saved)
+            self.index_lost = False
+            self.noted = self.index.invalid()  # a new index: every count noted whole, as `KeyIndexes` does
+        except key_index.SnapshotUnreadable:
+            self.index, self.index_lost = KeyIndex(), True
+
+    def counts(self, table: Table) -> dict[str, int]:
+        if getattr(self, "index_lost", False):  # as `KeyIndexes` does: no index, one scan
+            self.index_lost = False
+            self.index, self.rebuilds = KeyIndex(), self.rebuilds + 1
+            self.index.absorb(table.live().values(), table.key_rows(None))
+            self.noted = {}
+        before = len(self.read)
+        counted = super().counts(table)
+        self.read_after_restart += self.read[before:]
+        return counted
+
+
+@given(restart_steps)
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_an_index_restored_from_its_snapshot_counts_exactly_what_a_full_recount_counts(
+    script: list[tuple[Any, ...]],
+) -> None:
+    table, follower = Table(), Restarting()
+    foreign = False  # another writer changed the table since the last snapshot
+    saw: set[str] = set()  # the segments live when it was taken
+    for step in script:
+        live = sorted(table.rows)
+        if step[0] == "load":
+            table.load(step[1])
+        elif step[0] == "merge" and live:
+            pick = list(dict.fromkeys(live[i % len(live)] for i in step[1]))
+            table.commit(pick, table.plan(pick, refresh=False))
+        elif step[0] == "refresh" and live:
+            one = [live[step[1] % len(live)]]
+            table.commit(one, table.plan(one, refresh=True))
+        elif step[0] == "snapshot":
+            follower.counts(table)  # a snapshot is of an index brought up to the catalog
+            follower.saved, foreign, saw = follower.index.snapshot(), False, set(table.rows)
+            assert follower.saved is not None
+        elif step[0] == "restart":
+            rebuilds, follower.read_after_restart = follower.rebuilds, []
+            follower.restart()
+            assert follower.counts(table) == recount(table.rows, table.loaded)
+            if follower.saved is not None and not foreign and follower.rebuilds == rebuilds:
+                new_since = set(table.rows) - saw
+                assert set(follower.read_after_restart) <= new_since, (
+                    "only what came after the snapshot is read"
+                )
+        elif step[0] == "lose_snapshot":
+            follower.saved = None
+        elif step[0] == "damage_snapshot" and follower.saved is not None:
+            follower.saved = follower.saved[: len(follower.saved) // 2] + b"\x00" * 8
+        elif step[0] == "foreign_delete" and live:
+            gone = live[step[1] % len(live)]
+            del table.rows[gone]  # another writer removed it: nothing says where its keys went
+            table.changes.append(gone)
+            foreign = True
+        assert follower.counts(table) == recount(table.rows, table.loaded)
+
+
+def test_a_restart_from_a_snapshot_reads_only_the_loads_after_it_and_no_rebuild() -> None:
+    table, follower = Table(), Restarting()
+    for rows in ([(1, 1), (2, 1)], [(1, 2), (3, 0)]):
+        table.load(rows)
+    follower.counts(table)
+    follower.saved = follower.index.snapshot()
+    merged = sorted(table.rows)
+    table.commit(merged, table.plan(merged, refresh=False))  # merged after the snapshot
+    table.load([(2, 5)])
+    follower.restart()
+    follower.read_after_restart = []
+    assert (
+        follower.counts(table)
+        == recount(table.rows, table.loaded)
+        == {next(iter(set(table.rows) - {"l3"})): 1}
+    )
+    assert follower.read_after_restart == ["l3"] and follower.rebuilds == 0
+
+
+def test_a_damaged_or_foreign_snapshot_is_refused_saying_why() -> None:
+    index = KeyIndex()
+    index.absorb(
+        [
+            Table().live().get("x")
+            or Segment("l1", "t", TimeRange(T0, T0 + timedelta(hours=1)), T0, records=1)
+        ],
+        [KeyRow(1, 1, 1, "l1")],
+    )
+    data = index.snapshot()
+    assert data is not None and KeyIndex.restored(data).invalid() == index.invalid()
+    with pytest.raises(key_index.SnapshotUnreadable, match="not a key index snapshot"):
+        KeyIndex.restored(data[:-20])
+    with pytest.raises(key_index.SnapshotUnreadable, match="not a key index snapshot"):
+        KeyIndex.restored(b"PK\x03\x04 garbage")
+    index._to_dict()  # values the columns cannot hold: the dict has no snapshot
+    assert index.snapshot() is None

@@ -20,7 +20,7 @@ from compactor.config.layout import LayoutConfig, UpsertConfig
 from compactor.config.sub_partitions import SubPartitionConfig
 from compactor.config.tables import TableSettings
 from compactor.config.vacuum import VacuumConfig
-from compactor.delta.store import LoadOrder, TableChanges, VacuumReport
+from compactor.delta.store import LoadOrder, StoredSnapshot, TableChanges, VacuumReport
 from compactor.domain.layout import IndexFacts
 from compactor.domain.plans import Commit, MergePlan
 from compactor.domain.segments import RowCount, Segment
@@ -51,6 +51,7 @@ class InMemoryTableStore:
     # upsert tables: each segment's rows as (key, comparison value, row hash); merges keep them all
     keyed: dict[str, dict[str, list[tuple[int, object, int]]]] = field(default_factory=dict)
     key_reads: list[tuple[str, tuple[str, ...] | None]] = field(default_factory=list)  # None: all
+    key_index_snapshots: dict[str, StoredSnapshot] = field(default_factory=dict)
     fenced: threading.Event = field(default_factory=threading.Event)  # fence(): commit nothing more
     cancelled: list[str] = field(default_factory=list)  # plan ids cancel() was called for
     # as in the Spark store, a cancel fences the attempt running then, not a later one of the plan
@@ -223,6 +224,14 @@ class InMemoryTableStore:
             keyed = self.keyed.get(table, {})
             wanted = keyed if segment_ids is None else {sid: keyed.get(sid, []) for sid in segment_ids}
             return [KeyRow(k, v, h, sid) for sid, rows in wanted.items() for k, v, h in rows]
+
+    def save_key_index(self, table: str, version: int, data: bytes, keys: int = 0) -> None:
+        with self._lock:
+            self.key_index_snapshots[table] = StoredSnapshot(version, data)
+
+    def load_key_index(self, table: str) -> StoredSnapshot | None:
+        with self._lock:
+            return self.key_index_snapshots.get(table)
 
     def delete_sub_partition(
         self, table: str, config: SubPartitionConfig, value: str, segments: Sequence[Segment]

@@ -59,6 +59,57 @@ def test_the_table_is_read_whole_once_then_each_load_alone_and_merges_are_follow
     assert harness.store.key_reads[reads:] == [("t", None)], "rebuilt from one read of the table"
 
 
+def test_a_restart_takes_the_index_back_from_its_snapshot_and_reads_only_what_came_since(
+    harness: Harness,
+) -> None:
+    keyed(harness, "d00", range(0, 10), 1)
+    keyed(harness, "d01", range(5, 15), 2)
+    handler = harness.handler(CONFIG)
+    handler.process(harness.loaded(harness.day(0), harness.day(1)))
+    assert counts(handler) == {"d00": 5}
+    handler.tick()  # between batches: a new index is saved at once
+    stored = harness.store.key_index_snapshots["t"]
+    assert stored.version == handler.catalog.version("t")
+    facts = handler.planner.keys.facts("t")
+    assert facts is not None and facts.keys == 15 and facts.snapshot_version == stored.version
+    assert facts.memory_bytes == 15 * 28, "28 bytes a key: hash, value, row hash, holder"
+    registry = handler.metrics.registry  # type: ignore[attr-defined]
+    scraped = {
+        name: registry.get_sample_value(f"compactor_key_index_{name}", {"table": "t"})
+        for name in ("keys", "bytes", "snapshot_version")
+    }
+    assert scraped == {"keys": 15, "bytes": 15 * 28, "snapshot_version": stored.version}
+
+    request = CompactionRequested("r1", "t", DAY, segment_ids=("d00", "d01"))
+    handler.process([harness.envelope(harness.codec.encode_compaction_requested(request))])
+    merged = output_id(plan_id_for("t", "manual", ["d00", "d01"]))
+    keyed(harness, "d02", range(0, 3), 3)
+    handler.process(harness.loaded(harness.day(2, records=3)))  # after the snapshot: a merge, a load
+    keyed(harness, "d03", range(3, 5), 4)
+
+    restarted = harness.handler(CONFIG)  # a crash after the snapshot
+    reads = len(harness.store.key_reads)
+    assert counts(restarted) == {merged: 8}, "d00's keys 0-2 and 5-9 superseded, now in the merge"
+    assert harness.store.key_reads[reads:] == [("t", ("d02",))], "the load since, alone; the merge followed"
+    restarted.process(harness.loaded(harness.day(3, records=2)))
+    assert counts(restarted) == {merged: 10}
+    assert harness.store.key_reads[reads + 1 :] == [("t", ("d03",))]
+    assert restarted.planner.keys.rebuilds == 0 and restarted.planner.keys.restored == 1
+
+
+def test_a_damaged_snapshot_is_read_past_with_one_scan(harness: Harness) -> None:
+    keyed(harness, "d00", range(0, 10), 1)
+    keyed(harness, "d01", range(5, 15), 2)
+    handler = harness.handler(CONFIG)
+    handler.process(harness.loaded(harness.day(0), harness.day(1)))
+    handler.tick()
+    stored = harness.store.key_index_snapshots["t"]
+    harness.store.save_key_index("t", stored.version, stored.data[:100])
+    restarted = harness.handler(CONFIG)
+    assert counts(restarted) == {"d00": 5}
+    assert restarted.planner.keys.rebuilds == 1 and restarted.planner.keys.restored == 0
+
+
 def test_another_writers_removal_rebuilds_the_index(harness: Harness) -> None:
     keyed(harness, "d00", range(0, 10), 1)
     keyed(harness, "d01", range(0, 4), 2)

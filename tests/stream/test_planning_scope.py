@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import replace
 from datetime import timedelta
 
 from compactor.domain.events import MergeStatus
 from compactor.domain.plans import make_plan
+from compactor.stream.merging.workers import thread_workers
 from tests.helpers.harness import Harness
+from tests.stream.test_concurrency import until
 
 WEEKS = {
     "defaults": {"rules": [{"rule": "auto_merge", "levels": ["week"]}]},
@@ -96,3 +99,28 @@ def test_after_a_size_threshold_merge_near_a_load_the_next_attempt_is_full(harne
     handler.process([harness.envelope(merged[2])])  # d00 gone: d01 + d02 (950) fit now
     assert attempts(handler, "full") == full + 1, "the attempt after the major merge is full"
     assert harness.store.calls[-1] == make_plan("t", "major", big[1:]).plan_id
+
+
+def test_a_time_layer_held_back_by_a_running_merge_is_merged_once_it_ends(harness: Harness) -> None:
+    """Week 1 merges; while it runs, week 4 completes far from it and waits (time layers merge
+    one at a time). The attempts that follow week 1's merge look near its output, where nothing
+    is left: week 4 must still merge, not wait for the next full evaluation a minute later."""
+    harness.store.create("t")
+    gate = harness.store.gates["t"] = threading.Event()
+    handler = harness.handler(WEEKS, thread_workers(2))
+    days = [harness.day(i) for i in range(7)]
+    handler.process(harness.loaded(*days))  # week 1 complete: its merge starts, and is held
+    until(lambda: len(harness.store.entered) == 1)
+    handler.process(harness.loaded(*(harness.day(i) for i in range(21, 29))))  # week 4, far away
+    assert handler.merges.inflight.running() == 1 and harness.statuses() == []
+    gate.set()
+    seen = len(harness.publisher.on("segments"))
+    for _ in range(4):  # each merge's completion event comes back, as the topic brings it
+        handler.settle()
+        events = harness.publisher.on("segments")[seen:]
+        seen += len(events)
+        handler.process([harness.envelope(e[2], key="t") for e in events])
+    handler.settle()
+    weeks = sorted(r["output"]["start"].date().isoformat() for r in harness.results())
+    assert weeks == ["2024-01-01", "2024-01-22"], "both weeks merged, within the minute"
+    handler.close()

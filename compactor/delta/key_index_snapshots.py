@@ -1,0 +1,75 @@
+"""Upsert key index snapshots on the warehouse, so that a restarted job takes its tables' key
+indexes back instead of scanning each table whole.
+
+`<warehouse>/_compactor/key-index/<table>/<version>.npz`: the bytes `KeyIndex.snapshot` made,
+named by the table version the catalog had reached when it was taken. Each is written whole
+in one step (`HadoopFiles.replace_bytes`: a local file renamed over, one PUT on an object
+store), then the older ones are deleted; a reader takes the newest.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from pathlib import Path
+from typing import Any
+
+from compactor.delta.files import HadoopFiles
+from compactor.delta.paths import state_uri
+from compactor.delta.store import StoredSnapshot
+from compactor.domain.clock import now_utc
+
+log = logging.getLogger(__name__)
+
+_NAME = re.compile(r"^(\d{20})\.npz$")
+
+
+class KeyIndexSnapshots:
+    def __init__(self, files: HadoopFiles, warehouse: Path | str) -> None:
+        self.files = files
+        self.warehouse = warehouse
+
+    def folder(self, table: str) -> str:
+        return state_uri(self.warehouse, f"key-index/{table}")
+
+    def save(self, table: str, version: int, data: bytes, keys: int) -> None:
+        """Write the snapshot and what status says of it (`<version>.json`: its keys, bytes and
+        when it was written), then delete the table's older ones."""
+        folder = self.folder(table)
+        name = f"{version:020d}.npz"
+        self.files.replace_bytes(f"{folder}/{name}", data)
+        facts = {"version": version, "keys": keys, "bytes": len(data), "written_at": now_utc().isoformat()}
+        self.files.write_text(f"{folder}/{version:020d}.json", json.dumps(facts))
+        for older_version, older in self._versions(folder):
+            if older != name:
+                self.files.delete(f"{folder}/{older}")
+                self.files.delete(f"{folder}/{older_version:020d}.json")
+
+    def describe(self, table: str) -> dict[str, Any] | None:
+        """What the table's newest snapshot holds (version, keys, bytes, written_at), without
+        reading it; None when it has none."""
+        found = self._versions(self.folder(table))
+        if not found:
+            return None
+        version = max(found)[0]
+        text = self.files.read_text(f"{self.folder(table)}/{version:020d}.json")
+        return json.loads(text) if text else {"version": version}
+
+    def load(self, table: str) -> StoredSnapshot | None:
+        """The table's newest snapshot, None when it has none."""
+        folder = self.folder(table)
+        found = self._versions(folder)
+        if not found:
+            return None
+        version, name = max(found)
+        data = self.files.read_bytes(f"{folder}/{name}")
+        return None if data is None else StoredSnapshot(version, data)
+
+    def _versions(self, folder: str) -> list[tuple[int, str]]:
+        found = []
+        for name in self.files.list_names(folder):
+            match = _NAME.match(name)
+            if match:
+                found.append((int(match[1]), name))
+        return found

@@ -1,0 +1,118 @@
+"""A job restarted beside an upsert table of a million keys takes its key index back from the
+snapshot on the warehouse: its first upsert attempt reads the rows of the load that came after
+the snapshot and no row of the segments the snapshot covers; the counts, and the compacted
+table, are exact (real Spark, Delta and Kafka)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import functions as F
+
+from compactor.catalog.key_index import KeyRow
+from compactor.client.loader import load_segment
+from compactor.codec.events import default_codec
+from compactor.config.layout import UpsertConfig
+from compactor.config.loading import load_config
+from compactor.delta.key_index_snapshots import KeyIndexSnapshots
+from compactor.delta.upsert import invalid_counts, latest_rows
+from compactor.kafka.producer import EventProducer
+from compactor.observe.status import key_index_line
+from compactor.stream import merge_desk
+from compactor.stream.handler import BatchHandler
+from compactor.stream.job import build_handler
+from tests.helpers.streaming import JobRunner, make_kafka
+
+pytestmark = pytest.mark.integration
+
+TABLE = "accounts"
+KEYS = 1_000_000
+PARTS = 4  # the million keys come in four loads
+UPSERT = {"primary_key": ["account"], "comparison_column": "version"}
+CONFIG = load_config(
+    {
+        "tables": {
+            TABLE: {
+                "upsert": UPSERT,
+                # compact once a segment holds 1,000 superseded rows: the late load makes a0 do
+                "rules": [{"rule": "upsert_compaction", "invalid_records_threshold_count": 1000}],
+            }
+        }
+    }
+)
+START = datetime(2024, 5, 1, tzinfo=UTC)
+
+
+class CountedReads:
+    """The key rows the index asks Spark for, per call: which segments, and the rows they held."""
+
+    def __init__(self, handler: BatchHandler) -> None:
+        self.calls: list[tuple[tuple[str, ...] | None, int, set[str]]] = []
+        store = handler.planner.keys.store
+        read = store.key_rows
+
+        def counted(table: str, upsert: UpsertConfig, segment_ids: Collection[str] | None) -> list[KeyRow]:
+            rows = read(table, upsert, segment_ids)
+            ids = None if segment_ids is None else tuple(sorted(segment_ids))
+            self.calls.append((ids, len(rows), {row.segment_id for row in rows}))
+            return rows
+
+        store.key_rows = counted  # type: ignore[method-assign]
+
+
+def test_a_restart_reads_back_the_key_index_and_only_the_load_since(
+    spark: Any, kafka_bootstrap: str, unique: Callable[[str], str], warehouse: Path, tmp_path: Path
+) -> None:
+    kafka = make_kafka(kafka_bootstrap, unique)
+    producer, codec = EventProducer(kafka), default_codec()
+    upsert = UpsertConfig.model_validate(UPSERT)
+    per = KEYS // PARTS
+
+    def load(n: int, first: int, count: int, version: int) -> str:
+        rows = spark.range(first, first + count).select(
+            F.col("id").alias("account"), F.lit(version).alias("version"), F.lit(n).alias("load")
+        )
+        hour = START + timedelta(hours=n)
+        sid = f"a{n}"
+        load_segment(
+            spark, warehouse, kafka, producer, TABLE, rows, hour, hour + timedelta(hours=1), segment_id=sid
+        )
+        return sid
+
+    covered = [load(n, n * per, per, 1) for n in range(PARTS)]
+    handler = build_handler(spark, CONFIG, warehouse, kafka, producer=producer, codec=codec)
+    first = CountedReads(handler)
+    JobRunner(spark, handler, kafka, tmp_path / "cp").run_until_quiet()
+    handler.tick()  # between batches: the new index is saved
+    assert [ids for ids, _, _ in first.calls][:1] == [None], "the first job reads the table once"
+    snapshot = KeyIndexSnapshots(handler.keeper.store.files, warehouse).describe(TABLE)
+    assert snapshot is not None and snapshot["keys"] == KEYS
+    assert "snapshot of version" in key_index_line(snapshot)
+    handler.drain(60)
+
+    # after the snapshot: a load that supersedes 2,000 keys of the first segment
+    late = load(PARTS, 0, 2_000, 2)
+    restarted = build_handler(spark, CONFIG, warehouse, kafka, producer=producer, codec=codec)
+    reads = CountedReads(restarted)
+    JobRunner(spark, restarted, kafka, tmp_path / "cp").run_until_quiet()
+
+    assert restarted.planner.keys.restored == 1 and restarted.planner.keys.rebuilds == 0
+    assert reads.calls, "the upsert attempt asked for the new load's keys"
+    assert all(ids is not None for ids, _, _ in reads.calls), "no read of the whole table"
+    read_from = set().union(*(segments for _, _, segments in reads.calls))
+    assert read_from == {late} and not read_from & set(covered), "no row of what the snapshot covers"
+    assert sum(rows for _, rows, _ in reads.calls) == 2_000
+
+    segments = restarted.catalog.segments(TABLE)
+    assert any(s.id.startswith("m-") for s in segments), "the superseded rows were compacted away"
+    assert sum(s.records for s in segments) == KEYS, "each key once"
+    load_order = merge_desk.load_order(restarted.catalog, TABLE)
+    assert invalid_counts(spark, warehouse, TABLE, upsert, load_order) == {}
+    assert restarted.planner.keys.invalid_counts(TABLE, upsert) == {}
+    view = latest_rows(spark, warehouse, TABLE, upsert)
+    assert view.count() == KEYS and view.filter(F.col("version") == 2).count() == 2_000
+    restarted.close()
