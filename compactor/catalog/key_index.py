@@ -129,6 +129,20 @@ class _Run:
 SNAPSHOT_FORMAT = 1
 
 
+class IndexSnapshot:
+    """A key index's columns and facts as `KeyIndex.snapshot` took them."""
+
+    def __init__(self, columns: dict[str, Any], keys: int) -> None:
+        self.columns = columns
+        self.keys = keys
+
+    def encode(self) -> bytes:
+        """numpy's npz: a zip whose members carry a CRC, so a damaged file is found when read."""
+        out = io.BytesIO()
+        np.savez(out, **self.columns)
+        return out.getvalue()
+
+
 class SnapshotUnreadable(CompactorError):
     """A key index snapshot that cannot be taken back (damaged, or another format)."""
 
@@ -165,11 +179,12 @@ class KeyIndex:
         """The bytes of the compact columns (0 once the index is the dict)."""
         return sum(run.nbytes for run in self._runs)
 
-    def snapshot(self) -> bytes | None:
-        """The index as bytes `restored` takes back (numpy's npz: a zip whose members carry a
-        CRC, so a damaged file is found when read); None for an index kept as the dict, whose
-        values numpy cannot hold. The runs go as they are (no sort: a copy of the columns is
-        all it costs), each key's holder as its root: merged-away holders are not kept."""
+    def snapshot(self) -> IndexSnapshot | None:
+        """The index as it is now, for `IndexSnapshot.encode` to make the bytes `restored` takes
+        back; None for an index kept as the dict, whose values numpy cannot hold. Taking it
+        copies the columns a load may change in place (a memory copy: cheap under a lock); the
+        encoding is left to the caller. The runs go as they are, each key's holder as its root:
+        merged-away holders are not kept."""
         if self._winners is not None:
             return None
         roots: dict[int, int] = {}  # id(root) -> its place in the snapshot's holders
@@ -198,14 +213,12 @@ class KeyIndex:
         columns: dict[str, Any] = {"meta": np.frombuffer(json.dumps(meta).encode(), np.uint8)}
         for number, run in enumerate(self._runs):
             columns |= {
-                f"keys{number}": run.keys,
-                f"values{number}": run.values,
-                f"rows{number}": run.rows,
+                f"keys{number}": run.keys,  # never written in place: a run's keys are replaced whole
+                f"values{number}": run.values.copy(),
+                f"rows{number}": run.rows.copy(),
                 f"holders{number}": remap[run.holders],
             }
-        out = io.BytesIO()
-        np.savez(out, **columns)
-        return out.getvalue()
+        return IndexSnapshot(columns, len(self))
 
     @classmethod
     def restored(cls, data: bytes) -> KeyIndex:

@@ -145,9 +145,8 @@ class BatchHandler:
         """Write the key index snapshots taken under the lock, outside it (a batch may run)."""
         for snapshot in snapshots:
             try:
-                self.keeper.store.save_key_index(
-                    snapshot.table, snapshot.version, snapshot.data, snapshot.keys
-                )
+                data = snapshot.taken.encode()
+                self.keeper.store.save_key_index(snapshot.table, snapshot.version, data, snapshot.taken.keys)
             except Exception:  # the next tick tries again; the index itself is whole
                 log.exception("table %s: saving its key index snapshot failed", snapshot.table)
                 with self.lock:

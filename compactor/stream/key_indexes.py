@@ -7,9 +7,10 @@ table's first use takes its snapshot back and follows the catalog from there lik
 use: the segments loaded since are read alone, the merges since followed. A table with no
 snapshot, an unreadable one, or one the catalog's record cannot be followed from (a segment
 another writer removed or rewrote since) is read whole, as before, with one log line saying
-why. Snapshots are taken between batches, under the handler's lock (the bytes are a copy of
-the index's columns) and written by the caller outside it: an index that changed is saved
-within `SAVE_AFTER_MERGE_S` of a merge it followed, and at least every `SAVE_EVERY_S`.
+why. Snapshots are taken between batches under the handler's lock (a copy of the columns a
+load changes in place), then encoded and written by the caller outside it. An index that
+changed is saved within `SAVE_AFTER_MERGE_S` of a merge it followed, and at least every
+`SAVE_EVERY_S`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
-from compactor.catalog.key_index import KeyIndex, SnapshotUnreadable
+from compactor.catalog.key_index import IndexSnapshot, KeyIndex, SnapshotUnreadable
 from compactor.catalog.retired import RetiredSegment
 from compactor.catalog.view import CatalogView
 from compactor.config.layout import UpsertConfig
@@ -34,13 +35,12 @@ SAVE_AFTER_MERGE_S = 30.0  # ... and one that followed a merge, this long after
 
 
 class Snapshot(NamedTuple):
-    """A snapshot to write: the table, the table version the catalog had reached, its bytes
-    and how many keys they hold."""
+    """A snapshot to write: the table, the table version the catalog had reached, and the
+    index as taken (encoded by the writer, outside the handler's lock)."""
 
     table: str
     version: int
-    data: bytes
-    keys: int
+    taken: IndexSnapshot
 
 
 class IndexFacts(NamedTuple):
@@ -177,13 +177,12 @@ class KeyIndexes:
             wait = SAVE_AFTER_MERGE_S if table in self._merged else SAVE_EVERY_S
             if not force and now - since < wait and table in self._saved:
                 continue
-            version, index = self.catalog.version(table), self._indexes[table]
-            data = index.snapshot()
+            version, taken = self.catalog.version(table), self._indexes[table].snapshot()
             del self._changed_at[table]
             self._merged.discard(table)
-            if version is None or data is None:
+            if version is None or taken is None:
                 continue  # nothing the catalog can date, or an index kept as the dict
-            due.append(Snapshot(table, version, data, len(index)))
+            due.append(Snapshot(table, version, taken))
         return due
 
     def saved(self, snapshot: Snapshot) -> None:

@@ -534,7 +534,8 @@ def test_an_index_restored_from_its_snapshot_counts_exactly_what_a_full_recount_
             table.commit(one, table.plan(one, refresh=True))
         elif step[0] == "snapshot":
             follower.counts(table)  # a snapshot is of an index brought up to the catalog
-            follower.saved, foreign, saw = follower.index.snapshot(), False, set(table.rows)
+            taken = follower.index.snapshot()
+            follower.saved, foreign, saw = taken and taken.encode(), False, set(table.rows)
             assert follower.saved is not None
         elif step[0] == "restart":
             rebuilds, follower.read_after_restart = follower.rebuilds, []
@@ -562,7 +563,8 @@ def test_a_restart_from_a_snapshot_reads_only_the_loads_after_it_and_no_rebuild(
     for rows in ([(1, 1), (2, 1)], [(1, 2), (3, 0)]):
         table.load(rows)
     follower.counts(table)
-    follower.saved = follower.index.snapshot()
+    taken = follower.index.snapshot()
+    follower.saved = taken and taken.encode()
     merged = sorted(table.rows)
     table.commit(merged, table.plan(merged, refresh=False))  # merged after the snapshot
     table.load([(2, 5)])
@@ -585,8 +587,10 @@ def test_a_damaged_or_foreign_snapshot_is_refused_saying_why() -> None:
         ],
         [KeyRow(1, 1, 1, "l1")],
     )
-    data = index.snapshot()
-    assert data is not None and KeyIndex.restored(data).invalid() == index.invalid()
+    taken = index.snapshot()
+    assert taken is not None and taken.keys == 1
+    data = taken.encode()
+    assert KeyIndex.restored(data).invalid() == index.invalid()
     with pytest.raises(key_index.SnapshotUnreadable, match="not a key index snapshot"):
         KeyIndex.restored(data[:-20])
     with pytest.raises(key_index.SnapshotUnreadable, match="not a key index snapshot"):
