@@ -1,7 +1,8 @@
-"""Upsert tables at scale (issue #45): what the key index costs the driver, per key and per load.
+"""Upsert tables at scale (issue #45): what the key index costs the driver, per key and per load,
+and what a restart costs an upsert table.
 
-No Spark: the index is fed `KeyRow`s as `store.key_rows` hands them over (random 64-bit key
-and row hashes, as xxhash64 gives; the comparison value a long).
+The first two figures need no Spark: the index is fed `KeyRow`s as `store.key_rows` hands them
+over (random 64-bit key and row hashes, as xxhash64 gives; the comparison value a long).
 - Driver memory per key: a `KeyIndex` built through `absorb` in loads of a million new keys
   (10M keys; --quick 1M). The figure is the growth of the process's resident set from just
   before the first load to just after the last, divided by the keys; each load's rows are

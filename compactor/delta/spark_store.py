@@ -232,7 +232,9 @@ class SparkTableStore:
         found = self.log(table).find(plan_marker(plan_id), self.depth)
         return None if found is None else found.version
 
-    def key_rows(self, table: str, upsert: UpsertConfig, segment_ids: Collection[str] | None) -> list[KeyRow]:
+    def key_rows(
+        self, table: str, upsert: UpsertConfig, segment_ids: Collection[str] | None
+    ) -> Iterator[KeyRow]:
         return key_rows(self.spark, self.warehouse, table, upsert, segment_ids)
 
     def save_key_index(self, table: str, version: int, data: bytes, keys: int) -> None:

@@ -12,7 +12,7 @@ not rewrite; anything else is a failure of that plan.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import NamedTuple, Protocol
@@ -109,7 +109,9 @@ class TableStore(Protocol):
         """The version at which the plan committed, looked up among the newest commits (None:
         not among them): tells the order of merges of one table that ran side by side."""
 
-    def key_rows(self, table: str, upsert: UpsertConfig, segment_ids: Collection[str] | None) -> list[KeyRow]:
+    def key_rows(
+        self, table: str, upsert: UpsertConfig, segment_ids: Collection[str] | None
+    ) -> Iterable[KeyRow]:
         """Upsert tables: the rows of `segment_ids` (None: of the whole table) as the key
         index reads them: key hash, comparison value, row hash, segment."""
 

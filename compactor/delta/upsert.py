@@ -16,7 +16,7 @@ it holds in memory.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 
@@ -27,6 +27,7 @@ from pyspark.sql import functions as F
 from compactor.catalog.key_index import KeyRow
 from compactor.config.layout import UpsertConfig
 from compactor.delta.paths import SEGMENT_COLUMN, state_uri, table_uri
+from compactor.delta.reads import segment_rows
 
 LOADED = "__loaded_at"  # the load time joined onto each row, never written
 _RANK = "__upsert_rank"
@@ -73,24 +74,49 @@ def invalid_counts(
     return {r[SEGMENT_COLUMN]: int(r["count"]) for r in rows}
 
 
+ROWS_PER_READ = 1_000_000  # a read of the key rows brings at most about this many to the driver
+
+
 def key_rows(
     spark: SparkSession,
     warehouse: Path | str,
     table: str,
     upsert: UpsertConfig,
     segment_ids: Collection[str] | None,
-) -> list[KeyRow]:
+) -> Iterator[KeyRow]:
     """What the key index reads of `segment_ids`' rows: key hash, comparison value, row hash
-    (the one `with_validity` breaks ties with) and segment; None reads every row. Read through
-    Arrow, a column at a time: a whole table's keys cross to the driver once, at a rebuild."""
+    (the one `with_validity` breaks ties with) and segment; None reads every row. Lazily, a
+    few segments at a time (about `ROWS_PER_READ` rows, by the snapshot's row counts), each
+    read through Arrow: the driver never holds a whole table's keys at once (at 10M keys one
+    read of the whole table lost its task results in a 1 GiB driver)."""
+    counts = segment_rows(spark, warehouse, table)
+    wanted = sorted(counts) if segment_ids is None else sorted(segment_ids)
+    group: list[str] = []
+    rows = 0
+    for sid in wanted:
+        group.append(sid)
+        rows += max(counts[sid].visible, 0) if sid in counts else 0
+        if rows >= ROWS_PER_READ:
+            yield from _key_rows_of(spark, warehouse, table, upsert, group)
+            group, rows = [], 0
+    if group:
+        yield from _key_rows_of(spark, warehouse, table, upsert, group)
+
+
+def _key_rows_of(
+    spark: SparkSession, warehouse: Path | str, table: str, upsert: UpsertConfig, segment_ids: list[str]
+) -> list[KeyRow]:
     df = DeltaTable.forPath(spark, table_uri(warehouse, table)).toDF()
-    wanted = df if segment_ids is None else df.where(F.col(SEGMENT_COLUMN).isin(sorted(segment_ids)))
-    columns = wanted.select(
-        F.xxhash64(*upsert.primary_key).alias("key"),
-        F.col(upsert.comparison_column).alias("value"),
-        F.xxhash64(*_data_columns(df)).alias("row_hash"),
-        F.col(SEGMENT_COLUMN),
-    ).toArrow()
+    columns = (
+        df.where(F.col(SEGMENT_COLUMN).isin(segment_ids))
+        .select(
+            F.xxhash64(*upsert.primary_key).alias("key"),
+            F.col(upsert.comparison_column).alias("value"),
+            F.xxhash64(*_data_columns(df)).alias("row_hash"),
+            F.col(SEGMENT_COLUMN),
+        )
+        .toArrow()
+    )
     lists = [columns.column(name).to_pylist() for name in ("key", "value", "row_hash", SEGMENT_COLUMN)]
     return [KeyRow(*row) for row in zip(*lists, strict=True)]
 

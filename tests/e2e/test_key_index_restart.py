@@ -56,7 +56,7 @@ class CountedReads:
         read = store.key_rows
 
         def counted(table: str, upsert: UpsertConfig, segment_ids: Collection[str] | None) -> list[KeyRow]:
-            rows = read(table, upsert, segment_ids)
+            rows = list(read(table, upsert, segment_ids))
             ids = None if segment_ids is None else tuple(sorted(segment_ids))
             self.calls.append((ids, len(rows), {row.segment_id for row in rows}))
             return rows
