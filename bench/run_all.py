@@ -185,9 +185,16 @@ def _console_pages(d: dict[str, Any]) -> str:
 
 def _upsert_scale(d: dict[str, Any]) -> str:
     memory, targets = d["memory"], d["targets"]
+    restarts = d.get("restarts") or [{}]
+    restart = restarts[-1].get("restart_to_first_attempt_seconds")
     return (
         f"key index {memory['bytes_per_key']:.1f} B a key (<= {targets['bytes_per_key']}); a load's update "
         f"{d['update_ratio']:.2f}x in a table of 10x the keys (<= {targets['update_ratio']}x)"
+        + (
+            f"; restart to first attempt {restart:.1f} s at {restarts[-1]['table_keys']:,} keys"
+            if restart is not None
+            else ""
+        )
     )
 
 
