@@ -287,6 +287,15 @@ class Stopwatch:
         self.seconds = time.perf_counter() - self._began
 
 
+def run_args(config: Path | str, warehouse: Path | str, checkpoint: Path | str, kafka: Any) -> list[str]:
+    """`compactor run`'s options for a job on `warehouse` with its own topics (`KafkaSettings`)."""
+    return [
+        "--config", str(config), "--warehouse", str(warehouse), "--checkpoint", str(checkpoint),
+        "--bootstrap-servers", kafka.bootstrap_servers, "--segments-topic", kafka.segments_topic,
+        "--results-topic", kafka.results_topic, "--dead-letter-topic", kafka.dead_letter_topic,
+    ]  # fmt: skip
+
+
 @contextlib.contextmanager
 def kafka_bootstrap(work: Path) -> Iterator[str]:
     """KAFKA_BOOTSTRAP_SERVERS if set; else a LocalKafkaBroker of our own in `work`, stopped after."""

@@ -28,6 +28,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from _common import run_args
+
 COMPACTOR = str(Path(sys.executable).with_name("compactor"))
 MARKS = {"spark": "spark: master", "layout": "compactor running", "started": "shard 0: running"}
 TIMEOUT_S = 300.0
@@ -135,22 +137,7 @@ def restart_figures(
     prefix = f"restart-{uuid.uuid4().hex[:8]}"
     kafka = KafkaSettings(bootstrap, f"{prefix}-segments", f"{prefix}-results", f"{prefix}-dead")
     checkpoint = root / "restart-checkpoint"
-    args = [
-        "--config",
-        str(config),
-        "--warehouse",
-        warehouse,
-        "--checkpoint",
-        str(checkpoint),
-        "--bootstrap-servers",
-        bootstrap,
-        "--segments-topic",
-        kafka.segments_topic,
-        "--results-topic",
-        kafka.results_topic,
-        "--dead-letter-topic",
-        kafka.dead_letter_topic,
-    ]
+    args = run_args(config, warehouse, checkpoint, kafka)
     rows: list[dict[str, Any]] = []
     for n, start in enumerate(("cold start", "restart after SIGKILL", "restart as a newcomer")):
         send_load(spark, kafka, warehouse, n + 1)

@@ -22,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from _common import run_args
 from confluent_kafka import Consumer, TopicPartition
 from delta.tables import DeltaTable
 from pyspark.sql import functions as F
@@ -75,24 +76,7 @@ def main() -> None:
     spark.sparkContext.setLogLevel("ERROR")
     warehouse, checkpoint = work / "warehouse", work / "checkpoint"
     (work / "tables.yaml").write_text(CONFIG)
-    job_args = [
-        COMPACTOR,
-        "run",
-        "--config",
-        str(work / "tables.yaml"),
-        "--warehouse",
-        str(warehouse),
-        "--checkpoint",
-        str(checkpoint),
-        "--bootstrap-servers",
-        bootstrap,
-        "--segments-topic",
-        kafka.segments_topic,
-        "--results-topic",
-        kafka.results_topic,
-        "--dead-letter-topic",
-        kafka.dead_letter_topic,
-    ]
+    job_args = [COMPACTOR, "run", *run_args(work / "tables.yaml", warehouse, checkpoint, kafka)]
     log = open(work / "job.log", "a")  # noqa: SIM115 - kept open across restarts
     job = subprocess.Popen(job_args, stdout=log, stderr=subprocess.STDOUT)
     producer, rng = EventProducer(kafka), random.Random(11)

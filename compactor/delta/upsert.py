@@ -89,7 +89,9 @@ def key_rows(
     few segments at a time (about `ROWS_PER_READ` rows, by the snapshot's row counts), each
     read through Arrow: the driver never holds a whole table's keys at once (at 10M keys one
     read of the whole table lost its task results in a 1 GiB driver)."""
-    counts = segment_rows(spark, warehouse, table)
+    # grouping needs the snapshot's counts only for more than one segment: a load's own read
+    # (the hot path) does without them
+    counts = segment_rows(spark, warehouse, table) if segment_ids is None or len(segment_ids) > 1 else {}
     wanted = sorted(counts) if segment_ids is None else sorted(segment_ids)
     group: list[str] = []
     rows = 0
