@@ -158,6 +158,8 @@ class KeyIndex:
         self._holders: dict[str, _Holder] = {}  # live segments the index has read or followed
         self._shapes: dict[str, _Shape] = {}  # what they held when the index took them in
         self._touched: set[str] = set()  # segments whose count may have changed since `take_touched`
+        # restored from a snapshot and not yet followed: the newest load time it had read
+        self._restored_upto: datetime | None = None
 
     def __len__(self) -> int:
         if self._winners is not None:
@@ -256,6 +258,7 @@ class KeyIndex:
             for sid, (n, parts, states) in meta["shapes"].items()
         }
         index._kind = meta["kind"]
+        index._restored_upto = max((h.loaded for h in index._read if h.loaded is not None), default=None)
         return index
 
     def follow(
@@ -296,9 +299,13 @@ class KeyIndex:
             self._shapes.pop(sid, None)
         for out, target in targets.items():
             if out in live:
+                read_upto = self._restored_upto
+                if read_upto is not None and live[out].loaded_at > read_upto:
+                    return None  # it merged loads that came after the snapshot: their keys are unread
                 target.loaded = live[out].loaded_at
                 self._holders[out], self._shapes[out] = target, _shape(live[out])
                 self._touched.add(out)
+        self._restored_upto = None  # followed from its snapshot: the loads since are read next
         return sorted(new - self._holders.keys())
 
     def absorb(self, loads: Iterable[Segment], rows: Iterable[KeyRow]) -> None:
