@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from compactor.catalog import key_index, key_values
@@ -515,6 +515,9 @@ class Restarting(Follower):
 
 
 @given(restart_steps)
+@example(
+    [("load", []), ("snapshot",), ("load", [(0, None)]), ("merge", [0, 1]), ("restart",)]
+)  # loaded after the snapshot, merged before the restart
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_an_index_restored_from_its_snapshot_counts_exactly_what_a_full_recount_counts(
     script: list[tuple[Any, ...]],
