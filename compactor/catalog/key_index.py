@@ -11,14 +11,17 @@ the winner's comparison value, row hash and holder: the segment that holds it.
   are won by its output: the inputs' holders are pointed at the output's, at the cost of the
   inputs' count, not of their keys (`follow`).
 - Anything else (a segment gone without a plan of ours, a segment whose row count changed, a
-  merge of a segment the index never read) cannot be followed: the index says so, and the
-  caller rebuilds it from one scan of the table.
+  merge output holding loads a restored index never read) cannot be followed. Only what it
+  touched is read again: the index drops the winners those segments held and returns their
+  keys (`Followed`); the caller reads the changed segments whole (`absorb`), and, from the rest
+  of the table, the rows of just those keys (`retake`). A key whose winner lay elsewhere lost
+  no row it could win with, so every other winner stands.
 
 Keys are 64-bit hashes (Spark's xxhash64 of the key columns). Two keys sharing a hash
 (about one pair in 10^7 tables of a million keys) count as one key, which moves one
 row between two counts; the counts only choose what to compact, and a merge judges
-every row again, so no row is ever dropped on a count's word. The index is rebuilt
-after a restart (one scan).
+every row again, so no row is ever dropped on a count's word. A restart takes the index back
+from its snapshot (`snapshot`, `restored`) and follows the catalog from there.
 
 How the winners are kept: numpy columns of 28 bytes a key, chosen by measurement
 (`bench/upsert_scale.py`, 2 CPUs, AMD EPYC). The dict this replaces (key hash -> a tuple of
@@ -68,6 +71,7 @@ from compactor.domain.segments import Segment, SegmentState
 from compactor.errors import CompactorError
 
 _CHUNK = 1 << 20  # rows taken in at a time: bounds what one step of `absorb` allocates
+_NO_KEYS: Ints = np.empty(0, np.int64)
 
 
 class KeyRow(NamedTuple):
@@ -79,16 +83,25 @@ class KeyRow(NamedTuple):
     segment_id: str
 
 
+class Followed(NamedTuple):
+    """What `KeyIndex.follow` leaves to read."""
+
+    loads: list[str]  # segments to read whole (`absorb`): new loads, and segments it could not follow
+    orphans: Ints  # keys whose winners went with those segments: their rows elsewhere (`retake`)
+    unfollowed: list[str]  # the segments it could not follow (gone, or changed in place)
+
+
 class _Holder:
     """A segment's share of winners; once merged away, it points at the segment that replaced it."""
 
-    __slots__ = ("loaded", "parent", "segment_id", "wins")
+    __slots__ = ("loaded", "number", "parent", "segment_id", "wins")
 
     def __init__(self, segment_id: str, loaded: datetime | None) -> None:
         self.segment_id = segment_id
         self.loaded = loaded
         self.wins = 0
         self.parent: _Holder | None = None
+        self.number = -1  # its place in `KeyIndex._read` (the id keys hold), once it has one
 
     def root(self) -> _Holder:
         top = self
@@ -110,6 +123,10 @@ class _Run:
 
     def __len__(self) -> int:
         return len(self.keys)
+
+    def without(self, dropped: npt.NDArray[np.bool_]) -> _Run:
+        kept = ~dropped
+        return _Run(self.keys[kept], self.values[kept], self.rows[kept], self.holders[kept])
 
     def merged(self, newer: _Run) -> _Run:
         """One run of both (their keys are disjoint)."""
@@ -154,7 +171,7 @@ class KeyIndex:
         self._runs: list[_Run] = []  # the winners, compact (sizes falling: see the module)
         self._kind: str | None = None  # what the comparison values are (None: none seen yet)
         self._winners: dict[int, tuple[bool, Any, int, _Holder]] | None = None  # the dict, once needed
-        self._read: list[_Holder] = []  # every holder `absorb` made, by id (keys hold the id)
+        self._read: list[_Holder] = []  # every holder a key has named, by id (keys hold the id)
         self._holders: dict[str, _Holder] = {}  # live segments the index has read or followed
         self._shapes: dict[str, _Shape] = {}  # what they held when the index took them in
         self._touched: set[str] = set()  # segments whose count may have changed since `take_touched`
@@ -245,7 +262,7 @@ class KeyIndex:
         for sid, loaded, wins in meta["holders"]:
             holder = _Holder(sid, datetime.fromisoformat(loaded) if loaded else None)
             holder.wins = wins
-            index._read.append(holder)
+            index._number(holder)
         for run in runs:
             if not len(run.keys) == len(run.values) == len(run.rows) == len(run.holders):
                 raise SnapshotUnreadable("a run's columns differ in length")
@@ -266,10 +283,10 @@ class KeyIndex:
         live: Mapping[str, Segment],
         retired_by: Callable[[str], str | None],
         changed: Iterable[str] | None = None,
-    ) -> list[str] | None:
-        """Move to the table's live segments; return the new loads whose rows `absorb` needs,
-        or None when the change cannot be followed and the index must be rebuilt. `changed`:
-        the ids set or removed since the last call, when the caller knows (None: compare all)."""
+    ) -> Followed:
+        """Move to the table's live segments; return what the caller must read to catch up (see
+        `Followed`). `changed`: the ids set or removed since the last call, when the caller knows
+        (None: compare all)."""
         if changed is None:
             looked, new = self._shapes.keys() & live.keys(), live.keys() - self._holders.keys()
             gone = list(self._holders.keys() - live.keys())
@@ -278,16 +295,17 @@ class KeyIndex:
             looked = {sid for sid in ids if sid in live and sid in self._shapes}
             new = {sid for sid in ids if sid in live and sid not in self._holders}
             gone = [sid for sid in ids if sid in self._holders and sid not in live]
-        if any(_shape(live[sid]) != self._shapes[sid] for sid in looked):
-            return None  # rows deleted or rewritten in place: a key's winner may have gone with them
+        # rows deleted or rewritten in place: a key's winner may have gone with them
+        doubtful = [self._holders[sid] for sid in sorted(looked) if _shape(live[sid]) != self._shapes[sid]]
         made = _outputs_by_plan(new)
         targets: dict[str, _Holder] = {}
         while gone:
             sid = gone.pop()
             plan = retired_by(sid)
             out = None if plan is None else _output_of(plan, made)
-            if out is None:
-                return None  # removed by another writer, or split: nothing says where its keys went
+            if out is None:  # removed by another writer, or split: nothing says where its keys went
+                doubtful.append(self._holders[sid])
+                continue
             holder, target = self._holders.pop(sid), self._holders.get(out) or targets.get(out)
             if target is None:
                 target = targets[out] = _Holder(out, None)
@@ -297,26 +315,68 @@ class KeyIndex:
             holder.parent, target.wins = target, target.wins + holder.wins
             holder.wins = 0
             self._shapes.pop(sid, None)
+        read_upto, self._restored_upto = self._restored_upto, None
         for out, target in targets.items():
             if out in live:
-                read_upto = self._restored_upto
-                if read_upto is not None and live[out].loaded_at > read_upto:
-                    return None  # it merged loads that came after the snapshot: their keys are unread
                 target.loaded = live[out].loaded_at
                 self._holders[out], self._shapes[out] = target, _shape(live[out])
                 self._touched.add(out)
-        self._restored_upto = None  # followed from its snapshot: the loads since are read next
-        return sorted(new - self._holders.keys())
+                if read_upto is not None and live[out].loaded_at > read_upto:
+                    doubtful.append(target)  # it merged loads that came after the snapshot, unread
+        orphans = self._forget(doubtful)
+        unfollowed = sorted({holder.segment_id for holder in doubtful})
+        loads = (new | {sid for sid in unfollowed if sid in live}) - self._holders.keys()
+        return Followed(sorted(loads), orphans, unfollowed)
+
+    def _forget(self, doubtful: list[_Holder]) -> Ints:
+        """Drop the segments `doubtful` and the winners they hold; their keys."""
+        if not doubtful:
+            return _NO_KEYS
+        dropped = {id(holder) for holder in doubtful}
+        for holder in doubtful:
+            holder.wins = 0
+            if self._holders.get(holder.segment_id) is holder:
+                del self._holders[holder.segment_id]
+                self._shapes.pop(holder.segment_id, None)
+        if self._winners is not None:
+            keys = [key for key, (*_, held) in self._winners.items() if id(held.root()) in dropped]
+            for key in keys:
+                del self._winners[key]
+            return np.array(keys, np.int64)
+        doomed = np.fromiter((id(h.root()) in dropped for h in self._read), bool, len(self._read))
+        orphans, runs = [], []
+        for run in self._runs:
+            lost = doomed[run.holders]
+            if lost.any():
+                orphans.append(run.keys[lost])
+                run = run.without(lost)
+            if len(run):
+                runs.append(run)
+        self._runs = runs
+        return np.concatenate(orphans) if orphans else _NO_KEYS
 
     def absorb(self, loads: Iterable[Segment], rows: Iterable[KeyRow]) -> None:
         """Take in new segments and their rows (each row is compared with its key's winner)."""
         ids: dict[str, int] = {}
         for segment in loads:
             holder = self._holders[segment.id] = _Holder(segment.id, segment.loaded_at)
-            ids[segment.id] = len(self._read)
-            self._read.append(holder)
+            ids[segment.id] = self._number(holder)
             self._shapes[segment.id] = _shape(segment)
             self._touched.add(segment.id)
+        self._take_rows(ids, rows)
+
+    def retake(self, rows: Iterable[KeyRow]) -> None:
+        """Take in rows of segments the index holds: the rows of `Followed.orphans` outside the
+        segments `follow` left to read whole."""
+        self._take_rows({sid: self._number(holder) for sid, holder in self._holders.items()}, rows)
+
+    def _number(self, holder: _Holder) -> int:
+        if holder.number < 0:
+            holder.number = len(self._read)
+            self._read.append(holder)
+        return holder.number
+
+    def _take_rows(self, ids: Mapping[str, int], rows: Iterable[KeyRow]) -> None:
         rest = iter(rows)
         while self._winners is None and (chunk := list(islice(rest, _CHUNK))):
             batch = self._batch(chunk, ids)
@@ -351,8 +411,10 @@ class KeyIndex:
         except OverflowError:
             return None
         self._kind = self._kind or kind
-        first = min(ids.values())
-        loaded = np.array([micros(self._read[i].loaded) for i in range(first, first + len(ids))], np.int64)
+        first = min(ids.values())  # each id's load time, by id: live holders are their own roots
+        loaded = np.zeros(max(ids.values()) - first + 1, np.int64)
+        for number in ids.values():
+            loaded[number - first] = micros(self._read[number].loaded)
         return key_column, codes, hash_column, holders, loaded[holders - first]
 
     def _take(self, keys: Ints, values: Ints, hashes: Ints, holders: Ints, loaded: Ints) -> None:
@@ -410,7 +472,10 @@ class KeyIndex:
                     run.holders[spot] = holders[taken]
         first = int(holders.min())
         for number, gained in enumerate(np.bincount(holders[won] - first).tolist()):
-            self._read[first + number].wins += gained
+            if gained:
+                winner = self._read[first + number]
+                winner.wins += gained
+                self._touched.add(winner.segment_id)
         new = ~old
         if new.any():
             self._add(_Run(keys[new], values[new], hashes[new], holders[new].astype(np.int32)))
@@ -456,6 +521,7 @@ class KeyIndex:
                 self._touched.add(held.segment_id)
             winners[key] = (present, value, row_hash, holder)
             holder.wins += 1
+            self._touched.add(holder.segment_id)
 
     def invalid(self) -> dict[str, int]:
         """Invalid (superseded) rows per segment the index holds; segments without any left out."""

@@ -11,6 +11,7 @@ from pyspark.sql import SparkSession
 
 from compactor.catalog.changes import CommitRecord
 from compactor.catalog.key_index import KeyRow
+from compactor.catalog.key_values import Ints
 from compactor.config.layout import LayoutConfig, UpsertConfig
 from compactor.config.rules import RuleName
 from compactor.config.sub_partitions import SubPartitionConfig
@@ -35,7 +36,7 @@ from compactor.delta.refresh import execute_refresh
 from compactor.delta.snapshot import table_protocol
 from compactor.delta.store import LoadOrder, StoredSnapshot, TableChanges, VacuumReport
 from compactor.delta.sub_partition_delete import delete_sub_partition
-from compactor.delta.upsert import key_rows
+from compactor.delta.upsert import key_rows, key_rows_of_keys
 from compactor.delta.vacuum import vacuum
 from compactor.domain.layout import IndexFacts
 from compactor.domain.plans import Commit, MergePlan
@@ -236,6 +237,11 @@ class SparkTableStore:
         self, table: str, upsert: UpsertConfig, segment_ids: Collection[str] | None
     ) -> Iterator[KeyRow]:
         return key_rows(self.spark, self.warehouse, table, upsert, segment_ids)
+
+    def key_rows_of_keys(
+        self, table: str, upsert: UpsertConfig, keys: Ints, excluding: Collection[str]
+    ) -> Iterator[KeyRow]:
+        return key_rows_of_keys(self.spark, self.warehouse, table, upsert, keys, excluding)
 
     def save_key_index(self, table: str, version: int, data: bytes, keys: int) -> None:
         self.key_indexes.save(table, version, data, keys)

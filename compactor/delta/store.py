@@ -19,6 +19,7 @@ from typing import NamedTuple, Protocol
 
 from compactor.catalog.changes import CommitRecord
 from compactor.catalog.key_index import KeyRow
+from compactor.catalog.key_values import Ints
 from compactor.config.layout import LayoutConfig, UpsertConfig
 from compactor.config.sub_partitions import SubPartitionConfig
 from compactor.config.tables import TableSettings
@@ -114,6 +115,12 @@ class TableStore(Protocol):
     ) -> Iterable[KeyRow]:
         """Upsert tables: the rows of `segment_ids` (None: of the whole table) as the key
         index reads them: key hash, comparison value, row hash, segment."""
+
+    def key_rows_of_keys(
+        self, table: str, upsert: UpsertConfig, keys: Ints, excluding: Collection[str]
+    ) -> Iterable[KeyRow]:
+        """Upsert tables: the rows whose key hash is one of `keys`, in every segment but
+        `excluding`, as `key_rows` gives them."""
 
     def save_key_index(self, table: str, version: int, data: bytes, keys: int) -> None:
         """Keep the table's key index snapshot (`KeyIndex.snapshot`, of `keys` keys), taken at

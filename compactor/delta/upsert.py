@@ -20,11 +20,14 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
 from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from compactor.catalog.key_index import KeyRow
+from compactor.catalog.key_values import Ints
 from compactor.config.layout import UpsertConfig
 from compactor.delta.paths import SEGMENT_COLUMN, state_uri, table_uri
 from compactor.delta.reads import segment_rows
@@ -109,17 +112,43 @@ def _key_rows_of(
     spark: SparkSession, warehouse: Path | str, table: str, upsert: UpsertConfig, segment_ids: list[str]
 ) -> list[KeyRow]:
     df = DeltaTable.forPath(spark, table_uri(warehouse, table)).toDF()
-    columns = (
-        df.where(F.col(SEGMENT_COLUMN).isin(segment_ids))
-        .select(
-            F.xxhash64(*upsert.primary_key).alias("key"),
-            F.col(upsert.comparison_column).alias("value"),
-            F.xxhash64(*_data_columns(df)).alias("row_hash"),
-            F.col(SEGMENT_COLUMN),
-        )
-        .toArrow()
+    return _as_key_rows(_key_columns(df, upsert).where(F.col(SEGMENT_COLUMN).isin(segment_ids)))
+
+
+def key_rows_of_keys(
+    spark: SparkSession,
+    warehouse: Path | str,
+    table: str,
+    upsert: UpsertConfig,
+    keys: Ints,
+    excluding: Collection[str],
+) -> Iterator[KeyRow]:
+    """The rows whose key hash is one of `keys`, outside the segments `excluding`: what the key
+    index reads again of the rest of a table after a change it could not follow. Each read
+    scans the key columns of the whole table on the executors and brings only those keys' rows
+    to the driver, `ROWS_PER_READ` keys at a time (broadcast to the join)."""
+    df = DeltaTable.forPath(spark, table_uri(warehouse, table)).toDF()
+    columns = _key_columns(df, upsert)
+    if excluding:
+        columns = columns.where(~F.col(SEGMENT_COLUMN).isin(sorted(excluding)))
+    wanted = np.unique(keys)
+    for start in range(0, len(wanted), ROWS_PER_READ):
+        some = spark.createDataFrame(pa.table({"key": wanted[start : start + ROWS_PER_READ]}))
+        yield from _as_key_rows(columns.join(F.broadcast(some), "key"))
+
+
+def _key_columns(df: DataFrame, upsert: UpsertConfig) -> DataFrame:
+    return df.select(
+        F.xxhash64(*upsert.primary_key).alias("key"),
+        F.col(upsert.comparison_column).alias("value"),
+        F.xxhash64(*_data_columns(df)).alias("row_hash"),
+        F.col(SEGMENT_COLUMN),
     )
-    lists = [columns.column(name).to_pylist() for name in ("key", "value", "row_hash", SEGMENT_COLUMN)]
+
+
+def _as_key_rows(columns: DataFrame) -> list[KeyRow]:
+    read = columns.select("key", "value", "row_hash", SEGMENT_COLUMN).toArrow()
+    lists = [read.column(name).to_pylist() for name in ("key", "value", "row_hash", SEGMENT_COLUMN)]
     return [KeyRow(*row) for row in zip(*lists, strict=True)]
 
 

@@ -1,13 +1,14 @@
 """The key index of every upsert table the job plans, brought up to the catalog before its
-invalid-row counts are read: new loads are read alone, merges are followed, anything else
-rebuilds the index from one scan (see `catalog.key_index`).
+invalid-row counts are read: new loads are read alone, merges are followed, and a change it
+cannot follow (another writer's) is read again where it happened: the segments it touched,
+and the other rows of the keys they held (see `catalog.key_index`). A table with no index yet
+is read whole, once.
 
 Each index outlives the job as a snapshot on the warehouse (`TableStore.save_key_index`). A
 table's first use takes its snapshot back and follows the catalog from there like any later
 use: the segments loaded since are read alone, the merges since followed. A table with no
-snapshot, an unreadable one, or one the catalog's record cannot be followed from (a segment
-another writer removed or rewrote since) is read whole, as before, with one log line saying
-why. Snapshots are taken between batches under the handler's lock (a copy of the columns a
+snapshot or an unreadable one is read whole, with one log line saying why; segments another
+writer removed or rewrote since the snapshot are read again as above. Snapshots are taken between batches under the handler's lock (a copy of the columns a
 load changes in place), then encoded and written by the caller outside it. An index that
 changed is saved within `SAVE_AFTER_MERGE_S` of a merge it followed, and at least every
 `SAVE_EVERY_S`.
@@ -20,7 +21,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
-from compactor.catalog.key_index import IndexSnapshot, KeyIndex, SnapshotUnreadable
+from compactor.catalog.key_index import Followed, IndexSnapshot, KeyIndex, SnapshotUnreadable
 from compactor.catalog.retired import RetiredSegment
 from compactor.catalog.view import CatalogView
 from compactor.config.layout import UpsertConfig
@@ -32,6 +33,9 @@ KeptRetired = Callable[[str, Sequence[str]], Mapping[str, RetiredSegment]]
 
 SAVE_EVERY_S = 300.0  # an index that changed (loads only) is saved at most this long after
 SAVE_AFTER_MERGE_S = 30.0  # ... and one that followed a merge, this long after
+# a change the index cannot follow is read again where it happened, unless its keys are more
+# than this share of the table's: then one read of the whole table costs no more
+REREAD_AT_MOST = 0.5
 
 
 class Snapshot(NamedTuple):
@@ -73,6 +77,7 @@ class KeyIndexes:
         self._merged: set[str] = set()  # ... of those, the ones that followed a merge since
         self._saved: dict[str, tuple[int, float]] = {}  # its snapshot: (version, when)
         self.rebuilds = 0  # scans of a whole table (a first use with no snapshot to take counts one)
+        self.rereads = 0  # changes it could not follow, read again segment by segment instead
         self.restored = 0  # snapshots taken back
 
     def invalid_counts(self, table: str, upsert: UpsertConfig) -> dict[str, int]:
@@ -101,19 +106,12 @@ class KeyIndexes:
 
         same = not restored and self._noted_in.get(table) is live and live.noted
         mark, changed = live.mark, live.changed_since(self._marks.get(table, 0)) if same else None
-        loads = None if index is None else index.follow(live, retired_by, changed)
-        if index is None or loads is None:
-            if restored:
-                log.warning(
-                    "table %s: its key index snapshot of version %s cannot be followed to the catalog "
-                    "(a segment was removed or rewritten since by another writer); reading the whole table",
-                    table,
-                    self._saved[table][0],
-                )
-            elif index is not None:
-                log.info(
-                    "table %s: its segments changed in a way the key index cannot follow; rebuilt", table
-                )
+        followed = None if index is None else index.follow(live, retired_by, changed)
+        if followed is not None and followed.unfollowed and index is not None:
+            self._say_unfollowed(table, restored, followed)
+            if len(followed.orphans) > REREAD_AT_MOST * (len(index) + len(followed.orphans)):
+                followed = None  # most of the table's keys: one read of it costs no more
+        if index is None or followed is None:
             fresh, loads = KeyIndex(), sorted(live)
             fresh.absorb([live[sid] for sid in loads], self.store.key_rows(table, upsert, None))
             index = self._indexes[table] = fresh  # kept once read: a failed scan leaves no index
@@ -121,9 +119,17 @@ class KeyIndexes:
             self._changed_at.setdefault(table, self.clock())
             self.rebuilds += 1
         else:
+            loads = followed.loads
+            try:
+                if loads:
+                    index.absorb([live[sid] for sid in loads], self.store.key_rows(table, upsert, loads))
+                if len(followed.orphans):
+                    index.retake(self.store.key_rows_of_keys(table, upsert, followed.orphans, loads))
+            except BaseException:  # half read: the next use starts over, from the snapshot or whole
+                self._indexes.pop(table, None)
+                raise
             self._indexes[table] = index
-            if loads:
-                index.absorb([live[sid] for sid in loads], self.store.key_rows(table, upsert, loads))
+            self.rereads += bool(followed.unfollowed)
         touched = index.take_touched()
         if touched:
             self._changed_at.setdefault(table, self.clock())
@@ -136,6 +142,23 @@ class KeyIndexes:
             self._noted_in[table] = live
         self._marks[table] = mark
         return set(touched)
+
+    def _say_unfollowed(self, table: str, restored: bool, followed: Followed) -> None:
+        shown = ", ".join(followed.unfollowed[:5]) + (", ..." if len(followed.unfollowed) > 5 else "")
+        what = (
+            f"its key index snapshot of version {self._saved[table][0]} cannot be followed past"
+            if restored
+            else "the key index cannot follow"
+        )
+        log.warning(
+            "table %s: %s %d segment(s) another writer removed or changed, or merged with loads "
+            "it never read (%s); reading them and the other rows of the %d keys they held",
+            table,
+            what,
+            len(followed.unfollowed),
+            shown,
+            len(followed.orphans),
+        )
 
     def _restore(self, table: str) -> KeyIndex | None:
         """The table's index from its snapshot; None (said why) when there is none to take."""

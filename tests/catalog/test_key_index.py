@@ -107,29 +107,69 @@ class Table:
         wanted = self.rows if ids is None else {sid: self.rows[sid] for sid in ids}
         return [KeyRow(k, v, h, sid) for sid, held in wanted.items() for k, v, h in held]
 
+    def key_rows_of_keys(self, keys: np.ndarray, excluding: list[str]) -> list[KeyRow]:
+        wanted = set(keys.tolist())
+        return [
+            KeyRow(k, v, h, sid)
+            for sid, held in self.rows.items()
+            if sid not in excluding
+            for k, v, h in held
+            if k in wanted
+        ]
+
+    # another writer's changes, which no plan of ours explains
+
+    def foreign_delete(self, sid: str) -> None:
+        del self.rows[sid]
+        self.changes.append(sid)
+
+    def foreign_shrink(self, sid: str, dropped: list[int]) -> None:
+        """Rows deleted from a segment in place (a DELETE): its row count falls."""
+        held = self.rows[sid]
+        self.rows[sid] = [row for n, row in enumerate(held) if n % max(len(held), 1) not in dropped]
+        self.changes.append(sid)
+
+    def foreign_grow(self, sid: str, keys_values: list[tuple[int, Any]]) -> None:
+        """Rows added to a segment in place: its row count rises."""
+        self.rows[sid] = self.rows[sid] + [(k, v, next(self.hashes)) for k, v in keys_values]
+        self.changes.append(sid)
+
+    def foreign_rewrite(self, sid: str, parts: int) -> list[str]:
+        """A segment rewritten as `parts` segments of new ids, its rows dealt among them."""
+        held, when = self.rows.pop(sid), self.loaded[sid]
+        made = [f"x{self.loads}-{sid}-{n}" for n in range(parts)]
+        for n, out in enumerate(made):
+            self.rows[out], self.loaded[out] = held[n::parts], when
+        self.changes += [sid, *made]
+        return made
+
 
 class Follower:
-    """What the stream does with an index: follow, read the new loads, or rebuild."""
+    """What the stream does with an index: follow, read the new loads, and read again what it
+    could not follow (`stream.key_indexes`)."""
 
     def __init__(self, told: bool = False) -> None:
         self.told = told  # told which segments changed (the catalog's log), or left to compare all
         self.mark = 0
         self.index = KeyIndex()
-        self.rebuilds = 0
-        self.read: list[str] = []
+        self.rebuilds = 0  # whole-table reads
+        self.read: list[str] = []  # segments read whole
+        self.looked_up: list[int] = []  # keys whose rows were read in the rest of the table
         self.noted: dict[str, int] = {}  # the counts noted from `take_touched`, as the catalog's column
 
     def counts(self, table: Table) -> dict[str, int]:
         live = table.live()
         changed = table.changes[self.mark :] if self.told else None
         self.mark = len(table.changes)
-        loads = self.index.follow(live, table.retired_by.get, changed)
-        if loads is None:
-            self.index, self.rebuilds, self.noted = KeyIndex(), self.rebuilds + 1, {}
-            self.index.absorb(live.values(), table.key_rows(None))
-        else:
-            self.read += loads
-            self.index.absorb([live[s] for s in loads], table.key_rows(loads))
+        followed = self.index.follow(live, table.retired_by.get, changed)
+        assert not followed.orphans.size or followed.unfollowed, (
+            "keys dropped only with what it could not follow"
+        )
+        self.read += followed.loads
+        self.index.absorb([live[s] for s in followed.loads], table.key_rows(followed.loads))
+        if followed.orphans.size:
+            self.looked_up += followed.orphans.tolist()
+            self.index.retake(table.key_rows_of_keys(followed.orphans, followed.loads))
         self.noted = {sid: n for sid, n in (self.noted | self.index.take_touched()).items() if sid in live}
         assert {sid: n for sid, n in self.noted.items() if n} == self.index.invalid(), "touched: every change"
         return self.index.invalid()
@@ -189,21 +229,88 @@ def test_a_followed_index_counts_exactly_what_a_full_recount_counts(
 
 
 @pytest.mark.parametrize("told", [False, True])
-def test_other_writers_changes_rebuild_the_index_and_it_counts_as_a_scan_would(told: bool) -> None:
+def test_other_writers_changes_are_read_again_only_where_they_happened(told: bool) -> None:
     table, follower = Table(), Follower(told)
     for rows in ([(1, 1), (2, 1)], [(1, 2), (3, 0)], [(2, 2), (3, 0)]):
         table.load(rows)
     assert follower.counts(table) == {"l1": 2, "l2": 1} == recount(table.rows, table.loaded)
 
-    del table.rows["l3"]  # another writer removed a segment: a winner may have gone with it
-    table.changes.append("l3")
+    table.foreign_delete("l3")  # l3 won keys 2 and 3: their next best rows are elsewhere
+    read = len(follower.read)
     assert follower.counts(table) == {"l1": 1} == recount(table.rows, table.loaded)
-    assert follower.rebuilds == 1
+    assert follower.read[read:] == [] and sorted(follower.looked_up) == [2, 3]
 
-    table.rows["l2"] = table.rows["l2"][:1]  # another writer deleted a row (key 3): l2 shrank
-    table.changes.append("l2")
+    table.foreign_shrink("l2", [1])  # a row deleted in place (key 3): l2 is read again, whole
     assert follower.counts(table) == {"l1": 1} == recount(table.rows, table.loaded)
-    assert follower.rebuilds == 2
+    assert follower.read[read:] == ["l2"] and sorted(follower.looked_up[2:]) == [1, 3]
+    assert follower.rebuilds == 0
+
+
+foreign_steps = st.lists(
+    st.one_of(
+        st.tuples(st.just("load"), load_rows),
+        st.tuples(st.just("merge"), st.lists(st.integers(0, 50), min_size=1, max_size=4, unique=True)),
+        st.tuples(st.just("refresh"), st.integers(0, 50)),
+        st.tuples(st.just("foreign_delete"), st.integers(0, 50)),
+        st.tuples(st.just("foreign_shrink"), st.integers(0, 50), st.lists(st.integers(0, 5), min_size=1, max_size=3)),
+        st.tuples(st.just("foreign_grow"), st.integers(0, 50), load_rows),
+        st.tuples(st.just("foreign_rewrite"), st.integers(0, 50), st.integers(1, 3)),
+        st.tuples(st.just("merge_then_delete"), st.lists(st.integers(0, 50), min_size=1, max_size=3, unique=True)),
+    ),
+    min_size=1,
+    max_size=16,
+)  # fmt: skip
+
+
+@given(foreign_steps, st.booleans(), st.sampled_from(["int", "str"]))
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_changes_it_cannot_follow_are_read_again_only_where_they_happened(
+    script: list[tuple[Any, ...]], told: bool, pool: str
+) -> None:
+    """Other writers delete, shrink, grow and rewrite segments among our loads and merges (in
+    the compact columns, and in the dict): the index always counts what a full recount counts,
+    reads whole only the new loads and the segments another writer changed, and reads in the
+    rest of the table only keys those segments held."""
+    table, follower = Table(), Follower(told)
+    choices = POOLS[pool]
+
+    def coded(rows: list[tuple[int, Any]]) -> list[tuple[int, Any]]:
+        return [(k, None if v is None else choices[(v * 5 + k) % len(choices)]) for k, v in rows]
+
+    for step in script:
+        live = sorted(table.rows)
+        one = live[step[1] % len(live)] if live and isinstance(step[1], int) else None
+        before = set(table.rows)
+        held: set[int] = set()  # the keys of the segments another writer changed
+        changed: set[str] = set()  # ... and the segments it changed or made
+        if step[0] == "load":
+            table.load(coded(step[1]))
+        elif step[0] in ("merge", "merge_then_delete") and live:
+            pick = list(dict.fromkeys(live[i % len(live)] for i in step[1]))
+            table.commit(pick, table.plan(pick, refresh=False))
+            if step[0] == "merge_then_delete":  # our merge's output, deleted before the index looked
+                (out,) = set(table.rows) - before
+                held |= {k for sid in pick for k, _, _ in table.rows[out]}
+                table.foreign_delete(out)
+        elif step[0] == "refresh" and one:
+            table.commit([one], table.plan([one], refresh=True))
+        elif step[0].startswith("foreign") and one:
+            held |= {k for k, _, _ in table.rows[one]}
+            changed.add(one)
+            if step[0] == "foreign_delete":
+                table.foreign_delete(one)
+            elif step[0] == "foreign_shrink":
+                table.foreign_shrink(one, step[2])
+            elif step[0] == "foreign_grow":
+                table.foreign_grow(one, coded(step[2]))
+            else:
+                changed |= set(table.foreign_rewrite(one, step[2]))
+        read, looked = len(follower.read), len(follower.looked_up)
+        assert follower.counts(table) == recount(table.rows, table.loaded)
+        loads = {sid for sid in set(table.rows) - before if sid.startswith("l")}
+        assert set(follower.read[read:]) <= loads | changed, "read whole: new loads and changed segments"
+        assert set(follower.looked_up[looked:]) <= held, "looked up: only keys the changed segments held"
+    assert follower.rebuilds == 0
 
 
 def test_ties_go_to_the_later_load_then_to_the_higher_row_hash() -> None:
@@ -314,11 +421,10 @@ class Twins(Follower):
         live = table.live()
         changed = table.changes[self.mark :] if self.told else None
         self.mark = len(table.changes)
-        loads = self.index.follow(live, table.retired_by.get, changed)
+        followed = self.index.follow(live, table.retired_by.get, changed)
+        loads = followed.loads
         assert loads == self.reference.follow(live, table.retired_by.get, changed)
-        if loads is None:
-            self.index, self.reference, self.rebuilds = KeyIndex(), ReferenceKeyIndex(), self.rebuilds + 1
-            loads = list(live)
+        assert not followed.unfollowed and not followed.orphans.size
         for index in (self.index, self.reference):
             index.absorb([live[s] for s in loads], table.key_rows(loads))
         assert self.index.take_touched() == self.reference.take_touched()
@@ -474,6 +580,7 @@ restart_steps = st.lists(
         st.tuples(st.just("lose_snapshot")),
         st.tuples(st.just("damage_snapshot")),
         st.tuples(st.just("foreign_delete"), st.integers(0, 50)),
+        st.tuples(st.just("foreign_shrink"), st.integers(0, 50), st.lists(st.integers(0, 5), min_size=1, max_size=3)),
     ),
     min_size=1,
     max_size=16,
@@ -523,7 +630,7 @@ def test_an_index_restored_from_its_snapshot_counts_exactly_what_a_full_recount_
     script: list[tuple[Any, ...]],
 ) -> None:
     table, follower = Table(), Restarting()
-    foreign = False  # another writer changed the table since the last snapshot
+    foreign: set[str] = set()  # the segments another writer changed since the last snapshot
     saw: set[str] = set()  # the segments live when it was taken
     for step in script:
         live = sorted(table.rows)
@@ -538,16 +645,16 @@ def test_an_index_restored_from_its_snapshot_counts_exactly_what_a_full_recount_
         elif step[0] == "snapshot":
             follower.counts(table)  # a snapshot is of an index brought up to the catalog
             taken = follower.index.snapshot()
-            follower.saved, foreign, saw = taken and taken.encode(), False, set(table.rows)
+            follower.saved, foreign, saw = taken and taken.encode(), set(), set(table.rows)
             assert follower.saved is not None
         elif step[0] == "restart":
             rebuilds, follower.read_after_restart = follower.rebuilds, []
             follower.restart()
             assert follower.counts(table) == recount(table.rows, table.loaded)
-            if follower.saved is not None and not foreign and follower.rebuilds == rebuilds:
+            if follower.saved is not None and follower.rebuilds == rebuilds:
                 new_since = set(table.rows) - saw
-                assert set(follower.read_after_restart) <= new_since, (
-                    "only what came after the snapshot is read"
+                assert set(follower.read_after_restart) <= new_since | foreign, (
+                    "only what came after the snapshot, or another writer changed, is read"
                 )
         elif step[0] == "lose_snapshot":
             follower.saved = None
@@ -555,9 +662,12 @@ def test_an_index_restored_from_its_snapshot_counts_exactly_what_a_full_recount_
             follower.saved = follower.saved[: len(follower.saved) // 2] + b"\x00" * 8
         elif step[0] == "foreign_delete" and live:
             gone = live[step[1] % len(live)]
-            del table.rows[gone]  # another writer removed it: nothing says where its keys went
-            table.changes.append(gone)
-            foreign = True
+            table.foreign_delete(gone)  # nothing says where its keys went
+            foreign.add(gone)
+        elif step[0] == "foreign_shrink" and live:
+            shrunk = live[step[1] % len(live)]
+            table.foreign_shrink(shrunk, step[2])
+            foreign.add(shrunk)
         assert follower.counts(table) == recount(table.rows, table.loaded)
 
 

@@ -5,7 +5,7 @@ table, are exact (real Spark, Delta and Kafka)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 from pyspark.sql import functions as F
 
-from compactor.catalog.key_index import KeyRow
 from compactor.client.loader import load_segment
 from compactor.codec.events import default_codec
 from compactor.config.layout import UpsertConfig
@@ -23,8 +22,8 @@ from compactor.delta.upsert import invalid_counts, latest_rows
 from compactor.kafka.producer import EventProducer
 from compactor.observe.status import key_index_line
 from compactor.stream import merge_desk
-from compactor.stream.handler import BatchHandler
 from compactor.stream.job import build_handler
+from tests.helpers.key_reads import CountedReads
 from tests.helpers.streaming import JobRunner, make_kafka
 
 pytestmark = pytest.mark.integration
@@ -45,23 +44,6 @@ CONFIG = load_config(
     }
 )
 START = datetime(2024, 5, 1, tzinfo=UTC)
-
-
-class CountedReads:
-    """The key rows the index asks Spark for, per call: which segments, and the rows they held."""
-
-    def __init__(self, handler: BatchHandler) -> None:
-        self.calls: list[tuple[tuple[str, ...] | None, int, set[str]]] = []
-        store = handler.planner.keys.store
-        read = store.key_rows
-
-        def counted(table: str, upsert: UpsertConfig, segment_ids: Collection[str] | None) -> list[KeyRow]:
-            rows = list(read(table, upsert, segment_ids))
-            ids = None if segment_ids is None else tuple(sorted(segment_ids))
-            self.calls.append((ids, len(rows), {row.segment_id for row in rows}))
-            return rows
-
-        store.key_rows = counted  # type: ignore[method-assign]
 
 
 def test_a_restart_reads_back_the_key_index_and_only_the_load_since(
@@ -88,7 +70,7 @@ def test_a_restart_reads_back_the_key_index_and_only_the_load_since(
     first = CountedReads(handler)
     JobRunner(spark, handler, kafka, tmp_path / "cp").run_until_quiet()
     handler.tick()  # between batches: the new index is saved
-    assert [ids for ids, _, _ in first.calls][:1] == [None], "the first job reads the table once"
+    assert [call.segment_ids for call in first.calls][:1] == [None], "the first job reads the table once"
     snapshot = KeyIndexSnapshots(handler.keeper.store.files, warehouse).describe(TABLE)
     assert snapshot is not None and snapshot["keys"] == KEYS
     assert "snapshot of version" in key_index_line(snapshot)
@@ -102,10 +84,11 @@ def test_a_restart_reads_back_the_key_index_and_only_the_load_since(
 
     assert restarted.planner.keys.restored == 1 and restarted.planner.keys.rebuilds == 0
     assert reads.calls, "the upsert attempt asked for the new load's keys"
-    assert all(ids is not None for ids, _, _ in reads.calls), "no read of the whole table"
-    read_from = set().union(*(segments for _, _, segments in reads.calls))
+    assert all(call.segment_ids is not None for call in reads.calls), "no read of the whole table"
+    assert not reads.lookups, "nothing to read again: no other writer changed the table"
+    read_from = set().union(*(call.read_from for call in reads.calls))
     assert read_from == {late} and not read_from & set(covered), "no row of what the snapshot covers"
-    assert sum(rows for _, rows, _ in reads.calls) == 2_000
+    assert sum(call.rows for call in reads.calls) == 2_000
 
     segments = restarted.catalog.segments(TABLE)
     assert any(s.id.startswith("m-") for s in segments), "the superseded rows were compacted away"

@@ -14,6 +14,7 @@ from datetime import timedelta
 
 from compactor.catalog.changes import CommitRecord
 from compactor.catalog.key_index import KeyRow
+from compactor.catalog.key_values import Ints
 from compactor.catalog.retired import RetiredFilter, RetiredSegment
 from compactor.catalog.store import CatalogChanges, StoredCatalog, TableMark
 from compactor.config.layout import LayoutConfig, UpsertConfig
@@ -51,6 +52,8 @@ class InMemoryTableStore:
     # upsert tables: each segment's rows as (key, comparison value, row hash); merges keep them all
     keyed: dict[str, dict[str, list[tuple[int, object, int]]]] = field(default_factory=dict)
     key_reads: list[tuple[str, tuple[str, ...] | None]] = field(default_factory=list)  # None: all
+    # reads of some keys' rows: the table, the keys, the segments left out
+    key_lookups: list[tuple[str, frozenset[int], tuple[str, ...]]] = field(default_factory=list)
     key_index_snapshots: dict[str, StoredSnapshot] = field(default_factory=dict)
     fenced: threading.Event = field(default_factory=threading.Event)  # fence(): commit nothing more
     cancelled: list[str] = field(default_factory=list)  # plan ids cancel() was called for
@@ -224,6 +227,21 @@ class InMemoryTableStore:
             keyed = self.keyed.get(table, {})
             wanted = keyed if segment_ids is None else {sid: keyed.get(sid, []) for sid in segment_ids}
             return [KeyRow(k, v, h, sid) for sid, rows in wanted.items() for k, v, h in rows]
+
+    def key_rows_of_keys(
+        self, table: str, upsert: UpsertConfig, keys: Ints, excluding: Collection[str]
+    ) -> list[KeyRow]:
+        with self._lock:
+            wanted = set(keys.tolist())
+            self.key_lookups.append((table, frozenset(wanted), tuple(sorted(excluding))))
+            keyed = self.keyed.get(table, {})
+            return [
+                KeyRow(k, v, h, sid)
+                for sid, rows in keyed.items()
+                if sid not in excluding
+                for k, v, h in rows
+                if k in wanted
+            ]
 
     def save_key_index(self, table: str, version: int, data: bytes, keys: int = 0) -> None:
         with self._lock:

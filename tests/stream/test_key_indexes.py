@@ -1,7 +1,12 @@
 """Upsert tables' invalid-row counts from the key index: the table is read whole once (at the
-first attempt, after a restart, after another writer's change), then only each new load."""
+first attempt, or after a restart with no snapshot to take back), then only each new load; another
+writer's change is read again where it happened."""
 
 from __future__ import annotations
+
+import logging
+
+import pytest
 
 from compactor.config.layout import UpsertConfig
 from compactor.domain.events import CompactionRequested
@@ -110,7 +115,9 @@ def test_a_damaged_snapshot_is_read_past_with_one_scan(harness: Harness) -> None
     assert restarted.planner.keys.rebuilds == 1 and restarted.planner.keys.restored == 0
 
 
-def test_another_writers_removal_rebuilds_the_index(harness: Harness) -> None:
+def test_another_writers_removal_is_read_again_where_it_happened(
+    harness: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
     keyed(harness, "d00", range(0, 10), 1)
     keyed(harness, "d01", range(0, 4), 2)
     handler = harness.handler(CONFIG)
@@ -120,11 +127,21 @@ def test_another_writers_removal_rebuilds_the_index(harness: Harness) -> None:
     harness.store.drop("t", "d01")  # another writer deleted the newer versions
     del harness.store.keyed["t"]["d01"]
     keyed(harness, "d02", range(20, 30), 1)
-    handler.process(harness.loaded(harness.day(2)))  # its probe finds the other writer's commit
-    assert [s.id for s in handler.catalog.segments("t")] == ["d00", "d02"]
     reads = len(harness.store.key_reads)
+    with caplog.at_level(logging.WARNING, "compactor.stream.key_indexes"):
+        handler.process(harness.loaded(harness.day(2)))  # its probe finds the other writer's commit
+    assert [s.id for s in handler.catalog.segments("t")] == ["d00", "d02"]
     assert counts(handler) == {}, "d00's rows are the latest again"
-    assert harness.store.key_reads[reads:] == [("t", None)] and handler.planner.keys.rebuilds == 2
+    assert harness.store.key_reads[reads:] == [("t", ("d02",))], "the new load alone, no whole read"
+    assert harness.store.key_lookups == [("t", frozenset(range(4)), ())], "the keys d01 held, in the rest"
+    keys = handler.planner.keys
+    assert keys.rebuilds == 1 and keys.rereads == 1
+    said = [
+        r.getMessage()
+        for r in caplog.records
+        if r.name.endswith("key_indexes") and r.levelno >= logging.WARNING
+    ]
+    assert len(said) == 1 and "cannot follow 1 segment(s)" in said[0] and "(d01)" in said[0], said
 
 
 def test_an_attempt_near_a_load_looks_at_the_segments_whose_counts_it_changed(harness: Harness) -> None:
