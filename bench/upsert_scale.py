@@ -19,6 +19,8 @@ over (random 64-bit key and row hashes, as xxhash64 gives; the comparison value 
   paid before snapshots) and its snapshot saved; a load of 100k keys (--quick 10k), each
   superseding one of the first load's; then a restarted job's first upsert attempt, timed: the snapshot taken
   back, the merges since followed, the new load's keys read by Spark and the rules evaluated.
+  Then another writer deletes half the new load's rows in place, and the index's catch-up is
+  timed against the whole-table read: it reads that load again, and the other rows of its keys.
 
 Prints every figure beside its target; a full run saves bench/results/upsert_scale.json.
 Run: .venv/bin/python bench/upsert_scale.py [--quick]
@@ -151,11 +153,13 @@ def restart_time(keys: int, load: int) -> dict[str, Any]:
     first load's; then a
     restarted job's first upsert attempt: the snapshot taken back, the merges since followed,
     the new load's keys read, and the table's rules evaluated with its counts."""
+    from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
     from compactor.catalog.fold import SegmentCatalog
     from compactor.config.layout import UpsertConfig
     from compactor.config.loading import load_config
+    from compactor.delta.paths import table_uri
     from compactor.delta.session import build_spark
     from compactor.delta.spark_store import SparkTableStore
     from compactor.delta.writes import write_segment
@@ -218,6 +222,18 @@ def restart_time(keys: int, load: int) -> dict[str, Any]:
         restart = time.perf_counter() - began
         assert restarted.restored == 1 and restarted.rebuilds == 0, "taken back from the snapshot"
         assert counts.get("a0") == load, counts
+
+        # another writer deletes half the late load's rows in place: a0's rows of those accounts
+        # are the latest again, and the index reads again only the load and those keys' rows
+        DeltaTable.forPath(spark, table_uri(work, table)).delete(
+            f"segment_id = 'a{parts}' AND account % 2 = 0"
+        )
+        restarted_catalog.recount(table, store.row_counts(table))  # as the job's probe of other writers does
+        began = time.perf_counter()
+        counts = restarted.invalid_counts(table, key_config)
+        reread = time.perf_counter() - began
+        assert restarted.rereads == 1 and restarted.rebuilds == 0, "read again where it happened"
+        assert counts.get("a0") == load - load // 2, counts
         return {
             "table_keys": keys,
             "load_keys": load,
@@ -227,6 +243,7 @@ def restart_time(keys: int, load: int) -> dict[str, Any]:
             "snapshot_save_seconds": saved,
             "restart_to_first_attempt_seconds": restart,
             "plans": len(evaluation.plans),
+            "foreign_delete_reread_seconds": reread,
         }
     finally:
         spark.stop()
@@ -274,6 +291,13 @@ def main() -> None:
             f"table of {r['table_keys']:,} keys: whole-table read {r['whole_table_read_seconds']:.1f} s (the index "
             f"built from nothing, as before snapshots); snapshot {r['snapshot_bytes'] / 2**20:.1f} MiB, "
             f"saved in {r['snapshot_save_seconds']:.2f} s"
+        )
+    for r in restarts:
+        print(
+            f"table of {r['table_keys']:,} keys, another writer deletes half the rows of the newest load: "
+            f"read again in {r['foreign_delete_reread_seconds']:.1f} s, "
+            f"{r['foreign_delete_reread_seconds'] / r['whole_table_read_seconds']:.2f}x the whole-table read "
+            f"(that load, and the other rows of its {r['load_keys']:,} keys)"
         )
     last = restarts[-1]
     print(

@@ -108,9 +108,9 @@ class KeyIndexes:
         mark, changed = live.mark, live.changed_since(self._marks.get(table, 0)) if same else None
         followed = None if index is None else index.follow(live, retired_by, changed)
         if followed is not None and followed.unfollowed and index is not None:
-            self._say_unfollowed(table, restored, followed)
-            if len(followed.orphans) > REREAD_AT_MOST * (len(index) + len(followed.orphans)):
-                followed = None  # most of the table's keys: one read of it costs no more
+            whole = len(followed.orphans) > REREAD_AT_MOST * (len(index) + len(followed.orphans))
+            self._say_unfollowed(table, restored, followed, whole)
+            followed = None if whole else followed
         if index is None or followed is None:
             fresh, loads = KeyIndex(), sorted(live)
             fresh.absorb([live[sid] for sid in loads], self.store.key_rows(table, upsert, None))
@@ -143,21 +143,27 @@ class KeyIndexes:
         self._marks[table] = mark
         return set(touched)
 
-    def _say_unfollowed(self, table: str, restored: bool, followed: Followed) -> None:
+    def _say_unfollowed(self, table: str, restored: bool, followed: Followed, whole: bool) -> None:
         shown = ", ".join(followed.unfollowed[:5]) + (", ..." if len(followed.unfollowed) > 5 else "")
         what = (
             f"its key index snapshot of version {self._saved[table][0]} cannot be followed past"
             if restored
             else "the key index cannot follow"
         )
+        then = (
+            "most of the table's keys: reading the whole table"
+            if whole
+            else "reading them and the other rows of those keys"
+        )
         log.warning(
             "table %s: %s %d segment(s) another writer removed or changed, or merged with loads "
-            "it never read (%s); reading them and the other rows of the %d keys they held",
+            "it never read (%s); they held %d keys, %s",
             table,
             what,
             len(followed.unfollowed),
             shown,
             len(followed.orphans),
+            then,
         )
 
     def _restore(self, table: str) -> KeyIndex | None:
