@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import datetime
 from itertools import chain, islice
 from typing import Any, NamedTuple
@@ -175,8 +175,7 @@ class KeyIndex:
         self._holders: dict[str, _Holder] = {}  # live segments the index has read or followed
         self._shapes: dict[str, _Shape] = {}  # what they held when the index took them in
         self._touched: set[str] = set()  # segments whose count may have changed since `take_touched`
-        # restored from a snapshot and not yet followed: the newest load time it had read
-        self._restored_upto: datetime | None = None
+        self._restored = False  # taken back from a snapshot and not yet followed
 
     def __len__(self) -> int:
         if self._winners is not None:
@@ -275,7 +274,7 @@ class KeyIndex:
             for sid, (n, parts, states) in meta["shapes"].items()
         }
         index._kind = meta["kind"]
-        index._restored_upto = max((h.loaded for h in index._read if h.loaded is not None), default=None)
+        index._restored = True
         return index
 
     def follow(
@@ -283,10 +282,12 @@ class KeyIndex:
         live: Mapping[str, Segment],
         retired_by: Callable[[str], str | None],
         changed: Iterable[str] | None = None,
+        merged_by: Callable[[Sequence[str]], Mapping[str, Collection[str]]] | None = None,
     ) -> Followed:
         """Move to the table's live segments; return what the caller must read to catch up (see
         `Followed`). `changed`: the ids set or removed since the last call, when the caller knows
-        (None: compare all)."""
+        (None: compare all). `merged_by`: the ids each plan merged away, asked only of an index
+        restored from its snapshot and not yet followed (None: none known)."""
         if changed is None:
             looked, new = self._shapes.keys() & live.keys(), live.keys() - self._holders.keys()
             gone = list(self._holders.keys() - live.keys())
@@ -299,34 +300,55 @@ class KeyIndex:
         doubtful = [self._holders[sid] for sid in sorted(looked) if _shape(live[sid]) != self._shapes[sid]]
         made = _outputs_by_plan(new)
         targets: dict[str, _Holder] = {}
+        plans: dict[str, str] = {}  # each output followed to, and the plan that made it
         while gone:
             sid = gone.pop()
             plan = retired_by(sid)
             out = None if plan is None else _output_of(plan, made)
-            if out is None:  # removed by another writer, or split: nothing says where its keys went
+            if plan is None or out is None:
+                # removed by another writer, or split: nothing says where its keys went
                 doubtful.append(self._holders[sid])
                 continue
             holder, target = self._holders.pop(sid), self._holders.get(out) or targets.get(out)
             if target is None:
                 target = targets[out] = _Holder(out, None)
+                plans[out] = plan
                 if out not in live:
                     self._holders[out] = target  # merged away again since: follow it further
                     gone.append(out)
             holder.parent, target.wins = target, target.wins + holder.wins
             holder.wins = 0
             self._shapes.pop(sid, None)
-        read_upto, self._restored_upto = self._restored_upto, None
         for out, target in targets.items():
             if out in live:
                 target.loaded = live[out].loaded_at
                 self._holders[out], self._shapes[out] = target, _shape(live[out])
                 self._touched.add(out)
-                if read_upto is not None and live[out].loaded_at > read_upto:
-                    doubtful.append(target)  # it merged loads that came after the snapshot, unread
+        if self._restored:  # merges since the snapshot may have taken loads it never read
+            self._restored = False
+            doubtful += self._unread_in(targets, plans, merged_by or (lambda plan_ids: {}))
         orphans = self._forget(doubtful)
         unfollowed = sorted({holder.segment_id for holder in doubtful})
         loads = (new | {sid for sid in unfollowed if sid in live}) - self._holders.keys()
         return Followed(sorted(loads), orphans, unfollowed)
+
+    def _unread_in(
+        self,
+        targets: Mapping[str, _Holder],
+        plans: Mapping[str, str],
+        merged_by: Callable[[Sequence[str]], Mapping[str, Collection[str]]],
+    ) -> list[_Holder]:
+        """The outputs followed that hold rows the index never read: a plan on their way merged
+        a segment the snapshot did not hold (a load after it), or is not on record."""
+        read = {holder.segment_id for holder in self._read} | targets.keys()
+        inputs = merged_by(sorted(set(plans.values()))) if plans else {}
+        unread = {
+            id(root): root
+            for out, plan in plans.items()
+            if not (merged := inputs.get(plan)) or not set(merged) <= read
+            for root in [targets[out].root()]
+        }
+        return list(unread.values())
 
     def _forget(self, doubtful: list[_Holder]) -> Ints:
         """Drop the segments `doubtful` and the winners they hold; their keys."""

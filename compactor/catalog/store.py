@@ -73,3 +73,6 @@ class CatalogStore(Protocol):
 
     def retired(self, table: str, segment_ids: Sequence[str]) -> dict[str, RetiredSegment]:
         """What is kept of these ids, for those that were retired."""
+
+    def merged_by(self, table: str, plan_ids: Sequence[str]) -> dict[str, set[str]]:
+        """The ids each of these plans retired (merged away), for the plans found."""

@@ -284,6 +284,29 @@ class DeltaCatalogStore:
             for sid, r in found.items()
         }
 
+    def merged_by(self, table: str, plan_ids: Sequence[str]) -> dict[str, set[str]]:
+        if not plan_ids:
+            return {}
+        wanted = set(plan_ids)
+        with self._lock:
+            journal = list(self._journal)
+        rows = [r for r in journal if r.part == RETIRED and r.table == table and r.retired_by in wanted]
+        if self._exists():
+            df = self.spark.read.format("delta").load(self.uri)
+            rows += (
+                df.where(
+                    (F.col("part") == RETIRED)
+                    & (F.col("table") == table)
+                    & F.expr(f"retired_by IN ({in_list(plan_ids)})")
+                )
+                .select("segment_id", "retired_by")
+                .collect()
+            )
+        found: dict[str, set[str]] = {}
+        for row in rows:
+            found.setdefault(row.retired_by, set()).add(row.segment_id)
+        return found
+
     @retry(
         retry=retry_if_exception(lambda exc: _lost_race(exc)),
         stop=stop_after_attempt(5),

@@ -113,7 +113,7 @@ def assemble(
             off_peak=operations.off_peak,
             due=due,
             running=lambda table: inflight.booked(table),
-            kept_retired=catalog_store.retired,
+            kept=catalog_store,
         ),
         runner=runner,
         merges=merges,

@@ -30,3 +30,7 @@ class TimedCatalogStore:
     def retired(self, table: str, segment_ids: Sequence[str]) -> dict[str, RetiredSegment]:
         with self.metrics.catalog("retired"):
             return self.store.retired(table, segment_ids)
+
+    def merged_by(self, table: str, plan_ids: Sequence[str]) -> dict[str, set[str]]:
+        with self.metrics.catalog("retired"):
+            return self.store.merged_by(table, plan_ids)

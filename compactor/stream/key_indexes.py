@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import NamedTuple
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import NamedTuple, Protocol
 
 from compactor.catalog.key_index import Followed, IndexSnapshot, KeyIndex, SnapshotUnreadable
 from compactor.catalog.retired import RetiredSegment
@@ -29,7 +29,24 @@ from compactor.delta.store import TableStore
 
 log = logging.getLogger(__name__)
 
-KeptRetired = Callable[[str, Sequence[str]], Mapping[str, RetiredSegment]]
+
+class KeptRecords(Protocol):
+    """The catalog store's records of segments merged away before this process (`CatalogStore`)."""
+
+    def retired(self, table: str, segment_ids: Sequence[str]) -> Mapping[str, RetiredSegment]: ...
+
+    def merged_by(self, table: str, plan_ids: Sequence[str]) -> Mapping[str, Collection[str]]: ...
+
+
+class _NothingKept:
+    def retired(self, table: str, segment_ids: Sequence[str]) -> Mapping[str, RetiredSegment]:
+        return {}
+
+    def merged_by(self, table: str, plan_ids: Sequence[str]) -> Mapping[str, Collection[str]]:
+        return {}
+
+
+NOTHING_KEPT: KeptRecords = _NothingKept()
 
 SAVE_EVERY_S = 300.0  # an index that changed (loads only) is saved at most this long after
 SAVE_AFTER_MERGE_S = 30.0  # ... and one that followed a merge, this long after
@@ -61,14 +78,12 @@ class KeyIndexes:
         self,
         catalog: CatalogView,
         store: TableStore,
-        kept_retired: KeptRetired = lambda table, segment_ids: {},
+        kept: KeptRecords = NOTHING_KEPT,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.catalog = catalog
         self.store = store
-        self.kept_retired = (
-            kept_retired  # the catalog store's records of segments retired before this process
-        )
+        self.kept = kept
         self.clock = clock
         self._indexes: dict[str, KeyIndex] = {}
         self._noted_in: dict[str, object] = {}  # the catalog's table object each index noted in
@@ -94,19 +109,29 @@ class KeyIndexes:
         index = self._indexes.get(table)
         restored = index is None and (index := self._restore(table)) is not None
 
-        kept = {}  # a restored index's segments merged since its snapshot, maybe before this process
+        merged_since = {}  # a restored index's segments merged since its snapshot, maybe before this process
         if restored and index is not None:
-            kept = dict(self.kept_retired(table, sorted(index.segment_ids - live.keys())))
+            merged_since = dict(self.kept.retired(table, sorted(index.segment_ids - live.keys())))
 
         def retired_by(segment_id: str) -> str | None:
-            record = catalog.retired_record(table, segment_id) or kept.get(segment_id)
+            record = catalog.retired_record(table, segment_id) or merged_since.get(segment_id)
             if record is None and restored:  # merged away again since: one lookup each
-                record = self.kept_retired(table, [segment_id]).get(segment_id)
+                record = self.kept.retired(table, [segment_id]).get(segment_id)
             return None if record is None else record.retired_by
+
+        def merged_by(plan_ids: Sequence[str]) -> dict[str, set[str]]:
+            """What each plan merged away, by this process or before it."""
+            found: dict[str, set[str]] = {plan: set() for plan in plan_ids}
+            for record in catalog.retired_records(table):
+                if record.retired_by in found:
+                    found[record.retired_by].add(record.segment_id)
+            for plan, ids in self.kept.merged_by(table, plan_ids).items():
+                found.setdefault(plan, set()).update(ids)
+            return found
 
         same = not restored and self._noted_in.get(table) is live and live.noted
         mark, changed = live.mark, live.changed_since(self._marks.get(table, 0)) if same else None
-        followed = None if index is None else index.follow(live, retired_by, changed)
+        followed = None if index is None else index.follow(live, retired_by, changed, merged_by)
         if followed is not None and followed.unfollowed and index is not None:
             whole = len(followed.orphans) > REREAD_AT_MOST * (len(index) + len(followed.orphans))
             self._say_unfollowed(table, restored, followed, whole)

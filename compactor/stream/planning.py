@@ -33,7 +33,7 @@ from compactor.stream.advice import ADVISE_EVERY, advise
 from compactor.stream.control import Control
 from compactor.stream.cool_down import CoolDown
 from compactor.stream.due import DueTimes
-from compactor.stream.key_indexes import KeptRetired, KeyIndexes
+from compactor.stream.key_indexes import NOTHING_KEPT, KeptRecords, KeyIndexes
 from compactor.stream.reporting import MetricsSink, NoMetrics
 from compactor.stream.scope import AttemptScope
 from compactor.stream.stats import AttemptCounts
@@ -68,7 +68,7 @@ class TablePlanner:
         off_peak: OffPeak | None = None,
         due: DueTimes | None = None,
         running: Callable[[str], Mapping[str, str]] = lambda table: {},
-        kept_retired: KeptRetired = lambda table, segment_ids: {},
+        kept: KeptRecords = NOTHING_KEPT,
     ) -> None:
         self.catalog = catalog  # it notes each table's debt outlook with the table's mark
         self.configs = configs
@@ -79,7 +79,7 @@ class TablePlanner:
         self.metrics = metrics or NoMetrics()
         self.counts = AttemptCounts()
         self.scope = scope or AttemptScope()
-        self.keys = KeyIndexes(catalog, store, kept_retired)
+        self.keys = KeyIndexes(catalog, store, kept)
         self.defer_over_lag = defer_over_lag  # admission control: see `_allowance`
         self.off_peak = off_peak  # optional merges run only inside it
         self.due = due if due is not None else DueTimes()

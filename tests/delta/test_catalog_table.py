@@ -67,6 +67,7 @@ def test_saved_changes_come_back_folded_and_retired_segments_are_found_by_id(
     }
     (found,) = store.retired("t", ["a", "b"]).values()
     assert found == RetiredSegment.of(a, "plan-1") and found.same_event(a)
+    assert store.merged_by("t", ["plan-1"]) == {"plan-1": {"a"}} and store.merged_by("u", ["plan-1"]) == {}
 
 
 def test_the_start_up_part_is_rewritten_to_its_live_rows(
@@ -110,6 +111,7 @@ def test_saves_go_to_a_journal_that_is_folded_into_the_table_at_intervals(
         "the mark's filter comes back from the journal"
     )
     assert reader.retired("t", ["a"])["a"].retired_by == "p1", "retired rows are found in the journal too"
+    assert reader.merged_by("t", ["p1", "p9"]) == {"p1": {"a"}}, "and by the plan that merged them"
     assert len(files()) == 2, "a reader leaves the journal alone"
 
     store.save(CatalogChanges(marks={"t": TableMark(2)}))  # the third save folds the journal in, aside
@@ -128,6 +130,7 @@ def test_saves_go_to_a_journal_that_is_folded_into_the_table_at_intervals(
     assert restarted.load().marks["t"].version == 3
     assert files() == [f"{4:020d}.json"], "start-up leaves the journal for the next compaction"
     assert restarted.retired("t", ["a"])["a"].retired_by == "p1"
+    assert restarted.merged_by("t", ["p1"]) == {"p1": {"a"}}, "found in both, told once"
     restarted.compact()  # the row appended twice now: it still folds once
     assert files() == [] and DeltaCatalogStore(spark, warehouse).load().marks["t"].version == 3
 

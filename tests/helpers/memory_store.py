@@ -347,3 +347,10 @@ class InMemoryCatalogStore:
         return {
             sid: self.retired_rows[(table, sid)] for sid in segment_ids if (table, sid) in self.retired_rows
         }
+
+    def merged_by(self, table: str, plan_ids: Sequence[str]) -> dict[str, set[str]]:
+        found: dict[str, set[str]] = {}
+        for (of, sid), record in self.retired_rows.items():
+            if of == table and record.retired_by in plan_ids:
+                found.setdefault(record.retired_by, set()).add(sid)
+        return found
