@@ -46,7 +46,7 @@ def encode_values(values: Sequence[Any]) -> tuple[str | None, Ints] | None:
             if (codes == ABSENT).any():
                 return None  # the one int64 the codes keep for None
         elif kind == "float":
-            codes = _float_codes(np.array(plain, np.float64))
+            codes = float_codes(np.array(plain, np.float64))
         elif kind == "date":
             codes = np.array([0 if v is None else v.toordinal() - _EPOCH_DAY for v in values], np.int64)
         else:
@@ -62,8 +62,9 @@ def encode_values(values: Sequence[Any]) -> tuple[str | None, Ints] | None:
     return kind, codes
 
 
-def _float_codes(numbers: npt.NDArray[np.float64]) -> Ints:
-    """Floats as int64 in their order: a negative's magnitude bits flipped (see the module)."""
+def float_codes(numbers: npt.NDArray[np.float64]) -> Ints:
+    """Floats as int64 in their order: a negative's magnitude bits flipped (see the module).
+    Writes -0.0 as 0.0 into `numbers`."""
     numbers[numbers == 0] = 0.0  # -0.0 == 0.0
     bits = numbers.view(np.int64)
     codes = np.where(bits < 0, bits ^ _FLIP, bits)

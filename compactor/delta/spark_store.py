@@ -10,7 +10,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from compactor.catalog.changes import CommitRecord
-from compactor.catalog.key_index import KeyRow
+from compactor.catalog.key_index import KeyColumns, KeyRow
 from compactor.catalog.key_values import Ints
 from compactor.config.layout import LayoutConfig, UpsertConfig
 from compactor.config.rules import RuleName
@@ -235,12 +235,12 @@ class SparkTableStore:
 
     def key_rows(
         self, table: str, upsert: UpsertConfig, segment_ids: Collection[str] | None
-    ) -> Iterator[KeyRow]:
+    ) -> Iterator[KeyRow | KeyColumns]:
         return key_rows(self.spark, self.warehouse, table, upsert, segment_ids)
 
     def key_rows_of_keys(
         self, table: str, upsert: UpsertConfig, keys: Ints, excluding: Collection[str]
-    ) -> Iterator[KeyRow]:
+    ) -> Iterator[KeyRow | KeyColumns]:
         return key_rows_of_keys(self.spark, self.warehouse, table, upsert, keys, excluding)
 
     def save_key_index(self, table: str, version: int, data: bytes, keys: int) -> None:

@@ -12,13 +12,13 @@ not rewrite; anything else is a failure of that plan.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import NamedTuple, Protocol
 
 from compactor.catalog.changes import CommitRecord
-from compactor.catalog.key_index import KeyRow
+from compactor.catalog.key_index import KeyRows
 from compactor.catalog.key_values import Ints
 from compactor.config.layout import LayoutConfig, UpsertConfig
 from compactor.config.sub_partitions import SubPartitionConfig
@@ -110,15 +110,13 @@ class TableStore(Protocol):
         """The version at which the plan committed, looked up among the newest commits (None:
         not among them): tells the order of merges of one table that ran side by side."""
 
-    def key_rows(
-        self, table: str, upsert: UpsertConfig, segment_ids: Collection[str] | None
-    ) -> Iterable[KeyRow]:
+    def key_rows(self, table: str, upsert: UpsertConfig, segment_ids: Collection[str] | None) -> KeyRows:
         """Upsert tables: the rows of `segment_ids` (None: of the whole table) as the key
         index reads them: key hash, comparison value, row hash, segment."""
 
     def key_rows_of_keys(
         self, table: str, upsert: UpsertConfig, keys: Ints, excluding: Collection[str]
-    ) -> Iterable[KeyRow]:
+    ) -> KeyRows:
         """Upsert tables: the rows whose key hash is one of `keys`, in every segment but
         `excluding`, as `key_rows` gives them."""
 

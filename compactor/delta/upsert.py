@@ -26,9 +26,10 @@ from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from compactor.catalog.key_index import KeyRow
+from compactor.catalog.key_index import KeyColumns, KeyRow
 from compactor.catalog.key_values import Ints
 from compactor.config.layout import UpsertConfig
+from compactor.delta.key_columns import key_columns
 from compactor.delta.paths import SEGMENT_COLUMN, state_uri, table_uri
 from compactor.delta.reads import segment_rows
 
@@ -86,7 +87,7 @@ def key_rows(
     table: str,
     upsert: UpsertConfig,
     segment_ids: Collection[str] | None,
-) -> Iterator[KeyRow]:
+) -> Iterator[KeyRow | KeyColumns]:
     """What the key index reads of `segment_ids`' rows: key hash, comparison value, row hash
     (the one `with_validity` breaks ties with) and segment; None reads every row. Lazily, a
     few segments at a time (about `ROWS_PER_READ` rows, by the snapshot's row counts), each
@@ -110,7 +111,7 @@ def key_rows(
 
 def _key_rows_of(
     spark: SparkSession, warehouse: Path | str, table: str, upsert: UpsertConfig, segment_ids: list[str]
-) -> list[KeyRow]:
+) -> list[KeyRow | KeyColumns]:
     df = DeltaTable.forPath(spark, table_uri(warehouse, table)).toDF()
     return _as_key_rows(_key_columns(df, upsert).where(F.col(SEGMENT_COLUMN).isin(segment_ids)))
 
@@ -122,7 +123,7 @@ def key_rows_of_keys(
     upsert: UpsertConfig,
     keys: Ints,
     excluding: Collection[str],
-) -> Iterator[KeyRow]:
+) -> Iterator[KeyRow | KeyColumns]:
     """The rows whose key hash is one of `keys`, outside the segments `excluding`: what the key
     index reads again of the rest of a table after a change it could not follow. Each read
     scans the key columns of the whole table on the executors and brings only those keys' rows
@@ -146,10 +147,8 @@ def _key_columns(df: DataFrame, upsert: UpsertConfig) -> DataFrame:
     )
 
 
-def _as_key_rows(columns: DataFrame) -> list[KeyRow]:
-    read = columns.select("key", "value", "row_hash", SEGMENT_COLUMN).toArrow()
-    lists = [read.column(name).to_pylist() for name in ("key", "value", "row_hash", SEGMENT_COLUMN)]
-    return [KeyRow(*row) for row in zip(*lists, strict=True)]
+def _as_key_rows(columns: DataFrame) -> list[KeyRow | KeyColumns]:
+    return key_columns(columns.select("key", "value", "row_hash", SEGMENT_COLUMN).toArrow())
 
 
 def valid_rows_of(df: DataFrame, segment_ids: list[str], upsert: UpsertConfig, order: DataFrame) -> DataFrame:

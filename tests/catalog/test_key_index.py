@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from compactor.catalog import key_index, key_values
-from compactor.catalog.key_index import KeyIndex, KeyRow
+from compactor.catalog.key_index import KeyColumns, KeyIndex, KeyRow
 from compactor.domain.layout import refresh_output_prefix
 from compactor.domain.plans import output_id, plan_id_for
 from compactor.domain.segments import Segment, TimeRange
@@ -365,6 +365,24 @@ def ranked_recount(rows: list[tuple[str, int, Any, int]], loaded: Mapping[str, d
     return {sid: n for sid, n in held.items() if n > 0}
 
 
+def as_key_columns(rows: list[KeyRow]) -> list[KeyRow | KeyColumns]:
+    """The rows as one `KeyColumns` where their values code, as a read through Arrow gives them."""
+    encoded = key_values.encode_values([row.value for row in rows])
+    if not rows or encoded is None:
+        return list(rows)
+    ids = sorted({row.segment_id for row in rows})
+    return [
+        KeyColumns(
+            np.array([row.key for row in rows], np.int64),
+            encoded[0],
+            encoded[1],
+            np.array([row.row_hash for row in rows], np.int64),
+            np.array([ids.index(row.segment_id) for row in rows], np.int64),
+            ids,
+        )
+    ]
+
+
 @contextmanager
 def chunks_of(size: int | None) -> Iterator[None]:
     """`absorb` takes rows in chunks of `size` (None: as it does)."""
@@ -382,7 +400,8 @@ def test_the_compact_index_absorbs_loads_as_the_dict_did(
     data: st.DataObject, pool: str, chunk: int | None
 ) -> None:
     """Random loads (several a call, rows interleaved, keys colliding, values, load times and
-    row hashes tied, rows of unknown segments) give the dict's winners, exactly."""
+    row hashes tied, rows of unknown segments), given as rows, as columns (as a Spark read
+    through Arrow gives them) or as both, give the dict's winners, exactly."""
     values = st.sampled_from([None, *POOLS[pool]])
     compact, reference = KeyIndex(), ReferenceKeyIndex()
     taken: list[tuple[str, int, Any, int]] = []
@@ -407,8 +426,10 @@ def test_the_compact_index_absorbs_loads_as_the_dict_did(
             Segment(sid, "t", TimeRange(T0, T0 + timedelta(hours=1)), loaded[sid], records=records[sid])
             for sid in sids
         ]
+        as_columns = data.draw(st.integers(0, len(key_rows)))  # the first rows come as columns
+        given = [*as_key_columns(key_rows[:as_columns]), *key_rows[as_columns:]]
         with chunks_of(chunk):
-            compact.absorb(segments, key_rows)
+            compact.absorb(segments, given)
         reference.absorb(segments, key_rows)
         taken += [r for r in rows if r[0] != "unknown"]
         assert compact.take_touched() == reference.take_touched()

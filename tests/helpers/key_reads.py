@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import NamedTuple
 
-from compactor.catalog.key_index import KeyRow
+from compactor.catalog.key_index import KeyColumns, KeyRow, KeyRows
 from compactor.catalog.key_values import Ints
 from compactor.config.layout import UpsertConfig
 from compactor.stream.handler import BatchHandler
@@ -19,6 +19,12 @@ class KeyRead(NamedTuple):
     read_from: frozenset[str]  # the segments those rows came from
 
 
+def _tally(read: list[KeyRow | KeyColumns]) -> tuple[int, frozenset[str]]:
+    """The rows a read brought back, and the segments they came from."""
+    rows = [row for item in read for row in (item.rows() if isinstance(item, KeyColumns) else [item])]
+    return len(rows), frozenset(row.segment_id for row in rows)
+
+
 class CountedReads:
     """Wraps the handler's store: each key read it makes lands in `calls`."""
 
@@ -27,17 +33,17 @@ class CountedReads:
         store = handler.planner.keys.store
         read, look_up = store.key_rows, store.key_rows_of_keys
 
-        def key_rows(table: str, upsert: UpsertConfig, segment_ids: Collection[str] | None) -> list[KeyRow]:
+        def key_rows(table: str, upsert: UpsertConfig, segment_ids: Collection[str] | None) -> KeyRows:
             rows = list(read(table, upsert, segment_ids))
             ids = None if segment_ids is None else tuple(sorted(segment_ids))
-            self.calls.append(KeyRead(ids, 0, len(rows), frozenset(row.segment_id for row in rows)))
+            self.calls.append(KeyRead(ids, 0, *_tally(rows)))
             return rows
 
         def key_rows_of_keys(
             table: str, upsert: UpsertConfig, keys: Ints, excluding: Collection[str]
-        ) -> list[KeyRow]:
+        ) -> KeyRows:
             rows = list(look_up(table, upsert, keys, excluding))
-            self.calls.append(KeyRead((), len(keys), len(rows), frozenset(row.segment_id for row in rows)))
+            self.calls.append(KeyRead((), len(keys), *_tally(rows)))
             return rows
 
         store.key_rows = key_rows  # type: ignore[method-assign]
