@@ -5,7 +5,6 @@ that segment held; never the whole table. The counts stay exact (real Spark, Del
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +12,6 @@ import pytest
 from delta.tables import DeltaTable
 from pyspark.sql import functions as F
 
-from compactor.client.loader import load_segment
 from compactor.codec.events import default_codec
 from compactor.config.layout import UpsertConfig
 from compactor.config.loading import load_config
@@ -22,6 +20,7 @@ from compactor.delta.upsert import invalid_counts
 from compactor.kafka.producer import EventProducer
 from compactor.stream import merge_desk
 from compactor.stream.job import build_handler
+from tests.helpers.accounts import AccountLoads
 from tests.helpers.key_reads import CountedReads
 from tests.helpers.streaming import JobRunner, make_kafka
 
@@ -47,7 +46,6 @@ CONFIG = load_config(
         }
     }
 )
-START = datetime(2024, 5, 1, tzinfo=UTC)
 
 
 def test_another_writers_delete_is_read_again_only_where_it_happened(
@@ -57,16 +55,7 @@ def test_another_writers_delete_is_read_again_only_where_it_happened(
     producer, codec = EventProducer(kafka), default_codec()
     upsert = UpsertConfig.model_validate(UPSERT)
 
-    def load(n: int, first: int, count: int, version: int) -> str:
-        rows = spark.range(first, first + count).select(
-            F.col("id").alias("account"), F.lit(version).alias("version"), F.lit(n).alias("load")
-        )
-        hour = START + timedelta(hours=n)
-        sid = f"a{n}"
-        load_segment(
-            spark, warehouse, kafka, producer, TABLE, rows, hour, hour + timedelta(hours=1), segment_id=sid
-        )
-        return sid
+    load = AccountLoads(spark, warehouse, kafka, producer, TABLE).load
 
     older = load(0, 0, 50_000, 1)
     newer = load(1, 40_000, 50_000, 2)  # supersedes a0's accounts 40,000-49,999

@@ -6,14 +6,12 @@ table, are exact (real Spark, Delta and Kafka)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pyspark.sql import functions as F
 
-from compactor.client.loader import load_segment
 from compactor.codec.events import default_codec
 from compactor.config.layout import UpsertConfig
 from compactor.config.loading import load_config
@@ -23,6 +21,7 @@ from compactor.kafka.producer import EventProducer
 from compactor.observe.status import key_index_line
 from compactor.stream import merge_desk
 from compactor.stream.job import build_handler
+from tests.helpers.accounts import AccountLoads
 from tests.helpers.key_reads import CountedReads
 from tests.helpers.streaming import JobRunner, make_kafka
 
@@ -43,7 +42,6 @@ CONFIG = load_config(
         }
     }
 )
-START = datetime(2024, 5, 1, tzinfo=UTC)
 
 
 def test_a_restart_reads_back_the_key_index_and_only_the_load_since(
@@ -54,16 +52,7 @@ def test_a_restart_reads_back_the_key_index_and_only_the_load_since(
     upsert = UpsertConfig.model_validate(UPSERT)
     per = KEYS // PARTS
 
-    def load(n: int, first: int, count: int, version: int) -> str:
-        rows = spark.range(first, first + count).select(
-            F.col("id").alias("account"), F.lit(version).alias("version"), F.lit(n).alias("load")
-        )
-        hour = START + timedelta(hours=n)
-        sid = f"a{n}"
-        load_segment(
-            spark, warehouse, kafka, producer, TABLE, rows, hour, hour + timedelta(hours=1), segment_id=sid
-        )
-        return sid
+    load = AccountLoads(spark, warehouse, kafka, producer, TABLE).load
 
     covered = [load(n, n * per, per, 1) for n in range(PARTS)]
     handler = build_handler(spark, CONFIG, warehouse, kafka, producer=producer, codec=codec)
