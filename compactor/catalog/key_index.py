@@ -46,13 +46,10 @@ Python objects). An embedded store spilling to local disk (RocksDB) was not need
   takes. Any other column (strings, decimals, ints beyond 64 bits, one column of two kinds)
   turns the index, once and for all, into the dict it was (`_winners`), behind the same
   methods: exact, and 250 bytes a key.
-- The keys live in sorted runs, each key in exactly one run, like a log-structured merge
-  tree: a load's rows are grouped per key in one sort (the later row wins only when it
-  ranks strictly higher, so the first of equal rows stays, as row by row), each group's
-  best is looked up in every run (`np.searchsorted`) and, when it outranks the winner,
-  written over it in place; keys new to the index become a new run, which is merged with
-  the run before it while that run is at most twice its size. A load costs its own rows
-  times a log factor (the searches, and the merges amortised), never a copy of the index.
+- A load's rows are grouped per key in one sort (the later row wins only when it ranks
+  strictly higher, so the first of equal rows stays, as row by row); each group's best is
+  compared with its key's winner, kept in sorted runs (`catalog.key_runs`). A load costs its
+  own rows times a log factor, never a copy of the index.
 """
 
 from __future__ import annotations
@@ -64,8 +61,8 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 import numpy as np
-import numpy.typing as npt
 
+from compactor.catalog.key_runs import KeyRuns, Run
 from compactor.catalog.key_values import ABSENT, Ints, decode_values, encode_values, micros, only_ints
 from compactor.domain.layout import refresh_output_prefix
 from compactor.domain.plans import output_id
@@ -137,36 +134,6 @@ class _Holder:
         return top
 
 
-class _Run:
-    """Keys sorted and unique, with their winners' encoded value, row hash and holder id."""
-
-    __slots__ = ("holders", "keys", "rows", "values")
-
-    def __init__(self, keys: Ints, values: Ints, rows: Ints, holders: npt.NDArray[np.int32]) -> None:
-        self.keys, self.values, self.rows, self.holders = keys, values, rows, holders
-
-    def __len__(self) -> int:
-        return len(self.keys)
-
-    def without(self, dropped: npt.NDArray[np.bool_]) -> _Run:
-        kept = ~dropped
-        return _Run(self.keys[kept], self.values[kept], self.rows[kept], self.holders[kept])
-
-    def merged(self, newer: _Run) -> _Run:
-        """One run of both (their keys are disjoint)."""
-        at = np.searchsorted(self.keys, newer.keys)
-        return _Run(
-            np.insert(self.keys, at, newer.keys),
-            np.insert(self.values, at, newer.values),
-            np.insert(self.rows, at, newer.rows),
-            np.insert(self.holders, at, newer.holders),
-        )
-
-    @property
-    def nbytes(self) -> int:
-        return self.keys.nbytes + self.values.nbytes + self.rows.nbytes + self.holders.nbytes
-
-
 SNAPSHOT_FORMAT = 1
 
 
@@ -192,7 +159,7 @@ class KeyIndex:
     """One table's winners; see the module."""
 
     def __init__(self) -> None:
-        self._runs: list[_Run] = []  # the winners, compact (sizes falling: see the module)
+        self._runs = KeyRuns()  # the winners, compact (see `catalog.key_runs`)
         self._kind: str | None = None  # what the comparison values are (None: none seen yet)
         self._winners: dict[int, tuple[bool, Any, int, _Holder]] | None = None  # the dict, once needed
         self._read: list[_Holder] = []  # every holder a key has named, by id (keys hold the id)
@@ -202,9 +169,7 @@ class KeyIndex:
         self._restored = False  # taken back from a snapshot and not yet followed
 
     def __len__(self) -> int:
-        if self._winners is not None:
-            return len(self._winners)
-        return sum(len(run) for run in self._runs)
+        return len(self._winners) if self._winners is not None else len(self._runs)
 
     @property
     def segment_ids(self) -> frozenset[str]:
@@ -219,7 +184,7 @@ class KeyIndex:
     @property
     def nbytes(self) -> int:
         """The bytes of the compact columns (0 once the index is the dict)."""
-        return sum(run.nbytes for run in self._runs)
+        return self._runs.nbytes
 
     def snapshot(self) -> IndexSnapshot | None:
         """The index as it is now, for `IndexSnapshot.encode` to make the bytes `restored` takes
@@ -244,7 +209,7 @@ class KeyIndex:
         meta = {
             "format": SNAPSHOT_FORMAT,
             "kind": self._kind,
-            "runs": len(self._runs),
+            "runs": len(self._runs.runs),
             "holders": [[h.segment_id, h.loaded.isoformat() if h.loaded else None, h.wins] for h in kept],
             "live": live,
             "shapes": {
@@ -253,7 +218,7 @@ class KeyIndex:
             },
         }
         columns: dict[str, Any] = {"meta": np.frombuffer(json.dumps(meta).encode(), np.uint8)}
-        for number, run in enumerate(self._runs):
+        for number, run in enumerate(self._runs.runs):
             columns |= {
                 f"keys{number}": run.keys,  # never written in place: a run's keys are replaced whole
                 f"values{number}": run.values.copy(),
@@ -274,7 +239,7 @@ class KeyIndex:
                         f"snapshot format {meta.get('format')!r}; this job reads {SNAPSHOT_FORMAT}"
                     )
                 runs = [
-                    _Run(*(found[f"{name}{n}"] for name in ("keys", "values", "rows", "holders")))
+                    Run(*(found[f"{name}{n}"] for name in ("keys", "values", "rows", "holders")))
                     for n in range(meta["runs"])
                 ]
         except SnapshotUnreadable:
@@ -291,7 +256,7 @@ class KeyIndex:
                 raise SnapshotUnreadable("a run's columns differ in length")
             if len(run) and not 0 <= int(run.holders.min()) <= int(run.holders.max()) < len(index._read):
                 raise SnapshotUnreadable("a key names a holder the snapshot does not list")
-        index._runs = [run for run in runs if len(run)]
+        index._runs = KeyRuns(runs)
         index._holders = {sid: index._read[at] for sid, at in meta["live"].items()}
         index._shapes = {
             sid: (n, frozenset(parts), tuple((value, SegmentState(state)) for value, state in states))
@@ -389,17 +354,9 @@ class KeyIndex:
             for key in keys:
                 del self._winners[key]
             return np.array(keys, np.int64)
-        doomed = np.fromiter((id(h.root()) in dropped for h in self._read), bool, len(self._read))
-        orphans, runs = [], []
-        for run in self._runs:
-            lost = doomed[run.holders]
-            if lost.any():
-                orphans.append(run.keys[lost])
-                run = run.without(lost)
-            if len(run):
-                runs.append(run)
-        self._runs = runs
-        return np.concatenate(orphans) if orphans else _NO_KEYS
+        return self._runs.drop(
+            np.fromiter((id(h.root()) in dropped for h in self._read), bool, len(self._read))
+        )
 
     def absorb(self, loads: Iterable[Segment], rows: KeyRows) -> None:
         """Take in new segments and their rows (each row is compared with its key's winner)."""
@@ -501,23 +458,11 @@ class KeyIndex:
         keys, values, hashes, holders, loaded = (
             keys[order], values[order], hashes[order], holders[order], loaded[order],
         )  # fmt: skip
-        in_run = np.full(len(keys), -1, np.int64)
-        at = np.zeros(len(keys), np.int64)
-        for number, run in enumerate(self._runs):
-            where = np.minimum(np.searchsorted(run.keys, keys), len(run) - 1)
-            hit = run.keys[where] == keys
-            in_run[hit], at[hit] = number, where[hit]
-        old = in_run >= 0
+        found = self._runs.find(keys)
+        old = found.held
         won = ~old
         if old.any():
-            runs, spots = in_run[old], at[old]
-            held_values, held_hashes, held_by = (np.empty(len(runs), np.int64) for _ in range(3))
-            for number, run in enumerate(self._runs):
-                mine = runs == number
-                if mine.any():
-                    held_values[mine] = run.values[spots[mine]]
-                    held_hashes[mine] = run.rows[spots[mine]]
-                    held_by[mine] = run.holders[spots[mine]]
+            held_values, held_hashes, held_by = self._runs.winners(found)
             distinct, which = np.unique(held_by, return_inverse=True)
             roots = [self._read[i].root() for i in distinct.tolist()]
             held_loaded = np.array([micros(root.loaded) for root in roots], np.int64)[which]
@@ -533,12 +478,7 @@ class KeyIndex:
                     root.wins -= lost
                     self._touched.add(root.segment_id)
             won[old] = better
-            for number, run in enumerate(self._runs):
-                mine = better & (runs == number)
-                if mine.any():
-                    spot, taken = spots[mine], np.flatnonzero(old)[mine]
-                    run.values[spot], run.rows[spot] = values[taken], hashes[taken]
-                    run.holders[spot] = holders[taken]
+            self._runs.overwrite(found, better, value, row, holders[old])
         first = int(holders.min())
         for number, gained in enumerate(np.bincount(holders[won] - first).tolist()):
             if gained:
@@ -546,27 +486,19 @@ class KeyIndex:
                 winner.wins += gained
                 self._touched.add(winner.segment_id)
         new = ~old
-        if new.any():
-            self._add(_Run(keys[new], values[new], hashes[new], holders[new].astype(np.int32)))
-
-    def _add(self, run: _Run) -> None:
-        runs = self._runs
-        runs.append(run)
-        while len(runs) > 1 and len(runs[-2]) <= 2 * len(runs[-1]):
-            newer = runs.pop()
-            runs[-1] = runs[-1].merged(newer)
+        self._runs.add(keys[new], values[new], hashes[new], holders[new])
 
     def _to_dict(self) -> None:
         """The winners as the dict (see the module): from now on every value is compared as is."""
         winners: dict[int, tuple[bool, Any, int, _Holder]] = {}
-        for run in self._runs:
+        for run in self._runs.runs:
             values = decode_values(self._kind, run.values)
             present = (run.values != ABSENT).tolist()
             for key, there, value, row, held in zip(
                 run.keys.tolist(), present, values, run.rows.tolist(), run.holders.tolist(), strict=True
             ):
                 winners[key] = (there, value, row, self._read[held])
-        self._winners, self._runs = winners, []
+        self._winners, self._runs = winners, KeyRuns()
 
     def _absorb_dict(self, holders: Mapping[str, _Holder], rows: Iterable[KeyRow]) -> None:
         winners = self._winners

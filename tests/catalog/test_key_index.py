@@ -580,7 +580,7 @@ def test_many_small_loads_keep_few_runs_and_every_key() -> None:
         for one in (index, reference):
             one.absorb([segment], rows)
     assert index.invalid() == reference.invalid() and len(index) == len(reference) == 1000
-    assert len(index._runs) <= 12 and index.compact
+    assert len(index._runs.runs) <= 12 and index.compact
     assert index.nbytes == 28 * len(index)
 
 
