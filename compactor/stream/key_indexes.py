@@ -8,8 +8,10 @@ Each index outlives the job as a snapshot on the warehouse (`TableStore.save_key
 table's first use takes its snapshot back and follows the catalog from there like any later
 use: the segments loaded since are read alone, the merges since followed. A table with no
 snapshot or an unreadable one is read whole, with one log line saying why; segments another
-writer removed or rewrote since the snapshot are read again as above. Snapshots are taken between batches under the handler's lock (a copy of the columns a
-load changes in place), then encoded and written by the caller outside it. An index that
+writer removed or rewrote since the snapshot are read again as above, and so is a merge since
+that took a load the snapshot never held (the catalog's record of what each plan merged away
+tells). Snapshots are taken between batches under the handler's lock (a copy of the columns
+a load changes in place), then encoded and written by the caller outside it. An index that
 changed is saved within `SAVE_AFTER_MERGE_S` of a merge it followed, and at least every
 `SAVE_EVERY_S`.
 """
