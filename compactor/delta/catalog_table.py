@@ -262,19 +262,8 @@ class DeltaCatalogStore:
     def retired(self, table: str, segment_ids: Sequence[str]) -> dict[str, RetiredSegment]:
         if not segment_ids:
             return {}
-        wanted = set(segment_ids)
-        with self._lock:  # the journal before the table: a fold running aside appends, then drops
-            journal = list(self._journal)
-        rows = [r for r in journal if r.part == RETIRED and r.table == table and r.segment_id in wanted]
-        if self._exists():
-            df = self.spark.read.format("delta").load(self.uri)
-            rows += df.where(
-                (F.col("part") == RETIRED)
-                & (F.col("table") == table)
-                & F.expr(f"segment_id IN ({in_list(segment_ids)})")
-            ).collect()
         found: dict[str, Any] = {}
-        for row in rows:
+        for row in self._retired_rows(table, "segment_id", segment_ids):
             if row.segment_id not in found or row.seq > found[row.segment_id].seq:
                 found[row.segment_id] = row
         return {
@@ -287,25 +276,26 @@ class DeltaCatalogStore:
     def merged_by(self, table: str, plan_ids: Sequence[str]) -> dict[str, set[str]]:
         if not plan_ids:
             return {}
-        wanted = set(plan_ids)
-        with self._lock:
-            journal = list(self._journal)
-        rows = [r for r in journal if r.part == RETIRED and r.table == table and r.retired_by in wanted]
-        if self._exists():
-            df = self.spark.read.format("delta").load(self.uri)
-            rows += (
-                df.where(
-                    (F.col("part") == RETIRED)
-                    & (F.col("table") == table)
-                    & F.expr(f"retired_by IN ({in_list(plan_ids)})")
-                )
-                .select("segment_id", "retired_by")
-                .collect()
-            )
         found: dict[str, set[str]] = {}
-        for row in rows:
+        for row in self._retired_rows(table, "retired_by", plan_ids):
             found.setdefault(row.retired_by, set()).add(row.segment_id)
         return found
+
+    def _retired_rows(self, table: str, column: str, values: Sequence[str]) -> list[Any]:
+        """The table's retired rows whose `column` holds one of `values`: the journal's and the
+        catalog table's (a row in both, after a crash mid-fold, comes back twice)."""
+        wanted = set(values)
+        with self._lock:  # the journal before the table: a fold running aside appends, then drops
+            journal = list(self._journal)
+        rows = [r for r in journal if r.part == RETIRED and r.table == table and getattr(r, column) in wanted]
+        if self._exists():
+            df = self.spark.read.format("delta").load(self.uri)
+            rows += df.where(
+                (F.col("part") == RETIRED)
+                & (F.col("table") == table)
+                & F.expr(f"{column} IN ({in_list(values)})")
+            ).collect()
+        return rows
 
     @retry(
         retry=retry_if_exception(lambda exc: _lost_race(exc)),
