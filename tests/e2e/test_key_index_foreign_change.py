@@ -12,22 +12,16 @@ import pytest
 from delta.tables import DeltaTable
 from pyspark.sql import functions as F
 
-from compactor.codec.events import default_codec
-from compactor.config.layout import UpsertConfig
 from compactor.config.loading import load_config
 from compactor.delta.paths import table_uri
 from compactor.delta.upsert import invalid_counts
-from compactor.kafka.producer import EventProducer
 from compactor.stream import merge_desk
-from compactor.stream.job import build_handler
-from tests.helpers.accounts import AccountLoads
+from tests.helpers.accounts import TABLE, UPSERT, AccountLoads
 from tests.helpers.key_reads import CountedReads
-from tests.helpers.streaming import JobRunner, make_kafka
+from tests.helpers.streaming import JobRunner
 
 pytestmark = pytest.mark.integration
 
-TABLE = "accounts"
-UPSERT = {"primary_key": ["account"], "comparison_column": "version"}
 CONFIG = load_config(
     {
         "tables": {
@@ -51,16 +45,13 @@ CONFIG = load_config(
 def test_another_writers_delete_is_read_again_only_where_it_happened(
     spark: Any, kafka_bootstrap: str, unique: Callable[[str], str], warehouse: Path, tmp_path: Path
 ) -> None:
-    kafka = make_kafka(kafka_bootstrap, unique)
-    producer, codec = EventProducer(kafka), default_codec()
-    upsert = UpsertConfig.model_validate(UPSERT)
-
-    load = AccountLoads(spark, warehouse, kafka, producer, TABLE).load
+    accounts = AccountLoads.on_new_topics(spark, warehouse, kafka_bootstrap, unique)
+    load, upsert = accounts.load, accounts.upsert
 
     older = load(0, 0, 50_000, 1)
     newer = load(1, 40_000, 50_000, 2)  # supersedes a0's accounts 40,000-49,999
-    handler = build_handler(spark, CONFIG, warehouse, kafka, producer=producer, codec=codec)
-    runner = JobRunner(spark, handler, kafka, tmp_path / "cp")
+    handler = accounts.handler(CONFIG)
+    runner = JobRunner(spark, handler, accounts.kafka, tmp_path / "cp")
     runner.run_until_quiet()
     keys = handler.planner.keys
     assert keys.invalid_counts(TABLE, upsert) == {older: 10_000} and keys.rebuilds == 1

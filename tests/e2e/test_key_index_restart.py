@@ -12,25 +12,19 @@ from typing import Any
 import pytest
 from pyspark.sql import functions as F
 
-from compactor.codec.events import default_codec
-from compactor.config.layout import UpsertConfig
 from compactor.config.loading import load_config
 from compactor.delta.key_index_snapshots import KeyIndexSnapshots
 from compactor.delta.upsert import invalid_counts, latest_rows
-from compactor.kafka.producer import EventProducer
 from compactor.observe.status import key_index_line
 from compactor.stream import merge_desk
-from compactor.stream.job import build_handler
-from tests.helpers.accounts import AccountLoads
+from tests.helpers.accounts import TABLE, UPSERT, AccountLoads
 from tests.helpers.key_reads import CountedReads
-from tests.helpers.streaming import JobRunner, make_kafka
+from tests.helpers.streaming import JobRunner
 
 pytestmark = pytest.mark.integration
 
-TABLE = "accounts"
 KEYS = 1_000_000
 PARTS = 4  # the million keys come in four loads
-UPSERT = {"primary_key": ["account"], "comparison_column": "version"}
 CONFIG = load_config(
     {
         "tables": {
@@ -47,17 +41,14 @@ CONFIG = load_config(
 def test_a_restart_reads_back_the_key_index_and_only_the_load_since(
     spark: Any, kafka_bootstrap: str, unique: Callable[[str], str], warehouse: Path, tmp_path: Path
 ) -> None:
-    kafka = make_kafka(kafka_bootstrap, unique)
-    producer, codec = EventProducer(kafka), default_codec()
-    upsert = UpsertConfig.model_validate(UPSERT)
+    accounts = AccountLoads.on_new_topics(spark, warehouse, kafka_bootstrap, unique)
+    load, upsert = accounts.load, accounts.upsert
     per = KEYS // PARTS
 
-    load = AccountLoads(spark, warehouse, kafka, producer, TABLE).load
-
     covered = [load(n, n * per, per, 1) for n in range(PARTS)]
-    handler = build_handler(spark, CONFIG, warehouse, kafka, producer=producer, codec=codec)
+    handler = accounts.handler(CONFIG)
     first = CountedReads(handler)
-    JobRunner(spark, handler, kafka, tmp_path / "cp").run_until_quiet()
+    JobRunner(spark, handler, accounts.kafka, tmp_path / "cp").run_until_quiet()
     handler.tick()  # between batches: the new index is saved
     assert [call.segment_ids for call in first.calls][:1] == [None], "the first job reads the table once"
     snapshot = KeyIndexSnapshots(handler.keeper.store.files, warehouse).describe(TABLE)
@@ -67,9 +58,9 @@ def test_a_restart_reads_back_the_key_index_and_only_the_load_since(
 
     # after the snapshot: a load that supersedes 2,000 keys of the first segment
     late = load(PARTS, 0, 2_000, 2)
-    restarted = build_handler(spark, CONFIG, warehouse, kafka, producer=producer, codec=codec)
+    restarted = accounts.handler(CONFIG)
     reads = CountedReads(restarted)
-    JobRunner(spark, restarted, kafka, tmp_path / "cp").run_until_quiet()
+    JobRunner(spark, restarted, accounts.kafka, tmp_path / "cp").run_until_quiet()
 
     assert restarted.planner.keys.restored == 1 and restarted.planner.keys.rebuilds == 0
     assert reads.calls, "the upsert attempt asked for the new load's keys"
