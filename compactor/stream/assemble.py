@@ -11,9 +11,12 @@ from collections.abc import Callable
 from datetime import datetime
 
 from compactor.catalog.store import CatalogStore
+from compactor.catalog.view import CatalogView
 from compactor.codec.events import Codec
+from compactor.config.rules import RuleName
 from compactor.config.tables import ProjectConfig
 from compactor.delta.store import TableStore
+from compactor.domain.plans import MergePlan
 from compactor.errors import Rejected
 from compactor.kafka.settings import KafkaSettings
 from compactor.rules.due import Due
@@ -87,7 +90,7 @@ def assemble(
         WaitingPlans(lambda t: configs.for_table(t).priority, operations.max_merges_per_batch),
         desk,
         control,
-        lambda size: operations.merge_time_bound(size).total_seconds(),
+        lambda plan: operations.merge_time_bound(bytes_read(catalog, plan)).total_seconds(),
         sink.phase,
     )
     handler = BatchHandler(
@@ -129,6 +132,14 @@ def assemble(
     # segments whose deleted rows a crash left unpurged: reported, and queued again
     keeper.recounted([s for table in catalog.table_names for s in catalog.segments(table) if s.deleted])
     return handler
+
+
+def bytes_read(catalog: CatalogView, plan: MergePlan) -> int:
+    """What a plan's merge reads: its inputs, or for upsert compaction (which judges its inputs'
+    rows against every row of the table) the whole table. Its time bound grows with it."""
+    if plan.rule == RuleName.UPSERT_COMPACTION:
+        return max(plan.bytes_in, sum(s.bytes for s in catalog.segments(plan.table)))
+    return plan.bytes_in
 
 
 def _purge_ratio(configs: TableConfigs, table: str) -> float | None:

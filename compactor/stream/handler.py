@@ -116,9 +116,10 @@ class BatchHandler:
         """Between batches: record and announce the merges that finished, attempt the tables owed
         an attempt and those due with time (a bounded number per tick, so a batch waits no
         longer), start what waits for a slot, catch up a few unread tables, and save what that
-        changed; then fold what other writers committed and purge one table's deleted rows."""
+        changed. Nothing here writes a table or waits on one: that is `upkeep`'s, on a thread of
+        its own, so a slow write never holds up what comes due."""
+        self.merges.cancel_hung()  # the watchdog's thread does this too; safe on either
         with self.lock:
-            self.merges.cancel_hung()
             self._advance()
             due = [] if self.merges.draining else self.planner.due.pop_due(self.clock(), DUE_PER_TICK)
             for table, when in due:
@@ -127,6 +128,12 @@ class BatchHandler:
                 self._advance()
             self.keeper.sweep(SWEEP_PER_TICK)
             self.keeper.save_if_due()
+
+    def upkeep(self) -> None:
+        """The job's own background work, off the ticker's thread: fold what other writers
+        committed, write the key index snapshots that are due, and purge one table's deleted
+        rows. Each step holds the lock only to read or record, never while it writes."""
+        with self.lock:
             catalog = self.keeper.catalog
             probe = self.other_writers.due(time.monotonic(), lambda: catalog.table_names)
         store = self.keeper.store
@@ -184,12 +191,14 @@ class BatchHandler:
         TimeoutError past `timeout`."""
         deadline = time.monotonic() + timeout
         self.tick()
+        self.upkeep()
         while self.merges.running() or self.until_due(1.0) == 0:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{self.merges.running()} merge(s) still in flight after {timeout}s")
             if self.merges.running():
                 self.merges.wait(1.0)
             self.tick()
+            self.upkeep()
         with self.lock:  # what the merges did, durable before the caller moves on
             self.keeper.save()
 

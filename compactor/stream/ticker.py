@@ -1,9 +1,20 @@
-"""The thread that keeps the job moving between micro-batches.
+"""The threads that keep the job moving between micro-batches.
 
-Spark runs a batch only when events arrive. Between them this thread ticks the
-handler: when a merge finishes (its result recorded and announced, its slot given to
-the next plan waiting) and at least every `every` seconds (what came due with time).
-A tick that finds nothing costs a wait on a condition, whatever the number of tables.
+Spark runs a batch only when events arrive. Beside the query, three threads of the job's own,
+each so that one slow step never stops the others:
+
+- the **ticker** ticks the handler when a merge finishes (its result recorded and announced,
+  its slot given to the next plan waiting) and at least every `every` seconds (what came due
+  with time); a tick that finds nothing costs a wait on a condition, whatever the number of
+  tables;
+- the **watchdog** cancels merges running past their time bound, every `watch_every` seconds,
+  whatever the ticker is doing;
+- **upkeep** does the job's background writes (key index snapshots, purges) and the probe of
+  other writers, every `every` seconds: a snapshot of hundreds of megabytes, or a purge, may
+  take minutes, and neither holds up a tick or the watchdog.
+
+Each loop outlives its own failures (logged, tried again after a pause); `running()` says
+whether all three are still alive.
 """
 
 from __future__ import annotations
@@ -17,35 +28,64 @@ from compactor.stream.handler import BatchHandler
 log = logging.getLogger(__name__)
 
 TICK_EVERY = 1.0  # seconds between ticks when no merge finishes
+WATCH_EVERY = 1.0  # seconds between the watchdog's looks at the merges in flight
 
 
 class Ticker:
     def __init__(
-        self, handler: BatchHandler, every: float = TICK_EVERY, alive: Callable[[], bool] = lambda: True
+        self,
+        handler: BatchHandler,
+        every: float = TICK_EVERY,
+        alive: Callable[[], bool] = lambda: True,
+        watch_every: float = WATCH_EVERY,
     ) -> None:
         self.handler = handler
         self.every = every
+        self.watch_every = watch_every
         self.alive = alive  # e.g. the streaming query is active
         self.stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
 
     def start(self) -> Ticker:
-        self._thread = threading.Thread(target=self._loop, name="compactor-ticker", daemon=True)
-        self._thread.start()
+        loops = (("ticker", self._tick), ("watchdog", self._watch), ("upkeep", self._upkeep))
+        for name, loop in loops:
+            thread = threading.Thread(target=loop, name=f"compactor-{name}", daemon=True)
+            self._threads.append(thread)
+            thread.start()
         return self
 
-    def _loop(self) -> None:
-        while not self.stop.is_set() and self.alive():
+    def running(self) -> bool:
+        """Every loop is alive (False once one died, or they were stopped)."""
+        return bool(self._threads) and all(t.is_alive() for t in self._threads)
+
+    def _go_on(self) -> bool:
+        return not self.stop.is_set() and self.alive()
+
+    def _tick(self) -> None:
+        while self._go_on():
             self.handler.merges.wait(self.handler.until_due(self.every))
             if self.stop.is_set():
                 return
-            try:
-                self.handler.tick()
-            except Exception:  # Kafka refused, a table's log unreadable: the next tick tries again
-                log.exception("tick failed; trying again in %.0fs", self.every)
-                self.stop.wait(self.every)
+            self._guarded("tick", self.handler.tick, self.every)
+
+    def _watch(self) -> None:
+        while self._go_on():
+            self._guarded("the watchdog's look", self.handler.merges.cancel_hung, self.watch_every)
+            self.stop.wait(self.watch_every)
+
+    def _upkeep(self) -> None:
+        while self._go_on():
+            self._guarded("upkeep", self.handler.upkeep, self.every)
+            self.stop.wait(self.every)
+
+    def _guarded(self, what: str, step: Callable[[], object], pause: float) -> None:
+        try:
+            step()
+        except Exception:  # Kafka refused, a table's log unreadable: the next round tries again
+            log.exception("%s failed; trying again in %.0fs", what, pause)
+            self.stop.wait(pause)
 
     def close(self, timeout: float = 10.0) -> None:
         self.stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
+        for thread in self._threads:
+            thread.join(timeout)

@@ -18,6 +18,7 @@ from compactor.delta.upsert import invalid_counts, latest_rows
 from compactor.observe.status import key_index_line
 from compactor.stream import merge_desk
 from tests.helpers.accounts import TABLE, UPSERT, AccountLoads
+from tests.helpers.harness import between_batches
 from tests.helpers.key_reads import CountedReads
 from tests.helpers.streaming import JobRunner
 
@@ -49,7 +50,7 @@ def test_a_restart_reads_back_the_key_index_and_only_the_load_since(
     handler = accounts.handler(CONFIG)
     first = CountedReads(handler)
     JobRunner(spark, handler, accounts.kafka, tmp_path / "cp").run_until_quiet()
-    handler.tick()  # between batches: the new index is saved
+    between_batches(handler)  # between batches: the new index is saved
     assert [call.segment_ids for call in first.calls][:1] == [None], "the first job reads the table once"
     snapshot = KeyIndexSnapshots(handler.keeper.store.files, warehouse).describe(TABLE)
     assert snapshot is not None and snapshot["keys"] == KEYS

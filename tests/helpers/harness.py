@@ -108,3 +108,10 @@ class Harness:
 
     def re_emitted(self) -> list[SegmentCompleted]:
         return [self.codec.decode_segment_completed(m[2]) for m in self.publisher.on(TOPICS.segments_topic)]
+
+
+def between_batches(handler: BatchHandler) -> None:
+    """What the job's threads do between batches, at once: a tick (what came due, what finished)
+    and the upkeep (other writers' commits folded, key index snapshots, purges)."""
+    handler.tick()
+    handler.upkeep()

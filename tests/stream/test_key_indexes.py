@@ -12,7 +12,7 @@ from compactor.config.layout import UpsertConfig
 from compactor.domain.events import CompactionRequested
 from compactor.domain.plans import output_id, plan_id_for
 from compactor.stream.handler import BatchHandler
-from tests.helpers.harness import DAY, Harness
+from tests.helpers.harness import DAY, Harness, between_batches
 
 UPSERT = {"primary_key": ["id"], "comparison_column": "v"}
 CONFIG = {  # at most one segment is ever small (under 5.5 valid rows) and 100 invalid rows are far away
@@ -72,7 +72,7 @@ def test_a_restart_takes_the_index_back_from_its_snapshot_and_reads_only_what_ca
     handler = harness.handler(CONFIG)
     handler.process(harness.loaded(harness.day(0), harness.day(1)))
     assert counts(handler) == {"d00": 5}
-    handler.tick()  # between batches: a new index is saved at once
+    between_batches(handler)  # between batches: a new index is saved at once
     stored = harness.store.key_index_snapshots["t"]
     assert stored.version == handler.catalog.version("t")
     facts = handler.planner.keys.facts("t")
@@ -107,7 +107,7 @@ def test_a_damaged_snapshot_is_read_past_with_one_scan(harness: Harness) -> None
     keyed(harness, "d01", range(5, 15), 2)
     handler = harness.handler(CONFIG)
     handler.process(harness.loaded(harness.day(0), harness.day(1)))
-    handler.tick()
+    between_batches(handler)
     stored = harness.store.key_index_snapshots["t"]
     harness.store.save_key_index("t", stored.version, stored.data[:100])
     restarted = harness.handler(CONFIG)

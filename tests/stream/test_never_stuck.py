@@ -7,13 +7,18 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
+from compactor.catalog.changes import SegmentAdded
+from compactor.catalog.fold import SegmentCatalog
 from compactor.domain.events import MergeStatus
 from compactor.domain.plans import make_plan
+from compactor.stream.assemble import bytes_read
 from compactor.stream.merging.workers import thread_workers
 from compactor.stream.runner import quarantine_error
+from compactor.stream.ticker import Ticker
 from compactor.stream.triggers import Envelope, Trigger
 from tests.helpers.harness import Harness
 from tests.stream.test_concurrency import three_loads, until
@@ -111,3 +116,79 @@ def failing_loads(harness: Harness, error: Exception) -> tuple[list[Envelope], s
     ).plan_id
     harness.store.failures[plan_id] = error
     return loads, plan_id
+
+
+def test_a_hung_merges_thread_is_replaced_and_the_merges_behind_it_run_on(harness: Harness) -> None:
+    """One thread for one slot: the hung merge's thread never comes back, yet the next merge
+    runs on a thread that took its place, and is not cancelled as hung for its wait."""
+    hang = harness.store.gates["slow"] = threading.Event()
+    cfg = config(max_concurrent_merges=1, merge_timeout_floor="1s", merge_timeout="1s")
+    workers = thread_workers(1)
+    handler = harness.handler(cfg, workers)
+    handler.process(three_loads(harness, "slow"))
+    until(lambda: len(harness.store.entered) == 1)
+    time.sleep(1.2)
+    handler.tick()
+    until(lambda: harness.statuses() == [MergeStatus.FAILED], handler)
+    assert (workers.live(), workers.written_off()) == (1, 1), "a new thread took the hung one's place"
+    handler.process(three_loads(harness, "good"))
+    until(lambda: MergeStatus.SUCCEEDED in harness.statuses(), handler)
+    assert [r["table"] for r in harness.results() if r["status"] is MergeStatus.SUCCEEDED] == ["good"]
+    assert handler.stats.cancelled_merges == 1, "only the hung merge was cancelled"
+    hang.set()  # the hung thread comes back: it ends, the pool is its size again
+    until(lambda: workers.written_off() == 0)
+    assert workers.live() == 1
+    workers.shutdown()
+
+
+def test_a_merge_waiting_for_a_thread_is_not_timed(harness: Harness) -> None:
+    """A merge's time bound counts from when a worker begins it: queued behind a long merge on
+    the one thread (two slots), it is not cancelled however long it waits."""
+    hold = harness.store.gates["long"] = threading.Event()
+    cfg = config(max_concurrent_merges=2, merge_timeout_floor="1s", merge_timeout="1s")
+    workers = thread_workers(1)
+    handler = harness.handler(cfg, workers)
+    handler.process(three_loads(harness, "long") + three_loads(harness, "queued"))
+    until(lambda: len(harness.store.entered) == 1)
+    assert handler.merges.running() == 2, "both hold a slot; one waits for the thread"
+    time.sleep(0.6)
+    hold.set()  # the first ends within its bound; the second begins only now
+    until(lambda: harness.statuses().count(MergeStatus.SUCCEEDED) == 2, handler)
+    time.sleep(0.6)  # 1.2 s after it was submitted, 0.6 s after it began
+    handler.tick()
+    assert handler.stats.cancelled_merges == 0
+    workers.shutdown()
+
+
+def test_an_upsert_merge_is_bounded_by_the_table_it_reads_not_its_inputs(harness: Harness) -> None:
+    """Upsert compaction judges its inputs against every row of the table: its time bound grows
+    with the table, or a large upsert table's merges are cancelled again and again."""
+    gib = 1 << 30
+    segments = [replace(harness.day(i), bytes=gib) for i in range(8)]
+    catalog = SegmentCatalog()
+    for segment in segments:
+        catalog.apply(SegmentAdded(segment))
+    upsert = make_plan("t", "upsert_compaction", segments[:2])
+    minor = make_plan("t", "minor", segments[:2])
+    assert (bytes_read(catalog, upsert), bytes_read(catalog, minor)) == (8 * gib, 2 * gib)
+
+
+def test_hung_merges_are_cancelled_and_tables_attempted_while_upkeep_hangs(harness: Harness) -> None:
+    """The watchdog and the ticks run on threads of their own: a key index snapshot or a purge
+    that hangs (upkeep) holds up neither the cancel of a hung merge nor the next merge."""
+    hang = harness.store.gates["slow"] = threading.Event()
+    cfg = config(max_concurrent_merges=1, merge_timeout_floor="1s", merge_timeout="1s")
+    handler = harness.handler(cfg, thread_workers(1))
+    upkeep_stuck = threading.Event()
+    handler.upkeep = lambda: upkeep_stuck.wait(30)  # type: ignore[method-assign]
+    ticker = Ticker(handler, every=0.1, watch_every=0.1).start()
+    try:
+        handler.process(three_loads(harness, "slow"))
+        until(lambda: harness.statuses() == [MergeStatus.FAILED])  # no test ticks: the job's threads
+        handler.process(three_loads(harness, "good"))
+        until(lambda: MergeStatus.SUCCEEDED in harness.statuses())
+        assert ticker.running()
+    finally:
+        ticker.close(timeout=1)
+        upkeep_stuck.set()
+        hang.set()

@@ -15,7 +15,7 @@ from compactor.catalog.fold import SegmentCatalog
 from compactor.domain.events import SegmentCompleted
 from compactor.domain.segments import RowCount
 from compactor.stream.purging import OtherWriters, Purges
-from tests.helpers.harness import Clock, Harness
+from tests.helpers.harness import Clock, Harness, between_batches
 from tests.helpers.segments import seg
 
 # no rule merges anything here: what happens to the segments is the purge's doing
@@ -37,14 +37,14 @@ def test_a_delete_past_the_ratio_is_found_on_a_quiet_table_and_purged(harness: H
     handler = _loaded(harness, QUIET)
     harness.store.delete_rows("t", "d00", 30)  # another writer's DELETE; no event follows
     harness.store.delete_rows("t", "d01", 10)  # 10 %: under the default 20 %
-    handler.tick()
+    between_batches(handler)
     assert harness.store.purges == ["d00"]
     d00, d01 = (handler.catalog.get("t", sid) for sid in ("d00", "d01"))
     assert (d00.records, d00.deleted) == (70, 0), "purged: the hidden rows are gone from the files"
     assert (d01.records, d01.deleted) == (90, 10), "recounted, left as it is"
     assert handler.stats.purges == 1
     assert handler.catalog.version("t") == harness.store.latest_version("t")
-    handler.tick()
+    between_batches(handler)
     assert harness.store.purges == ["d00"], "nothing is purged twice"
 
 
@@ -57,8 +57,8 @@ def test_the_ratio_is_per_table_and_null_turns_purging_off(harness: Harness) -> 
     handler.process(harness.loaded(harness.day(0, records=100), harness.day(0, records=100, table="u")))
     harness.store.delete_rows("t", "d00", 50)
     harness.store.delete_rows("u", "d00", 6)
-    handler.tick()
-    handler.tick()
+    between_batches(handler)
+    between_batches(handler)
     assert harness.store.purges == ["d00"]
     assert handler.catalog.get("u", "d00").deleted == 0
     assert handler.catalog.get("t", "d00").deleted == 50
@@ -67,7 +67,7 @@ def test_the_ratio_is_per_table_and_null_turns_purging_off(harness: Harness) -> 
 def test_deleted_rows_show_in_metrics(harness: Harness) -> None:
     handler = _loaded(harness, quiet(purge_deleted_ratio=None))
     harness.store.delete_rows("t", "d00", 40)
-    handler.tick()
+    between_batches(handler)
     text = handler_metrics(handler)
     assert 'compactor_deleted_rows{table="t"} 40.0' in text
     assert 'compactor_deleted_rows_ratio{table="t"} 0.2' in text
@@ -83,14 +83,14 @@ def test_a_failed_purge_waits_and_a_restart_queues_what_a_crash_left(harness: Ha
     handler = _loaded(harness, QUIET)
     harness.store.delete_rows("t", "d00", 50)
     harness.store.failures["d00"] = OSError("the object store refused")
-    handler.tick()
+    between_batches(handler)
     assert harness.store.purges == ["d00"]
-    handler.tick()
+    between_batches(handler)
     assert harness.store.purges == ["d00"], "not tried again before the retry time"
     handler.keeper.save(set())
     del harness.store.failures["d00"]
     restarted = harness.handler(QUIET)  # the catalog saved the recount: the restart knows
-    restarted.tick()
+    between_batches(restarted)
     assert harness.store.purges == ["d00", "d00"]
     assert restarted.catalog.get("t", "d00").deleted == 0
 
@@ -100,7 +100,7 @@ def test_a_merge_takes_the_deleted_rows_with_it(harness: Harness) -> None:
     harness.store.delete_rows("t", "d00", 50)
     handler.keeper.save({"t"})  # the batch's check finds the DELETE and queues the purge ...
     handler.process(harness.loaded(*(harness.day(n, records=100) for n in range(2, 100))))
-    handler.tick()  # ... but the level threshold merged d00 away first
+    between_batches(handler)  # ... but the level threshold merged d00 away first
     assert "d00" not in {s.id for s in handler.catalog.segments("t")}
     assert harness.store.purges == []
 
@@ -108,7 +108,7 @@ def test_a_merge_takes_the_deleted_rows_with_it(harness: Harness) -> None:
 def test_a_re_sent_load_event_of_a_segment_with_deleted_rows_is_a_duplicate(harness: Harness) -> None:
     handler = _loaded(harness, quiet(purge_deleted_ratio=None))
     harness.store.delete_rows("t", "d00", 30)
-    handler.tick()
+    between_batches(handler)
     again = SegmentCompleted(harness.day(0, records=100), harness.clock.now)
     handler.process([harness.envelope(harness.codec.encode_segment_completed(again))])
     assert harness.dead() == []

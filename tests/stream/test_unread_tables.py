@@ -10,7 +10,7 @@ from typing import Any
 from compactor.config.loading import load_config
 from compactor.domain.plans import make_plan
 from compactor.stream.handler import SWEEP_PER_TICK
-from tests.helpers.harness import Harness
+from tests.helpers.harness import Harness, between_batches
 
 QUIET = {"defaults": {"rules": [{"rule": "minor", "level_thresholds": [0, 0]}]}}
 MINOR = {"defaults": {"rules": [{"rule": "minor", "level_thresholds": [2, 0]}]}}
@@ -67,7 +67,7 @@ def test_a_crash_left_merge_is_announced_once_its_table_is_caught_up(harness: Ha
 
     handler = harness.handler(MINOR, eager=1)
     assert harness.results() == [], "b's log is not read yet"
-    handler.tick()  # every table is due at start: b is caught up before its attempt
+    between_batches(handler)  # every table is due at start: b is caught up before its attempt
     (result,) = harness.results()
     assert result["plan_id"] == plan.plan_id and result["table_version"] == 3
     assert handler.catalog.get("b", plan.output.id) is not None
@@ -81,11 +81,11 @@ def test_the_sweep_catches_up_the_rest_a_few_per_tick(harness: Harness) -> None:
     for table in tables:  # nothing due
         handler.planner.due.forget(table)
     asked = _reads(harness)
-    handler.tick()
+    between_batches(handler)
     assert asked == tables[:SWEEP_PER_TICK]
-    handler.tick()
+    between_batches(handler)
     assert asked == tables
-    handler.tick()
+    between_batches(handler)
     assert asked == tables, "each table once"
 
 
@@ -95,7 +95,7 @@ def test_a_table_others_wrote_to_is_caught_up_once_by_the_probe_or_the_sweep(har
     handler = harness.handler(QUIET, eager=0)
     asked = _reads(harness)
     for _ in range(3):
-        handler.tick()
+        between_batches(handler)
     assert sorted(asked) == tables, "each table once"
     assert all(handler.catalog.get(t, f"late-{t}") is not None for t in tables)
 

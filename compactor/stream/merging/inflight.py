@@ -19,6 +19,7 @@ are freed when the result is taken, that is when the catalog is about to show it
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -35,8 +36,10 @@ class _Running:
     plan: MergePlan
     pool: str | None
     finished: Finished | None = None  # set when the worker reported
-    since: float = field(default_factory=time.monotonic)
+    since: float | None = None  # when a worker began it (monotonic); None while it waits for a thread
     abandoned: bool = False  # cancelled (hung, or by an operator): what its worker reports is ignored
+    future: Future[Finished] | None = None
+    bound: float = math.inf  # seconds it may run before it counts as hung
 
 
 @dataclass
@@ -101,17 +104,29 @@ class InFlight:
         """Tell the job's slots which tables this shard has a merge ready for (and its pool)."""
         self.slots.demand(self.shard, tables)
 
-    def start(self, plan: MergePlan, pool: str | None, job: Callable[[], Finished]) -> bool:
+    def start(
+        self, plan: MergePlan, pool: str | None, job: Callable[[], Finished], bound: float = math.inf
+    ) -> bool:
         """Run `job` (the plan's commit) on a worker if the job's slots give the plan one (one
-        atomic step: `Slots.try_take`); False when they do not (it waits for its turn)."""
+        atomic step: `Slots.try_take`); False when they do not (it waits for its turn). `bound`:
+        seconds it may run, once a worker began it, before `hung` names it."""
         why = self._held(plan)
         if why is not None:
             raise ValueError(f"plan {plan.plan_id} cannot start: {why}")
         if self.slots.try_take(plan.plan_id, plan.table, pool, self.shard) is not None:
             return False
-        attempt = self._running[plan.plan_id] = _Running(plan, pool)
+        attempt = _Running(plan, pool, bound=bound)
+        with self._changed:
+            self._running[plan.plan_id] = attempt
         self._booked.setdefault(plan.table, {}).update(dict.fromkeys(plan.input_ids, plan.plan_id))
-        self.workers.submit(job).add_done_callback(lambda done: self._report(attempt, done))
+
+        def run() -> Finished:
+            # its time bound counts from here: a merge waiting for a thread is not hung
+            attempt.since = time.monotonic()
+            return job()
+
+        attempt.future = self.workers.submit(run)
+        attempt.future.add_done_callback(lambda done: self._report(attempt, done))
         return True
 
     def _report(self, attempt: _Running, done: Future[Finished]) -> None:
@@ -131,8 +146,29 @@ class InFlight:
             self._changed.notify_all()
 
     def running_since(self) -> list[tuple[MergePlan, float]]:
-        """The merges running, each with when it started (monotonic seconds)."""
-        return [(r.plan, r.since) for r in self._running.values() if r.finished is None and not r.abandoned]
+        """The merges a worker is running, each with when it began (monotonic seconds); not
+        those still waiting for a thread. Safe from any thread (the watchdog's)."""
+        return [(r.plan, r.since) for r in self._started() if r.since is not None]
+
+    def hung(self, now: float) -> list[tuple[MergePlan, float, float]]:
+        """The merges running past their bound: (plan, seconds run, bound). Safe from any thread."""
+        return [
+            (r.plan, now - r.since, r.bound)
+            for r in self._started()
+            if r.since is not None and now - r.since > r.bound
+        ]
+
+    def unfinished(self) -> list[MergePlan]:
+        """The merges neither reported nor abandoned, begun or still waiting for a thread."""
+        return [r.plan for r in self._unfinished()]
+
+    def _unfinished(self) -> list[_Running]:
+        with self._changed:
+            running = list(self._running.values())
+        return [r for r in running if r.finished is None and not r.abandoned]
+
+    def _started(self) -> list[_Running]:
+        return [r for r in self._unfinished() if r.since is not None]
 
     def abandon(self, plan_id: str, failure: BaseException) -> bool:
         """Report a running merge (hung, or cancelled) as failed now: its slot and inputs are
@@ -148,7 +184,11 @@ class InFlight:
             running.abandoned = True
             self._reported.append(Finished(running.plan, failure=failure))
             self._changed.notify_all()
-            return True
+        future = running.future
+        # not begun: it never will; begun, its thread may never come back: another takes its place
+        if future is not None and not future.cancel():
+            self.workers.write_off(future)
+        return True
 
     # -- what finished ------------------------------------------------------------------------
 
@@ -171,7 +211,8 @@ class InFlight:
             released += self._in_commit_order(table)
         for finished in released:
             plan = finished.plan
-            del self._running[plan.plan_id]
+            with self._changed:
+                del self._running[plan.plan_id]
             self.slots.give(plan.plan_id)
             booked = self._booked.get(plan.table, {})
             for sid in plan.input_ids:

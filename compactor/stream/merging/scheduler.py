@@ -84,8 +84,8 @@ def _no_phase(name: str) -> AbstractContextManager[None]:
 class MergeScheduler(Generic[Outcome]):
     """Plans waiting, merges in flight, and outcomes owed to Kafka, for one shard.
 
-    `time_bound`: how long a merge of so many input bytes may run before it is cancelled
-    (seconds); `phase`: times the scheduler's own work ("commit" for starting merges, which
+    `time_bound`: how long a plan's merge may run before it is cancelled (seconds, counted
+    from when a worker began it: a merge waiting for a thread is not hung); `phase`: times the scheduler's own work ("commit" for starting merges, which
     runs them with inline workers; "publish" for announcing).
     """
 
@@ -93,7 +93,7 @@ class MergeScheduler(Generic[Outcome]):
     waiting: WaitingPlans
     desk: MergeDesk[Outcome]
     activity: MergeActivity
-    time_bound: Callable[[int], float]
+    time_bound: Callable[[MergePlan], float]
     phase: Callable[[str], AbstractContextManager[None]] = _no_phase
     draining: bool = False  # stopping: the merges in flight finish, no new one starts
     _owed: set[str] = field(default_factory=set)  # tables to attempt again: their plans went stale
@@ -148,14 +148,9 @@ class MergeScheduler(Generic[Outcome]):
         """Cancel each merge running past its time bound (its work, and any commit it would still
         make): it is reported failed, so its slot is freed and its table cools down and is tried
         again, or is quarantined like any table whose merges keep failing. The plans cancelled."""
-        now, cancelled = time.monotonic(), []
-        for plan, since in self.inflight.running_since():
-            bound = self.time_bound(plan.bytes_in)
-            if now - since <= bound:
-                continue
-            why = (
-                f"ran {now - since:.0f}s, past its bound of {bound:.0f}s for {plan.bytes_in} bytes; cancelled"
-            )
+        cancelled = []
+        for plan, ran, bound in self.inflight.hung(time.monotonic()):
+            why = f"ran {ran:.0f}s, past its bound of {bound:.0f}s; cancelled"
             if self._cancel(plan, MergeCancelled(why)):
                 log.error("plan %s of table %s %s", plan.plan_id, plan.table, why)
                 cancelled.append(plan)
@@ -169,7 +164,7 @@ class MergeScheduler(Generic[Outcome]):
         plan = next(
             (
                 p
-                for p, _ in self.inflight.running_since()
+                for p in self.inflight.unfinished()
                 if p.plan_id == plan_id and (table is None or p.table == table)
             ),
             None,
@@ -242,7 +237,7 @@ class MergeScheduler(Generic[Outcome]):
         job = self.desk.job(plan)
         with self.phase("commit"):  # with inline workers the merge runs here
             self.activity.on_started(plan.table)
-            started = self.inflight.start(plan, self.desk.pool(plan), job)
+            started = self.inflight.start(plan, self.desk.pool(plan), job, self.time_bound(plan))
         if not started:
             self.activity.on_finished(plan.table)
         return started

@@ -20,7 +20,7 @@ from compactor.domain.plans import Commit, MergePlan, make_plan
 from compactor.domain.segments import Segment, TimeRange
 from compactor.stream.merging.inflight import InFlight
 from compactor.stream.merging.slots import Slots
-from compactor.stream.merging.workers import Finished, SharedWorkers
+from compactor.stream.merging.workers import Finished, MergeThreads, SharedWorkers
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 POOL_CAPS = {"p1": 1, "p2": 2}
@@ -132,7 +132,7 @@ def test_shards_share_the_jobs_slots(limit: int) -> None:
     job's limit nor a pool's cap run at once, the first `limit` merges do run together (the
     slots fill), every plan runs exactly once, and a stopped shard's slots go to the others."""
     shards, per_shard = 4, 12
-    workers = ThreadPoolExecutor(max_workers=3 * limit + 2)  # enough that only the slots limit
+    workers = MergeThreads(3 * limit + 2)  # enough that only the slots limit
     slots = Slots(limit, POOL_CAPS.get)
     inflights = [
         InFlight(SharedWorkers(workers), slots, lambda table, pid: None, shard=i) for i in range(shards)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import pytest
@@ -22,7 +21,7 @@ from compactor.stream.merging.inflight import InFlight
 from compactor.stream.merging.scheduler import MergeScheduler, Recorded
 from compactor.stream.merging.slots import Slots
 from compactor.stream.merging.waiting import WaitingPlans
-from compactor.stream.merging.workers import Finished, InlineWorkers, Workers
+from compactor.stream.merging.workers import Finished, InlineWorkers, MergeThreads, Workers
 from tests.stream.merging.test_slots import plan
 
 
@@ -113,7 +112,7 @@ def test_outcomes_are_announced_in_each_tables_commit_order_whatever_order_worke
     )
     # the first's commit is in the table (version 4) while its worker has not reported
     in_table = lambda table, plan_id: 4 if plan_id == first.plan_id else None  # noqa: E731
-    with ThreadPoolExecutor(2) as pool:
+    with MergeThreads(2) as pool:
         merges, activity = scheduler(desk, pool, committed_at=in_table)
         merges.offer("t", [first, second])
         for _ in range(10):
@@ -179,10 +178,11 @@ def test_a_merge_past_its_time_bound_is_cancelled_freed_and_reported_failed() ->
         return Finished(p, commit=commit(p, 9))  # too late: its outcome is ignored
 
     desk = Desk({hung.plan_id: hang})
-    with ThreadPoolExecutor(1) as pool:
+    with MergeThreads(1) as pool:
         merges, _ = scheduler(desk, pool, slots=1, bound=0.0)
         merges.offer("t", [hung])
         assert merges.running() == 1
+        begun(merges)
         assert merges.cancel_hung() == [hung]
         assert desk.cancelled == [hung.plan_id]
         merges.advance(no_replan)
@@ -197,9 +197,10 @@ def test_a_cancelled_merge_is_reported_as_a_merge_cancelled_failure() -> None:
     hung, gate = plan("t", 0), threading.Event()
     desk = Desk({hung.plan_id: lambda p: (gate.wait(10), Finished(p))[1]})
     seen = desk.finished
-    with ThreadPoolExecutor(1) as pool:
+    with MergeThreads(1) as pool:
         merges, _ = scheduler(desk, pool, bound=0.0)
         merges.offer("t", [hung])
+        begun(merges)
         merges.cancel_hung()
         merges.advance(no_replan)
         gate.set()
@@ -216,7 +217,7 @@ def test_an_operators_cancel_fails_the_merge_it_names_and_no_other() -> None:
 
     desk = Desk({mine.plan_id: held, other.plan_id: held})
     seen = desk.finished
-    with ThreadPoolExecutor(2) as pool:
+    with MergeThreads(2) as pool:
         merges, _ = scheduler(desk, pool, slots=2)
         merges.offer("t", [mine])
         merges.offer("u", [other])
@@ -252,7 +253,7 @@ def test_a_merge_that_reported_before_its_cancel_keeps_its_outcome(cancel: str) 
 
     desk = Desk({done.plan_id: reports})
     seen = desk.finished
-    with ThreadPoolExecutor(1) as pool:
+    with MergeThreads(1) as pool:
         merges, _ = scheduler(desk, pool, bound=0.0)
         merges.offer("t", [done])
         assert merges.running() == 1
@@ -282,9 +283,10 @@ def test_a_cancelled_attempt_that_returns_late_does_not_speak_for_the_plans_retr
 
     desk = Desk({retried.plan_id: attempt})
     seen = desk.finished
-    with ThreadPoolExecutor(2) as pool:
+    with MergeThreads(2) as pool:
         merges, _ = scheduler(desk, pool)
         merges.offer("t", [retried])
+        begun(merges)
         assert merges.cancel(retried.plan_id, "cancelled by an operator (request r1)") == retried
         merges.advance(no_replan)
         merges.offer("t", [retried])  # tried again, the first worker still stuck
@@ -323,3 +325,38 @@ def test_a_draining_scheduler_starts_nothing() -> None:
     merges.offer("t", [plan("t", 0)])
     assert not merges.advance(no_replan)
     assert desk.recorded == [] and merges.waiting.tables() == ["t"]
+
+
+def begun(merges: MergeScheduler[str], timeout: float = 10.0) -> None:
+    """Until a worker began every merge in flight (a merge's time bound counts from then)."""
+    deadline = time.monotonic() + timeout
+    while len(merges.inflight.running_since()) < merges.running():
+        assert time.monotonic() < deadline, "no worker began the merge"
+        time.sleep(0.005)
+
+
+def test_a_merge_cancelled_before_a_worker_began_it_never_runs() -> None:
+    """Cancelled while it waits for a thread: it is reported failed, and never commits later."""
+    first, queued, gate = plan("t", 0), plan("u", 0), threading.Event()
+    ran: list[str] = []
+
+    def held(p: MergePlan) -> Finished:
+        gate.wait(10)
+        return Finished(p, commit=commit(p, 1))
+
+    def runs(p: MergePlan) -> Finished:
+        ran.append(p.plan_id)
+        return Finished(p, commit=commit(p, 1))
+
+    desk = Desk({first.plan_id: held, queued.plan_id: runs})
+    with MergeThreads(1) as pool:
+        merges, _ = scheduler(desk, pool, slots=2)
+        merges.offer("t", [first])
+        merges.offer("u", [queued])
+        assert merges.cancel(queued.plan_id, "cancelled by an operator (request r2)") == queued
+        gate.set()
+        while merges.running():
+            merges.wait(0.05)
+            merges.advance(no_replan)
+    assert ran == [], "the cancelled merge never began"
+    assert [(f.plan.table, f.commit is not None) for f in desk.finished] == [("u", False), ("t", True)]

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
 from hypothesis import given, settings
@@ -18,7 +17,7 @@ from compactor.domain.segments import Segment, TimeRange
 from compactor.stream.merging.inflight import InFlight
 from compactor.stream.merging.slots import Slots
 from compactor.stream.merging.waiting import WaitingPlans
-from compactor.stream.merging.workers import Finished, SharedWorkers
+from compactor.stream.merging.workers import Finished, MergeThreads, SharedWorkers
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 CAPS = {"narrow": 1, "wide": 2}
@@ -57,7 +56,7 @@ def test_shards_starting_merges_on_many_threads_never_pass_the_limit_or_a_pools_
     limit: int, shards: int, pools: list[str | None]
 ) -> None:
     slots = Slots(limit, CAPS.get)
-    pool_threads = ThreadPoolExecutor(max_workers=8)
+    pool_threads = MergeThreads(8)
     inflights = [
         InFlight(SharedWorkers(pool_threads), slots, lambda table, pid: None, shard=i) for i in range(shards)
     ]
