@@ -53,9 +53,10 @@ class InFlight:
     _reported: list[Finished] = field(default_factory=list)  # by workers, not taken yet
     _changed: threading.Condition = field(default_factory=threading.Condition)
     _freed: bool = False  # a slot came free somewhere in the job since the last wait
+    _unwake: Callable[[], None] = field(default=lambda: None)
 
     def __post_init__(self) -> None:
-        self.slots.on_free(self._slot_freed)
+        self._unwake = self.slots.on_free(self._slot_freed)
 
     def _slot_freed(self) -> None:
         with self._changed:
@@ -228,6 +229,7 @@ class InFlight:
         for plan_id in self._running:
             self.slots.give(plan_id)
         self.slots.demand(self.shard, {})
+        self._unwake()  # the job's slots keep nothing of this shard
 
     def _in_commit_order(self, table: str) -> list[Finished]:
         """The table's reported merges that no unreported earlier commit of the table precedes."""

@@ -50,10 +50,23 @@ class Slots:
         with self._lock:
             return max(0, self.limit - len(self._taken))
 
-    def on_free(self, wake: Callable[[], None]) -> None:
-        """Call `wake` whenever a slot is given back (a shard's ticker then looks for its turn)."""
+    def on_free(self, wake: Callable[[], None]) -> Callable[[], None]:
+        """Call `wake` whenever a slot is given back (a shard's ticker then looks for its turn).
+        Returns what stops it: a stopped shard's waker, kept, would keep its whole state alive."""
         with self._lock:
             self._wakers.append(wake)
+
+        def forget() -> None:
+            with self._lock:
+                if wake in self._wakers:
+                    self._wakers.remove(wake)
+
+        return forget
+
+    def listeners(self) -> int:
+        """How many shards are woken when a slot comes free."""
+        with self._lock:
+            return len(self._wakers)
 
     def demand(self, shard: int, tables: Mapping[str, str | None]) -> None:
         """The tables `shard` has a merge ready to start for (table -> that merge's pool)."""

@@ -4,8 +4,10 @@ limits kept, a table-wide rewrite alone in its table, and each table's results i
 from __future__ import annotations
 
 import functools
+import gc
 import threading
 import time
+import weakref
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -20,7 +22,7 @@ from compactor.domain.plans import Commit, MergePlan, make_plan
 from compactor.domain.segments import Segment, TimeRange
 from compactor.stream.merging.inflight import InFlight
 from compactor.stream.merging.slots import Slots
-from compactor.stream.merging.workers import Finished, MergeThreads, SharedWorkers
+from compactor.stream.merging.workers import Finished, InlineWorkers, MergeThreads, SharedWorkers
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 POOL_CAPS = {"p1": 1, "p2": 2}
@@ -207,3 +209,24 @@ def test_shards_share_the_jobs_slots(limit: int) -> None:
     assert inflights[1].start(waiting, None, lambda: Finished(waiting))
     release.set()
     workers.shutdown(wait=True)
+
+
+def test_a_released_shard_leaves_nothing_in_the_jobs_slots() -> None:
+    """Each shard (re)start adds a waker to the job's slots; a stopped shard's must go, or every
+    rejoin, query restart and rebalance keeps an old shard's whole state (its store) alive."""
+    slots = Slots(2, lambda pool: None)
+
+    class Store:
+        def committed_at(self, table: str, plan_id: str) -> int | None:
+            return None
+
+    gone = []
+    for shard in range(5):
+        store = Store()
+        inflight = InFlight(InlineWorkers(), slots, store.committed_at, shard=shard)
+        gone.append(weakref.ref(store))
+        inflight.release()
+        del inflight, store
+    gc.collect()
+    assert slots.listeners() == 0
+    assert [ref() for ref in gone] == [None] * 5, "no stopped shard's store is kept"
