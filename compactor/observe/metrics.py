@@ -151,6 +151,14 @@ class JobMetrics:
             "compactor_deferring_optional_merges",
             "1 while the job is too far behind its events to run optional merges (admission control).",
         )
+        self.outage = _gauge(
+            r,
+            "compactor_outage",
+            "1 while attempts are paused because many tables fail with one kind of error (an outage: "
+            "no table is quarantined for it).",
+        )
+        self.outages = _counter(r, "compactor_outages", "Outages seen: attempts paused, tables not blamed.")
+        self._in_outage = False
         self.plan_attempts = _counter(
             r,
             "compactor_plan_attempts",
@@ -257,6 +265,12 @@ class JobMetrics:
 
     def on_deferring(self, deferring: bool) -> None:
         self.deferring.set(1 if deferring else 0)
+
+    def on_outage(self, kind: str | None) -> None:
+        if kind is not None and not self._in_outage:
+            self.outages.inc()
+        self._in_outage = kind is not None
+        self.outage.set(1 if self._in_outage else 0)
 
     def merging(self) -> _Busy:
         """A context around one merge's commit: the active gauge and the busy time."""

@@ -34,6 +34,7 @@ from compactor.stream.merging.scheduler import MergeScheduler
 from compactor.stream.merging.slots import Slots
 from compactor.stream.merging.waiting import WaitingPlans
 from compactor.stream.merging.workers import Workers, thread_workers
+from compactor.stream.outages import Outages
 from compactor.stream.planning import TablePlanner
 from compactor.stream.purging import OtherWriters, Purges
 from compactor.stream.recovery import EAGER_TABLES, Unannounced, recover
@@ -41,6 +42,7 @@ from compactor.stream.reporting import MetricsSink, NoMetrics
 from compactor.stream.runner import RetryPolicy, Runner
 from compactor.stream.switches import TableSwitches
 from compactor.stream.table_configs import TableConfigs
+from compactor.stream.table_failures import TableFailures
 
 
 def assemble(
@@ -83,7 +85,9 @@ def assemble(
     inflight = _inflight(config, store, workers, slots, shard)
     purges = Purges(lambda table: _purge_ratio(configs, table), clock)
     keeper = CatalogKeeper(store, catalog, catalog_store, unannounced, unread, announcer, purges, sink)
-    runner = Runner(store, catalog, configs, clock, cool_down, sink, retry, sleep)
+    outages = Outages(clock, operations.cool_down)
+    failures = TableFailures(cool_down, catalog, configs, sink, outages)
+    runner = Runner(store, catalog, configs, clock, cool_down, sink, retry, sleep, failures)
     desk = StreamDesk(runner, announcer, keeper, configs, inflight.running)
     merges = MergeScheduler(
         inflight,

@@ -63,6 +63,14 @@ class CoolDown:
     def succeeded(self, table: str) -> None:
         self._streak.pop(table, None)
 
+    def forgive(self, table: str, failures: int) -> None:
+        """Take back `failures` of the table's streak (they were an outage's, not its own)."""
+        left = self.streak(table) - failures
+        if left > 0:
+            self._streak[table] = left
+        else:
+            self._streak.pop(table, None)
+
     def quarantines(self, table: str) -> bool:
         """Has the table failed often enough in a row to be quarantined?"""
         return self.quarantine_after is not None and self.streak(table) >= self.quarantine_after

@@ -264,6 +264,8 @@ class BatchHandler:
     # -- one trigger's work ---------------------------------------------------------------------
 
     def _advance(self, limit: int | None = None) -> None:
+        if self.runner.failures.paused():  # an outage: what finished is recorded, nothing starts
+            limit = 0
         self.merges.advance(lambda table: self._dispatch(Trigger(table, "replan")), limit)
 
     def _attempt_due(self, table: str, due: Due) -> None:
@@ -287,6 +289,11 @@ class BatchHandler:
             self._cancel(trigger.table, trigger.cancel_plan, trigger.request_id)
             return
         if self.switches.flip(trigger):
+            return
+        outage = self.runner.failures.outage_pause()
+        if outage is not None:  # attempted when the pause ends, without an event
+            self.counts.paused_attempts += 1
+            self.planner.due.lower(trigger.table, Due(outage, "the outage's pause ends"))
             return
         held = self.switches.held(trigger.table)
         if held is Held.QUARANTINED:
@@ -330,10 +337,9 @@ class BatchHandler:
             self.work(trigger)
         except (DeliveryError, Rejected):
             raise
-        except Exception as exc:
+        except Exception as exc:  # backed off and quarantined as a failing merge is
             self.counts.attempt_errors += 1
-            cool_down.start(key, trigger.table, f"{type(exc).__name__}: {exc}")
-            log.exception("table %s: its work failed; left alone for %s", trigger.table, cool_down.period)
+            self.runner.failures.failed(trigger.table, key, exc, trigger.only_rule, "its planning")
 
     def _purge(self, segments: list[Segment]) -> None:
         """Purge one table's segments (a batch may run meanwhile), then check the table: the

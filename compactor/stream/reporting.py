@@ -61,6 +61,9 @@ class MetricsSink(Protocol):
     def on_deferring(self, deferring: bool) -> None:
         """Optional merges wait (the job is behind its events), or run again."""
 
+    def on_outage(self, kind: str | None) -> None:
+        """Attempts are paused: many tables fail with this kind of error (None: it is over)."""
+
     def on_deleted_rows(self, table: str, deleted: int, stored: int) -> None:
         """The table's files hold `stored` rows, `deleted` of them deleted by other writers."""
 
@@ -114,6 +117,9 @@ class NoMetrics:
         pass
 
     def on_deferring(self, deferring: bool) -> None:
+        pass
+
+    def on_outage(self, kind: str | None) -> None:
         pass
 
     def on_deleted_rows(self, table: str, deleted: int, stored: int) -> None:

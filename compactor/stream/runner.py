@@ -10,8 +10,6 @@ event.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -35,6 +33,15 @@ from compactor.stream.merging.workers import Finished
 from compactor.stream.reporting import MetricsSink, NoMetrics
 from compactor.stream.stats import MergeCounts
 from compactor.stream.table_configs import TableConfigs
+from compactor.stream.table_failures import (
+    TableFailures,
+    config_fingerprint,
+    quarantine_error,
+    quarantine_note,
+    short_error,
+)
+
+__all__ = ["RetryPolicy", "RunOutcome", "Runner", "config_fingerprint", "quarantine_error", "quarantine_note"]
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +97,7 @@ class Runner:
         metrics: MetricsSink | None = None,
         retry: RetryPolicy | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        failures: TableFailures | None = None,
     ) -> None:
         self.store = store
         self.catalog = catalog  # what each merge did is recorded in it
@@ -97,6 +105,7 @@ class Runner:
         self.clock = clock
         self.cool_down = cool_down
         self.metrics = metrics or NoMetrics()
+        self.failures = failures or TableFailures(cool_down, catalog, configs, self.metrics)
         self.counts = MergeCounts()
         self.retry = retry or RetryPolicy()
         self.sleep = sleep
@@ -136,7 +145,7 @@ class Runner:
         if finished.commit is None:
             return self._failed(plan, finished.failure)
         commit = finished.commit
-        self.cool_down.succeeded(plan.table)
+        self.failures.succeeded(plan.table)
         self.catalog.apply(PlanApplied(plan, commit.outputs, commit.version, commit.data_change))
         fault_point(AFTER_BOOKKEEPING)
         if commit.already_done:
@@ -157,7 +166,8 @@ class Runner:
 
     def _failed(self, plan: MergePlan, failure: BaseException | None) -> RunOutcome:
         """A failed plan: cooled down longer with each failure of its table in a row, and the
-        table quarantined with this error once the streak reaches `quarantine_after`.
+        table quarantined with this error once the streak reaches `quarantine_after`, unless the
+        failure is part of an outage (`TableFailures`).
 
         A merge an operator cancelled cools down too (it comes back after its cool-down, as a
         hung one does), but it is no failure of the table: the streak does not grow and the
@@ -168,35 +178,13 @@ class Runner:
             self.counts.cancelled_merges += 1
             self.metrics.on_cancelled(plan.table)
             if error.by_operator:
-                self.cool_down.start(plan.plan_id, plan.table, _short(error), plan.rule)
+                self.cool_down.start(plan.plan_id, plan.table, short_error(error), plan.rule)
                 log.warning(
                     "plan %s of table %s %s; tried again after its cool-down", plan.plan_id, plan.table, error
                 )
-                return self._unsuccessful(plan, MergeStatus.FAILED, _short(error))
-        self.cool_down.start(plan.plan_id, plan.table, _short(error), plan.rule, failed=True)
-        streak = self.cool_down.streak(plan.table)
-        if self.cool_down.quarantines(plan.table):
-            why = quarantine_note(_short(error), config_fingerprint(self.configs.for_table(plan.table)))
-            if self.catalog.quarantine(plan.table, why):
-                self.metrics.on_quarantine(plan.table)
-                log.error(
-                    "table %s quarantined after %d failed merges in a row (last: %s); no attempt until "
-                    "its config changes or `compactor table enable %s`",
-                    plan.table,
-                    streak,
-                    _short(error),
-                    plan.table,
-                    exc_info=error,
-                )
-        else:
-            log.error(
-                "plan %s failed (%d in a row for table %s); tried again after its cool-down",
-                plan.plan_id,
-                streak,
-                plan.table,
-                exc_info=error,
-            )
-        return self._unsuccessful(plan, MergeStatus.FAILED, _short(error))
+                return self._unsuccessful(plan, MergeStatus.FAILED, short_error(error))
+        self.failures.failed(plan.table, plan.plan_id, error, plan.rule, f"plan {plan.plan_id}")
+        return self._unsuccessful(plan, MergeStatus.FAILED, short_error(error))
 
     def _unsuccessful(self, plan: MergePlan, status: MergeStatus, why: str) -> RunOutcome:
         return RunOutcome(MergeResult.unsuccessful(plan, status, why, self.clock()))
@@ -230,27 +218,3 @@ class Runner:
             log.warning("plan %s: Delta conflict, retry %d", plan.plan_id, state.attempt_number)
 
         return count
-
-
-def _short(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}"
-    return text if len(text) <= 2000 else text[:2000] + "..."
-
-
-def config_fingerprint(settings: TableSettings) -> str:
-    """A short digest of a table's settings: a quarantine ends when it changes."""
-    return hashlib.sha256(settings.model_dump_json().encode()).hexdigest()[:16]
-
-
-def quarantine_note(error: str, fingerprint: str) -> str:
-    """What a quarantined table's mark keeps: the error, and the config it failed under."""
-    return json.dumps({"error": error, "config": fingerprint})
-
-
-def quarantine_error(note: str) -> tuple[str, str | None]:
-    """(error, config fingerprint) of a quarantine note."""
-    try:
-        doc = json.loads(note)
-    except json.JSONDecodeError:
-        return note, None
-    return str(doc.get("error", note)), doc.get("config")

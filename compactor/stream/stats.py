@@ -18,6 +18,7 @@ class TriggerCounts:
     due_attempts: int = 0  # tables attempted because their due time came, with no event
     disabled_attempts: int = 0  # attempts not made because an operator turned merging off
     quarantined_attempts: int = 0  # attempts not made because the table is quarantined
+    paused_attempts: int = 0  # attempts put off while an outage pauses them
 
 
 @dataclass
@@ -65,6 +66,7 @@ class HandlerStats:
     due_attempts: int = 0
     disabled_attempts: int = 0
     quarantined_attempts: int = 0
+    paused_attempts: int = 0
     purges: int = 0  # segments rewritten without the rows other writers deleted
     attempts_by_origin: dict[str, int] = field(default_factory=dict)
 

@@ -1,0 +1,121 @@
+"""One account of a table's failures, whether its merge failed or its planning did.
+
+Each failure cools its key down, longer with each failure of the table in a row; after
+`quarantine_after` of them the table is quarantined with its last error, until its config
+changes or an operator enables it. A failure that is part of an outage (`Outages`: many tables
+failing alike) cools down but grows no streak, so an outage quarantines nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from datetime import datetime
+
+from compactor.catalog.fold import SegmentCatalog
+from compactor.config.tables import TableSettings
+from compactor.stream.cool_down import CoolDown
+from compactor.stream.outages import Outages
+from compactor.stream.reporting import MetricsSink
+from compactor.stream.table_configs import TableConfigs
+
+log = logging.getLogger(__name__)
+
+
+class TableFailures:
+    def __init__(
+        self,
+        cool_down: CoolDown,
+        catalog: SegmentCatalog,
+        configs: TableConfigs,
+        metrics: MetricsSink,
+        outages: Outages | None = None,
+    ) -> None:
+        self.cool_down = cool_down
+        self.catalog = catalog  # quarantines are kept with each table's mark
+        self.configs = configs
+        self.metrics = metrics
+        self.outages = outages
+
+    def failed(self, table: str, key: str, error: BaseException, rule: str | None, what: str) -> None:
+        """`what` (a plan, the table's work) failed with `error`: cool `key` down, and grow the
+        table's streak and quarantine it, unless an outage explains the failure. The first
+        failure in a row is logged with its traceback, the rest in one line."""
+        short = short_error(error)
+        forgive = self.outages.failed(table, error) if self.outages is not None else None
+        if forgive is not None:
+            for other, count in forgive.items():
+                self.cool_down.forgive(other, count)
+            self.cool_down.start(key, table, short, rule)
+            self.metrics.on_outage(
+                self.outages.current.kind if self.outages and self.outages.current else None
+            )
+            log.warning("table %s: %s failed in an outage (%s); not counted against it", table, what, short)
+            return
+        self.cool_down.start(key, table, short, rule, failed=True)
+        streak = self.cool_down.streak(table)
+        if self.cool_down.quarantines(table):
+            why = quarantine_note(short, config_fingerprint(self.configs.for_table(table)))
+            if self.catalog.quarantine(table, why):
+                self.metrics.on_quarantine(table)
+                log.error(
+                    "table %s quarantined after %d failures in a row (last: %s); no attempt until "
+                    "its config changes or `compactor table enable %s`",
+                    table,
+                    streak,
+                    short,
+                    table,
+                    exc_info=error,
+                )
+            return
+        log.error(
+            "%s failed (%d in a row for table %s); tried again after its cool-down%s",
+            what,
+            streak,
+            table,
+            "" if streak == 1 else f": {short}",
+            exc_info=error if streak == 1 else None,
+        )
+
+    def paused(self) -> bool:
+        """Attempts wait for an outage's pause to end."""
+        return self.outages is not None and self.outages.paused()
+
+    def outage_pause(self) -> datetime | None:
+        """When the current outage's pause ends (None: attempts are not paused)."""
+        if self.outages is None or self.outages.current is None or not self.outages.paused():
+            return None
+        return self.outages.current.paused_until
+
+    def succeeded(self, table: str) -> None:
+        self.cool_down.succeeded(table)
+        if self.outages is not None:
+            was = self.outages.current
+            self.outages.succeeded(table)
+            if was is not None:
+                self.metrics.on_outage(None)
+
+
+def short_error(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}"
+    return text if len(text) <= 2000 else text[:2000] + "..."
+
+
+def config_fingerprint(settings: TableSettings) -> str:
+    """A short digest of a table's settings: a quarantine ends when it changes."""
+    return hashlib.sha256(settings.model_dump_json().encode()).hexdigest()[:16]
+
+
+def quarantine_note(error: str, fingerprint: str) -> str:
+    """What a quarantined table's mark keeps: the error, and the config it failed under."""
+    return json.dumps({"error": error, "config": fingerprint})
+
+
+def quarantine_error(note: str) -> tuple[str, str | None]:
+    """(error, config fingerprint) of a quarantine note."""
+    try:
+        doc = json.loads(note)
+    except json.JSONDecodeError:
+        return note, None
+    return str(doc.get("error", note)), doc.get("config")

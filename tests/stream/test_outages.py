@@ -1,0 +1,104 @@
+"""An outage is not a broken table: failures many tables share pause attempts instead of
+quarantining them; a table that fails alone is still quarantined, its planning failures too."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from compactor.domain.events import MergeStatus
+from compactor.domain.plans import make_plan
+from compactor.stream.outages import Outages, error_kind
+from compactor.stream.triggers import Trigger
+from tests.helpers.harness import Clock, Harness
+from tests.stream.test_concurrency import three_loads
+
+MINOR = {"rule": "minor", "level_thresholds": [3, 0]}
+T0 = datetime(2024, 3, 1, tzinfo=UTC)
+
+
+def config(**operations: Any) -> dict[str, Any]:
+    return {"defaults": {"rules": [MINOR]}, "operations": {"cool_down": "60s", **operations}}
+
+
+def refused() -> OSError:
+    return OSError("py4j: java.net.ConnectException: Connection refused (s3a://warehouse)")
+
+
+def test_the_kind_of_an_error_names_the_jvm_exception_inside_it() -> None:
+    assert error_kind(refused()) == "OSError/java.net.ConnectException"
+    assert error_kind(ValueError("corrupt footer")) == "ValueError"
+
+
+def test_many_tables_failing_alike_is_an_outage_and_their_counted_failures_are_forgiven() -> None:
+    clock = Clock(T0)
+    outages = Outages(lambda: clock.now, pause=timedelta(minutes=1))
+    outages.succeeded("quiet")  # attempted in the window: 4 tables, 3 must fail alike
+    assert outages.failed("a", refused()) is None, "one table: its own failure"
+    assert outages.failed("a", refused()) is None
+    assert outages.failed("b", ValueError("other")) is None, "another kind counts apart"
+    assert outages.failed("b", refused()) is None
+    assert outages.failed("c", refused()) == {"a": 2, "b": 1}, "declared: what it had counted, forgiven"
+    assert outages.current is not None and outages.paused()
+    assert outages.failed("d", refused()) == {}, "in the outage: counted against nobody"
+    clock.now += timedelta(minutes=2)
+    assert not outages.paused(), "the pause ended: a probe round"
+    outages.succeeded("a")
+    assert outages.current is None
+
+
+def test_failures_of_one_table_never_make_an_outage() -> None:
+    clock = Clock(T0)
+    outages = Outages(lambda: clock.now, pause=timedelta(minutes=1))
+    for _ in range(10):
+        assert outages.failed("bad", refused()) is None
+        clock.now += timedelta(seconds=30)
+    assert outages.current is None
+
+
+def test_a_shared_outage_quarantines_no_table_and_they_merge_once_it_ends(harness: Harness) -> None:
+    handler = harness.handler(config(quarantine_after=2))
+    tables = ["a", "b", "c", "d"]
+    loads = []
+    for table in tables:
+        loads += three_loads(harness, table)
+        plan = make_plan(table, "minor", [harness.day(i, sid=f"{table}{i}", table=table) for i in range(3)])
+        harness.store.failures[plan.plan_id] = refused()
+    handler.process(loads)
+    for _ in range(6):  # an hour-long outage in cool-downs and pauses
+        harness.clock.now += timedelta(minutes=10)
+        handler.process([])
+        handler.tick()
+    assert [t for t in tables if handler.catalog.quarantined(t)] == [], "no table blamed for an outage"
+    assert handler.runner.failures.outages is not None and handler.runner.failures.outages.declared >= 1
+    assert handler.stats.paused_attempts > 0
+    harness.store.failures.clear()  # the object store is back
+    for _ in range(3):
+        harness.clock.now += timedelta(minutes=10)
+        handler.process([])
+        handler.tick()
+    merged = {r["table"] for r in harness.results() if r["status"] is MergeStatus.SUCCEEDED}
+    assert merged == set(tables)
+
+
+def test_a_table_whose_planning_keeps_failing_backs_off_and_is_quarantined(harness: Harness) -> None:
+    handler = harness.handler(config(quarantine_after=3))
+    plans = handler.planner.plans
+
+    def broken(trigger: Trigger) -> Any:
+        if trigger.table == "bad":
+            raise RuntimeError("the upsert key read failed")
+        return plans(trigger)
+
+    handler.planner.plans = broken  # type: ignore[method-assign]
+    handler.process(three_loads(harness, "bad"))
+    waits = []
+    for _ in range(2):
+        cooling = dict(handler.planner.cool_down.cooling("bad"))
+        waits.append(cooling["table:bad"] - harness.clock.now)
+        harness.clock.now = cooling["table:bad"] + timedelta(seconds=1)
+        handler.process([])
+        handler.tick()
+    assert waits == [timedelta(seconds=60), timedelta(seconds=120)], "backing off, as merges do"
+    assert handler.catalog.quarantined("bad") is not None
+    assert "the upsert key read failed" in (handler.catalog.quarantined("bad") or "")
