@@ -22,7 +22,7 @@ from compactor.catalog.changes import (
     TableReloaded,
 )
 from compactor.catalog.failures import Failure, noted
-from compactor.catalog.retired import RetiredFilter, RetiredSegment
+from compactor.catalog.retired import RETIRED_KEPT, Newest, RetiredFilter, RetiredSegment
 from compactor.catalog.store import CatalogChanges, StoredCatalog, TableMark
 from compactor.domain.columns import SegmentColumns, TableSegments
 from compactor.domain.plans import MergePlan
@@ -30,6 +30,12 @@ from compactor.domain.segment_set import arrives_new, updates
 from compactor.domain.segments import RowCount, Segment
 
 log = logging.getLogger(__name__)
+
+# The newest executed plan ids the catalog keeps in memory, over all tables (about 200 bytes
+# each: 3 MB). Nothing needs older ones from memory: a plan folded twice is told by its
+# inputs no longer being live, and a replayed plan's commit is found in the table's log by its
+# id (`delta.reads.committed`).
+PLANS_KEPT = 16_384
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,14 +53,16 @@ class SegmentCatalog:
     """Current segments per table; applying the same change twice is a no-op.
 
     Besides the live segments it keeps, per table, the data-table version it has
-    folded up to, a filter of retired ids, what this process retired (exactly),
-    and a journal of changes not yet saved to the durable store.
+    folded up to, a filter of retired ids, the newest records of what it retired and
+    of the plans it executed (`RETIRED_KEPT`, `PLANS_KEPT` over all tables: older
+    ones are the durable store's), the executed plans not yet announced, and a
+    journal of changes not yet saved to the durable store.
     """
 
     _tables: dict[str, TableSegments] = field(default_factory=dict)
-    _executed: dict[str, set[str]] = field(default_factory=dict)
-    # ids merged away: exactly for this process's life, and as a filter for all time
-    _retired: dict[str, dict[str, RetiredSegment]] = field(default_factory=dict)
+    _executed: Newest[int] = field(default_factory=lambda: Newest(PLANS_KEPT))  # plan id -> version
+    # ids merged away: the newest records exactly, and every id as a filter for all time
+    _retired: Newest[RetiredSegment] = field(default_factory=lambda: Newest(RETIRED_KEPT))
     _filters: dict[str, RetiredFilter] = field(default_factory=dict)
     _versions: dict[str, int] = field(default_factory=dict)
     _announced: dict[str, int] = field(default_factory=dict)
@@ -63,7 +71,8 @@ class SegmentCatalog:
     _failures: dict[str, tuple[Failure, ...]] = field(default_factory=dict)
     _debts: dict[str, str] = field(default_factory=dict)  # the job's last debt outlook per table (JSON)
     _quarantine: dict[str, str] = field(default_factory=dict)  # table -> why its merges are held
-    _history: dict[str, list[ExecutedPlan]] = field(default_factory=dict)  # filled from commits
+    # the plans the tables' commits executed, filled from commits, each until it is announced
+    _history: dict[str, list[ExecutedPlan]] = field(default_factory=dict)
     _journal: CatalogChanges = field(default_factory=CatalogChanges)
 
     # -- queries ----------------------------------------------------------------
@@ -94,25 +103,29 @@ class SegmentCatalog:
         return None if known is None else known.get(segment_id)
 
     def knows(self, table: str, segment_id: str) -> bool:
-        """True for a current segment and for one merged away by this process."""
+        """True for a current segment and for one this process merged away lately (see `retired`)."""
         return segment_id in self._tables.get(table, {}) or self.retired(table, segment_id)
 
     def retired(self, table: str, segment_id: str) -> bool:
-        """True for a segment this process knows was merged away since it was loaded."""
-        return segment_id in self._retired.get(table, {})
+        """True for a segment this process merged away among its newest `RETIRED_KEPT`
+        retirements; an older one is the store's to tell (`may_be_retired` says when to ask)."""
+        return self._retired.has(table, segment_id)
 
     def retired_record(self, table: str, segment_id: str) -> RetiredSegment | None:
-        return self._retired.get(table, {}).get(segment_id)
+        """The record of a segment `retired` knows (None: ask the store, if `may_be_retired`)."""
+        return self._retired.get(table, segment_id)
 
     def may_be_retired(self, table: str, segment_id: str) -> bool:
         """False when the id was certainly never retired; True when it may have been (ask the store)."""
         return self.retired(table, segment_id) or self._filter(table).might_contain(segment_id)
 
     def retired_ids(self, table: str) -> frozenset[str]:
-        return frozenset(self._retired.get(table, ()))
+        """The ids of the table's records `retired` knows."""
+        return self._retired.keys(table)
 
     def retired_records(self, table: str) -> tuple[RetiredSegment, ...]:
-        return tuple(self._retired.get(table, {}).values())
+        """The table's records `retired` knows."""
+        return tuple(self._retired.values(table))
 
     def version(self, table: str) -> int | None:
         """The data-table version every commit up to which is folded in (None: not known)."""
@@ -123,10 +136,13 @@ class SegmentCatalog:
         return self._announced.get(table)
 
     def was_executed(self, table: str, plan_id: str) -> bool:
-        return plan_id in self._executed.get(table, set())
+        """True for a plan among the newest `PLANS_KEPT` this process applied or folded; an older
+        one's commit is found in the table's log by its id."""
+        return self._executed.has(table, plan_id)
 
     def executed_plans(self, table: str) -> list[ExecutedPlan]:
-        """The plans the table's recorded commits executed, oldest first."""
+        """The plans the table's folded commits executed and its announcements have not yet
+        passed (see `mark_announced`), oldest first."""
         return list(self._history.get(table, []))
 
     # -- the fold ---------------------------------------------------------------
@@ -160,7 +176,7 @@ class SegmentCatalog:
     def _(self, change: PlanApplied) -> bool:
         plan = change.plan
         table = self._table(plan.table)
-        if self.was_executed(plan.table, plan.plan_id) and all(o.id in table for o in change.outputs):
+        if self._applied(plan, change.outputs):
             return False
         self._replace(
             plan.table,
@@ -168,8 +184,18 @@ class SegmentCatalog:
             change.outputs,
             plan.plan_id,
         )
-        self._executed.setdefault(plan.table, set()).add(plan.plan_id)
+        self._executed.set(plan.table, plan.plan_id, change.version if change.version is not None else -1)
         return True
+
+    def _applied(self, plan: MergePlan, outputs: Iterable[Segment]) -> bool:
+        """Is the plan's effect in the catalog already (its commit folded, or the plan applied)?
+        Its inputs left and its outputs came: known by the segments, not by remembering the plan
+        id, which the catalog keeps only for a while. An output merged away again since counts
+        as come."""
+        table = self._table(plan.table)
+        return not any(sid in table for sid in plan.input_ids) and all(
+            o.id in table or self.may_be_retired(plan.table, o.id) for o in outputs
+        )
 
     @apply.register
     def _(self, change: SegmentsGone) -> bool:
@@ -189,7 +215,7 @@ class SegmentCatalog:
             self._journal.live[(change.table, segment.id)] = segment
         for retired in change.retired:
             if retired.segment_id not in known:
-                self._retired.setdefault(change.table, {})[retired.segment_id] = retired
+                self._retired.set(change.table, retired.segment_id, retired)
                 self._filter(change.table).add(retired.segment_id)
         return True
 
@@ -205,9 +231,9 @@ class SegmentCatalog:
         self.advance(table, record.version)
         if not record.plan_id:
             return True
-        self._executed.setdefault(table, set()).add(record.plan_id)
+        self._executed.set(table, record.plan_id, record.version)
         outputs = tuple(segments[s.id] for s in record.added)
-        if inputs and outputs:
+        if inputs and outputs and record.version > self._announced.get(table, -2):
             plan = MergePlan(
                 record.plan_id, table, record.rule or record.op, inputs, outputs[0], record.level, record.pool
             )
@@ -224,15 +250,17 @@ class SegmentCatalog:
         unknown: set[str] | None = None,
     ) -> None:
         """Inputs leave (each kept as a retired record), outputs become live; journaled.
-        `unknown` inputs were never described to the catalog: their record keeps no fingerprint."""
+        `unknown` inputs were never described to the catalog: their record keeps no fingerprint.
+        An input no longer live that the filter may hold was retired before (the commit of a
+        plan applied already): it is not recorded twice."""
         segments = self._table(table)
         for segment in inputs:
-            if segments.pop(segment.id, None) is None and self.retired(table, segment.id):
+            if segments.pop(segment.id, None) is None and self.may_be_retired(table, segment.id):
                 continue
             retired = RetiredSegment.of(segment, plan_id)
             if unknown and segment.id in unknown:
                 retired = replace(retired, fingerprint="")
-            self._retired.setdefault(table, {})[segment.id] = retired
+            self._retired.set(table, segment.id, retired)
             self._filter(table).add(segment.id)
             self._journal.live[(table, segment.id)] = None
             self._journal.retired.append(retired)
@@ -315,9 +343,14 @@ class SegmentCatalog:
             self._journal.marks[table] = self._mark(table)
 
     def mark_announced(self, table: str, version: int) -> None:
+        """Every merge of `table` up to `version` is announced: the executed plans kept for
+        `announce_unannounced` are kept only past it."""
         if version > self._announced.get(table, -2):
             self._announced[table] = version
             self._journal.marks[table] = self._mark(table)
+            history = self._history.get(table)
+            if history:
+                self._history[table] = [e for e in history if e.version > version]
 
     def _mark(self, table: str) -> TableMark:
         return TableMark(

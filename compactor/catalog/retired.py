@@ -2,17 +2,22 @@
 producer that reuses its id for other data.
 
 Every retired segment keeps its time range, record count and a fingerprint in
-the durable catalog. In memory the job keeps only a Bloom filter of retired ids
-per table (about ten bits per id), so start-up does not read the history: a
+the durable catalog. In memory the job keeps a Bloom filter of retired ids per
+table (about ten bits per id), so start-up does not read the history: a
 completion event whose id the filter may hold is checked against the stored
-record; one it cannot hold is new.
+record; one it cannot hold is new. Besides the filter it keeps the newest
+records themselves (`Newest`, `RETIRED_KEPT` of them): what the job merged a
+moment ago is asked of memory, not of the store.
 """
 
 from __future__ import annotations
 
 import hashlib
 import struct
+from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from rbloom import Bloom
 
@@ -20,6 +25,12 @@ from compactor.domain.segments import Segment, TimeRange
 
 _FALSE_POSITIVES = 0.01
 _FIRST_CAPACITY = 1024
+
+# The newest retired records the catalog keeps in memory, over all its tables (about 400 bytes
+# each: 26 MB). Older ones are the durable store's (`CatalogStore.retired`, `merged_by`), asked
+# when the filter may hold the id. What reads them soon after a merge (a replayed batch, the
+# commit's own fold at the save, a key index following the merge) finds them here.
+RETIRED_KEPT = 65_536
 
 
 def fingerprint(segment: Segment) -> str:
@@ -103,3 +114,43 @@ class RetiredFilter:
             found.append((capacity, count, Bloom.load_bytes(data[offset : offset + size], _hash)))
             offset += size
         return cls(found)
+
+
+V = TypeVar("V")
+
+
+class Newest(Generic[V]):
+    """At most `limit` values by (table, id), over all tables: the oldest added leave first.
+    Setting a value kept already keeps its place."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._tables: dict[str, dict[str, V]] = {}
+        self._order: deque[tuple[str, str]] = deque()  # one entry per value kept, oldest first
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+    def set(self, table: str, key: str, value: V) -> None:
+        kept = self._tables.setdefault(table, {})
+        if key not in kept:
+            self._order.append((table, key))
+        kept[key] = value
+        while len(self._order) > self.limit:
+            old_table, old_key = self._order.popleft()
+            held = self._tables[old_table]
+            del held[old_key]
+            if not held:
+                del self._tables[old_table]
+
+    def get(self, table: str, key: str) -> V | None:
+        return self._tables.get(table, {}).get(key)
+
+    def has(self, table: str, key: str) -> bool:
+        return key in self._tables.get(table, {})
+
+    def keys(self, table: str) -> frozenset[str]:
+        return frozenset(self._tables.get(table, ()))
+
+    def values(self, table: str) -> Iterator[V]:
+        return iter(list(self._tables.get(table, {}).values()))

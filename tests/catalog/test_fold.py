@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import date, timedelta
 
 import pytest
 
+from compactor.catalog import fold
 from compactor.catalog.changes import (
     CommitRecord,
     PlanApplied,
@@ -17,7 +19,7 @@ from compactor.catalog.changes import (
 from compactor.catalog.fold import SegmentCatalog
 from compactor.catalog.retired import RetiredSegment
 from compactor.domain.plans import make_plan
-from compactor.domain.segments import Origin
+from compactor.domain.segments import Origin, Segment
 from compactor.errors import InvalidSegmentError
 from tests.helpers.segments import seg
 
@@ -121,3 +123,95 @@ def test_a_merge_commit_that_wrote_no_row_folds_to_an_empty_output_whoever_recor
             catalog.apply(change)
         (output,) = catalog.segments("sales")
         assert (output.id, output.records, output.bytes) == (plan.output.id, 0, 0)
+
+
+# -- bounded over years: what the catalog keeps in memory -----------------------------------------
+
+
+def _days(n: int, table: str = "sales") -> list[Segment]:
+    return [
+        seg(f"d{i:03d}", (date(2024, 1, 1) + timedelta(days=i)).isoformat(), table=table) for i in range(n)
+    ]
+
+
+def test_the_catalog_keeps_only_the_newest_retired_records_and_plan_ids_and_knows_the_rest_may_be_retired(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(fold, "RETIRED_KEPT", 10)
+    monkeypatch.setattr(fold, "PLANS_KEPT", 4)
+    catalog, days = SegmentCatalog(), _days(200)
+    plans = []
+    for first in range(0, 200, 2):
+        pair = days[first : first + 2]
+        for s in pair:
+            catalog.apply(SegmentAdded(s))
+        plans.append(plan := make_plan("sales", "auto_merge", pair))
+        assert catalog.apply(PlanApplied(plan, (plan.output,), version=first))
+    assert len(catalog.retired_ids("sales")) == 10 and len(catalog.retired_records("sales")) == 10
+    assert catalog.retired_ids("sales") == {s.id for s in days[-10:]}, "the newest are kept"
+    assert sum(catalog.was_executed("sales", p.plan_id) for p in plans) == 4
+    assert not catalog.retired("sales", "d000") and catalog.retired_record("sales", "d000") is None
+    assert all(catalog.may_be_retired("sales", s.id) for s in days), "the filter holds every id"
+    assert len(catalog.take_changes().retired) == 200, "every record goes to the store"
+
+    old = plans[0]
+    assert catalog.apply(PlanApplied(old, (old.output,), version=0)) is False, "a replay long after"
+    assert not catalog.changed
+
+
+def test_a_replayed_plan_whose_output_was_merged_again_since_changes_nothing() -> None:
+    catalog = SegmentCatalog()
+    for s in (A, B, C):
+        catalog.apply(SegmentAdded(s))
+    first = make_plan("sales", "auto_merge", [A, B])
+    catalog.apply(PlanApplied(first, (first.output,), version=3))
+    second = make_plan("sales", "auto_merge", [first.output, C])
+    catalog.apply(PlanApplied(second, (second.output,), version=4))
+    catalog.take_changes()
+    assert catalog.apply(PlanApplied(first, (first.output,), version=3)) is False
+    assert [s.id for s in catalog.segments("sales")] == [second.output.id], "its output is not revived"
+    assert not catalog.changed
+
+
+def test_the_commit_of_a_plan_applied_long_ago_is_folded_without_a_second_record(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(fold, "RETIRED_KEPT", 2)
+    catalog, days = SegmentCatalog(), _days(8)
+    for s in days:
+        catalog.apply(SegmentAdded(s))
+    plan = make_plan("sales", "auto_merge", days[:2])
+    catalog.apply(PlanApplied(plan, (plan.output,), version=5))
+    later = make_plan("sales", "auto_merge", days[2:6])  # its records push the first plan's out
+    catalog.apply(PlanApplied(later, (later.output,), version=6))
+    catalog.take_changes()
+    commit = CommitRecord(
+        "sales", 5, (plan.output,), plan.input_ids, plan.plan_id, "merge", rule="auto_merge"
+    )
+    catalog.apply(commit)
+    assert catalog.take_changes().retired == [], "its inputs were recorded when it was applied"
+
+
+def test_executed_plans_are_kept_only_until_they_are_announced() -> None:
+    days = _days(40)
+    commits = [CommitRecord("sales", i, (s,), ()) for i, s in enumerate(days)]
+    plans = [make_plan("sales", "auto_merge", days[i : i + 2]) for i in range(0, 40, 2)]
+    version = len(commits)
+    for plan in plans:
+        commits.append(
+            CommitRecord(
+                "sales", version, (plan.output,), plan.input_ids, plan.plan_id, "merge", rule="auto_merge"
+            )
+        )
+        version += 1
+    catalog = SegmentCatalog.from_commits({"sales": commits[:50]})
+    assert len(catalog.executed_plans("sales")) == 10, "never announced: every one is kept"
+    catalog.mark_announced("sales", 47)
+    assert [e.version for e in catalog.executed_plans("sales")] == [48, 49]
+    for record in commits[50:55]:
+        catalog.apply(record)
+    catalog.mark_announced("sales", 55)
+    for record in commits[55:]:
+        catalog.apply(record)
+    assert [e.version for e in catalog.executed_plans("sales")] == [56, 57, 58, 59]
+    assert catalog.was_executed("sales", plans[-1].plan_id)

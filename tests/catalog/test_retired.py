@@ -7,7 +7,7 @@ from dataclasses import replace
 from hypothesis import given
 from hypothesis import strategies as st
 
-from compactor.catalog.retired import RetiredFilter, RetiredSegment, fingerprint
+from compactor.catalog.retired import Newest, RetiredFilter, RetiredSegment, fingerprint
 from tests.helpers.segments import seg
 
 A = seg("a", "2024-01-01", records=5)
@@ -41,3 +41,14 @@ def test_the_filter_grows_and_keeps_false_positives_rare() -> None:
     false = sum(kept.might_contain(f"other-{i}") for i in range(10_000))
     assert false < 500, f"{false} false positives in 10,000"
     assert RetiredFilter.from_bytes(None).might_contain("x") is False
+
+
+def test_newest_keeps_at_most_its_limit_over_all_tables_and_drops_the_oldest_first() -> None:
+    kept: Newest[int] = Newest(3)
+    for n, (table, key) in enumerate([("t", "a"), ("u", "b"), ("t", "c"), ("t", "a")]):
+        kept.set(table, key, n)
+    assert len(kept) == 3 and kept.get("t", "a") == 3 and kept.keys("t") == {"a", "c"}
+    kept.set("u", "d", 4)  # "a" was set again, but keeps its place: the oldest leaves
+    assert kept.get("t", "a") is None and kept.keys("t") == {"c"} and list(kept.values("u")) == [1, 4]
+    kept.set("v", "e", 5)
+    assert not kept.has("u", "b") and len(kept) == 3 and kept.keys("v") == {"e"}
