@@ -36,7 +36,11 @@ Python objects). An embedded store spilling to local disk (RocksDB) was not need
   whole-table read of 10M keys took 11.5 s so, against 26.0 s as `KeyRow`s.
 - Holders (one per segment the index read; merges chain them as before) get small integer
   ids in the order they were read; a key holds its holder's id. A holder's load time is
-  its root's, looked up per distinct holder a load meets, never stored per key.
+  its root's, looked up per distinct holder a load meets, never stored per key. Holders of
+  segments no longer live (merged away: their keys resolve to the output's holder; or dropped
+  with a change the index could not follow: they hold no key) are dropped once they outnumber
+  the live ones and `_DEAD_HOLDERS`: every key's id is renumbered to its live holder's, a pass
+  over the keys once per that many loads at least. A snapshot never carries them.
 - Comparison values are encoded so that integer order is the order the dict compared in
   (`encode_values`): ints and bools as themselves; floats by their bits with the magnitude
   of negatives flipped (-0.0 counts as 0.0, as Python's == says; NaN above +inf and equal to
@@ -61,6 +65,7 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 import numpy as np
+import numpy.typing as npt
 
 from compactor.catalog.key_runs import KeyRuns, Run
 from compactor.catalog.key_values import ABSENT, Ints, decode_values, encode_values, micros, only_ints
@@ -70,6 +75,10 @@ from compactor.domain.segments import Segment, SegmentState
 from compactor.errors import CompactorError
 
 _CHUNK = 1 << 20  # rows taken in at a time: bounds what one step of `absorb` allocates
+# Holders of segments no longer live that an index keeps before it drops them: they go once
+# there are more of them than this and than live ones (a pass over the keys, about 60 ms at
+# 10M keys), so an index holds at most twice its live segments' holders and this many more.
+_DEAD_HOLDERS = 1024
 _NO_KEYS: Ints = np.empty(0, np.int64)
 
 
@@ -162,7 +171,8 @@ class KeyIndex:
         self._runs = KeyRuns()  # the winners, compact (see `catalog.key_runs`)
         self._kind: str | None = None  # what the comparison values are (None: none seen yet)
         self._winners: dict[int, tuple[bool, Any, int, _Holder]] | None = None  # the dict, once needed
-        self._read: list[_Holder] = []  # every holder a key has named, by id (keys hold the id)
+        # the holders keys name, by id (keys hold the id): every one read since dead ones were dropped
+        self._read: list[_Holder] = []
         self._holders: dict[str, _Holder] = {}  # live segments the index has read or followed
         self._shapes: dict[str, _Shape] = {}  # what they held when the index took them in
         self._touched: set[str] = set()  # segments whose count may have changed since `take_touched`
@@ -191,21 +201,12 @@ class KeyIndex:
         back; None for an index kept as the dict, whose values numpy cannot hold. Taking it
         copies the columns a load may change in place (a memory copy: cheap under a lock); the
         encoding is left to the caller. The runs go as they are, each key's holder as its root:
-        merged-away holders are not kept."""
+        holders of segments no longer live are not kept."""
         if self._winners is not None:
             return None
-        roots: dict[int, int] = {}  # id(root) -> its place in the snapshot's holders
-        kept: list[_Holder] = []
-
-        def place(holder: _Holder) -> int:
-            root = holder.root()
-            if id(root) not in roots:
-                roots[id(root)] = len(kept)
-                kept.append(root)
-            return roots[id(root)]
-
-        live = {sid: place(h) for sid, h in self._holders.items()}
-        remap = np.array([place(h) for h in self._read] or [0], np.int32)
+        kept, remap = self._renumbered()
+        places = {id(holder): at for at, holder in enumerate(kept)}
+        live = {sid: places[id(holder.root())] for sid, holder in self._holders.items()}
         meta = {
             "format": SNAPSHOT_FORMAT,
             "kind": self._kind,
@@ -360,6 +361,8 @@ class KeyIndex:
 
     def absorb(self, loads: Iterable[Segment], rows: KeyRows) -> None:
         """Take in new segments and their rows (each row is compared with its key's winner)."""
+        if self._too_many_dead():
+            self._drop_dead()
         ids: dict[str, int] = {}
         for segment in loads:
             holder = self._holders[segment.id] = _Holder(segment.id, segment.loaded_at)
@@ -378,6 +381,54 @@ class KeyIndex:
             holder.number = len(self._read)
             self._read.append(holder)
         return holder.number
+
+    def _renumbered(self) -> tuple[list[_Holder], npt.NDArray[np.int32]]:
+        """The holders worth keeping, the live segments' first (in `_holders`' order), then any
+        other a key still names (through the merges since it was read); and the new id of each
+        holder id keys hold now (-1: named by no key)."""
+        places: dict[int, int] = {}  # id(root) -> its place in `kept`
+        kept: list[_Holder] = []
+
+        def place(holder: _Holder) -> int:
+            root = holder.root()
+            if id(root) not in places:
+                places[id(root)] = len(kept)
+                kept.append(root)
+            return places[id(root)]
+
+        for holder in self._holders.values():
+            place(holder)
+        named = np.zeros(len(self._read), bool)
+        for run in self._runs.runs:
+            named[run.holders] = True
+        remap = np.full(max(len(self._read), 1), -1, np.int32)
+        for number in np.flatnonzero(named).tolist():
+            remap[number] = place(self._read[number])
+        return kept, remap
+
+    def _too_many_dead(self) -> bool:
+        """Do holders of segments no longer live outnumber the live ones and `_DEAD_HOLDERS`?"""
+        dead = len(self._read) - len(self._holders)
+        return dead > max(len(self._holders), _DEAD_HOLDERS)
+
+    def _drop_dead(self) -> None:
+        """Keep only the holders of live segments and those a key still names (each key's id
+        becomes its root's): what merges left behind and what `_forget` dropped go."""
+        if self._winners is not None:  # the dict holds holders, not ids: point each key at its root
+            for key, (present, value, row_hash, held) in self._winners.items():
+                if held.parent is not None:
+                    self._winners[key] = (present, value, row_hash, held.root())
+            named = {id(held): held for *_, held in self._winners.values()}
+            kept = list({id(h): h for h in [*self._holders.values(), *named.values()]}.values())
+        else:
+            kept, remap = self._renumbered()
+            for run in self._runs.runs:
+                run.holders = remap[run.holders]
+        for holder in self._read:
+            holder.number = -1
+        self._read = []
+        for holder in kept:
+            self._number(holder)
 
     def _take_rows(self, ids: Mapping[str, int], rows: KeyRows) -> None:
         holders = None

@@ -4,6 +4,7 @@ loads land), refreshes and other writers' changes (hypothesis)."""
 from __future__ import annotations
 
 import itertools
+import json
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -11,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
+from unittest.mock import patch
 
 import numpy as np
 import pytest
@@ -202,6 +204,10 @@ steps = st.lists(
 def test_a_followed_index_counts_exactly_what_a_full_recount_counts(
     script: list[tuple[Any, ...]], told: bool
 ) -> None:
+    follow_script(script, told)
+
+
+def follow_script(script: list[tuple[Any, ...]], told: bool) -> Follower:
     table, follower = Table(), Follower(told)
     for step in script:
         live = sorted(table.rows)
@@ -233,6 +239,7 @@ def test_a_followed_index_counts_exactly_what_a_full_recount_counts(
     assert follower.rebuilds == 0, "merges and refreshes are followed, never rebuilt"
     loads = [s for s in follower.read if s.startswith("l")]
     assert sorted(follower.read) == sorted(set(loads)), "each load read once, and only loads"
+    return follower
 
 
 @pytest.mark.parametrize("told", [False, True])
@@ -278,6 +285,10 @@ def test_changes_it_cannot_follow_are_read_again_only_where_they_happened(
     the compact columns, and in the dict): the index always counts what a full recount counts,
     reads whole only the new loads and the segments another writer changed, and reads in the
     rest of the table only keys those segments held."""
+    foreign_script(script, told, pool)
+
+
+def foreign_script(script: list[tuple[Any, ...]], told: bool, pool: str) -> Follower:
     table, follower = Table(), Follower(told)
     choices = POOLS[pool]
 
@@ -318,6 +329,7 @@ def test_changes_it_cannot_follow_are_read_again_only_where_they_happened(
         assert set(follower.read[read:]) <= loads | changed, "read whole: new loads and changed segments"
         assert set(follower.looked_up[looked:]) <= held, "looked up: only keys the changed segments held"
     assert follower.rebuilds == 0
+    return follower
 
 
 def test_ties_go_to_the_later_load_then_to_the_higher_row_hash() -> None:
@@ -658,6 +670,10 @@ class Restarting(Follower):
 def test_an_index_restored_from_its_snapshot_counts_exactly_what_a_full_recount_counts(
     script: list[tuple[Any, ...]],
 ) -> None:
+    restart_script(script)
+
+
+def restart_script(script: list[tuple[Any, ...]]) -> Restarting:
     table, follower = Table(), Restarting()
     foreign: set[str] = set()  # the segments another writer changed since the last snapshot
     saw: set[str] = set()  # the segments live when it was taken
@@ -700,6 +716,7 @@ def test_an_index_restored_from_its_snapshot_counts_exactly_what_a_full_recount_
             table.foreign_shrink(shrunk, step[2])
             foreign.add(shrunk)
         assert follower.counts(table) == recount(table.rows, table.loaded)
+    return follower
 
 
 def test_a_merge_since_the_snapshot_of_a_load_it_never_read_is_read_again_whatever_its_load_time() -> None:
@@ -760,3 +777,68 @@ def test_a_damaged_or_foreign_snapshot_is_refused_saying_why() -> None:
         KeyIndex.restored(b"PK\x03\x04 garbage")
     index._to_dict()  # values the columns cannot hold: the dict has no snapshot
     assert index.snapshot() is None
+
+
+# -- holders of segments no longer live: dropped, in memory and in snapshots --------------------
+
+
+def _only_live_holders(index: KeyIndex) -> None:
+    """Dropping the dead leaves one holder per live segment, and every key names one of them."""
+    index._drop_dead()
+    assert sorted(h.segment_id for h in index._read) == sorted(index.segment_ids)
+    assert all(h.parent is None and h.number == n for n, h in enumerate(index._read))
+    if index.compact:
+        assert all(int(run.holders.max()) < len(index._read) for run in index._runs.runs if len(run))
+
+
+@given(steps, st.booleans())
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_dropping_dead_holders_before_every_load_changes_no_count(
+    script: list[tuple[Any, ...]], told: bool
+) -> None:
+    with patch.object(KeyIndex, "_too_many_dead", lambda self: True):
+        follower = follow_script(script, told)
+    _only_live_holders(follower.index)
+
+
+@given(foreign_steps, st.booleans(), st.sampled_from(["int", "str"]))
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_dropping_dead_holders_among_other_writers_changes_changes_no_count(
+    script: list[tuple[Any, ...]], told: bool, pool: str
+) -> None:
+    """In the compact columns and in the dict alike."""
+    with patch.object(KeyIndex, "_too_many_dead", lambda self: True):
+        follower = foreign_script(script, told, pool)
+    _only_live_holders(follower.index)
+
+
+@given(restart_steps)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_dropping_dead_holders_changes_nothing_a_restart_follows(script: list[tuple[Any, ...]]) -> None:
+    with patch.object(KeyIndex, "_too_many_dead", lambda self: True):
+        restart_script(script)
+
+
+def test_an_index_keeps_holders_for_its_live_segments_not_for_every_load_it_read() -> None:
+    """Loads merged away, and loads another writer removed: their holders go, from memory past
+    `_DEAD_HOLDERS` and from every snapshot."""
+    table, follower = Table(), Follower(told=True)
+    holders = []
+    for _ in range(3 * key_index._DEAD_HOLDERS // 2):
+        table.load([(1, 1), (2, 2)])
+        gone = table.load([(3, 3)])
+        merged = sorted(sid for sid in table.rows if sid != gone)
+        if len(merged) > 1:
+            table.commit(merged, table.plan(merged, refresh=False))
+        assert follower.counts(table) == recount(table.rows, table.loaded)
+        table.foreign_delete(gone)  # nothing says where its keys went: its holder is forgotten
+        assert follower.counts(table) == recount(table.rows, table.loaded)
+        holders.append(len(follower.index._read))
+    assert len(table.rows) == 1 and table.loads == 3 * key_index._DEAD_HOLDERS
+    assert max(holders) <= 2 * len(table.rows) + key_index._DEAD_HOLDERS + 2, max(holders)
+    taken = follower.index.snapshot()
+    assert taken is not None
+    meta = json.loads(taken.columns["meta"].tobytes())
+    assert [sid for sid, *_ in meta["holders"]] == sorted(table.rows), "a snapshot holds the live ones"
+    restored = KeyIndex.restored(taken.encode())
+    assert restored.invalid() == follower.index.invalid() == recount(table.rows, table.loaded)
