@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
@@ -12,7 +13,7 @@ from pyspark.sql import functions as F
 from compactor.catalog.changes import CommitRecord
 from compactor.catalog.fold import SegmentCatalog
 from compactor.delta.commit_metadata import commit_record, parse_metadata, plan_marker
-from compactor.delta.files import HadoopFiles
+from compactor.delta.files import HadoopFiles, jvm_class
 from compactor.delta.log import RECENT_COMMITS, CommitFacts, DeltaLogReader, commit_facts
 from compactor.delta.paths import SEGMENT_COLUMN, table_uri
 from compactor.delta.rust_reads import file_totals
@@ -21,14 +22,43 @@ from compactor.domain.segments import RowCount
 from compactor.errors import TableNotFoundError
 
 
-def table_exists(spark: SparkSession, warehouse: Path | str, table: str) -> bool:
-    return DeltaTable.isDeltaTable(spark, table_uri(warehouse, table))
+def table_exists(
+    spark: SparkSession, warehouse: Path | str, table: str, files: HadoopFiles | None = None
+) -> bool:
+    """Whether `table` is a Delta table now: its log holds a commit. Asked of the log's files
+    each time, never of the `DeltaLog` Spark keeps per path: `DeltaTable.isDeltaTable` answers
+    from that cached state, so a table asked about while it was being born (its `_delta_log/`
+    made, no commit in it yet) stayed "no table" in this session after another process
+    committed to it, until something else loaded its snapshot (issue 49: every later event of
+    the table was dead-lettered as `unknown_table`). `files`: the caller's, when it keeps one."""
+    files = files or HadoopFiles(spark)
+    log = f"{table_uri(warehouse, table)}/_delta_log"
+    if has_commit(files, log):
+        return True
+    # neither file: no log at all, a log being born, or (rarely) one whose cleanup removed
+    # version 0 and that keeps no _last_checkpoint hint: Delta lists that one afresh
+    return files.exists(log) and _listed_version(spark, table_uri(warehouse, table)) >= 0
+
+
+def has_commit(files: HadoopFiles, log: str) -> bool:
+    """Does the `_delta_log` folder `log` hold version 0, or (after log cleanup removed it) the
+    checkpoint hint that replaced it? Two file lookups at most, no Spark job, no Delta state."""
+    return files.exists(f"{log}/{0:020d}.json") or files.exists(f"{log}/_last_checkpoint")
+
+
+def _listed_version(spark: SparkSession, path: str) -> int:
+    """The table's newest version as Delta finds it by listing its log now (-1: no commit);
+    this also brings Spark's cached `DeltaLog` of the path up to date."""
+    jvm: Any = spark._jvm
+    option = jvm_class(jvm, "scala.Option")
+    delta_log = jvm_class(jvm, "org.apache.spark.sql.delta.DeltaLog").forTable(spark._jsparkSession, path)
+    return int(delta_log.update(False, option.empty(), option.empty()).version())
 
 
 def read_commits(spark: SparkSession, warehouse: Path | str, table: str) -> list[CommitRecord]:
     """Every compactor commit of `table`, oldest first, from the Delta history."""
     path = table_uri(warehouse, table)
-    if not DeltaTable.isDeltaTable(spark, path):
+    if not table_exists(spark, warehouse, table):
         raise TableNotFoundError(f"no Delta table for {table!r} at {path}")
     history = DeltaTable.forPath(spark, path).history()
     # epoch seconds: a timestamp column would come back in the Python process's local zone

@@ -106,15 +106,14 @@ class SparkTableStore:
         return sorted(
             n
             for n in names
-            if n != RESERVED and (n in known or self._committed(f"{self.warehouse}/{n}/_delta_log"))
+            if n != RESERVED
+            and (n in known or reads.has_commit(self.files, f"{self.warehouse}/{n}/_delta_log"))
         )
 
-    def _committed(self, log: str) -> bool:
-        # version 0, or (after log cleanup removed it) the checkpoint that replaced it
-        return self.files.exists(f"{log}/{0:020d}.json") or self.files.exists(f"{log}/_last_checkpoint")
-
     def exists(self, table: str) -> bool:
-        return reads.table_exists(self.spark, self.warehouse, table)
+        """Asked afresh of the table's log each time (`reads.table_exists`): a table being born
+        when first asked about is found once its first commit lands."""
+        return reads.table_exists(self.spark, self.warehouse, table, self.files)
 
     def history(self, table: str) -> list[CommitRecord]:
         """From the log's commit files while it holds every one (no Spark query: start-up reads
