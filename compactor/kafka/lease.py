@@ -261,12 +261,28 @@ class ControllerLease:
                     self._fence(f"{holder} holds this job's instance id {self.member_name}")
                     return
                 failures += 1
-                first, longest = REJOIN_BACKOFF_S
-                delay = min(longest, first * 2 ** (failures - 1)) * random.uniform(0.5, 1.5)
-                self._note(LeaseNote("rebuilt", time.time(), why=f"{fatal}; a new consumer in {delay:.1f}s"))
-                self._stop.wait(delay)
+                self._rebuild_after(failures, str(fatal))
+            except (
+                Exception
+            ) as exc:  # a bug or a library's surprise: the thread must not die with the shards held
+                log.exception("controller lease %s: its consumer failed", self.group)
+                self._drop_all(f"the lease's consumer failed: {type(exc).__name__}: {exc}")
+                failures += 1
+                self._rebuild_after(failures, f"{type(exc).__name__}: {exc}")
             finally:
                 consumer.close()  # a revocation of what we hold runs here, and waits for the job
+
+    def _rebuild_after(self, failures: int, why: str) -> None:
+        """Wait a jittered back-off, doubling with each failure in a row, before a new consumer."""
+        first, longest = REJOIN_BACKOFF_S
+        delay = min(longest, first * 2 ** (failures - 1)) * random.uniform(0.5, 1.5)
+        self._note(LeaseNote("rebuilt", time.time(), why=f"{why}; a new consumer in {delay:.1f}s"))
+        self._stop.wait(delay)
+
+    def polling(self) -> bool:
+        """The lease's thread is alive (or was never started, or was closed on purpose). False
+        only when it died on its own: the shards then run without a lease."""
+        return self._thread is None or self._thread.is_alive() or self._stop.is_set() or self.fenced.is_set()
 
     def _serve(self, consumer: Any) -> None:
         """Poll (running the callbacks; nobody produces to the topic) until closed."""
@@ -353,13 +369,15 @@ class ControllerLease:
         if self._outage_since is None:
             self._outage_since = time.monotonic()
         self.lost.set()
-        self._note(LeaseNote("lost", time.time(), tuple(gone), why=why))
-        log.error(
-            "lost shard(s) %s of %s at %s: %s; rejoining", gone, self.group, time.strftime("%H:%M:%S"), why
-        )
+        # the stop first: the note goes to the listeners (one writes it to the warehouse), and a
+        # slow warehouse must not hold up the stop of shards another job may run already
         changes = [ShardChange(shard, gained=False, lost=True) for shard in gone]
         for change in changes:
             self.changes.put(change)
+        log.error(
+            "lost shard(s) %s of %s at %s: %s; rejoining", gone, self.group, time.strftime("%H:%M:%S"), why
+        )
+        self._note(LeaseNote("lost", time.time(), tuple(gone), why=why))
         if self.supervised.is_set():
             for change in changes:
                 change.done.wait(LOST_STOP_S)

@@ -19,6 +19,7 @@ from compactor.codec.events import Codec
 from compactor.config.rules import RuleName
 from compactor.domain.events import MergeResult, MergeStatus, ProducerAdvice, SegmentCompleted
 from compactor.domain.plans import Commit
+from compactor.errors import Fenced
 from compactor.kafka.messages import (
     DEAD_LETTER_DETAIL_HEADER,
     DEAD_LETTER_REASON_HEADER,
@@ -57,6 +58,7 @@ class Announcer:
         on_topic: ResultsOnTopic | None = None,
     ) -> None:
         self.publisher = publisher
+        self._fenced = False
         self.on_topic: ResultsOnTopic = on_topic or (lambda table, plan_ids: set())
         self.codec = codec
         self.topics = topics
@@ -64,6 +66,15 @@ class Announcer:
         self.control = control  # told of each merge's result (the debt, the write ledger)
         self.clock = clock
         self.metrics = metrics or NoMetrics()
+
+    def fence(self) -> None:
+        """The shard was lost: nothing more is published for it (its next holder announces)."""
+        self._fenced = True
+
+    def _send(self, messages: Sequence[Message]) -> None:
+        if self._fenced:
+            raise Fenced("the shard's lease was lost: nothing is published for it any more")
+        self.publisher.send_all(messages)
 
     def announce(self, outcome: RunOutcome, result_sent: bool = False) -> None:
         """The plan's result (unless a crashed run's is on the topic already), then (if it
@@ -74,12 +85,12 @@ class Announcer:
         self.control.on_merged(result, now)
         self.metrics.on_merge(result, now)
         if not result_sent:
-            self.publisher.send_all([self._result_message(result)])
+            self._send([self._result_message(result)])
         if result.status is not MergeStatus.SUCCEEDED:
             return
         fault_point(BETWEEN_EMITS)
         completed = [SegmentCompleted(o, self.clock(), plan_id=plan.plan_id) for o in outcome.outputs]
-        self.publisher.send_all(
+        self._send(
             [
                 (self.topics.segments_topic, plan.table, self.codec.encode_segment_completed(c), None)
                 for c in completed
@@ -104,13 +115,13 @@ class Announcer:
             messages.append(
                 (self.topics.dead_letter_topic, letter.envelope.key, letter.envelope.value, headers)
             )
-        self.publisher.send_all(messages)
+        self._send(messages)
 
     def advise(self, advice: ProducerAdvice) -> None:
         """Advice to the table's producers, on the advice topic (keyed by table)."""
         log.warning("table %s: advice to its producers: %s", advice.table, advice.reason)
         value = self.codec.encode_producer_advice(advice)
-        self.publisher.send_all([(self.topics.advice_topic, advice.table, value, None)])
+        self._send([(self.topics.advice_topic, advice.table, value, None)])
 
     def table_appeared(self, table: str) -> None:
         """A table born while the job runs: every merge of it is ours to announce."""

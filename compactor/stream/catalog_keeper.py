@@ -17,6 +17,7 @@ from compactor.catalog.fold import SegmentCatalog
 from compactor.catalog.store import CatalogStore
 from compactor.delta.store import TableStore
 from compactor.domain.segments import Segment
+from compactor.errors import Fenced
 from compactor.stream.announcer import Announcer
 from compactor.stream.purging import Purges
 from compactor.stream.recovery import Unannounced, Unread, catch_up
@@ -49,6 +50,7 @@ class CatalogKeeper:
         # since the overwrite also took whatever was loaded between planning and its read
         self._check_at_save: set[str] = set()
         self._saved_at = 0.0  # monotonic seconds
+        self._fenced = False
 
     def current(self, table: str) -> bool:
         """Catch up a table start-up left unread (its commits since the mark folded, a crash's
@@ -89,8 +91,15 @@ class CatalogKeeper:
             self.metrics.on_deleted_rows(table, deleted, deleted + sum(s.records for s in held))
         self.purges.offer(segments)
 
+    def fence(self) -> None:
+        """The shard was lost: its part of the catalog is saved no more (its next holder's job
+        writes that journal now; two writers would interleave it)."""
+        self._fenced = True
+
     def save(self, tables: Iterable[str] = ()) -> None:
         """Fold the touched tables' newest commits into the catalog, then make it durable."""
+        if self._fenced:
+            raise Fenced("the shard's lease was lost: its catalog is saved no more")
         checked, self._check_at_save = self._check_at_save, set()
         for table in sorted(set(tables) | checked):
             self.recounted(catch_up(self.store, self.catalog, table, self.unannounced, table in checked))
@@ -102,6 +111,8 @@ class CatalogKeeper:
         """Between batches: save what changed, at most every `SAVE_EVERY_S` (a batch saves before
         Spark records its offsets; between batches a save only spares a restart announcing
         merges again, which Delta holds anyway)."""
+        if self._fenced:
+            return
         if self.catalog.changed and time.monotonic() - self._saved_at >= SAVE_EVERY_S:
             with self.metrics.phase("catalog"):
                 self.save()

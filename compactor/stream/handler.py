@@ -203,9 +203,12 @@ class BatchHandler:
             self.keeper.save()
 
     def fence(self) -> None:
-        """The shard was lost: no commit from here on (a merge in flight ends uncommitted; the
-        shard's next holder plans it again)."""
+        """The shard was lost: nothing is written for it from here on, by any thread: no table
+        commit (a merge in flight ends uncommitted; the shard's next holder plans it again), no
+        purge, sub-partition delete, VACUUM or snapshot, no catalog save, no event published."""
         self.keeper.store.fence()
+        self.keeper.fence()
+        self.announcer.fence()
 
     def drain(self, timeout: float) -> int:
         """Start no more merges; wait up to `timeout` for those in flight (each recorded and

@@ -64,10 +64,21 @@ class ShardedJob:
             while not stopping.is_set() and not self.lease.fenced.is_set():
                 self.apply_changes(poll)
                 self._restart_failed()
+                if not self.lease.polling():
+                    self._lose_all()
+                    raise LeaseHeld(
+                        "the lease's consumer thread ended on its own: no shard may run without a "
+                        "lease; stopped (restart the job)"
+                    )
         finally:
             self.stop_all()
         if self.lease.fenced.is_set():
             raise LeaseHeld(f"{self.lease.fenced_why}; stopped so that no shard runs in two jobs")
+
+    def _lose_all(self) -> None:
+        """Every shard stops as if its session were lost: nothing more is written for it."""
+        for index in sorted(self.running):
+            self._give_up(index, lost=True)
 
     def apply_changes(self, wait: float) -> None:
         """Start what was gained and stop what was revoked, in the order the lease reported."""

@@ -23,6 +23,7 @@ import logging
 import threading
 from collections.abc import Callable
 
+from compactor.errors import Fenced
 from compactor.stream.handler import BatchHandler
 
 log = logging.getLogger(__name__)
@@ -81,6 +82,9 @@ class Ticker:
     def _guarded(self, what: str, step: Callable[[], object], pause: float) -> None:
         try:
             step()
+        except Fenced:  # the shard was lost: nothing more to do for it here
+            log.info("%s: the shard was lost; the job's threads for it stop", what)
+            self.stop.set()
         except Exception:  # Kafka refused, a table's log unreadable: the next round tries again
             log.exception("%s failed; trying again in %.0fs", what, pause)
             self.stop.wait(pause)

@@ -134,3 +134,26 @@ def test_the_consumer_pins_the_classic_protocol_and_the_static_name() -> None:
         lease_module.Consumer = original  # type: ignore[misc]
     assert captured["group.protocol"] == GROUP_PROTOCOL == "classic"
     assert captured["group.instance.id"] == "job-a" and lease.member_name == "job-a"
+
+
+def test_an_unexpected_error_drops_the_shards_and_rebuilds_the_consumer(
+    lease: ControllerLease, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lease's thread must never die with shards held (they would run on without a lease)."""
+    built: list[ScriptedConsumer] = [ScriptedConsumer([RuntimeError("a surprise")]), ScriptedConsumer([])]
+    made: list[ScriptedConsumer] = []
+
+    def consumer() -> ScriptedConsumer:
+        made.append(built.pop(0))
+        return made[-1]
+
+    monkeypatch.setattr(lease, "_consumer", consumer)
+    lease.owned = {0}
+    thread = threading.Thread(target=lease._poll, daemon=True)
+    lease._thread = thread
+    thread.start()
+    wait_until(lambda: len(made) == 2, 5, "a second consumer")
+    assert lease.owned == set() and lease.changes.get(timeout=1).lost, "its shards dropped as lost"
+    assert [n.kind for n in lease.notes] == ["lost", "rebuilt"] and lease.polling()
+    lease._stop.set()
+    thread.join(5)

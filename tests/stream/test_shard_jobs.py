@@ -167,3 +167,40 @@ def test_the_one_controllers_revocation_is_a_handover_not_a_loss() -> None:
     assert lease.held.is_set() and not lease.lost.is_set()
     lease._revoked(None, [TopicPartition("s.controller", 0)])
     assert not lease.held.is_set() and not lease.lost.is_set() and not lease.fenced.is_set()
+
+
+def test_a_lost_shard_stops_before_a_slow_warehouse_takes_the_note(lease: ControllerLease) -> None:
+    """The lease's note of a loss goes to its listeners (one writes it to the warehouse): a slow
+    write must not hold up the stop of shards another job may run already."""
+    log: list[str] = []
+    job = ShardedJob(lease, lambda i: FakeShard(i, log), grace=1.0)
+    lease._assigned(None, partitions(0))
+    job.apply_changes(0.1)
+    warehouse_slow = threading.Event()
+    lease.listeners.append(lambda note: warehouse_slow.wait(10) if note.kind == "lost" else None)
+    stopping = threading.Event()
+    thread, errors = run_in_thread(job, stopping)
+    dropping = threading.Thread(target=lease._drop, args=([0], "the group session was lost"), daemon=True)
+    dropping.start()
+    wait_until(lambda: "lost 0" in log, 5, "the stop while the note is still being written")
+    assert dropping.is_alive(), "the note's write is still under way"
+    warehouse_slow.set()
+    dropping.join(5)
+    stopping.set()
+    thread.join(5)
+    assert not errors
+
+
+def test_a_dead_lease_thread_stops_every_shard_and_the_job(lease: ControllerLease) -> None:
+    log: list[str] = []
+    job = ShardedJob(lease, lambda i: FakeShard(i, log), grace=1.0)
+    lease._assigned(None, partitions(0, 1))
+    job.apply_changes(0.1)
+    lease._thread = threading.Thread(target=lambda: None)  # the poll thread, ended on its own
+    lease._thread.start()
+    lease._thread.join()
+    thread, errors = run_in_thread(job, threading.Event())
+    thread.join(5)
+    assert sorted(log[2:]) == ["lost 0", "lost 1"], "stopped as lost: nothing more written for them"
+    assert len(errors) == 1 and isinstance(errors[0], LeaseHeld)
+    assert "the lease's consumer thread ended on its own" in str(errors[0])
