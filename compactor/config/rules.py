@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from datetime import timedelta
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from croniter import croniter
+from croniter import CroniterBadDateError, croniter
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from compactor.config.units import ByteSize, Duration, Frozen
@@ -43,19 +43,169 @@ class Sealing(Frozen):
         return value
 
 
+_QUARTZ_BOUNDS = {
+    "second": (0, 59),
+    "minute": (0, 59),
+    "hour": (0, 23),
+    "day-of-month": (1, 31),
+    "month": (1, 12),
+    "day-of-week": (1, 7),  # Quartz counts from Sunday = 1; cron from Sunday = 0
+    "year": (1970, 2099),  # Quartz reads a century ahead, croniter up to 2099
+}
+_MONTHS = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
+_WEEKDAYS = ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")
+_QUARTZ_NAMES = {
+    "month": {m: n for n, m in enumerate(_MONTHS, 1)},
+    "day-of-week": {d: n for n, d in enumerate(_WEEKDAYS, 1)},
+}
+_NUMBER = re.compile(r"[0-9]+")
+_LAST_OR_NTH = re.compile(r"([0-9]+|[A-Z]{3})(?:L|#([0-9]+))")
+CRONITER_YEARS = 2099 - 1970 + 1
+"""How many years croniter searches for a fire: all it reads, so a schedule for 2090 is found and
+one that never fires again (its years are past, or `0 0 12 30 2 ?`) ends its search."""
+
+
 def cron_expression(schedule: str) -> str:
     """A schedule as croniter reads it. Standard cron (five fields; a sixth gives seconds) is
-    taken as it is; Quartz's form, as Pinot writes it (seconds first, `?` for "no specific
-    value" in day-of-month or day-of-week, an optional year, days of the week numbered 1-7 from
-    Sunday), is turned into it: `0 */30 * * * ?` -> `*/30 * * * * 0`."""
+    taken as it is. Quartz's form, as Pinot writes it (seconds first, `?` for "no specific value"
+    in one of day-of-month and day-of-week, days of the week 1-7 from Sunday, an optional year)
+    is spelled out value by value, seconds moved last and the year kept: `0 */30 * * * ?` ->
+    `0,30 * * * * 0`; `0 0 12 ? * 6#3` (the third Friday) -> `0 12 * * 5#3 0`; `6L` (the last
+    Friday) -> `L5`. Raises ValueError naming the field and value of a Quartz form croniter
+    cannot express (`L-3`, `LW`, `30W`, `#` or `L` in a list) or Quartz refuses."""
     fields = schedule.split()
-    if "?" not in schedule and len(fields) != 7:
-        return schedule
-    if len(fields) not in (6, 7):
-        return schedule  # not Quartz's either: croniter says why
-    seconds, minutes, hours, day, month, weekday = fields[:6]
-    weekday = re.sub(r"\d", lambda d: str((int(d.group()) - 1) % 7), weekday)  # Quartz counts from 1
-    return " ".join(f.replace("?", "*") for f in (minutes, hours, day, month, weekday, seconds))
+    if len(fields) != 7 and not (len(fields) == 6 and "?" in schedule):
+        return schedule  # croniter's own (it reads a `?` as `*`)
+    second, minute, hour, day, month, weekday, *year = schedule.upper().split()
+    if (day == "?") == (weekday == "?"):
+        raise ValueError(
+            f"day-of-month `{day}` and day-of-week `{weekday}`: Quartz takes `?` in exactly one of them"
+        )
+    expression = [
+        _cron_list("minute", _quartz_values("minute", minute)),
+        _cron_list("hour", _quartz_values("hour", hour)),
+        _cron_day(day),
+        _cron_list("month", _quartz_values("month", month)),
+        _cron_weekday(weekday),
+        _cron_list("second", _quartz_values("second", second)),
+    ]
+    years = _quartz_values("year", year[0]) if year else None
+    if years is not None:
+        expression.append(_cron_list("year", years))
+    return " ".join(expression)
+
+
+def _cron_day(text: str) -> str:
+    if text == "?":
+        return "*"
+    if text == "L":
+        return "l"
+    if "L" in text or "W" in text:
+        nearest = re.fullmatch(r"([0-9]+)W", text)
+        if nearest is None:
+            raise ValueError(
+                f"day-of-month `{text}`: croniter reads `L` (the last day) and `nW` (the weekday "
+                "nearest day n) alone; not `L-n`, `LW`, nor either in a list or range"
+            )
+        if not 1 <= int(nearest.group(1)) <= 28:
+            raise ValueError(
+                f"day-of-month `{text}`: the weekday nearest a day some months lack is not "
+                "supported (Quartz skips those months, croniter takes their last day); use 1W-28W"
+            )
+        return f"{int(nearest.group(1))}w"
+    return _cron_list("day-of-month", _quartz_values("day-of-month", text))
+
+
+def _cron_weekday(text: str) -> str:
+    """Quartz's day-of-week as croniter's: each day one less (Sunday: 1 -> 0), never a `#n` or a
+    step; `nL` (the last day n of the month) -> `L(n-1)`, `n#k` (its k-th) -> `(n-1)#k`."""
+    if text == "?":
+        return "*"
+    if text == "L":
+        return "6"  # alone, Quartz's `L` is the week's last day, Saturday (7)
+    if "L" in text or "#" in text:
+        special = _LAST_OR_NTH.fullmatch(text)
+        if special is None:
+            raise ValueError(
+                f"day-of-week `{text}`: `nL` (the last day n of the month) and `n#k` (its k-th) "
+                "take one day alone, not a list, range or step"
+            )
+        day = _quartz_value("day-of-week", special.group(1), text) - 1
+        if special.group(2) is None:
+            return f"L{day}"
+        if not 1 <= int(special.group(2)) <= 5:
+            raise ValueError(f"day-of-week `{text}`: the week after `#` is 1-5")
+        return f"{day}#{int(special.group(2))}"
+    return _cron_list("day-of-week", _quartz_values("day-of-week", text), shift=1)
+
+
+def _cron_list(field: str, values: set[int] | None, shift: int = 0) -> str:
+    """`*` for every value of the field, else the values, each less `shift`, listed."""
+    low, high = _QUARTZ_BOUNDS[field]
+    if values is None or len(values) == high - low + 1:
+        return "*"
+    return ",".join(str(v - shift) for v in sorted(values))
+
+
+def _quartz_values(field: str, text: str) -> set[int] | None:
+    """The values a Quartz field lists (None: `*`, every one): a list of values, ranges
+    (`FRI-MON` wraps past the field's end, as Quartz does) and steps (`2/2`: from 2, every other
+    one to the field's end; `*/15`; `10-40/10`)."""
+    if text == "*":
+        return None
+    values: set[int] = set()
+    for term in text.split(","):
+        if not term:
+            raise ValueError(f"{field} `{text}`: an empty item in the list")
+        values |= _quartz_term(field, term)
+    return values
+
+
+def _quartz_term(field: str, term: str) -> set[int]:
+    low, high = _QUARTZ_BOUNDS[field]
+    span, slash, step_text = term.partition("/")
+    step = 1
+    if slash:
+        if not _NUMBER.fullmatch(step_text) or int(step_text) == 0:
+            raise ValueError(f"{field} `{term}`: the step after `/` is a whole number from 1")
+        if any(name in span for name in _QUARTZ_NAMES.get(field, {})):
+            raise ValueError(f"{field} `{term}`: Quartz ignores a step after a name; write the numbers")
+        step = int(step_text)
+    first_text, dash, last_text = span.partition("-")
+    if first_text == "*" and not dash:
+        first, last = low, high
+    else:
+        first = _quartz_value(field, first_text, term)
+        last = _quartz_value(field, last_text, term) if dash else high if slash else first
+    if last < first:
+        if field == "year":
+            raise ValueError(f"year `{term}` runs backwards")
+        last += high - low + 1  # Quartz goes on past the field's end and around: 22-2 is 22,23,0,1,2
+    size = high - low + 1
+    return {low + (v - low) % size for v in range(first, last + 1, step)}
+
+
+def _quartz_value(field: str, text: str, term: str) -> int:
+    names = _QUARTZ_NAMES.get(field, {})
+    if text in names:
+        return names[text]
+    if not _NUMBER.fullmatch(text):
+        raise ValueError(f"{field} `{term}`: `{text}` is not a {field} value")
+    low, high = _QUARTZ_BOUNDS[field]
+    if not low <= int(text) <= high:
+        raise ValueError(f"{field} `{term}`: {int(text)} is out of its range {low}-{high}")
+    return int(text)
+
+
+def next_fire(schedule: str, after: datetime) -> datetime | None:
+    """The first time after `after` at which `schedule` fires; None when it never fires again (its
+    years are past, or its day never comes, as February 30)."""
+    fires = croniter(cron_expression(schedule), after, max_years_between_matches=CRONITER_YEARS)
+    try:
+        fire: datetime = fires.get_next(datetime)
+    except CroniterBadDateError:
+        return None
+    return fire
 
 
 class RuleBase(Frozen):
@@ -69,12 +219,19 @@ class RuleBase(Frozen):
     schedule: str | None = None
     """A cron expression (UTC) on which the rule also runs, e.g. `0 2 * * *` for nightly at 02:00
     (a sixth field gives seconds), or Quartz's form as Pinot writes it, seconds first with `?`
-    (`0 */30 * * * ?`: every 30 minutes); fires missed while the job was down are not made up."""
+    (`0 */30 * * * ?`: every 30 minutes; `0 0 12 ? * 6#3`: noon on the third Friday; an optional
+    year); fires missed while the job was down are not made up."""
 
     @field_validator("schedule")
     @classmethod
     def _cron(cls, value: str | None) -> str | None:
-        if value is not None and not croniter.is_valid(cron_expression(value)):
+        if value is None:
+            return value
+        try:
+            expression = cron_expression(value)
+        except ValueError as exc:
+            raise ValueError(f"schedule {value!r} (Quartz's seconds-first form): {exc}") from None
+        if not croniter.is_valid(expression):
             raise ValueError(
                 f"schedule {value!r} is not a cron expression (minute hour day month weekday, "
                 "optionally seconds as a sixth field; or Quartz's seconds-first form with `?`)"

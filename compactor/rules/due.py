@@ -23,10 +23,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from croniter import croniter
-
 from compactor.config.off_peak import OffPeak
-from compactor.config.rules import BinPackRule, cron_expression
+from compactor.config.rules import BinPackRule, next_fire
 from compactor.config.tables import TableSettings
 from compactor.domain.columns import Floats, SegmentColumns
 
@@ -77,8 +75,8 @@ def _sources(
             for pool in rule.pools:  # after the entries: at the same moment, an entry is the reason
                 at = _first_after(segments.end + pool.max_age.total_seconds(), now_ts)
                 found.append(_at(at, f"a segment ages out of pool {pool.name} ({pool.max_age})"))
-        if rule.schedule is not None:
-            fire = croniter(cron_expression(rule.schedule), since).get_next(datetime)
+        fire = next_fire(rule.schedule, since) if rule.schedule is not None else None
+        if fire is not None:  # None: the schedule never fires again (its years are past)
             found.append(Due(max(fire, now), f"schedule {rule.schedule!r} of rule {rule.rule}", rule.rule))
     # a segment is in a pool from `end + min_age` on, but in these windows up to and including
     # their edge: it is out only just after it
