@@ -46,16 +46,26 @@ class Decoded:
 
 
 class KnownTables:
-    """Which tables exist; a table first seen while the job runs is reported to `on_new`. A
-    shard's job `owns` only some: an event of another shard's table (keyed otherwise than by
-    its table name, so placed in a partition of the wrong shard) is refused, never merged here."""
+    """Which tables exist. A table not known yet is asked of the store at each of its events,
+    never answered from a remembered "no": an event that comes while the table's first commit
+    is being written is refused, and the next one finds the table (issue 49). A table first
+    seen while the job runs is handed to `on_new` before its event is recorded (the catalog
+    reads its history then, so the loads committed before it, an early event's among them,
+    are planned with it), and listed in `new` (to be announced). A shard's job `owns` only
+    some: an event of another shard's table (keyed otherwise than by its table name, so placed
+    in a partition of the wrong shard) is refused, never merged here."""
 
     def __init__(
-        self, store: TableStore, known: Sequence[str] = (), owns: Callable[[str], bool] = lambda _: True
+        self,
+        store: TableStore,
+        known: Sequence[str] = (),
+        owns: Callable[[str], bool] = lambda _: True,
+        on_new: Callable[[str], object] = lambda _: None,
     ) -> None:
         self.store = store
         self._known = set(known)
         self.owns = owns
+        self.on_new = on_new
         self.new: list[str] = []
 
     def require(self, table: str) -> None:
@@ -67,7 +77,11 @@ class KnownTables:
             )
         if table not in self._known:
             if not self.store.exists(table):
-                raise Rejected(DeadLetterReason.UNKNOWN_TABLE, f"no table {table!r} in the warehouse")
+                raise Rejected(
+                    DeadLetterReason.UNKNOWN_TABLE,
+                    f"no table {table!r} in the warehouse (or its first commit is not written yet)",
+                )
+            self.on_new(table)  # before it counts as known: a failed read is tried again
             self._known.add(table)
             self.new.append(table)
 
