@@ -1,8 +1,11 @@
-"""`ResultsFollower`: the merge results, decoded, each plan once, for one consumer group.
+"""`ResultsFollower`: the merge results, decoded, each plan's outcome once, for one consumer group.
 
 The job announces a result at least once: a job that restarts may send a
-result again, with the same `plan_id`. The follower drops a `plan_id` it has
-already given out (it remembers the last `window` of them), and commits a
+result again, with the same `plan_id`. A plan tried again after it failed or
+was skipped keeps its `plan_id` too, so one plan may end in a FAILED (or
+SKIPPED) result and then a SUCCEEDED one. The follower drops a result whose
+`plan_id` and `status` it has already given out (it remembers the last `window`
+of them): each outcome once, the success after a failure always. It commits a
 result's offset only once the caller asks for the next one, so a consumer that
 stops mid-way resumes after the last result it finished with. A follower that
 starts again (or is given a partition another member had) first reads back the
@@ -21,13 +24,14 @@ from typing import Any, Unpack
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from compactor.client.connection import Connection, KafkaOptions
+from compactor.domain.events import MergeStatus
 from compactor.errors import CompactorError
 from compactor.kafka.polling import messages
-from compactor.kafka.results_log import plan_ids_before
+from compactor.kafka.results_log import outcomes_before
 
 log = logging.getLogger(__name__)
 
-DEDUPE_WINDOW = 100_000  # plan ids remembered; a repeat older than this is given out again
+DEDUPE_WINDOW = 100_000  # (plan id, status) pairs remembered; a repeat older than this is given out again
 READ_BACK_TIMEOUT_S = 30.0
 
 
@@ -60,7 +64,7 @@ class ResultsFollower:
         self.connection = Connection.of(bootstrap_servers, **kafka)
         results_topic = self.connection.kafka.results_topic
         self.window = window
-        self._seen: OrderedDict[str, None] = OrderedDict()
+        self._seen: OrderedDict[tuple[str, MergeStatus], None] = OrderedDict()
         self._given: Any = None  # the last message given out, committed once the caller moves on
         settings = {
             "group.id": group_id,
@@ -71,7 +75,7 @@ class ResultsFollower:
         self._consumer.subscribe([results_topic], on_assign=self._assigned)
 
     def _assigned(self, consumer: Any, partitions: list[TopicPartition]) -> None:
-        """Remember the plan ids the group already handled on the partitions given to it."""
+        """Remember the outcomes the group already handled on the partitions given to it."""
         try:
             committed = consumer.committed(partitions, timeout=READ_BACK_TIMEOUT_S)
         except KafkaException as exc:
@@ -81,7 +85,7 @@ class ResultsFollower:
             if position.offset is None or position.offset <= 0:
                 continue  # nothing handled there yet
             try:
-                seen = plan_ids_before(
+                seen = outcomes_before(
                     self.connection.kafka,
                     self.connection.codec,
                     position.partition,
@@ -93,14 +97,16 @@ class ResultsFollower:
                     "results partition %d: not read back (%s); repeats may pass", position.partition, exc
                 )
                 continue
-            for plan_id in seen:
-                self._remember(plan_id)
+            for outcome in seen:
+                self._remember(outcome)
 
     def follow(self, idle_timeout: float | None = None) -> Iterator[dict[str, Any]]:
-        """Each new result, once per `plan_id`; ends when nothing arrived for `idle_timeout`
-        seconds (None: never). A result's offset is committed when the next one is asked for,
-        or when the follower closes after the caller handled it (the `with` block ends without
-        an exception); a result whose handling raised is given out again after a restart."""
+        """Each new result, once per `plan_id` and `status` (a plan that failed and then
+        succeeded on a retry is given out twice: FAILED, then SUCCEEDED); ends when nothing
+        arrived for `idle_timeout` seconds (None: never). A result's offset is committed when
+        the next one is asked for, or when the follower closes after the caller handled it (the
+        `with` block ends without an exception); a result whose handling raised is given out
+        again after a restart."""
         for message in messages(self._consumer, idle_timeout):
             self._commit()  # the caller asked for more: it is done with the last one
             self._given = message
@@ -121,15 +127,15 @@ class ResultsFollower:
                 exc,
             )
             return None
-        plan_id = str(result["plan_id"])
-        if plan_id in self._seen:
-            self._seen.move_to_end(plan_id)
+        outcome = (str(result["plan_id"]), MergeStatus(result["status"]))
+        if outcome in self._seen:
+            self._seen.move_to_end(outcome)
             return None
-        self._remember(plan_id)
+        self._remember(outcome)
         return result
 
-    def _remember(self, plan_id: str) -> None:
-        self._seen[plan_id] = None
+    def _remember(self, outcome: tuple[str, MergeStatus]) -> None:
+        self._seen[outcome] = None
         if len(self._seen) > self.window:
             self._seen.popitem(last=False)
 

@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -13,7 +14,7 @@ from click.testing import CliRunner
 from compactor import ResultsFollower
 from compactor.cli.main import main
 from compactor.codec.events import default_codec
-from compactor.domain.events import MergeResult, SegmentCompleted
+from compactor.domain.events import MergeResult, MergeStatus, SegmentCompleted
 from compactor.domain.plans import Commit, make_plan
 from compactor.kafka.producer import EventProducer
 from compactor.kafka.settings import KafkaSettings
@@ -40,13 +41,15 @@ def send(kafka: KafkaSettings, topic: str, values: list[bytes]) -> None:
     producer.close()
 
 
-def follow(kafka: KafkaSettings, group: str, stop_after: int | None = None) -> list[str]:
-    """The plan ids a follower in `group` hands out; with `stop_after`, it stops after handling
-    that many (the `with` block ends normally)."""
-    seen: list[str] = []
+def follow(
+    kafka: KafkaSettings, group: str, stop_after: int | None = None, statuses: bool = False
+) -> list[Any]:
+    """The plan ids a follower in `group` hands out (`statuses`: with their status); with
+    `stop_after`, it stops after handling that many (the `with` block ends normally)."""
+    seen: list[Any] = []
     with ResultsFollower(group, kafka.bootstrap_servers, results_topic=kafka.results_topic) as results:
         for r in results.follow(idle_timeout=5):
-            seen.append(r["plan_id"])
+            seen.append((r["plan_id"], r["status"]) if statuses else r["plan_id"])
             if len(seen) == stop_after:
                 break
     return seen
@@ -93,6 +96,27 @@ def test_a_restarted_follower_hands_out_a_plan_sent_again_after_it_only_once(
     assert follow(kafka, "cache") == ids[:2]
     send(kafka, kafka.results_topic, [result(0), result(2)])  # a copy of 0, from a restarted job
     assert follow(kafka, "cache") == ids[2:], "the copy of plan 0 is recognised across the restart"
+
+
+def test_a_plan_retried_after_a_failure_gets_its_success_given_out_across_a_restart(
+    kafka_bootstrap: str, unique: Callable[[str], str]
+) -> None:
+    """A retried plan keeps its id: its SUCCEEDED result after the FAILED one the group already
+    handled is no repeat, whether the follower reads it back or remembers it."""
+    kafka = make_kafka(kafka_bootstrap, unique)
+    ensure_topics(kafka, kafka.topics)
+    plan = make_plan("t", "minor", [seg("a0", "2024-01-01"), seg("b0", "2024-01-02")])
+    failed = default_codec().encode_merge_result(
+        MergeResult.unsuccessful(plan, MergeStatus.FAILED, "the commit failed", AT)
+    )
+    send(kafka, kafka.results_topic, [failed])
+    assert follow(kafka, "cache") == [plan.plan_id]
+    send(kafka, kafka.results_topic, [failed, result(0), result(0)])  # a copy, the retry's success, a copy
+    assert follow(kafka, "cache", statuses=True) == [(plan.plan_id, MergeStatus.SUCCEEDED)]
+    assert follow(kafka, "other", statuses=True) == [
+        (plan.plan_id, MergeStatus.FAILED),
+        (plan.plan_id, MergeStatus.SUCCEEDED),
+    ], "each outcome once, in one run"
 
 
 def test_events_tail_decodes_each_topic_and_reports_a_bad_record_in_one_line(
