@@ -33,8 +33,9 @@ TIMEOUT_S = 30.0
 def results_on_topic(
     settings: KafkaSettings, codec: Codec, table: str, plan_ids: Collection[str], depth: int = DEPTH
 ) -> set[str]:
-    """Which of `plan_ids` have a MergeResult among the newest `depth` records of the table's
-    partition of the results topic (empty when it cannot be told)."""
+    """Which of `plan_ids` have a SUCCEEDED MergeResult among the newest `depth` records of the
+    table's partition of the results topic (empty when it cannot be told): a committed plan whose
+    earlier try failed has only that FAILED result there until its success is announced."""
     if not plan_ids:
         return set()
     try:
@@ -48,7 +49,7 @@ def _read_back(settings: KafkaSettings, codec: Codec, table: str, wanted: set[st
     topic = settings.results_topic
     partition = partition_of(table, partition_count(settings, topic, timeout=TIMEOUT_S))
     outcomes = outcomes_before(settings, codec, partition, None, depth, key=table)
-    return {plan_id for plan_id, _ in outcomes} & wanted
+    return {plan_id for plan_id, status in outcomes if status is MergeStatus.SUCCEEDED} & wanted
 
 
 def outcomes_before(

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from compactor.codec.events import default_codec
-from compactor.domain.events import MergeResult
+from compactor.domain.events import MergeResult, MergeStatus
 from compactor.domain.plans import Commit, make_plan
 from compactor.domain.segments import Segment, TimeRange
 from compactor.kafka.producer import EventProducer
@@ -53,3 +53,21 @@ def test_a_tables_results_are_found_by_plan_among_other_tables(
     empty = KafkaSettings(kafka_bootstrap, segments_topic=unique("segments"), results_topic=unique("quiet"))
     ensure_topics(empty, [empty.results_topic], partitions=2)
     assert results_on_topic(empty, codec, "a", [ids["a", 0]]) == set(), "nothing announced yet"
+
+
+def test_a_plan_whose_only_result_is_a_failure_is_not_announced_yet(
+    kafka_bootstrap: str, unique: Callable[[str], str]
+) -> None:
+    """A plan that failed, was retried (same plan id) and committed, then the job crashed before
+    announcing: its FAILED result must not stand for the SUCCEEDED one the restart owes."""
+    kafka = KafkaSettings(kafka_bootstrap, segments_topic=unique("segments"), results_topic=unique("results"))
+    ensure_topics(kafka, [kafka.results_topic], partitions=1)
+    codec = default_codec()
+    (retried, succeeded), (announced, done) = result("a", 0), result("a", 1)
+    failed = MergeResult.unsuccessful(succeeded.plan, MergeStatus.FAILED, "the commit failed", DAY)
+    producer = EventProducer(kafka)
+    producer.send_all(
+        [(kafka.results_topic, "a", codec.encode_merge_result(r), None) for r in (failed, done)]
+    )
+    producer.close()
+    assert results_on_topic(kafka, codec, "a", [retried, announced]) == {announced}
