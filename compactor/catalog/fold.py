@@ -311,12 +311,25 @@ class SegmentCatalog:
         return True
 
     def failures(self, table: str) -> tuple[Failure, ...]:
+        """The table's failed plans (or work), newest first; not the merges merely begun."""
+        return tuple(f for f in self._failures.get(table, ()) if not f.running)
+
+    def failure_records(self, table: str) -> tuple[Failure, ...]:
+        """Everything kept of the table's failures, newest first: the merges begun too."""
         return self._failures.get(table, ())
 
     def note_failure(self, table: str, failure: Failure) -> None:
-        """Keep a failed plan (or table) with the table's mark, newest first."""
-        self._failures[table] = noted(self.failures(table), failure)
+        """Keep a failed plan (or table), or a merge begun, with the table's mark, newest first."""
+        self._failures[table] = noted(self.failure_records(table), failure)
         self._journal.marks[table] = self._mark(table)
+
+    def forgive(self, table: str) -> None:
+        """The table's work succeeded: its streak ends (kept failures say 0), its begun marks go."""
+        kept = self.failure_records(table)
+        settled = tuple(replace(f, streak=0) for f in kept if not f.running)
+        if settled != kept:
+            self._failures[table] = settled
+            self._journal.marks[table] = self._mark(table)
 
     def quarantined(self, table: str) -> str | None:
         """Why the table's merges are held (its merges failed again and again), or None."""
@@ -359,7 +372,7 @@ class SegmentCatalog:
             self._filter(table),
             self._configs.get(table),
             self.merging_enabled(table),
-            self.failures(table),
+            self.failure_records(table),
             self._debts.get(table),
             self._quarantine.get(table),
         )

@@ -50,6 +50,7 @@ def table_report(
     settings = project.for_table(table)
     ready = evaluate(table, segments, settings, now, explain=False).ready
     merging, failures, debt = (mark.merging, mark.failures, mark.debt) if mark else (True, (), None)
+    failures = tuple(f for f in failures if not f.running)  # merges begun are not failures
     cooling = [(f.key, f.until) for f in failures]
     due = table_due(SegmentColumns.of(segments), settings, now, cooling, project.operations.off_peak)
     deleted = DeletedRows.of(store.row_counts(table).values(), settings.purge_deleted_ratio)

@@ -87,6 +87,7 @@ def assemble(
     keeper = CatalogKeeper(store, catalog, catalog_store, unannounced, unread, announcer, purges, sink)
     outages = Outages(clock, operations.cool_down)
     failures = TableFailures(cool_down, catalog, configs, sink, outages)
+    failures.died_during()  # merges the last run died in: each a failure of its table
     runner = Runner(store, catalog, configs, clock, cool_down, sink, retry, sleep, failures)
     desk = StreamDesk(runner, announcer, keeper, configs, inflight.running)
     merges = MergeScheduler(

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from compactor.catalog.failures import Failure
+from compactor.catalog.failures import Failure, begun_key
 from compactor.catalog.fold import SegmentCatalog
 from compactor.rules.due import Due, cool_down_end
 from compactor.stream.due import DueTimes
@@ -39,9 +39,17 @@ class CoolDown:
         self.quarantine_after: int | None = None
         self._until: dict[str, tuple[str, datetime]] = {}  # key -> (table, until)
         self._streak: dict[str, int] = {}  # table -> its failures in a row
-        if catalog is not None:  # what a previous run left cooling keeps cooling
+        self.died_during: dict[str, Failure] = {}  # table -> a merge begun when the last run died
+        if catalog is not None:  # what a previous run left cooling keeps cooling, its streaks go on
             for table in catalog.table_names:
-                self._until.update((f.key, (table, f.until)) for f in catalog.failures(table))
+                records = catalog.failure_records(table)
+                self._until.update((f.key, (table, f.until)) for f in records if not f.running)
+                settled = [f for f in records if not f.running]
+                if settled and settled[0].streak:
+                    self._streak[table] = settled[0].streak
+                begun = [f for f in records if f.running]
+                if begun:
+                    self.died_during[table] = begun[0]
 
     def start(self, key: str, table: str, reason: str, rule: str | None = None, failed: bool = False) -> None:
         """Cool `key` down; `failed`: a merge failed (not merely skipped): the table's streak
@@ -53,15 +61,26 @@ class CoolDown:
         until = now + self.period * min(MAX_BACKOFF, 2 ** max(0, streak - 1))
         self._until[key] = (table, until)
         if self.catalog is not None:
-            self.catalog.note_failure(table, Failure(key, rule, reason, now, until))
+            self.catalog.note_failure(table, Failure(key, rule, reason, now, until, streak))
         if self.due is not None:
             self.due.lower(table, Due(until, f"the cool-down of {key} ends"))
 
     def streak(self, table: str) -> int:
         return self._streak.get(table, 0)
 
+    def begun(self, key: str, table: str, rule: str | None) -> None:
+        """A merge began: noted durably with the streak it would make, so that a job that dies
+        during it (out of memory) counts that at its next start, and a crash loop ends."""
+        if self.catalog is not None:
+            now = self.clock()
+            why = "the job stopped while this merge ran (killed, or out of memory?)"
+            marked = Failure(begun_key(key), rule, why, now, now, self.streak(table) + 1, True)
+            self.catalog.note_failure(table, marked)
+
     def succeeded(self, table: str) -> None:
         self._streak.pop(table, None)
+        if self.catalog is not None:
+            self.catalog.forgive(table)
 
     def forgive(self, table: str, failures: int) -> None:
         """Take back `failures` of the table's streak (they were an outage's, not its own)."""

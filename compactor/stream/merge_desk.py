@@ -49,6 +49,9 @@ class StreamDesk:
 
         return run
 
+    def started(self, plan: MergePlan) -> None:
+        self.runner.failures.begun(plan)
+
     def record(self, finished: Finished) -> Recorded[RunOutcome]:
         """Into the catalog: a stale plan's table is checked against Delta before it is planned
         again; a table-wide rewrite's is checked when the batch saves."""

@@ -13,8 +13,10 @@ import json
 import logging
 from datetime import datetime
 
+from compactor.catalog.failures import BEGUN
 from compactor.catalog.fold import SegmentCatalog
 from compactor.config.tables import TableSettings
+from compactor.domain.plans import MergePlan
 from compactor.stream.cool_down import CoolDown
 from compactor.stream.outages import Outages
 from compactor.stream.reporting import MetricsSink
@@ -38,12 +40,27 @@ class TableFailures:
         self.metrics = metrics
         self.outages = outages
 
-    def failed(self, table: str, key: str, error: BaseException, rule: str | None, what: str) -> None:
+    def begun(self, plan: MergePlan) -> None:
+        self.cool_down.begun(plan.plan_id, plan.table, plan.rule)
+
+    def died_during(self) -> None:
+        """At start: each table whose merge was running when the last run died counts that as a
+        failure of its own (a merge that kills the job, again and again, ends in quarantine)."""
+        for table, begun in sorted(self.cool_down.died_during.items()):
+            plan_id = begun.key.removesuffix(BEGUN)
+            error = JobDied(f"the job stopped while plan {plan_id} ran (killed, or out of memory?)")
+            self.failed(table, plan_id, error, begun.rule, f"plan {plan_id}", alone=True)
+        self.cool_down.died_during.clear()
+
+    def failed(
+        self, table: str, key: str, error: BaseException, rule: str | None, what: str, alone: bool = False
+    ) -> None:
         """`what` (a plan, the table's work) failed with `error`: cool `key` down, and grow the
-        table's streak and quarantine it, unless an outage explains the failure. The first
-        failure in a row is logged with its traceback, the rest in one line."""
+        table's streak and quarantine it, unless an outage explains the failure (`alone`: it
+        cannot be one's). The first failure in a row is logged with its traceback, the rest in
+        one line."""
         short = short_error(error)
-        forgive = self.outages.failed(table, error) if self.outages is not None else None
+        forgive = self.outages.failed(table, error) if self.outages is not None and not alone else None
         if forgive is not None:
             for other, count in forgive.items():
                 self.cool_down.forgive(other, count)
@@ -95,6 +112,10 @@ class TableFailures:
             self.outages.succeeded(table)
             if was is not None:
                 self.metrics.on_outage(None)
+
+
+class JobDied(Exception):
+    """A merge was running when the job died."""
 
 
 def short_error(exc: BaseException) -> str:

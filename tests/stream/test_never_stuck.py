@@ -192,3 +192,50 @@ def test_hung_merges_are_cancelled_and_tables_attempted_while_upkeep_hangs(harne
         ticker.close(timeout=1)
         upkeep_stuck.set()
         hang.set()
+
+
+def test_a_table_whose_merge_kills_the_job_again_and_again_is_quarantined(harness: Harness) -> None:
+    """A merge that crashes the driver (out of memory) reports nothing; its table's streak is
+    kept with the catalog, so each restart counts the merge the last run died in, and the crash
+    loop ends in quarantine. A success in between forgives it."""
+    cfg = config(quarantine_after=3)
+    loads = three_loads(harness, "oom")
+    plan_id = make_plan(
+        "oom", "minor", [harness.day(i, sid=f"oom{i}", table="oom") for i in range(3)]
+    ).plan_id
+    harness.store.gates[plan_id] = threading.Event()  # the merge runs until the "crash"
+    handler = harness.handler(cfg, thread_workers(1))
+    handler.process(loads)
+    for restart in range(1, 4):
+        until(lambda n=restart: harness.store.entered.count(plan_id) == n)  # type: ignore[misc]
+        handler.keeper.save()  # what a batch saves before the merge kills the job
+        handler = harness.handler(cfg, thread_workers(1))  # the next run, the merge never reported
+        harness.clock.now += timedelta(hours=2)  # past any cool-down
+        if restart < 3:
+            assert handler.catalog.quarantined("oom") is None
+            assert handler.planner.cool_down.streak("oom") == restart
+            handler.process([])
+            handler.tick()
+    note = handler.catalog.quarantined("oom")
+    assert note is not None and "the job stopped while plan" in quarantine_error(note)[0]
+    harness.store.gates[plan_id].set()
+
+
+def test_a_success_ends_a_kept_streak(harness: Harness) -> None:
+    cfg = config(quarantine_after=5)
+    loads, plan_id = failing_loads(harness, ValueError("boom"))
+    handler = harness.handler(cfg)
+    handler.process(loads)
+    assert handler.planner.cool_down.streak("bad") == 1
+    handler.keeper.save()
+    again = harness.handler(cfg)
+    assert again.planner.cool_down.streak("bad") == 1, "the streak outlives the restart"
+    del harness.store.failures[plan_id]
+    harness.clock.now += timedelta(hours=1)
+    again.process([])
+    again.tick()
+    assert MergeStatus.SUCCEEDED in harness.statuses()
+    again.keeper.save()
+    third = harness.handler(cfg)
+    assert third.planner.cool_down.streak("bad") == 0
+    assert third.catalog.failures("bad")[0].streak == 0

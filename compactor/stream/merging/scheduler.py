@@ -52,6 +52,10 @@ class MergeDesk(Protocol[Outcome]):
         """The plan's commit, to run on a worker (built now, on the state's thread)."""
         ...
 
+    def started(self, plan: MergePlan) -> None:
+        """A worker took the plan's commit (noted: a job that dies during it knows at its start)."""
+        ...
+
     def record(self, finished: Finished) -> Recorded[Outcome]:
         """What the merge did, into the job's state."""
         ...
@@ -238,7 +242,9 @@ class MergeScheduler(Generic[Outcome]):
         with self.phase("commit"):  # with inline workers the merge runs here
             self.activity.on_started(plan.table)
             started = self.inflight.start(plan, self.desk.pool(plan), job, self.time_bound(plan))
-        if not started:
+        if started:
+            self.desk.started(plan)
+        else:
             self.activity.on_finished(plan.table)
         return started
 

@@ -36,6 +36,7 @@ class Desk:
     announced: list[str] = field(default_factory=list)
     cancelled: list[str] = field(default_factory=list)
     finished: list[Finished] = field(default_factory=list)  # what each record was handed
+    began: list[str] = field(default_factory=list)
 
     def pool(self, plan: MergePlan) -> str | None:
         return None
@@ -43,6 +44,9 @@ class Desk:
     def job(self, plan: MergePlan) -> Callable[[], Finished]:
         run = self.behaviour.get(plan.plan_id, lambda p: Finished(p, commit=commit(p, 1)))
         return lambda: run(plan)
+
+    def started(self, plan: MergePlan) -> None:
+        self.began.append(plan.plan_id)
 
     def record(self, finished: Finished) -> Recorded[str]:
         self.finished.append(finished)
