@@ -8,10 +8,18 @@ its own commits, not as rows "written by others" to check), the event produced
 only after the commit. A transaction id per segment (`txn`: the `compactor-load-<id>`
 application) makes a retried load with the same `segment_id` announce the first
 commit instead of writing the rows again.
+
+Those ids expire: each carries its commit's time, and the loader gives the tables it
+loads `LOADER_TXN_RETENTION` (when it creates one, and once on a table it finds without
+a retention of its own); Delta and delta-rs drop older ids when they rebuild the table's
+state, so a table's checkpoints hold a retention's worth of loads, not every load ever.
+A retry later than that writes the rows again.
 """
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
@@ -22,6 +30,7 @@ from compactor.client.announcing import Announcing
 from compactor.client.connection import KafkaOptions
 from compactor.delta.commit_metadata import commit_metadata, parse_metadata
 from compactor.delta.paths import SEGMENT_COLUMN, table_uri
+from compactor.delta.properties import LOADER_TXN_RETENTION, TXN_RETENTION_PROPERTY
 from compactor.domain.clock import now_utc
 from compactor.domain.events import SegmentCompleted
 from compactor.domain.segment_json import segment_from_dict
@@ -30,6 +39,8 @@ from compactor.errors import CompactorError
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+log = logging.getLogger(__name__)
 
 TXN_PREFIX = "compactor-load-"
 
@@ -62,6 +73,7 @@ class ArrowLoader(Announcing):
             ) from None
         self.warehouse = warehouse
         self.storage_options = dict(storage_options or {})
+        self._retained: set[str] = set()  # tables seen with a transaction retention
         super().__init__(bootstrap_servers, **kafka)
 
     def load(
@@ -91,20 +103,46 @@ class ArrowLoader(Announcing):
         existing = _open(uri, self.storage_options)
         if existing is not None:
             rows = _conform(rows, existing)
+            self._retain(uri, existing)
         rows = rows.append_column(SEGMENT_COLUMN, _repeat(segment.id, rows.num_rows))
         write_deltalake(
             uri,
             rows,
             mode="append",
             partition_by=[SEGMENT_COLUMN] if existing is None else None,
+            # a new table's properties (delta-rs applies them only when it creates the table)
+            configuration={TXN_RETENTION_PROPERTY: LOADER_TXN_RETENTION} if existing is None else None,
             storage_options=self.storage_options or None,
             commit_properties=CommitProperties(
                 custom_metadata={"userMetadata": commit_metadata("load", [segment])},
-                app_transactions=[Transaction(app_id=TXN_PREFIX + segment.id, version=0)],
+                # the time lets the id expire with the retention (Delta drops one without it at once)
+                app_transactions=[Transaction(TXN_PREFIX + segment.id, 0, _now_ms())],
             ),
         )
         written = DeltaTable(uri, storage_options=self.storage_options or None)
         return replace(segment, bytes=_segment_bytes(written, segment.id))
+
+    def _retain(self, uri: str, table: Any) -> None:
+        """Give a table without a transaction retention the loaders' (one metadata commit, once;
+        a table that has one, the user's or ours, is left alone). A commit lost to another
+        writer is tried again at the next load."""
+        if uri in self._retained:
+            return
+        if TXN_RETENTION_PROPERTY not in table.metadata().configuration:
+            try:
+                table.alter.set_table_properties({TXN_RETENTION_PROPERTY: LOADER_TXN_RETENTION})
+            except Exception as exc:  # a concurrent commit won: the load goes on
+                log.info(
+                    "table %s: setting %s failed (%s); tried again later", uri, TXN_RETENTION_PROPERTY, exc
+                )
+                return
+            log.info(
+                "table %s: %s set to %s, so that the loads' transaction ids expire",
+                uri,
+                TXN_RETENTION_PROPERTY,
+                LOADER_TXN_RETENTION,
+            )
+        self._retained.add(uri)
 
     def _committed(self, uri: str, segment_id: str) -> Segment | None:
         """The segment as an earlier load of the same id committed it (None: never loaded)."""
@@ -179,6 +217,10 @@ def _segment_bytes(table: Any, segment_id: str) -> int:
     partition = actions.column(f"partition.{SEGMENT_COLUMN}").to_pylist()
     sizes = actions.column("size_bytes").to_pylist()
     return sum(size for sid, size in zip(partition, sizes, strict=True) if sid == segment_id)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 def _rust_uri(uri: str) -> str:

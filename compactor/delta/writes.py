@@ -2,6 +2,9 @@
 
 Each is one Delta commit that records the segment in its metadata; records and
 bytes are read back from the commit's metrics, so events carry what Delta holds.
+A load that creates its table gives it the loaders' transaction retention
+(`properties.new_table_properties`), so that the ids of idempotent loads do not
+pile up in its log.
 """
 
 from __future__ import annotations
@@ -10,13 +13,14 @@ from dataclasses import replace
 from pathlib import Path
 
 from delta.tables import DeltaTable
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, DataFrameWriter, SparkSession
 from pyspark.sql import functions as F
 
 from compactor.delta.commit_metadata import commit_metadata
 from compactor.delta.files import HadoopFiles
 from compactor.delta.log import DeltaLogReader
 from compactor.delta.paths import SEGMENT_COLUMN, table_uri
+from compactor.delta.properties import new_table_properties
 from compactor.domain.segments import Segment
 from compactor.errors import CompactorError
 
@@ -40,7 +44,7 @@ def write_segment(
     if txn is not None:
         writer = writer.option("txnAppId", txn[0]).option("txnVersion", txn[1])
     if not DeltaTable.isDeltaTable(spark, path):
-        writer = writer.partitionBy(SEGMENT_COLUMN)
+        writer = _creating(spark, writer)
     writer.save(path)
     facts = DeltaLogReader(HadoopFiles(spark), path, segment.table).written(f'"id":"{segment.id}"')
     recorded = next((s for s in facts.added if s.id == segment.id), None)
@@ -72,4 +76,10 @@ def write_sub_partition(
     mismatched = data.where(~F.expr(predicate)).limit(1).count()
     if mismatched:
         raise CompactorError(f"rows for segment {segment.id} hold other values than {column} = {literal}")
-    writer.mode("append").partitionBy(SEGMENT_COLUMN).save(path)
+    _creating(spark, writer.mode("append")).save(path)
+
+
+def _creating(spark: SparkSession, writer: DataFrameWriter) -> DataFrameWriter:
+    """A write that creates its table: partitioned by segment, with the loaders' properties
+    (Delta applies them to a new table only: a writer that lost the race to create it appends)."""
+    return writer.partitionBy(SEGMENT_COLUMN).options(**new_table_properties(spark))
