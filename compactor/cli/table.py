@@ -4,11 +4,19 @@ merge in flight, taken by the running job."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 
 import click
 
-from compactor.cli.options import bootstrap_option, config_option, segments_topic_option
+from compactor.cli.options import (
+    bootstrap_option,
+    config_option,
+    segments_topic_option,
+    spark_options,
+    spark_session,
+    warehouse_option,
+)
 from compactor.cli.request import publish_request
 
 
@@ -47,7 +55,75 @@ def _command(name: str, enabled: bool, text: str) -> click.Command:
 disable = _command(
     "disable", False, "No new merge or refresh starts on TABLE (one running finishes); kept across restarts."
 )
-enable = _command("enable", True, "Merging on TABLE again; its rules are evaluated at once.")
+
+
+@table_group.command("enable")
+@click.argument("table", required=False)
+@click.option(
+    "--quarantined",
+    "all_quarantined",
+    is_flag=True,
+    help="Instead of TABLE: every table the warehouse's catalog holds quarantined (read with Spark).",
+)
+@click.option(
+    "--reason",
+    metavar="TEXT",
+    help="With --quarantined: only the tables whose quarantine error contains TEXT (any case).",
+)
+@warehouse_option
+@config_option(required=False, text="Config whose `kafka:` block the producer uses")
+@bootstrap_option
+@segments_topic_option
+@spark_options
+def enable(
+    table: str | None,
+    all_quarantined: bool,
+    reason: str | None,
+    warehouse: str,
+    config_path: Path | None,
+    bootstrap_servers: str,
+    segments_topic: str,
+) -> None:
+    """Merging on TABLE again (released from quarantine); its rules are evaluated at once.
+
+    After an outage that quarantined many tables, `--quarantined` releases every quarantined
+    table at once, or with `--reason TEXT` those whose error names TEXT."""
+    if (table is None) == (not all_quarantined):
+        raise click.UsageError("name a TABLE, or give --quarantined (not both)")
+    if reason is not None and not all_quarantined:
+        raise click.UsageError("--reason selects among --quarantined tables; it needs --quarantined")
+    if table is not None:
+        _switch(table, True, config_path, bootstrap_servers, segments_topic)
+        return
+    chosen = quarantined_tables(read_quarantines(warehouse, config_path), reason)
+    if not chosen:
+        which = f" whose error contains {reason!r}" if reason else ""
+        click.echo(f"no table quarantined{which} in {warehouse}")
+        return
+    for name, error in chosen:
+        click.echo(f"{name}: quarantined for {error}")
+        _switch(name, True, config_path, bootstrap_servers, segments_topic)
+    click.echo(f"{len(chosen)} table(s) released")
+
+
+def read_quarantines(warehouse: str, config_path: Path | None) -> dict[str, str]:
+    """Table -> its quarantine note, as the warehouse's catalog holds them (every shard's)."""
+    from compactor.config.loading import load_config_file
+    from compactor.delta.catalog_table import DeltaCatalogStore
+
+    project = load_config_file(config_path) if config_path is not None else None
+    spark = spark_session("compactor-table-enable", project, (warehouse,))
+    spark.sparkContext.setLogLevel("ERROR")
+    marks = DeltaCatalogStore(spark, warehouse, writer=False).load().marks
+    return {name: mark.quarantine for name, mark in marks.items() if mark.quarantine}
+
+
+def quarantined_tables(notes: Mapping[str, str], reason: str | None) -> list[tuple[str, str]]:
+    """(table, its error) of the quarantined tables whose error contains `reason` (any case)."""
+    from compactor.stream.table_failures import quarantine_error
+
+    found = [(name, quarantine_error(note)[0]) for name, note in sorted(notes.items())]
+    return [(n, e) for n, e in found if reason is None or reason.casefold() in e.casefold()]
 
 
 @table_group.command("cancel")

@@ -76,3 +76,39 @@ def test_cancel_takes_the_options_of_disable_and_enable() -> None:
         name: sorted(p.name or "" for p in group.commands[name].params) for name in ("cancel", "disable")
     }
     assert options["cancel"] == sorted([*options["disable"], "plan_id"])
+
+
+def test_enable_quarantined_releases_every_quarantined_table_or_those_of_one_reason(
+    published: list[tuple[Any, ...]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from compactor.stream.table_failures import quarantine_note
+
+    notes = {
+        "a": quarantine_note("OSError: java.net.ConnectException: refused", "f1"),
+        "b": quarantine_note("ValueError: corrupt Parquet footer", "f2"),
+        "c": quarantine_note("OSError: java.net.ConnectException: timed out", "f3"),
+    }
+    monkeypatch.setattr("compactor.cli.table.read_quarantines", lambda warehouse, config: notes)
+    args = ["table", "enable", "--quarantined", "--warehouse", "/wh", "--bootstrap-servers", "b:9092"]
+    result = CliRunner().invoke(main, [*args, "--reason", "connectexception"])
+    assert result.exit_code == 0, result.output
+    assert [(e.table, e.merging) for e, *_ in published] == [("a", True), ("c", True)]
+    assert result.output.splitlines()[-1] == "2 table(s) released"
+    published.clear()
+    result = CliRunner().invoke(main, args)
+    assert [e.table for e, *_ in published] == ["a", "b", "c"]
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (["enable"], "name a TABLE, or give --quarantined"),
+        (["enable", "t", "--quarantined"], "name a TABLE, or give --quarantined"),
+        (["enable", "t", "--reason", "x"], "--reason selects among --quarantined tables"),
+    ],
+)
+def test_enable_refuses_a_muddled_request_in_one_line(
+    published: list[tuple[Any, ...]], args: list[str], error: str
+) -> None:
+    result = CliRunner().invoke(main, ["table", *args, "--bootstrap-servers", "127.0.0.1:1"])
+    assert result.exit_code == 2 and error in result.output and published == []
