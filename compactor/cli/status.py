@@ -70,6 +70,7 @@ def status(
     from compactor.observe.table_health import least_healthy
     from compactor.observe.warehouse_status import shard_section, table_report
     from compactor.stream.lease_log import lease_lines, read_lease_logs
+    from compactor.stream.outage_log import outage_lines
 
     project = load_config_file(config_path)
     spark = spark_session("compactor-status", project, (warehouse,))
@@ -77,7 +78,7 @@ def status(
     store = SparkTableStore(spark, warehouse)
     kafka = kafka_settings(bootstrap_servers, project, segments_topic) if bootstrap_servers else None
     shards = shard_section(spark, warehouse, segments_topic, checkpoint, store, kafka)
-    leases = lease_lines(read_lease_logs(store.files, warehouse))
+    leases = lease_lines(read_lease_logs(store.files, warehouse)) + outage_lines(store.files, warehouse)
     if only_shards:
         if shards is None:
             raise CompactorError(

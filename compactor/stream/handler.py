@@ -34,6 +34,7 @@ from compactor.stream.job_view import JobView
 from compactor.stream.key_indexes import Snapshot
 from compactor.stream.merging.scheduler import MergeScheduler
 from compactor.stream.merging.waiting import INLINE_ORIGINS
+from compactor.stream.outage_log import OutageLog
 from compactor.stream.planning import TablePlanner
 from compactor.stream.purging import OtherWriters, Purges, purge_segments, written_since
 from compactor.stream.reporting import MetricsSink
@@ -73,6 +74,7 @@ class BatchHandler:
     clock: Callable[[], datetime]
     counts: TriggerCounts = field(default_factory=TriggerCounts)
     lock: threading.RLock = field(default_factory=threading.RLock)
+    outage_log: OutageLog | None = None  # where the job says so when an outage pauses it
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
@@ -147,6 +149,13 @@ class BatchHandler:
         self._save_key_indexes(snapshots)
         if purge:
             self._purge(purge)
+        if self.outage_log is not None:
+            self.outage_log.sync(self.runner.failures.outage())
+
+    def outage_line(self) -> str | None:
+        """The outage that pauses this shard's attempts, in words (None: no outage)."""
+        outage = self.runner.failures.outage()
+        return outage.line() if outage is not None else None
 
     def _save_key_indexes(self, snapshots: list[Snapshot]) -> None:
         """Write the key index snapshots taken under the lock, outside it (a batch may run)."""

@@ -12,6 +12,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from compactor.catalog.store import StoreScope
 from compactor.config.tables import ProjectConfig
+from compactor.delta.files import HadoopFiles
 from compactor.delta.shard_record import ShardRecord, shard_checkpoint
 from compactor.kafka.producer import EventProducer
 from compactor.kafka.settings import KafkaSettings
@@ -21,6 +22,7 @@ from compactor.stream.job import Shard, build_handler, run_until_idle, start_que
 from compactor.stream.job_view import JobView
 from compactor.stream.merging.slots import Slots
 from compactor.stream.merging.workers import Workers
+from compactor.stream.outage_log import OutageLog
 from compactor.stream.reporting import MetricsSink
 from compactor.stream.summary import Summary
 
@@ -69,6 +71,8 @@ class SparkShard:
         self.kafka = kafka
         self.on_stop = on_stop
         self.handler = build_handler(spark, config, warehouse, kafka, producer, metrics=metrics, shard=shard)
+        files = HadoopFiles(spark)
+        self.handler.outage_log = OutageLog(files, warehouse, f"shard-{shard.index}")
         watch(self.handler.view())
         self.query: StreamingQuery | None = None
         self._threads: list[threading.Event] = []

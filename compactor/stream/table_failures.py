@@ -18,7 +18,7 @@ from compactor.catalog.fold import SegmentCatalog
 from compactor.config.tables import TableSettings
 from compactor.domain.plans import MergePlan
 from compactor.stream.cool_down import CoolDown
-from compactor.stream.outages import Outages
+from compactor.stream.outages import Outage, Outages
 from compactor.stream.reporting import MetricsSink
 from compactor.stream.table_configs import TableConfigs
 
@@ -94,6 +94,10 @@ class TableFailures:
             "" if streak == 1 else f": {short}",
             exc_info=error if streak == 1 else None,
         )
+
+    def outage(self) -> Outage | None:
+        """The outage going on (None: none)."""
+        return self.outages.current if self.outages is not None else None
 
     def paused(self) -> bool:
         """Attempts wait for an outage's pause to end."""

@@ -102,3 +102,14 @@ def test_a_table_whose_planning_keeps_failing_backs_off_and_is_quarantined(harne
     assert waits == [timedelta(seconds=60), timedelta(seconds=120)], "backing off, as merges do"
     assert handler.catalog.quarantined("bad") is not None
     assert "the upsert key read failed" in (handler.catalog.quarantined("bad") or "")
+
+
+def test_the_handler_says_what_outage_pauses_it(harness: Harness) -> None:
+    handler = harness.handler(config(quarantine_after=2))
+    assert handler.outage_line() is None
+    outages = handler.runner.failures.outages
+    assert outages is not None
+    for table in "abc":
+        outages.failed(table, refused())
+    line = handler.outage_line()
+    assert line is not None and "3 table(s) failed with OSError/java.net.ConnectException" in line

@@ -117,16 +117,18 @@ class JobSource:
         return any(h.catalog.version(name) is not None for h in self.handlers())
 
     def _read(self) -> Warehouse:
-        now, rows, lags = now_utc(), list[TableRow](), list[float]()
+        now, rows, lags, outages = now_utc(), list[TableRow](), list[float](), list[str]()
         for handler in self.handlers():
             rows += [_row(c) for c in _copy_all(handler, now)]
             lag = handler.control.lag
             if lag is not None:
                 lags.append(lag)
+            outage = handler.outage_line()
+            if outage is not None:
+                outages.append(outage)
         merges = self.tail.merges() if self.tail is not None else None
-        return Warehouse(
-            tuple(rows), _totals(rows, merges, now, sum(lags) if lags else None), now, _notes(self.tail)
-        )
+        notes = (*sorted(set(outages)), *_notes(self.tail))
+        return Warehouse(tuple(rows), _totals(rows, merges, now, sum(lags) if lags else None), now, notes)
 
     def table(self, name: str) -> TableDetail | None:
         handler = next((h for h in self.handlers() if h.catalog.version(name) is not None), None)

@@ -86,3 +86,18 @@ def test_the_warehouse_is_copied_a_chunk_at_a_time_and_reused_while_fresh(harnes
     first = source.warehouse()
     assert len(first.rows) == 600 and len(holds) == 3, "600 tables: three chunks of 256"
     assert source.warehouse() is first and len(holds) == 3, "a second view within fresh_for copies nothing"
+
+
+def test_an_outage_is_on_the_warehouse_page(harness: Harness) -> None:
+    from tests.stream.test_outages import refused
+
+    handler = harness.handler(CONFIG)
+    outages = handler.runner.failures.outages
+    assert outages is not None
+    for table in "abc":
+        outages.failed(table, refused())
+    source = JobSource(lambda: [handler], load_config(CONFIG), fresh_for=0.0)
+    (note,) = [n for n in source.warehouse().notes if n.startswith("outage since")]
+    assert "3 table(s) failed with OSError/java.net.ConnectException; attempts paused" in note
+    page = console_app(source).test_client().get("/").text
+    assert "attempts paused until" in page
