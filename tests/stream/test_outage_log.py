@@ -39,8 +39,9 @@ def test_an_outage_is_written_once_and_read_back_until_it_is_over() -> None:
 
 def test_a_failed_write_is_tried_again_at_the_next_upkeep() -> None:
     class Down:
-        texts: dict[str, str] = {}
-        fail = True
+        def __init__(self) -> None:
+            self.texts: dict[str, str] = {}
+            self.fail = True
 
         def write_text(self, uri: str, text: str) -> None:
             if self.fail:
