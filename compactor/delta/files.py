@@ -8,16 +8,23 @@ the user gave Spark (`spark.hadoop.fs.s3a.*`, core-site.xml, the environment).
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import os
 import uuid
 import weakref
+from collections.abc import Iterable, Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
 from pyspark.sql import SparkSession
 
 _CLASSES: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
+
+# The most a file's bytes take in one py4j call (base64 adds a third): py4j sends a call as one
+# line of text, which the driver's JVM holds whole; a 280 MB key index snapshot sent whole was
+# ~373 MB of text in a 1 GiB JVM (issue 49).
+CHUNK_BYTES = 4 << 20
 
 
 def jvm_class(jvm: Any, name: str) -> Any:
@@ -34,9 +41,15 @@ def jvm_class(jvm: Any, name: str) -> Any:
 
 
 class HadoopFiles:
-    """Small-file operations on any URI Hadoop can open (`file:`, `s3a://`, `abfss://`, `gs://`)."""
+    """Small-file operations on any URI Hadoop can open (`file:`, `s3a://`, `abfss://`, `gs://`).
 
-    def __init__(self, spark: SparkSession) -> None:
+    A file the JVM reads or writes crosses py4j in pieces of at most `chunk_bytes`, so neither
+    the driver's JVM nor this process ever holds a whole large file as one py4j message."""
+
+    def __init__(self, spark: SparkSession, chunk_bytes: int = CHUNK_BYTES) -> None:
+        if chunk_bytes <= 0:
+            raise ValueError(f"chunk_bytes must be positive, not {chunk_bytes}")
+        self.chunk_bytes = chunk_bytes
         self._jvm: Any = spark._jvm
         self._gateway: Any = spark.sparkContext._gateway
         self._conf = spark._jsc.hadoopConfiguration()
@@ -86,50 +99,114 @@ class HadoopFiles:
                     return f.read()
             except FileNotFoundError:
                 return None
+        with self.read_chunks(uri) as chunks:
+            return None if chunks is None else b"".join(chunks)
+
+    @contextlib.contextmanager
+    def read_chunks(self, uri: str) -> Iterator[Iterator[bytes] | None]:
+        """`with files.read_chunks(uri) as chunks:` the file's bytes in pieces of at most
+        `chunk_bytes`, in order (None when there is no such file); the file is open until the
+        block ends.
+
+        Through the JVM, each piece is read into one buffer the JVM keeps and crosses py4j as
+        base64 text, which Python decodes in C (py4j decodes a byte array it returns a byte at a
+        time, into a list of ints: minutes and gigabytes for a file of hundreds of megabytes)."""
+        local = self.local_path(uri)
+        if local is not None:
+            try:
+                handle = open(local, "rb")  # noqa: SIM115 - closed when the block ends
+            except FileNotFoundError:
+                yield None
+                return
+            with handle:
+                yield iter(lambda: handle.read(self.chunk_bytes), b"")
+            return
         fs, path = self._fs_path(uri)
         try:
             stream = fs.open(path)
         except Exception as exc:  # py4j wraps java.io.FileNotFoundException
             if "FileNotFoundException" in type(exc).__name__ or "FileNotFoundException" in str(exc):
-                return None
+                yield None
+                return
             raise
         try:
-            return bytes(self._io_utils.toByteArray(stream))
+            yield self._jvm_chunks(stream)
         finally:
             stream.close()
+
+    def _jvm_chunks(self, stream: Any) -> Iterator[bytes]:
+        size = self.chunk_bytes
+        jvm = self._jvm
+        # a buffer the JVM keeps (a byte[] made from Python would be copied back as a value)
+        buffer = jvm_class(jvm, "java.nio.ByteBuffer").allocate(size)
+        channel = jvm_class(jvm, "java.nio.channels.Channels").newChannel(stream)
+        encoder = jvm_class(jvm, "java.util.Base64").getEncoder()
+        ascii_text = jvm_class(jvm, "java.nio.charset.StandardCharsets").US_ASCII
+        while True:
+            buffer.clear()
+            read = int(self._io_utils.read(channel, buffer))  # fills it; less only at the end
+            if read <= 0:
+                return
+            buffer.flip()
+            yield base64.b64decode(str(ascii_text.decode(encoder.encode(buffer)).toString()))
+            if read < size:
+                return
 
     def write_text(self, uri: str, text: str) -> None:
         """`replace_bytes` of the text in UTF-8."""
         self.replace_bytes(uri, text.encode("utf-8"))
 
     def replace_bytes(self, uri: str, data: bytes) -> None:
-        """Write the file whole, replacing it in one step: readers see the old bytes or the new,
-        never no file. Local disks: written by Python (no JVM round trips) and renamed over the
-        target; object stores: one PUT, atomic already; HDFS and other file systems: a
-        temporary file renamed over the target by Hadoop's `FileContext` (`Rename.OVERWRITE`:
-        atomic on HDFS; other file systems replace as Hadoop does for them), which fails loudly
-        rather than report a rename that did not happen. The
-        temporary file's name is the writer's own: two jobs may write one file at once (the
-        warehouse's shard record, at their start), and the last rename wins."""
+        """`replace_chunks` of the bytes as one piece (sent on in pieces of `chunk_bytes`)."""
+        self.replace_chunks(uri, (data,))
+
+    def replace_chunks(self, uri: str, chunks: Iterable[bytes | bytearray | memoryview]) -> int:
+        """Write the file whole from its pieces, in order, replacing it in one step: readers see
+        the old bytes or the new, never no file, nor part of the new. Returns the bytes written.
+        Local disks: written by Python (no JVM round trips) and renamed over the target; object
+        stores: one object, seen only once whole (one PUT, or a multipart upload completed when
+        the stream closes); HDFS and other file systems: a temporary file renamed over the target
+        by Hadoop's `FileContext` (`Rename.OVERWRITE`: atomic on HDFS; other file systems replace
+        as Hadoop does for them), which fails loudly rather than report a rename that did not
+        happen. The temporary file's name is the writer's own: two jobs may write one file at
+        once (the warehouse's shard record, at their start), and the last rename wins. Each
+        piece crosses py4j in parts of at most `chunk_bytes`."""
         local = self.local_path(uri)
         if local is not None:
-            _write_local(local, data)
-            return
+            return _write_local(local, chunks)
         fs, path = self._fs_path(uri)
         scheme = path.toUri().getScheme() or "file"
         target = path if scheme in {"s3a", "s3", "gs", "abfs", "abfss", "wasb", "wasbs"} else None
         staging = target or self._path_class(f"{uri}.{uuid.uuid4().hex}.tmp")
         out = fs.create(staging, True)
         try:
-            out.write(bytearray(data))
-        finally:
-            out.close()
-        if target is None:
-            try:
-                self._replace(staging, path)
-            except Exception:
+            written = self._send(out, chunks)
+        except BaseException:
+            _abandon(out, close=target is None)
+            if target is None:
+                fs.delete(staging, False)
+            raise
+        try:
+            out.close()  # an object store's file appears whole here
+            if target is not None:
+                return written
+            self._replace(staging, path)
+        except Exception:
+            if target is None:
                 fs.delete(staging, False)  # the target is as it was: no staging file left behind
-                raise
+            raise
+        return written
+
+    def _send(self, out: Any, chunks: Iterable[bytes | bytearray | memoryview]) -> int:
+        """Write the pieces to the JVM output stream `out`, at most `chunk_bytes` per call."""
+        written = 0
+        for chunk in chunks:
+            view = memoryview(chunk).cast("B")
+            for start in range(0, len(view), self.chunk_bytes):
+                part = view[start : start + self.chunk_bytes]
+                out.write(bytes(part))  # py4j sends bytes as a byte[], base64 in its command
+                written += len(part)
+        return written
 
     def _replace(self, staging: Any, path: Any) -> None:
         """`staging` renamed over `path` (HDFS: in one atomic step; elsewhere Hadoop's own
@@ -152,7 +229,7 @@ class HadoopFiles:
         fs, path = self._fs_path(uri)
         out = fs.create(path, False)
         try:
-            out.write(bytearray(data))
+            self._send(out, (data,))
         finally:
             out.close()
 
@@ -182,18 +259,39 @@ class HadoopFiles:
         return [str(status.getPath().getName()) for status in fs.listStatus(path)]
 
 
-def _write_local(path: str, data: bytes) -> None:
+def _write_local(path: str, chunks: Iterable[bytes | bytearray | memoryview]) -> int:
     """Written beside the target and renamed over it in one step (a crash leaves the old file
     or the new one, never neither); a checksum file Hadoop left for an older version goes, or
-    Hadoop's reads would find the new text does not match it."""
+    Hadoop's reads would find the new text does not match it. Returns the bytes written."""
     directory, name = os.path.split(path)
     os.makedirs(directory, exist_ok=True)
     staging = os.path.join(directory, f".{name}.{uuid.uuid4().hex}.tmp")
-    with open(staging, "xb") as f:
-        f.write(data)
+    written = 0
+    try:
+        with open(staging, "xb") as f:
+            for chunk in chunks:
+                written += f.write(chunk)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(staging)
+        raise
     os.replace(staging, path)
     with contextlib.suppress(FileNotFoundError):
         os.remove(_checksum_of(path))
+    return written
+
+
+def _abandon(out: Any, close: bool) -> None:
+    """Drop a JVM output stream whose writing failed, publishing none of it: S3A's stream is
+    `Abortable` (its upload is abandoned); another object store's stream is left unclosed, as
+    closing it would complete its upload with part of the file; a staging file (`close`) is
+    closed, to be deleted."""
+    try:
+        out.abort()
+    except Exception:  # Hadoop's UnsupportedOperationException: the stream cannot abort
+        if close:
+            with contextlib.suppress(Exception):
+                out.close()
 
 
 def _checksum_of(path: str) -> str:

@@ -3,8 +3,11 @@ indexes back instead of scanning each table whole.
 
 `<warehouse>/_compactor/key-index/<table>/<version>.npz`: the bytes `KeyIndex.snapshot` made,
 named by the table version the catalog had reached when it was taken. Each is written whole
-in one step (`HadoopFiles.replace_bytes`: a local file renamed over, one PUT on an object
-store), then the older ones are deleted; a reader takes the newest.
+in one step (`HadoopFiles.replace_chunks`: a local file renamed over, one object on an object
+store, seen only once whole), then the older ones are deleted; a reader takes the newest.
+A snapshot of ten million keys is hundreds of megabytes: it goes to and from the store in
+pieces of `HadoopFiles.chunk_bytes`, never as one py4j message (issue 49), and a writer that
+has its bytes in pieces (`save_chunks`) never needs them in one.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -34,12 +38,19 @@ class KeyIndexSnapshots:
         return state_uri(self.warehouse, f"key-index/{table}")
 
     def save(self, table: str, version: int, data: bytes, keys: int) -> None:
-        """Write the snapshot and what status says of it (`<version>.json`: its keys, bytes and
-        when it was written), then delete the table's older ones."""
+        """`save_chunks` of the snapshot's bytes as one piece."""
+        self.save_chunks(table, version, (data,), keys)
+
+    def save_chunks(
+        self, table: str, version: int, chunks: Iterable[bytes | bytearray | memoryview], keys: int
+    ) -> None:
+        """Write the snapshot from its pieces, in order, and what status says of it
+        (`<version>.json`: its keys, bytes and when it was written), then delete the table's
+        older ones."""
         folder = self.folder(table)
         name = f"{version:020d}.npz"
-        self.files.replace_bytes(f"{folder}/{name}", data)
-        facts = {"version": version, "keys": keys, "bytes": len(data), "written_at": now_utc().isoformat()}
+        written = self.files.replace_chunks(f"{folder}/{name}", chunks)
+        facts = {"version": version, "keys": keys, "bytes": written, "written_at": now_utc().isoformat()}
         self.files.write_text(f"{folder}/{version:020d}.json", json.dumps(facts))
         for older_version, older in self._versions(folder):
             if older != name:
@@ -57,7 +68,8 @@ class KeyIndexSnapshots:
         return json.loads(text) if text else {"version": version}
 
     def load(self, table: str) -> StoredSnapshot | None:
-        """The table's newest snapshot, None when it has none."""
+        """The table's newest snapshot, None when it has none (read in pieces, joined here:
+        `numpy.load` of an `.npz` needs a file it can seek in)."""
         folder = self.folder(table)
         found = self._versions(folder)
         if not found:
