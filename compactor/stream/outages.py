@@ -13,7 +13,9 @@ tables attempted failed with one kind of error, it is an **outage**:
   table's streak, so no table is quarantined for it.
 
 A table that fails alone, or with another kind of error than everyone else's, is still a broken
-table: its streak grows and it is quarantined as before.
+table: its streak grows and it is quarantined as before. So is one whose error is the job's own
+judgement of that table (a feature no merge preserves, a config it cannot use, an invalid
+segment), however many other tables share it: those never make an outage.
 """
 
 from __future__ import annotations
@@ -25,6 +27,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from compactor.errors import (
+    ConfigError,
+    InvalidRequest,
+    InvalidSegmentError,
+    ManualMergeError,
+    Rejected,
+    TableNotFoundError,
+    UnsupportedTableFeature,
+)
+
 log = logging.getLogger(__name__)
 
 WINDOW = timedelta(minutes=10)
@@ -34,6 +46,19 @@ SHARE = 0.5
 # A JVM exception class in an error's text (Spark and Hadoop errors reach Python as Py4JJavaError,
 # whatever failed): `java.net.ConnectException`, `org.apache.hadoop.fs.s3a.AWSClientIOException`.
 _JAVA_CLASS = re.compile(r"\b(?:[a-z][a-z0-9_]*\.)+[A-Z]\w*(?:Exception|Error)\b")
+
+
+# What the job says of one table's own data or config: many tables may share it, but it never
+# ends when a service comes back.
+TABLES_OWN = (
+    ConfigError,
+    InvalidRequest,
+    InvalidSegmentError,
+    ManualMergeError,
+    Rejected,
+    TableNotFoundError,
+    UnsupportedTableFeature,
+)
 
 
 def error_kind(error: BaseException) -> str:
@@ -95,6 +120,8 @@ class Outages:
         now, kind = self.clock(), error_kind(error)
         self._forget_before(now - self.window)
         self._attempted[table] = now
+        if isinstance(error, TABLES_OWN):
+            return None
         if self.current is not None and self.current.kind == kind:
             self._failures.append(_Failure(table, kind, now, counted=False))
             self.current = _paused(self.current, now + self.pause)

@@ -113,3 +113,16 @@ def test_the_handler_says_what_outage_pauses_it(harness: Harness) -> None:
         outages.failed(table, refused())
     line = handler.outage_line()
     assert line is not None and "3 table(s) failed with OSError/java.net.ConnectException" in line
+
+
+def test_tables_refused_alike_by_the_job_are_broken_tables_not_an_outage() -> None:
+    """Several liquid-clustered tables fail with the same UnsupportedTableFeature: no service will
+    come back to fix that; each is quarantined on its own."""
+    from compactor.errors import UnsupportedTableFeature
+
+    clock = Clock(T0)
+    outages = Outages(lambda: clock.now, pause=timedelta(minutes=1))
+    for table in "abcd":
+        refused = UnsupportedTableFeature(f"table at /wh/{table}: clustering (liquid clustering)")
+        assert outages.failed(table, refused) is None
+    assert outages.current is None
