@@ -6,7 +6,15 @@ from pathlib import Path
 
 import click
 
-from compactor.cli.options import bootstrap_option, kafka_settings, segments_topic_option
+from compactor.cli.options import (
+    bootstrap_option,
+    kafka_settings,
+    segments_topic_option,
+    spark_options,
+    spark_session,
+)
+from compactor.config.tables import ProjectConfig
+from compactor.errors import ConfigError
 
 
 @click.group("config")
@@ -16,15 +24,48 @@ def config_group() -> None:
 
 @config_group.command("validate")
 @click.argument("config_path", type=click.Path(path_type=Path, dir_okay=False, exists=True))
-def config_validate(config_path: Path) -> None:
-    """Check FILE as the job would load it: every key, and each listed table's merged settings."""
+@click.option(
+    "--warehouse",
+    help="Also check the warehouse's tables (Spark reads each one's protocol): a table whose Delta "
+    "features no merge preserves (liquid clustering, append-only) is refused.",
+)
+@spark_options
+def config_validate(config_path: Path, warehouse: str | None) -> None:
+    """Check FILE as the job would load it: every key, and each listed table's merged settings;
+    with --warehouse, also that the job can merge each table it would compact."""
     from compactor.config.loading import load_config_file
 
     project = load_config_file(config_path)
     for table in project.tables:
         project.for_table(table)  # cross-key checks run on the merged settings
     names = ", ".join(project.tables) or "defaults only"
+    if warehouse is not None:
+        refused = _refused_tables(project, warehouse)
+        for table, why in refused:
+            click.echo(f"table {table}: not compacted: {why}", err=True)
+        if refused:
+            raise ConfigError(
+                f"{len(refused)} table(s) in {warehouse} have Delta features no merge preserves: leave "
+                "them to Delta's OPTIMIZE (merge_enabled: false) or recreate them without those features"
+            )
     click.echo(f"{config_path}: valid ({len(project.tables)} table(s): {names})")
+
+
+def _refused_tables(project: ProjectConfig, warehouse: str) -> list[tuple[str, str]]:
+    """(table, why) for each table of the warehouse the config would compact and no merge can."""
+    from compactor.delta.spark_store import SparkTableStore
+
+    spark = spark_session("compactor-config-validate", project, (warehouse,))
+    spark.sparkContext.setLogLevel("ERROR")
+    store = SparkTableStore(spark, warehouse)
+    found = []
+    for table in store.tables():
+        if not project.for_table(table).merge_enabled:
+            continue
+        why = store.refusal(table)
+        if why is not None:
+            found.append((table, why))
+    return found
 
 
 @config_group.command("apply")

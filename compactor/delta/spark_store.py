@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from pyspark.sql import SparkSession
 
@@ -21,8 +23,8 @@ from compactor.delta import properties, reads
 from compactor.delta.commit_metadata import plan_marker
 from compactor.delta.conflicts import conflicts_as_commit_conflict
 from compactor.delta.driver_merge import DRIVER_MERGE_MAX_BYTES
-from compactor.delta.features import direct_commit_refusal
-from compactor.delta.files import HadoopFiles
+from compactor.delta.features import direct_commit_refusal, refused_features
+from compactor.delta.files import HadoopFiles, jvm_class
 from compactor.delta.index_check import index_facts
 from compactor.delta.key_index_snapshots import KeyIndexSnapshots
 from compactor.delta.live_files import LiveFileIndex
@@ -258,6 +260,19 @@ class SparkTableStore:
         self, table: str, segment: Segment, layout: LayoutConfig, sub_column: str | None = None
     ) -> IndexFacts:
         return index_facts(self.spark, self.warehouse, table, segment, layout, sub_column)
+
+    def refusal(self, table: str) -> str | None:
+        """From the table's newest protocol and metadata (no state rebuild)."""
+        jvm: Any = self.spark._jvm
+        delta_log = jvm_class(jvm, "org.apache.spark.sql.delta.DeltaLog").forTable(
+            self.spark._jsparkSession, table_uri(self.warehouse, table)
+        )
+        option = jvm_class(jvm, "scala.Option")
+        snapshot = delta_log.update(False, option.empty(), option.empty())
+        protocol = json.loads(snapshot.protocol().json())["protocol"]
+        metadata = json.loads(snapshot.metadata().json())["metaData"]
+        refused = refused_features(protocol, metadata)
+        return "; ".join(refused) if refused else None
 
     def free_bytes(self, table: str) -> int | None:
         return free_bytes(table_uri(self.warehouse, table))

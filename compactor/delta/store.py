@@ -140,5 +140,8 @@ class TableStore(Protocol):
     def free_bytes(self, table: str) -> int | None:
         """Free space where the table's files go, when the file system says (None: unknown)."""
 
+    def refusal(self, table: str) -> str | None:
+        """Why no merge can rewrite the table (its Delta features), in one line; None: it can."""
+
     def vacuum(self, table: str, config: VacuumConfig, dry_run: bool = False) -> VacuumReport:
         """Delete (or, dry, list) the files no version inside the retention needs."""

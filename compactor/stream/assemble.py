@@ -127,7 +127,7 @@ def assemble(
         merges=merges,
         keeper=keeper,
         announcer=announcer,
-        switches=TableSwitches(catalog, configs, cool_down),
+        switches=TableSwitches(catalog, configs, cool_down, store.refusal, sink),
         purges=purges,
         other_writers=OtherWriters(operations.check_other_writers_every.total_seconds()),
         control=control,

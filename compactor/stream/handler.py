@@ -181,6 +181,9 @@ class BatchHandler:
                 self.keeper.check_at_save(table)
         with self.metrics.phase("plan"):
             planned = self.planner.plans(trigger)
+        if planned.plans and self.switches.refused(table):  # its first merge here: can one rewrite it?
+            self.counts.quarantined_attempts += 1
+            return
         self.merges.offer(table, planned.plans, at_once=trigger.origin in INLINE_ORIGINS, whole=planned.whole)
         if trigger.merge_ids == () and trigger.only_rule is None:
             advice = self.planner.read_debt(table)

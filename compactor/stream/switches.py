@@ -4,12 +4,15 @@ merges kept failing), which a change of its config or the operator's `table enab
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from enum import StrEnum
 
 from compactor.catalog.fold import SegmentCatalog
+from compactor.errors import UnsupportedTableFeature
 from compactor.stream.cool_down import CoolDown
-from compactor.stream.runner import config_fingerprint, quarantine_error
+from compactor.stream.reporting import MetricsSink, NoMetrics
 from compactor.stream.table_configs import TableConfigs
+from compactor.stream.table_failures import config_fingerprint, quarantine_error, quarantine_note
 from compactor.stream.triggers import Trigger
 
 log = logging.getLogger(__name__)
@@ -21,10 +24,44 @@ class Held(StrEnum):
 
 
 class TableSwitches:
-    def __init__(self, catalog: SegmentCatalog, configs: TableConfigs, cool_down: CoolDown) -> None:
+    def __init__(
+        self,
+        catalog: SegmentCatalog,
+        configs: TableConfigs,
+        cool_down: CoolDown,
+        refusal: Callable[[str], str | None] = lambda table: None,
+        metrics: MetricsSink | None = None,
+    ) -> None:
         self.catalog = catalog  # the switches and quarantines are kept with each table's mark
         self.configs = configs
         self.cool_down = cool_down
+        self.refusal = refusal  # why no merge may rewrite a table (its Delta features), or None
+        self.metrics = metrics or NoMetrics()
+        self._rewritable: set[str] = set()  # tables checked in this process: no feature refuses them
+
+    def refused(self, table: str) -> bool:
+        """Before a table's first merge in this process: a table whose Delta features no merge
+        preserves (liquid clustering, append-only) is quarantined at once with why, in one line,
+        instead of failing merge after merge (True). Checked again when a release lets it be
+        tried; a table checked once costs nothing more."""
+        if table in self._rewritable:
+            return False
+        why = self.refusal(table)
+        if why is None:
+            self._rewritable.add(table)
+            return False
+        note = quarantine_note(
+            f"{UnsupportedTableFeature.__name__}: {why}", config_fingerprint(self.configs.for_table(table))
+        )
+        if self.catalog.quarantine(table, note):
+            self.metrics.on_quarantine(table)
+            log.error(
+                "table %s is not compacted: %s. Leave it to Delta's OPTIMIZE (merge_enabled: false in "
+                "its config silences this), or recreate it without that feature, partitioned by segment_id",
+                table,
+                why,
+            )
+        return True
 
     def flip(self, trigger: Trigger) -> bool:
         """Apply the merging switch the trigger carries (an operator's control event); True when

@@ -39,6 +39,7 @@ class InMemoryTableStore:
     always_conflicting: bool = False  # every commit loses the race, however often it is tried
     vacuums: list[tuple[str, timedelta, bool]] = field(default_factory=list)  # table, retention, dry run
     free: int | None = None  # free bytes on the warehouse's disk (None: not known, as on object stores)
+    refused: dict[str, str] = field(default_factory=dict)  # table -> why no merge may rewrite it
     on_conflict: Callable[[MergePlan], None] | None = None  # what the concurrent writer did
     failures: dict[str, Exception] = field(default_factory=dict)  # plan id -> what its commit raises
     calls: list[str] = field(default_factory=list)  # plan ids, one per commit call
@@ -276,6 +277,9 @@ class InMemoryTableStore:
 
     def free_bytes(self, table: str) -> int | None:
         return self.free
+
+    def refusal(self, table: str) -> str | None:
+        return self.refused.get(table)
 
     def vacuum(self, table: str, config: VacuumConfig, dry_run: bool = False) -> VacuumReport:
         self.vacuums.append((table, config.retention, dry_run))

@@ -239,3 +239,16 @@ def test_a_success_ends_a_kept_streak(harness: Harness) -> None:
     third = harness.handler(cfg)
     assert third.planner.cool_down.streak("bad") == 0
     assert third.catalog.failures("bad")[0].streak == 0
+
+
+def test_a_table_no_merge_can_rewrite_is_quarantined_before_its_first_merge(harness: Harness) -> None:
+    """A liquid-clustered table: one line, quarantined with why, no merge tried; a table checked
+    once is not asked again."""
+    harness.store.refused["clustered"] = "clustering (liquid clustering): compacted tables are partitioned"
+    handler = harness.handler(config(quarantine_after=5))
+    handler.process(three_loads(harness, "clustered") + three_loads(harness, "plain"))
+    note = handler.catalog.quarantined("clustered")
+    assert note is not None
+    assert quarantine_error(note)[0].startswith("UnsupportedTableFeature: clustering (liquid clustering)")
+    assert [r["table"] for r in harness.results()] == ["plain"], "no merge of it was tried"
+    assert handler.catalog.quarantined("plain") is None
