@@ -59,6 +59,8 @@ class CoolDown:
             self._streak.get(table, 0) + 1 if failed else self._streak.get(table, 0)
         )
         until = now + self.period * min(MAX_BACKOFF, 2 ** max(0, streak - 1))
+        # a cool-down over is forgotten: one entry per failed plan would grow with the years
+        self._until = {k: v for k, v in self._until.items() if v[1] > now}
         self._until[key] = (table, until)
         if self.catalog is not None:
             self.catalog.note_failure(table, Failure(key, rule, reason, now, until, streak))

@@ -126,3 +126,16 @@ def test_tables_refused_alike_by_the_job_are_broken_tables_not_an_outage() -> No
         refused = UnsupportedTableFeature(f"table at /wh/{table}: clustering (liquid clustering)")
         assert outages.failed(table, refused) is None
     assert outages.current is None
+
+
+def test_cool_downs_that_ended_are_forgotten() -> None:
+    """One entry per failed plan, kept forever, would grow with the years."""
+    from compactor.stream.cool_down import CoolDown
+
+    clock = Clock(T0)
+    cool_down = CoolDown(lambda: clock.now, timedelta(minutes=5))
+    for i in range(1000):
+        cool_down.start(f"plan-{i}", f"t{i % 7}", "boom")
+        clock.now += timedelta(minutes=1)
+    assert len(cool_down._until) <= 6, "only the cool-downs still running are kept"
+    assert cool_down.active("plan-999") and not cool_down.active("plan-0")
