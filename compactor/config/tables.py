@@ -104,6 +104,11 @@ class TableFields(Frozen):
     purge_deleted_ratio: float | None = Field(default=0.2, gt=0, le=1)
     """A segment whose files hold at least this share of rows other writers deleted (kept in
     deletion vectors) is rewritten without them; null: never purge."""
+    checkpoint_every: int = Field(default=10, ge=1)
+    """The job writes a checkpoint of the table's Delta log once the log holds more than this many
+    commits since the last one, whoever wrote them, on a maintainer thread of its own: no merge
+    waits for one (the job's commits leave Delta's inline checkpoint out). 10 is Delta's own
+    default `delta.checkpointInterval`."""
 
     @field_validator("rules")
     @classmethod

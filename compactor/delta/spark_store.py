@@ -29,6 +29,7 @@ from compactor.delta.index_check import index_facts
 from compactor.delta.key_index_snapshots import KeyIndexSnapshots
 from compactor.delta.live_files import LiveFileIndex
 from compactor.delta.log import RECENT_COMMITS, DeltaLogReader
+from compactor.delta.log_upkeep import commits_since_checkpoint, write_checkpoint
 from compactor.delta.merge import execute_merge
 from compactor.delta.merge_settings import MergeSettings
 from compactor.delta.paths import RESERVED, free_bytes, table_uri, warehouse_uri
@@ -142,6 +143,7 @@ class SparkTableStore:
         return properties.load_table_config(self.spark, self.warehouse, table, self.files)
 
     def record_config(self, table: str, settings_json: str) -> None:
+        self._unfenced()
         properties.save_table_config(self.spark, self.warehouse, table, settings_json)
 
     def commit(self, plan: MergePlan, settings: TableSettings, load_order: LoadOrder | None = None) -> Commit:
@@ -164,7 +166,13 @@ class SparkTableStore:
         return committed
 
     def fence(self) -> None:
+        """The shard was lost: no write of this store from here on (commits, purges, deletes,
+        VACUUM, snapshots, configs: each raises `Fenced`)."""
         self._fenced.set()
+
+    def _unfenced(self) -> None:
+        if self._fenced.is_set():
+            raise Fenced("the shard's lease was lost: nothing is written for it any more")
 
     def cancel(self, plan_id: str) -> None:
         with self._attempts_lock:
@@ -245,6 +253,7 @@ class SparkTableStore:
         return key_rows_of_keys(self.spark, self.warehouse, table, upsert, keys, excluding)
 
     def save_key_index(self, table: str, version: int, data: bytes, keys: int) -> None:
+        self._unfenced()
         self.key_indexes.save(table, version, data, keys)
 
     def load_key_index(self, table: str) -> StoredSnapshot | None:
@@ -253,6 +262,7 @@ class SparkTableStore:
     def delete_sub_partition(
         self, table: str, config: SubPartitionConfig, value: str, segments: Sequence[Segment]
     ) -> CommitRecord:
+        self._unfenced()
         with conflicts_as_commit_conflict():
             return delete_sub_partition(self.spark, self.warehouse, table, config, value, segments)
 
@@ -274,10 +284,23 @@ class SparkTableStore:
         refused = refused_features(protocol, metadata)
         return "; ".join(refused) if refused else None
 
+    def last_checkpoint(self, table: str) -> int:
+        log_uri = self.log(table).log_uri
+        return commits_since_checkpoint(self.files, log_uri, -1)[1]
+
+    def checkpoint(self, table: str) -> int:
+        self._unfenced()
+        with (
+            self._local(POOL_PROPERTY, "upkeep"),
+            self._local(DESCRIPTION_PROPERTY, f"compactor checkpoint {table}"),
+        ):
+            return write_checkpoint(self.spark, table_uri(self.warehouse, table))
+
     def free_bytes(self, table: str) -> int | None:
         return free_bytes(table_uri(self.warehouse, table))
 
     def vacuum(self, table: str, config: VacuumConfig, dry_run: bool = False) -> VacuumReport:
+        self._unfenced()
         with self._local(POOL_PROPERTY, "vacuum"):
             return vacuum(self.spark, table_uri(self.warehouse, table), table, config, dry_run)
 

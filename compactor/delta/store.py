@@ -143,5 +143,12 @@ class TableStore(Protocol):
     def refusal(self, table: str) -> str | None:
         """Why no merge can rewrite the table (its Delta features), in one line; None: it can."""
 
+    def last_checkpoint(self, table: str) -> int:
+        """The version of the table's newest checkpoint (-1: none), from `_last_checkpoint`."""
+
+    def checkpoint(self, table: str) -> int:
+        """Write a checkpoint of the table's newest version (Delta's writer, and its log
+        cleanup); the version checkpointed."""
+
     def vacuum(self, table: str, config: VacuumConfig, dry_run: bool = False) -> VacuumReport:
         """Delete (or, dry, list) the files no version inside the retention needs."""

@@ -159,6 +159,19 @@ class JobMetrics:
         )
         self.outages = _counter(r, "compactor_outages", "Outages seen: attempts paused, tables not blamed.")
         self._in_outage = False
+        self.log_commits = _gauge(
+            r,
+            "compactor_log_commits_since_checkpoint",
+            "Commits in the table's Delta log since its newest checkpoint (the job's maintainer "
+            "writes one past the table's checkpoint_every).",
+            "table",
+        )
+        self.checkpoints = _counter(
+            r,
+            "compactor_checkpoints",
+            "Checkpoints of a table's log written by the job's maintainer.",
+            "table",
+        )
         self.plan_attempts = _counter(
             r,
             "compactor_plan_attempts",
@@ -265,6 +278,12 @@ class JobMetrics:
 
     def on_deferring(self, deferring: bool) -> None:
         self.deferring.set(1 if deferring else 0)
+
+    def on_log(self, table: str, commits_since_checkpoint: int) -> None:
+        self.log_commits.labels(table).set(commits_since_checkpoint)
+
+    def on_checkpoint(self, table: str) -> None:
+        self.checkpoints.labels(table).inc()
 
     def on_outage(self, kind: str | None) -> None:
         if kind is not None and not self._in_outage:

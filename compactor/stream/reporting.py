@@ -64,6 +64,12 @@ class MetricsSink(Protocol):
     def on_outage(self, kind: str | None) -> None:
         """Attempts are paused: many tables fail with this kind of error (None: it is over)."""
 
+    def on_log(self, table: str, commits_since_checkpoint: int) -> None:
+        """The table's Delta log holds this many commits since its newest checkpoint."""
+
+    def on_checkpoint(self, table: str) -> None:
+        """The job's maintainer wrote a checkpoint of the table's log."""
+
     def on_deleted_rows(self, table: str, deleted: int, stored: int) -> None:
         """The table's files hold `stored` rows, `deleted` of them deleted by other writers."""
 
@@ -120,6 +126,12 @@ class NoMetrics:
         pass
 
     def on_outage(self, kind: str | None) -> None:
+        pass
+
+    def on_log(self, table: str, commits_since_checkpoint: int) -> None:
+        pass
+
+    def on_checkpoint(self, table: str) -> None:
         pass
 
     def on_deleted_rows(self, table: str, deleted: int, stored: int) -> None:

@@ -40,6 +40,8 @@ class InMemoryTableStore:
     vacuums: list[tuple[str, timedelta, bool]] = field(default_factory=list)  # table, retention, dry run
     free: int | None = None  # free bytes on the warehouse's disk (None: not known, as on object stores)
     refused: dict[str, str] = field(default_factory=dict)  # table -> why no merge may rewrite it
+    checkpoints: dict[str, int] = field(default_factory=dict)  # table -> its newest checkpoint's version
+    checkpointed: list[tuple[str, int]] = field(default_factory=list)  # (table, version) written
     on_conflict: Callable[[MergePlan], None] | None = None  # what the concurrent writer did
     failures: dict[str, Exception] = field(default_factory=dict)  # plan id -> what its commit raises
     calls: list[str] = field(default_factory=list)  # plan ids, one per commit call
@@ -281,6 +283,15 @@ class InMemoryTableStore:
     def refusal(self, table: str) -> str | None:
         return self.refused.get(table)
 
+    def last_checkpoint(self, table: str) -> int:
+        return self.checkpoints.get(table, -1)
+
+    def checkpoint(self, table: str) -> int:
+        version = self.latest_version(table)
+        self.checkpoints[table] = version
+        self.checkpointed.append((table, version))
+        return version
+
     def vacuum(self, table: str, config: VacuumConfig, dry_run: bool = False) -> VacuumReport:
         self.vacuums.append((table, config.retention, dry_run))
         return VacuumReport(table, dry_run, ())
@@ -355,6 +366,6 @@ class InMemoryCatalogStore:
     def merged_by(self, table: str, plan_ids: Sequence[str]) -> dict[str, set[str]]:
         found: dict[str, set[str]] = {}
         for (of, sid), record in self.retired_rows.items():
-            if of == table and record.retired_by in plan_ids:
+            if of == table and record.retired_by is not None and record.retired_by in plan_ids:
                 found.setdefault(record.retired_by, set()).add(sid)
         return found
