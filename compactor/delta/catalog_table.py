@@ -37,7 +37,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from delta.tables import DeltaTable
 from pyspark.sql import Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -57,6 +56,7 @@ from compactor.catalog.store import CatalogChanges, StoredCatalog, StoreScope, T
 from compactor.delta.files import HadoopFiles
 from compactor.delta.paths import state_uri
 from compactor.delta.predicates import in_list
+from compactor.delta.reads import has_commit
 from compactor.delta.rust_reads import partition_rows
 from compactor.domain.segment_json import segment_from_dict, segment_to_dict
 from compactor.domain.segments import Segment, TimeRange
@@ -120,7 +120,8 @@ class DeltaCatalogStore:
         self._retry_at = 0.0  # after a failed fold, none before this (monotonic seconds)
 
     def _exists(self) -> bool:
-        return bool(DeltaTable.isDeltaTable(self.spark, self.uri))
+        # its log's files, never Delta's cached answer for the path (see reads.table_exists)
+        return has_commit(self.files, f"{self.uri}/_delta_log")
 
     def load(self) -> StoredCatalog:
         # what a previous run left in the journal stays there, folded in with the next save's

@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, DataFrameWriter, SparkSession
 from pyspark.sql import functions as F
 
+from compactor.delta import reads
 from compactor.delta.commit_metadata import commit_metadata
 from compactor.delta.files import HadoopFiles
 from compactor.delta.log import DeltaLogReader
@@ -43,7 +43,7 @@ def write_segment(
     )
     if txn is not None:
         writer = writer.option("txnAppId", txn[0]).option("txnVersion", txn[1])
-    if not DeltaTable.isDeltaTable(spark, path):
+    if not reads.table_exists(spark, warehouse, segment.table):
         writer = _creating(spark, writer)
     writer.save(path)
     facts = DeltaLogReader(HadoopFiles(spark), path, segment.table).written(f'"id":"{segment.id}"')
@@ -70,7 +70,7 @@ def write_sub_partition(
     data = rows.withColumn(SEGMENT_COLUMN, F.lit(segment.id))
     predicate = f"{SEGMENT_COLUMN} = '{segment.id}' AND `{column}` = {literal}"
     writer = data.write.format("delta").option("userMetadata", commit_metadata("sub_partition", [segment]))
-    if DeltaTable.isDeltaTable(spark, path):
+    if reads.table_exists(spark, warehouse, segment.table):  # never Delta's cached answer
         writer.mode("overwrite").option("replaceWhere", predicate).save(path)
         return
     mismatched = data.where(~F.expr(predicate)).limit(1).count()

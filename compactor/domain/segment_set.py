@@ -22,6 +22,8 @@ def arrives_new(known: Segment | None, segment: Segment) -> bool:
         return False
     if known.bytes == 0 and replace(known, bytes=segment.bytes) == segment:
         return True  # its commit was folded first, and it did not tell the bytes (delta-rs)
+    if segment.bytes == 0 and replace(segment, bytes=known.bytes) == known:
+        return False  # its commit was folded first (it told the bytes), the event does not
     raise InvalidSegmentError(
         f"segment {segment.id} of table {segment.table} is already known with other content"
     )

@@ -103,7 +103,7 @@ def assemble(
             codec,
             catalog,
             configs,
-            KnownTables(store, catalog.table_names, owns),
+            KnownTables(store, catalog.table_names, owns, on_new=keeper.follow),  # its earlier loads first
             catalog_store,
             control,
             clock,

@@ -215,3 +215,14 @@ def test_executed_plans_are_kept_only_until_they_are_announced() -> None:
         catalog.apply(record)
     assert [e.version for e in catalog.executed_plans("sales")] == [56, 57, 58, 59]
     assert catalog.was_executed("sales", plans[-1].plan_id)
+
+
+def test_an_event_that_does_not_tell_the_bytes_is_the_segment_its_commit_already_showed() -> None:
+    """A table first read from its log knows a load's bytes; the load's event, from a producer
+    that left them out (0), is the same segment again, not another under a reused id."""
+    from compactor.domain.segment_set import arrives_new
+
+    folded = seg("d0", "2024-01-01", records=10, bytes=4096)
+    assert arrives_new(folded, replace(folded, bytes=0)) is False
+    with pytest.raises(InvalidSegmentError):
+        arrives_new(folded, replace(folded, bytes=0, records=11))
