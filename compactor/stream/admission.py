@@ -9,6 +9,7 @@ stops the stream.
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -45,6 +46,9 @@ class Decoded:
     event: InputEvent
 
 
+AWAITED = 1024  # names refused as unknown tables, kept to be looked for again
+
+
 class KnownTables:
     """Which tables exist. A table not known yet is asked of the store at each of its events,
     never answered from a remembered "no": an event that comes while the table's first commit
@@ -67,6 +71,24 @@ class KnownTables:
         self.owns = owns
         self.on_new = on_new
         self.new: list[str] = []
+        # names refused as unknown, newest last: the upkeep looks for them again, so a table whose
+        # only events came before its first commit is found without a restart (at most AWAITED)
+        self._awaited: OrderedDict[str, None] = OrderedDict()
+
+    def awaited(self) -> list[str]:
+        """Tables refused as unknown that may yet be born (asked again by the upkeep)."""
+        return list(self._awaited)
+
+    def found(self, table: str) -> bool:
+        """An awaited table now exists: known from here on, handed to `on_new` and listed in
+        `new`, as at its first event. False when it is known already, or not ours."""
+        self._awaited.pop(table, None)
+        if table in self._known or not self.owns(table):
+            return False
+        self.on_new(table)
+        self._known.add(table)
+        self.new.append(table)
+        return True
 
     def require(self, table: str) -> None:
         if not self.owns(table):
@@ -77,6 +99,10 @@ class KnownTables:
             )
         if table not in self._known:
             if not self.store.exists(table):
+                self._awaited[table] = None
+                self._awaited.move_to_end(table)
+                while len(self._awaited) > AWAITED:
+                    self._awaited.popitem(last=False)
                 raise Rejected(
                     DeadLetterReason.UNKNOWN_TABLE,
                     f"no table {table!r} in the warehouse (or its first commit is not written yet)",

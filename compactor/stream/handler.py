@@ -138,11 +138,20 @@ class BatchHandler:
         with self.lock:
             catalog = self.keeper.catalog
             probe = self.other_writers.due(time.monotonic(), lambda: catalog.table_names)
+            look = self.other_writers.look_for_awaited(time.monotonic())
+            awaited = self.admission.tables.awaited() if look else []
         store = self.keeper.store
         written = [t for t in probe if written_since(store, catalog, t)]  # file lookups, without the lock
+        born = [t for t in awaited if store.exists(t)]
         with self.lock:
-            for table in written:
+            for table in born:  # its events came before its first commit: found all the same
+                if self.admission.tables.found(table):
+                    log.info("table %s: found in the warehouse after its events were refused", table)
+                    written.append(table)
+            self._announce_new_tables()
+            for table in written:  # what they wrote is attempted now, not at the next event
                 self.keeper.follow(table)
+                self.planner.due.lower(table, Due(self.clock(), "another writer committed to it"))
             busy = lambda table: self.merges.running(table) > 0 or self.keeper.is_unread(table)  # noqa: E731
             purge = None if self.merges.draining else self.purges.take(catalog, busy)
             snapshots = self.planner.keys.snapshots_due()

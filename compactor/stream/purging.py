@@ -102,6 +102,14 @@ class OtherWriters:
         self.per_round = per_round
         self._next_at = 0.0  # monotonic seconds
         self._cursor = 0
+        self._awaited_at = 0.0  # when tables refused as unknown are looked for next
+
+    def look_for_awaited(self, now: float) -> bool:
+        """Time to look again for the tables refused as unknown (once every `every` seconds)."""
+        if now < self._awaited_at:
+            return False
+        self._awaited_at = now + self.every
+        return True
 
     def due(self, now: float, table_names: Callable[[], Sequence[str]]) -> list[str]:
         """The tables to probe now: the next slice, round-robin, once `every` has passed (the

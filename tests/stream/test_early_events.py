@@ -9,6 +9,8 @@ commit is `rows_not_in_delta`; the probe of the tables' newest versions folds it
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from compactor.domain.events import SegmentCompleted
@@ -76,3 +78,36 @@ def test_a_known_tables_load_announced_before_its_commit_is_folded_by_the_probe(
     handler.upkeep()  # its first round probes every table for versions the catalog has not folded
 
     assert handler.catalog.get("t", "d06") == week[6]
+
+
+def test_a_table_whose_only_events_came_before_its_first_commit_is_found_by_the_upkeep(
+    harness: Harness,
+) -> None:
+    """Its week's events were all refused (its first commit was still being written); the upkeep
+    looks for the refused names again, finds the table, folds its loads and merges them, with no
+    new event and no restart."""
+    handler = harness.handler(WEEKS)
+    week = [harness.day(n) for n in range(7)]
+    handler.process([_announced(harness, s) for s in week])
+    assert [r for r, _ in harness.dead()] == ["unknown_table"] * 7
+    for segment in week:
+        harness.store.load(segment)
+    handler.upkeep()
+    handler.settle()
+    (merged,) = handler.catalog.segments("t")
+    assert merged.records == 70 and handler.stats.merges == 1
+
+
+def test_a_table_another_writer_loaded_is_attempted_at_once(harness: Harness) -> None:
+    """A load with no event (another writer's) folded by the upkeep's probe makes its table due
+    now, not at its next event or due time."""
+    handler = harness.handler(WEEKS)
+    week = [harness.day(n) for n in range(7)]
+    handler.process(harness.loaded(*week[:6]))
+    assert handler.stats.merges == 0
+    harness.store.load(week[6])  # no event: another writer
+    harness.clock.now += timedelta(seconds=1)
+    handler.upkeep()
+    handler.tick()
+    handler.settle(timeout=5)
+    assert handler.stats.merges == 1 and handler.catalog.segments("t")[0].records == 70
