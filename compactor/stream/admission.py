@@ -243,9 +243,19 @@ class Admission:
             f"{segment.records} records: a segment id is never reused",
         )
 
+    def _merged_away(self, segment: Segment) -> bool:
+        """Was this id merged away, whether its record is still in memory or only in the store
+        (memory keeps the newest records only: `catalog.retired.RETIRED_KEPT`)?"""
+        table, sid = segment.table, segment.id
+        if self.catalog.retired(table, sid):
+            return True
+        if not self.catalog.may_be_retired(table, sid):
+            return False
+        return sid in self.catalog_store.retired(table, [sid])
+
     def _sub_partition_changed(self, segment: Segment) -> None:
         """A sub-partition was added to, or is being refreshed in, an existing segment."""
-        if self.catalog.retired(segment.table, segment.id):
+        if self.catalog.get(segment.table, segment.id) is None and self._merged_away(segment):
             return  # a re-delivered event of a segment merged away since
         if self.catalog.get(segment.table, segment.id) is None:
             raise Rejected(

@@ -36,3 +36,22 @@ def test_a_re_delivered_load_merged_away_long_ago_is_recognised_from_the_store(
     handler.process([harness.envelope(codec.encode_segment_completed(SegmentCompleted(reused, DAY)))])
     assert [reason for reason, _ in harness.dead()] == ["duplicate_segment_id"]
     assert len(handler.catalog.segments("t")) == 3
+
+
+def test_a_re_delivered_sub_partition_event_of_a_segment_merged_away_long_ago_is_not_dead_lettered(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from compactor.domain.events import SegmentAction
+
+    monkeypatch.setattr(fold, "RETIRED_KEPT", 3)
+    harness.store.create("t")
+    handler = harness.handler(WEEKS)
+    days = [harness.day(n) for n in range(21)]
+    handler.process(harness.loaded(*days))
+    assert not handler.catalog.retired("t", "d00"), "its record left memory"
+    codec = default_codec()
+    added = SegmentCompleted(
+        replace(days[0], sub_partitions=frozenset({"eu"})), DAY, action=SegmentAction.ADD_SUB_PARTITION
+    )
+    handler.process([harness.envelope(codec.encode_segment_completed(added))])
+    assert harness.dead() == [], "a re-delivery of a segment merged away, told by the store"
