@@ -35,6 +35,8 @@ from compactor.config.vacuum import VacuumConfig
 from compactor.domain.segments import TABLE_NAME
 from compactor.errors import ConfigError
 
+DEFAULT_CHECKPOINT_EVERY = 10  # Delta's own default delta.checkpointInterval
+
 
 class ProducerAdviceConfig(Frozen):
     """When the job advises a table's producers to load less often (a `ProducerAdvice` event)."""
@@ -104,7 +106,7 @@ class TableFields(Frozen):
     purge_deleted_ratio: float | None = Field(default=0.2, gt=0, le=1)
     """A segment whose files hold at least this share of rows other writers deleted (kept in
     deletion vectors) is rewritten without them; null: never purge."""
-    checkpoint_every: int = Field(default=10, ge=1)
+    checkpoint_every: int = Field(default=DEFAULT_CHECKPOINT_EVERY, ge=1)
     """The job writes a checkpoint of the table's Delta log once the log holds more than this many
     commits since the last one, whoever wrote them, on a maintainer thread of its own: no merge
     waits for one (the job's commits leave Delta's inline checkpoint out). 10 is Delta's own

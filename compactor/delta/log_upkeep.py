@@ -24,7 +24,6 @@ from pyspark.sql import SparkSession
 
 from compactor.delta.files import HadoopFiles, jvm_class
 
-DEFAULT_INTERVAL = 10  # Delta's own default for delta.checkpointInterval
 CHECKPOINT_HOOK = "Post commit checkpoint trigger"  # CheckpointHook.name in delta-spark 4.4
 
 
@@ -48,17 +47,6 @@ def commits_since_checkpoint(files: HadoopFiles, log_uri: str, latest: int) -> t
     text = files.read_text(f"{log_uri}/_last_checkpoint")
     checkpointed = int(json.loads(text)["version"]) if text else -1
     return max(0, latest - checkpointed), checkpointed
-
-
-def checkpoint_interval(configuration: dict[str, str]) -> int:
-    """The table's `delta.checkpointInterval`, or Delta's default."""
-    for key, value in configuration.items():
-        if key.lower() == "delta.checkpointinterval":
-            try:
-                return max(1, int(value))
-            except ValueError:
-                return DEFAULT_INTERVAL
-    return DEFAULT_INTERVAL
 
 
 def write_checkpoint(spark: SparkSession, table_uri: str) -> int:

@@ -14,7 +14,7 @@ from compactor.catalog.store import CatalogStore
 from compactor.catalog.view import CatalogView
 from compactor.codec.events import Codec
 from compactor.config.rules import RuleName
-from compactor.config.tables import ProjectConfig
+from compactor.config.tables import DEFAULT_CHECKPOINT_EVERY, ProjectConfig
 from compactor.delta.store import TableStore
 from compactor.domain.plans import MergePlan
 from compactor.errors import Rejected
@@ -28,6 +28,7 @@ from compactor.stream.control import Control
 from compactor.stream.cool_down import CoolDown
 from compactor.stream.due import DueTimes
 from compactor.stream.handler import BatchHandler
+from compactor.stream.log_keeper import LogKeeper
 from compactor.stream.merge_desk import StreamDesk
 from compactor.stream.merging.inflight import InFlight
 from compactor.stream.merging.scheduler import MergeScheduler
@@ -134,6 +135,7 @@ def assemble(
         metrics=sink,
         clock=clock,
     )
+    handler.logs = LogKeeper(store, lambda table: _checkpoint_every(configs, table), sink)
     # segments whose deleted rows a crash left unpurged: reported, and queued again
     keeper.recounted([s for table in catalog.table_names for s in catalog.segments(table) if s.deleted])
     return handler
@@ -145,6 +147,13 @@ def bytes_read(catalog: CatalogView, plan: MergePlan) -> int:
     if plan.rule == RuleName.UPSERT_COMPACTION:
         return max(plan.bytes_in, sum(s.bytes for s in catalog.segments(plan.table)))
     return plan.bytes_in
+
+
+def _checkpoint_every(configs: TableConfigs, table: str) -> int:
+    try:
+        return configs.for_table(table).checkpoint_every
+    except Rejected:  # no valid config: its log is still kept small
+        return DEFAULT_CHECKPOINT_EVERY
 
 
 def _purge_ratio(configs: TableConfigs, table: str) -> float | None:

@@ -32,6 +32,7 @@ from compactor.stream.catalog_keeper import CatalogKeeper
 from compactor.stream.control import Control
 from compactor.stream.job_view import JobView
 from compactor.stream.key_indexes import Snapshot
+from compactor.stream.log_keeper import LogKeeper
 from compactor.stream.merging.scheduler import MergeScheduler
 from compactor.stream.merging.waiting import INLINE_ORIGINS
 from compactor.stream.outage_log import OutageLog
@@ -75,6 +76,7 @@ class BatchHandler:
     counts: TriggerCounts = field(default_factory=TriggerCounts)
     lock: threading.RLock = field(default_factory=threading.RLock)
     outage_log: OutageLog | None = None  # where the job says so when an outage pauses it
+    logs: LogKeeper | None = None  # the maintainer of the tables' Delta logs (checkpoints)
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
@@ -160,6 +162,10 @@ class BatchHandler:
             self._purge(purge)
         if self.outage_log is not None:
             self.outage_log.sync(self.runner.failures.outage())
+        if self.logs is not None and not self.merges.draining:
+            with self.lock:
+                versions = {t: v for t in catalog.table_names if (v := catalog.version(t)) is not None}
+            self.logs.keep(versions)  # checkpoints: written here, never by a merge
 
     def outage_line(self) -> str | None:
         """The outage that pauses this shard's attempts, in words (None: no outage)."""

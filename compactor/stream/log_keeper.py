@@ -58,7 +58,9 @@ class LogKeeper:
 
     def keep(self, versions: Mapping[str, int]) -> list[str]:
         """One round: checkpoint the tables that are due (`versions`: table -> its newest version
-        as the catalog knows it), the most behind first, within the budget. The tables written."""
+        as the catalog knows it), the most behind first, within the budget; a table seen for the
+        first time costs one read of its `_last_checkpoint` (within the budget too: after a
+        start, the tables are read over a few rounds). The tables written."""
         started, written = self.clock(), []
         for table in set(self._facts) - set(versions):  # tables that left
             self._facts.pop(table, None)
@@ -67,6 +69,8 @@ class LogKeeper:
         for table, version in versions.items():
             known = self._checkpointed.get(table)
             if known is None:
+                if self.clock() - started > self.budget:
+                    continue  # read in a later round
                 known = self._checkpointed[table] = self.store.last_checkpoint(table)
             self._note(table, version, known)
             if version - known > self.every(table):

@@ -1,0 +1,63 @@
+"""Checkpoints off the merge path (against the in-memory store): the upkeep writes a table's
+checkpoint once its log holds more than `checkpoint_every` commits since the last, whoever
+wrote them, the most behind first and within a budget; a merge never waits for one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from compactor.stream.log_keeper import LogKeeper
+from compactor.stream.reporting import NoMetrics
+from tests.helpers.harness import Harness, between_batches
+from tests.helpers.memory_store import InMemoryTableStore
+
+MINOR = {"rule": "minor", "level_thresholds": [2, 0]}
+
+
+def config(every: int) -> dict[str, Any]:
+    return {"defaults": {"rules": [MINOR], "checkpoint_every": every}}
+
+
+def test_a_table_past_its_interval_gets_a_checkpoint_from_the_upkeep_not_from_a_merge(
+    harness: Harness,
+) -> None:
+    handler = harness.handler(config(3))
+    handler.process(harness.loaded(*(harness.day(i) for i in range(4))))  # 4 loads, 2 merges
+    assert harness.store.checkpointed == [], "the batch and its merges wrote none"
+    latest = harness.store.latest_version("t")
+    assert latest > 3
+    between_batches(handler)
+    assert harness.store.checkpointed == [("t", latest)]
+    assert handler.logs is not None and handler.logs.facts()["t"].commits_since_checkpoint == 0
+    between_batches(handler)
+    assert len(harness.store.checkpointed) == 1, "not again until 3 more commits"
+
+
+def test_the_most_behind_go_first_within_the_budget_and_the_rest_next_round() -> None:
+    now = [0.0]
+
+    class SlowCheckpoints(InMemoryTableStore):
+        def checkpoint(self, table: str) -> int:
+            now[0] += 3.0  # a checkpoint takes 3 s: past the round's budget of 2.5 s
+            return super().checkpoint(table)
+
+    store = SlowCheckpoints()
+    for table, commits in (("a", 5), ("b", 30), ("c", 12)):
+        store.create(table)
+        store.commits[table] = [None] * commits  # type: ignore[list-item]
+    keeper = LogKeeper(store, lambda table: 10, NoMetrics(), budget=2.5, clock=lambda: now[0])
+    versions = {t: store.latest_version(t) for t in "abc"}
+    assert keeper.keep(versions) == ["b"], "b first (30 behind), then the budget ran out"
+    assert keeper.keep(versions) == ["c"]
+    assert keeper.keep(versions) == [] and keeper.written == 2 and keeper.most_behind == 30
+
+
+def test_another_writers_checkpoint_is_taken_as_it_is() -> None:
+    store = InMemoryTableStore()
+    store.create("t")
+    store.commits["t"] = [None] * 20  # type: ignore[list-item]
+    keeper = LogKeeper(store, lambda table: 10, NoMetrics())
+    store.checkpoints["t"] = 15  # written by someone else since the keeper last looked
+    keeper._checkpointed["t"] = 0
+    assert keeper.keep({"t": 19}) == []
+    assert keeper.facts()["t"].commits_since_checkpoint == 4
