@@ -44,6 +44,35 @@ class DeletedRows:
 
 
 @dataclass(frozen=True, slots=True)
+class LogState:
+    """A table's Delta log: its newest version and its newest checkpoint's (-1: none)."""
+
+    version: int
+    checkpoint: int
+    every: int  # the table's checkpoint_every
+
+    @property
+    def since(self) -> int:
+        return max(0, self.version - self.checkpoint)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": self.version,
+            "checkpoint": self.checkpoint,
+            "commits_since_checkpoint": self.since,
+            "checkpoint_every": self.every,
+        }
+
+    def line(self) -> str:
+        at = (
+            f"since the checkpoint at version {self.checkpoint}"
+            if self.checkpoint >= 0
+            else ", no checkpoint yet"
+        )
+        return f"  log: version {self.version}, {self.since} commit(s){'' if at.startswith(',') else ' '}{at} (one every {self.every})"
+
+
+@dataclass(frozen=True, slots=True)
 class TableStatus:
     table: str
     merging: bool
@@ -60,6 +89,7 @@ class TableStatus:
     commits: str | None = None  # how its merges commit: "direct", or the fallback and why
     health: TableHealth | None = None  # its state in a word, and its score
     key_index: dict[str, Any] | None = None  # upsert tables: its key index's latest snapshot
+    log: LogState | None = None  # its Delta log: commits since the newest checkpoint
 
     def to_json(self) -> dict[str, Any]:
         by_level = Counter((s.level, str(s.state)) for s in self.segments)
@@ -98,6 +128,7 @@ class TableStatus:
             "deleted_rows": self.deleted.to_json() if self.deleted else None,
             "commits": self.commits,
             "key_index": self.key_index,
+            "log": self.log.to_json() if self.log else None,
             **(self.health.to_json() if self.health else {}),
         }
 
@@ -118,6 +149,7 @@ def table_status(
     commits: str | None = None,
     health: TableHealth | None = None,
     key_index: dict[str, Any] | None = None,
+    log: LogState | None = None,
 ) -> TableStatus:
     merges = [c for c in reversed(history) if c.op in {"merge", "refresh"}][:LAST_MERGES]
     return TableStatus(
@@ -136,6 +168,7 @@ def table_status(
         commits,
         health,
         key_index,
+        log,
     )
 
 
@@ -205,6 +238,8 @@ def render(status: TableStatus) -> str:
     )
     if status.commits is not None:
         lines.append(f"  merges commit: {status.commits}")
+    if status.log is not None:
+        lines.append(status.log.line())
     if status.deleted is not None:
         lines.append(status.deleted.line())
     if status.key_index is not None:

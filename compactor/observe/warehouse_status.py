@@ -21,7 +21,7 @@ from compactor.kafka.settings import KafkaSettings
 from compactor.kafka.shards import ShardLayout
 from compactor.kafka.topics import end_offsets
 from compactor.observe.shard_status import ShardStatus, shard_statuses
-from compactor.observe.status import DeletedRows, TableStatus, offline_health, table_status
+from compactor.observe.status import DeletedRows, LogState, TableStatus, offline_health, table_status
 from compactor.rules.due import table_due
 from compactor.rules.engine import evaluate
 from compactor.rules.late_data import summary
@@ -73,6 +73,7 @@ def table_report(
         store.commit_path(table),
         health=health,
         key_index=(store.key_indexes.describe(table) or {}) if settings.upsert is not None else None,
+        log=LogState(store.latest_version(table), store.last_checkpoint(table), settings.checkpoint_every),
     )
 
 

@@ -119,3 +119,20 @@ def test_status_counts_the_deleted_rows_its_files_still_hold() -> None:
     assert status.to_json()["deleted_rows"] == {"rows": 30, "ratio": 0.15, "purge_ratio": 0.2}
     off = table_status("t", True, [], [], [], deleted=DeletedRows.of([], None))
     assert "  deleted rows in files: 0 of 0 (0.0%); purging is off" in render(off).splitlines()
+
+
+def test_status_says_how_far_the_log_is_from_its_checkpoint() -> None:
+    from compactor.observe.status import LogState
+
+    behind = table_status("t", True, [], [], [], log=LogState(version=57, checkpoint=50, every=10))
+    assert "  log: version 57, 7 commit(s) since the checkpoint at version 50 (one every 10)" in render(
+        behind
+    ).splitlines()
+    assert behind.to_json()["log"] == {
+        "version": 57,
+        "checkpoint": 50,
+        "commits_since_checkpoint": 7,
+        "checkpoint_every": 10,
+    }
+    fresh = render(table_status("t", True, [], [], [], log=LogState(3, -1, 10)))
+    assert "  log: version 3, 4 commit(s), no checkpoint yet (one every 10)" in fresh.splitlines()
