@@ -64,12 +64,11 @@ class LogState:
         }
 
     def line(self) -> str:
-        at = (
-            f"since the checkpoint at version {self.checkpoint}"
-            if self.checkpoint >= 0
-            else ", no checkpoint yet"
-        )
-        return f"  log: version {self.version}, {self.since} commit(s){'' if at.startswith(',') else ' '}{at} (one every {self.every})"
+        if self.checkpoint < 0:
+            where = f"{self.since} commit(s), no checkpoint yet"
+        else:
+            where = f"{self.since} commit(s) since the checkpoint at version {self.checkpoint}"
+        return f"  log: version {self.version}, {where} (one every {self.every})"
 
 
 @dataclass(frozen=True, slots=True)
