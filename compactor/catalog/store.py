@@ -76,3 +76,7 @@ class CatalogStore(Protocol):
 
     def merged_by(self, table: str, plan_ids: Sequence[str]) -> dict[str, set[str]]:
         """The ids each of these plans retired (merged away), for the plans found."""
+
+    def upkeep(self) -> None:
+        """The store's own housekeeping, off the batches' path (its files compacted, old ones
+        removed), when it is due; a call that finds nothing due costs nothing."""

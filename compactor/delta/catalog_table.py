@@ -37,6 +37,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from delta.tables import DeltaTable
 from pyspark.sql import Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -68,6 +69,7 @@ MARK = ""  # the segment id of a table's mark row
 REWRITE_SLACK = 1000  # rows beyond twice the live ones before the current part is rewritten
 JOURNAL = "catalog-journal"
 COMPACT_EVERY = 64  # journal files folded into the table at once
+UPKEEP_EVERY_S = 6 * 3600.0  # the table's small files bin-packed and its old ones vacuumed this often
 COMPACT_AFTER_S = 300.0  # ... or this long after the oldest was written
 COMPACT_RETRY_S = 30.0  # after a fold that failed
 SCHEMA = StructType(
@@ -118,6 +120,7 @@ class DeltaCatalogStore:
         self._lock = threading.Lock()  # the journal lists: saves and a fold running aside
         self._compacting: threading.Thread | None = None
         self._retry_at = 0.0  # after a failed fold, none before this (monotonic seconds)
+        self._upkeep_at = time.monotonic() + UPKEEP_EVERY_S  # not in a fresh job's first hours
 
     def _exists(self) -> bool:
         # its log's files, never Delta's cached answer for the path (see reads.table_exists)
@@ -234,6 +237,29 @@ class DeltaCatalogStore:
             del self._journal[: len(rows)]
             del self._journal_files[: len(files)]
             self._journal_since = time.monotonic()  # the files left were written since it began
+
+    def upkeep(self, force: bool = False) -> None:
+        """Every `UPKEEP_EVERY_S` (or now, `force`): the table's small appended files bin-packed
+        (Delta's OPTIMIZE; its commits stay blind to the jobs' appends) and the files older
+        versions no longer need removed (VACUUM, within the table's own retention, 7 days by
+        default): its file count and bytes stay bounded by its live rows, not by its history.
+        Its log is checkpointed by its own commits (none of them a merge's). Losing a race with a
+        rewrite of another shard's rows leaves it for the next time."""
+        if not self.writer or (not force and time.monotonic() < self._upkeep_at):
+            return
+        self._upkeep_at = time.monotonic() + UPKEEP_EVERY_S
+        if not self._exists():
+            return
+        table = DeltaTable.forPath(self.spark, self.uri)
+        try:
+            table.optimize().executeCompaction()
+            table.vacuum()
+        except Exception as exc:
+            if not _lost_race(exc):
+                raise
+            log.info("catalog: its upkeep lost a race with another job; left for next time")
+            return
+        log.info("catalog: its table's files compacted and vacuumed")
 
     def fold_journals(self) -> None:
         """Every shard's journal folded into the table (a reshard, with every job stopped)."""

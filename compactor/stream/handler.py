@@ -162,6 +162,7 @@ class BatchHandler:
             self._purge(purge)
         if self.outage_log is not None:
             self.outage_log.sync(self.runner.failures.outage())
+        self.keeper.catalog_store.upkeep()  # the job's own catalog table: compacted, vacuumed
         if self.logs is not None and not self.merges.draining:
             with self.lock:
                 versions = {t: v for t in catalog.table_names if (v := catalog.version(t)) is not None}

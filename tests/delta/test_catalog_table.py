@@ -193,3 +193,24 @@ def test_start_up_reads_the_catalog_without_spark_where_delta_rs_can_and_both_ag
         assert loaded.segments == {"t": [b]}
         assert (loaded.marks["t"].version, loaded.marks["t"].announced) == (4, 3)
         assert loaded.marks["t"].retired.might_contain("x")
+
+
+def test_the_upkeep_bin_packs_the_tables_small_files_and_keeps_every_row(
+    spark: Any, warehouse: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each journal fold appends a small file; years of them would leave the catalog table as
+    many files as folds. The upkeep bin-packs them (and vacuums what no version needs)."""
+    monkeypatch.setattr(catalog_table, "COMPACT_EVERY", 1)
+    store = DeltaCatalogStore(spark, warehouse)
+    for n in range(6):
+        segment = seg(f"s{n}", f"2024-01-0{n + 1}", table="t", records=n + 1)
+        store.save(CatalogChanges(live={("t", segment.id): segment}, marks={"t": TableMark(n)}))
+        store.compact()
+    before = RustDeltaTable(store.uri).file_uris()
+    store.upkeep()
+    assert RustDeltaTable(store.uri).file_uris() == before, "not due yet: nothing done"
+    store.upkeep(force=True)
+    after = RustDeltaTable(store.uri).file_uris()
+    assert len(before) >= 6 and len(after) == 1, "one file for the current partition"
+    loaded = DeltaCatalogStore(spark, warehouse).load()
+    assert sorted((s.id, s.records) for s in loaded.segments["t"]) == [(f"s{n}", n + 1) for n in range(6)]

@@ -339,6 +339,7 @@ class InMemoryCatalogStore:
     live: dict[str, dict[str, Segment]] = field(default_factory=dict)
     marks: dict[str, TableMark] = field(default_factory=dict)
     retired_rows: dict[tuple[str, str], RetiredSegment] = field(default_factory=dict)
+    upkeeps: int = 0
     saves: int = 0
 
     def load(self) -> StoredCatalog:
@@ -362,6 +363,9 @@ class InMemoryCatalogStore:
         return {
             sid: self.retired_rows[(table, sid)] for sid in segment_ids if (table, sid) in self.retired_rows
         }
+
+    def upkeep(self) -> None:
+        self.upkeeps += 1
 
     def merged_by(self, table: str, plan_ids: Sequence[str]) -> dict[str, set[str]]:
         found: dict[str, set[str]] = {}
