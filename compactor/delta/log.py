@@ -12,6 +12,8 @@ listing and no Spark job.
 from __future__ import annotations
 
 import json
+import os
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Collection, Iterator
@@ -71,9 +73,7 @@ class DeltaLogReader:
 
     def _latest_version(self) -> int:
         if self._latest is None:
-            marker = f"{self.log_uri}/_last_checkpoint"  # absent until the first checkpoint
-            checkpoint = self.files.read_text(marker) if self.files.exists(marker) else None
-            self._latest = int(json.loads(checkpoint)["version"]) if checkpoint else -1
+            self._latest = self._checkpointed()
         known, step = self._latest, 1
         while self.files.exists(self._file(known + step)):
             known, step = known + step, step * 2
@@ -86,6 +86,22 @@ class DeltaLogReader:
                 missing = middle
         self._latest = known
         return known
+
+    def _checkpointed(self) -> int:
+        """Where the search for the newest version starts: the version `_last_checkpoint` names
+        (absent until the first checkpoint); without it, -1 while version 0 is there, else
+        the newest version the log's listing holds (cleanup removed the first commits and the
+        hint is gone: a checkpoint with no `_last_checkpoint` pointing at it)."""
+        text = self.files.read_text(f"{self.log_uri}/_last_checkpoint")
+        if text:
+            try:
+                return int(json.loads(text)["version"])
+            except (TypeError, ValueError, KeyError):
+                pass  # a hint, never the truth: the listing says
+        elif self.files.exists(self._file(0)):
+            return -1
+        versions = [log_file_version(n) for n in listed_names(self.files, self.log_uri)]
+        return max((v for v in versions if v is not None), default=-1)
 
     def commit(self, version: int) -> Actions | None:
         """The actions of one commit, or None when its file is gone (log cleanup)."""
@@ -234,6 +250,46 @@ def _removed_by(action: dict[str, Any]) -> set[str]:
     """The segment ids a commit's compactor metadata says it replaced (none for other actions)."""
     meta = parse_metadata(action["commitInfo"].get("userMetadata")) if "commitInfo" in action else None
     return set(meta.get("removed", [])) if meta else set()
+
+
+# a checkpoint's file names (PROTOCOL.md, "Checkpoint Naming Scheme"): classic, multi-part, UUID-named (V2)
+_CHECKPOINT = re.compile(
+    r"^(\d{20})\.checkpoint(?:\.(\d{10})\.(\d{10})\.parquet|\.([0-9a-fA-F-]{36})\.(?:json|parquet)|\.parquet)$"
+)
+_COMMIT = re.compile(r"^(\d{20})\.json$")
+
+
+def checkpoint_name(name: str) -> tuple[int, str, tuple[int, int] | None] | None:
+    """(version, form, (part, parts) of a multi-part one) of a checkpoint's top-level file name;
+    form is "classic", "part" or "uuid". None for any other name."""
+    found = _CHECKPOINT.match(name)
+    if found is None:
+        return None
+    version, part, parts, uuid = found.groups()
+    if part is not None:
+        return int(version), "part", (int(part), int(parts))
+    return int(version), "uuid" if uuid is not None else "classic", None
+
+
+def log_file_version(name: str) -> int | None:
+    """The version a commit's or a checkpoint's file name says (None for any other file)."""
+    commit = _COMMIT.match(name)
+    if commit is not None:
+        return int(commit.group(1))
+    checkpoint = checkpoint_name(name)
+    return None if checkpoint is None else checkpoint[0]
+
+
+def listed_names(files: HadoopFiles, log_uri: str) -> list[str]:
+    """The names in a `_delta_log` folder: a listing, asked for only when `_last_checkpoint`
+    cannot say (through Hadoop, one round trip per entry: read directly on a local disk)."""
+    local = files.local_path(log_uri)
+    if local is not None:
+        try:
+            return os.listdir(local)
+        except FileNotFoundError:
+            return []
+    return files.list_names(log_uri)
 
 
 def segment_partition_value(entry: dict[str, Any] | None) -> str | None:

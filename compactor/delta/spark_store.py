@@ -94,10 +94,11 @@ class SparkTableStore:
         return found
 
     def live_files(self, table: str) -> LiveFileIndex:
-        """The table's live files, kept for the job's life and folded forward from its log."""
+        """The table's live files, kept for the job's life and folded forward from its log (from
+        Delta's own snapshot when the job cannot read the table's checkpoint)."""
         found = self._live.get(table)
         if found is None:
-            found = self._live.setdefault(table, LiveFileIndex(self.log(table), self.files))
+            found = self._live.setdefault(table, LiveFileIndex(self.log(table), self.files, self.spark))
         return found
 
     def tables(self, known: Collection[str] = ()) -> list[str]:
@@ -225,9 +226,14 @@ class SparkTableStore:
         return kept[1]
 
     def commit_path(self, table: str) -> str:
-        """How the table's merges commit: "direct", or Delta's generic overwrite and why."""
+        """How the table's merges commit: "direct", or Delta's generic overwrite and why; a
+        direct commit whose files come from Delta's snapshot (the job cannot read the table's
+        checkpoint) says so and why."""
         reason = direct_commit_refusal(table_protocol(self.spark, table_uri(self.warehouse, table)))
-        return "direct" if reason is None else f"Delta's generic overwrite ({reason})"
+        if reason is not None:
+            return f"Delta's generic overwrite ({reason})"
+        unread = self.live_files(table).unreadable()
+        return "direct" if unread is None else f"direct, the table's files from Delta's snapshot ({unread})"
 
     def merge_write_tasks(self) -> int:
         """The tasks a merge writes with at most: as set, or `cores_but_one`."""
