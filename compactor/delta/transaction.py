@@ -42,6 +42,7 @@ from compactor.delta.features import direct_commit_refusal, refused_features
 from compactor.delta.files import jvm_class
 from compactor.delta.live_files import LiveFile, LiveFileIndex
 from compactor.delta.log import CommitFacts
+from compactor.delta.log_upkeep import without_inline_checkpoint
 from compactor.delta.paths import SEGMENT_COLUMN
 from compactor.delta.predicates import in_list
 from compactor.delta.reads import committed
@@ -194,6 +195,7 @@ class DirectTransaction:
             option.empty(),
         )
         checksum = keep_checksum and bool(self.txn.snapshot().checksumOpt().isDefined())
+        without_inline_checkpoint(self.txn)  # the job's maintainer writes it, off the merge path
         with self._checksums(checksum), conflicts_as_commit_conflict():
             return int(self.txn.commit(self._seq([*added, *removed]), operation))
 

@@ -1,0 +1,51 @@
+"""Checkpoints off the merge path, on real Spark and Delta: a merge commit that lands on a
+multiple of the checkpoint interval writes none; the maintainer writes the checkpoint of a table
+past its interval (delta-rs loads leave none), from Delta's own writer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from compactor.delta.merge_settings import MergeSettings
+from compactor.delta.paths import table_uri
+from compactor.delta.spark_store import SparkTableStore
+from compactor.domain.plans import make_plan
+from compactor.stream.log_keeper import LogKeeper
+from compactor.stream.reporting import NoMetrics
+from tests.delta.test_direct_commit import merge_in_group, rust_load
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.mark.parametrize("driver_max_bytes", [0, 16 << 20], ids=["spark", "driver"])
+def test_a_merge_on_the_checkpoint_interval_writes_no_checkpoint(
+    spark: Any, warehouse: Path, driver_max_bytes: int
+) -> None:
+    segments = [rust_load(warehouse, f"s{i}", i) for i in range(10)]  # versions 0..9
+    commit = merge_in_group(
+        spark,
+        warehouse,
+        make_plan("t", "minor", segments[:2]),
+        MergeSettings(driver_max_bytes=driver_max_bytes),
+    )
+    assert commit.version == 10, "the version Delta's hook would checkpoint"
+    log = warehouse / "t" / "_delta_log"
+    assert not list(log.glob("*.checkpoint*")), "the merge wrote no checkpoint"
+
+
+def test_the_maintainer_checkpoints_a_table_past_its_interval(spark: Any, warehouse: Path) -> None:
+    for i in range(12):  # delta-rs loads: versions 0..11, no checkpoint
+        rust_load(warehouse, f"s{i}", i)
+    store = SparkTableStore(spark, str(warehouse))
+    assert store.last_checkpoint("t") == -1
+    keeper = LogKeeper(store, lambda table: 10, NoMetrics())
+    assert keeper.keep({"t": 11}) == ["t"]
+    assert store.last_checkpoint("t") == 11
+    assert (warehouse / "t" / "_delta_log" / f"{11:020d}.checkpoint.parquet").exists()
+    assert keeper.facts()["t"].commits_since_checkpoint == 0
+    assert keeper.keep({"t": 11}) == [], "not again"
+    loaded = spark.read.format("delta").load(table_uri(warehouse, "t")).count()
+    assert loaded == 12 * 20
