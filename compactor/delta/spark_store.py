@@ -240,6 +240,7 @@ class SparkTableStore:
         return self.write_tasks if self.write_tasks is not None else cores_but_one(self.spark)
 
     def purge(self, segments: Sequence[Segment]) -> None:
+        self._unfenced()
         label = f"compactor purge {segments[0].table} {','.join(s.id for s in segments)}"
         with self._local(DESCRIPTION_PROPERTY, label), conflicts_as_commit_conflict():
             purge_deleted_rows(self.spark, self.warehouse, segments)
