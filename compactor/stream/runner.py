@@ -28,7 +28,7 @@ from compactor.domain.plans import Commit, MergePlan
 from compactor.domain.segments import Segment
 from compactor.errors import CommitConflict, MergeCancelled, StalePlan
 from compactor.stream.cool_down import CoolDown
-from compactor.stream.faults import AFTER_BOOKKEEPING, AFTER_COMMIT, AFTER_PLANNING, fault_point
+from compactor.stream.faults import AFTER_BOOKKEEPING, AFTER_COMMIT, AFTER_PLANNING, fault_point, hang_point
 from compactor.stream.merging.workers import Finished
 from compactor.stream.reporting import MetricsSink, NoMetrics
 from compactor.stream.stats import MergeCounts
@@ -120,6 +120,7 @@ class Runner:
         lost = [0]
         try:
             with self.metrics.merging():
+                hang_point(plan.table, plan.plan_id)  # COMPACTOR_HANG (bench/years.py); inert unless set
                 commit = self._commit(plan, settings, load_order, lost)
         except StalePlan as exc:
             return Finished(plan, stale=str(exc), conflicts=lost[0])

@@ -1,0 +1,1296 @@
+"""Months of operation compressed into one run: the real job (`compactor run`, its own process) on
+real Kafka, Spark, Delta and an S3 API server (moto) behind Toxiproxy, with the faults a year brings,
+each more than once in the full run:
+
+- the job SIGKILLed and restarted on its checkpoint;
+- the broker paused (SIGSTOP) for longer than the lease's session, then resumed;
+- the object store out of reach (the proxy cut; the loaders wait too) for longer than a whole
+  quarantine streak (`cool_down` shortened to 1 s for the run, as an operator may set it);
+- merges that hang: one asleep on the driver before its commit, one in a Spark task
+  (`COMPACTOR_HANG`, compactor/stream/faults.py), each cancelled at its time bound;
+- a table whose merges always fail: its config sorts by a column it does not have;
+- another writer deleting rows (a delta-rs DELETE) while the job merges the table.
+
+Loads come through `ArrowLoader` (delta-rs, straight to the S3 server: only the job is behind the
+proxy), paced so that merges keep up. A `ResultsFollower` takes every result and is restarted with
+the job. Every `sample_every` merges the job's driver is sampled: PSS of its Python process and of
+its JVM, the JVM heap after a full GC (`jcmd GC.run`, then `GC.heap_info`), live threads, the files
+under `_compactor/` and each Delta log's commits since its last checkpoint. At the end, the job
+drained:
+
+- every table's rows against what was loaded (less what the other writer deleted): rows lost,
+  rows doubled, and an order-independent fingerprint (count, sum of each row's pandas hash);
+- every result given to the follower once per (plan, status); every SUCCEEDED plan committed once;
+- healthy tables quarantined (0), the failing table quarantined with its reason;
+- the slope per 1,000 merges of memory and threads, fitted after each start's warm-up.
+
+Exits 1 when rows or results are wrong; the other targets are printed and saved, met or missed.
+Saves bench/results/years.json (`years_quick.json` with --quick).
+Run: .venv/bin/python bench/years.py [--quick] [--tables N] [--merges N] [--minutes M] [--keep]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import psutil
+from _common import MIB, bench_parser, machine_info, print_table, run_args, save_results
+
+COMPACTOR = str(Path(sys.executable).with_name("compactor"))
+MOTO = str(Path(sys.executable).with_name("moto_server"))
+REPO = Path(__file__).resolve().parent.parent
+BUCKET = "bench-years"
+WAREHOUSE = "warehouse"
+ROWS = 20  # rows a load
+JAN = datetime(2024, 1, 1, tzinfo=UTC)
+BROKEN = "broken"  # its config sorts by a column it lacks: every merge fails
+HANG_DRIVER, HANG_TASK, DELETED = "t01", "t02", "t03"  # healthy tables with a part in a fault
+COOL_DOWN_S = 1
+QUARANTINE_AFTER = 3
+MERGE_TIMEOUT_S = 30
+TARGET_MIB_PER_1000 = 2.0
+# Delta checkpoints every 10th version the job commits, delta-rs every 100th one the loads commit
+JOB_CHECKPOINT_INTERVAL, LOADER_CHECKPOINT_INTERVAL = 10, 100
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What one run does: its tables, its merges, and how often each fault strikes."""
+
+    tables: int  # healthy tables (the failing one comes on top)
+    merges: int  # loads stop once this many merges succeeded and every fault struck
+    minutes: float  # ... or this long after the first merge (the job's start-up not counted)
+    sample_every: int  # merges between samples of the driver
+    warmup: int  # merges after each start before its samples count toward a slope
+    outages: int
+    outage_s: float
+    kills: int
+    pauses: int
+    deletes: int
+    faults_from: float  # the faults strike between these shares of `merges`
+    faults_to: float
+    hang_every: int  # a table's merges hang on its first in a process, then on every n-th (0: never)
+    hang_after_restarts: bool  # hang again in each process, or only in the first
+    drain_s: float  # at most this long for the job to finish what was loaded
+    stop_s: float  # SIGTERM, then SIGKILL after this long
+
+
+QUICK = Shape(
+    tables=5, merges=16, minutes=2.0, sample_every=3, warmup=0,
+    outages=1, outage_s=10, kills=1, pauses=1, deletes=1, faults_from=0.1, faults_to=0.5,
+    hang_every=0, hang_after_restarts=False, drain_s=60, stop_s=20,
+)  # fmt: skip
+FULL = Shape(
+    tables=56, merges=5000, minutes=45, sample_every=500, warmup=500,
+    outages=3, outage_s=40, kills=4, pauses=3, deletes=6, faults_from=0.1, faults_to=0.85,
+    hang_every=40, hang_after_restarts=True, drain_s=600, stop_s=120,
+)  # fmt: skip
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def config_yaml(proxy_port: int) -> str:
+    """`minor [2, 2]`: two loads make a level-1 segment, two of those a final level-2 one (3 merges
+    per 4 loads). S3A reaches the store through the proxy with few retries, so that a cut link
+    fails a merge in seconds rather than after S3A's minutes of retrying."""
+    s3a = {
+        "endpoint": f"http://127.0.0.1:{proxy_port}",
+        "path.style.access": "true",
+        "connection.ssl.enabled": "false",
+        "endpoint.region": "us-east-1",
+        "retry.limit": "1",
+        "retry.interval": "50ms",
+        "attempts.maximum": "1",
+        "retry.throttle.limit": "1",
+    }
+    spark = "".join(f'  spark.hadoop.fs.s3a.{k}: "{v}"\n' for k, v in s3a.items())
+    return (
+        "defaults:\n  rules:\n    - rule: minor\n      level_thresholds: [2, 2]\n"
+        f"tables:\n  {BROKEN}:\n    sort:\n      by: [no_such_column]\n"
+        f"operations:\n  cool_down: {COOL_DOWN_S}s\n  quarantine_after: {QUARANTINE_AFTER}\n"
+        f"  merge_timeout_floor: {MERGE_TIMEOUT_S}s\n  merge_timeout: {MERGE_TIMEOUT_S}s\n"
+        "  check_other_writers_every: 5s\n"
+        f"spark:\n{spark}"
+    )
+
+
+# -- the services --------------------------------------------------------------------------------
+
+
+class Services:
+    """moto's S3 server (a process of its own), Toxiproxy in front of it, and a Kafka broker."""
+
+    def __init__(self, work: Path) -> None:
+        self.work = work
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.broker: Any = None
+        self.s3_port, self.toxi_port, self.proxy_port = free_port(), free_port(), free_port()
+        self.bootstrap = ""
+
+    def start(self) -> Services:
+        os.environ.setdefault("AWS_ACCESS_KEY_ID", "compactor-bench")
+        os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "compactor-bench")
+        os.environ.setdefault("AWS_REGION", "us-east-1")
+        toxiproxy = os.environ.get("TOXIPROXY_SERVER") or str(REPO / ".tools" / "toxiproxy-server")
+        with open(self.work / "services.log", "ab") as log:
+            for command, env in (
+                ([MOTO, "-H", "127.0.0.1", "-p", str(self.s3_port)], os.environ),
+                (
+                    [toxiproxy, "-host", "127.0.0.1", "-port", str(self.toxi_port)],
+                    {**os.environ, "LOG_LEVEL": "error"},
+                ),
+            ):
+                self.procs.append(
+                    subprocess.Popen(command, stdout=log, stderr=log, env=env, start_new_session=True)
+                )
+        self._wait(lambda: self.s3().list_buckets() is not None, "moto's S3 server")
+        self._wait(lambda: self.toxi("GET", "/version") is not None, "Toxiproxy")
+        self.s3().create_bucket(Bucket=BUCKET)
+        upstream = f"127.0.0.1:{self.s3_port}"
+        self.toxi(
+            "POST", "/proxies", {"name": "s3", "listen": f"127.0.0.1:{self.proxy_port}", "upstream": upstream}
+        )
+        configured = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+        if configured:
+            self.bootstrap = configured
+        else:
+            from compactor.dev.kafka_broker import LocalKafkaBroker
+
+            self.broker = LocalKafkaBroker(self.work / "kafka")
+            self.bootstrap = self.broker.start()
+        return self
+
+    def _wait(self, check: Callable[[], bool], what: str) -> None:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if check():
+                    return
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{what} did not start: see {self.work / 'services.log'}") from None
+            time.sleep(0.2)
+
+    def s3(self) -> Any:
+        """A boto3 client straight to the S3 server (not through the proxy)."""
+        import boto3
+
+        return boto3.client("s3", endpoint_url=f"http://127.0.0.1:{self.s3_port}", region_name="us-east-1")
+
+    def storage_options(self) -> dict[str, str]:
+        """delta-rs straight to the S3 server. Its commits are create-if-absent (If-None-Match), so
+        a load never replaces a commit of the job; the job's S3 log store checks, then writes, which
+        is safe only within its own JVM (docs/deploying.md, several writers on S3)."""
+        return {
+            "AWS_ENDPOINT_URL": f"http://127.0.0.1:{self.s3_port}",
+            "AWS_ALLOW_HTTP": "true",
+            "AWS_REGION": "us-east-1",
+            "conditional_put": "etag",
+        }
+
+    def toxi(self, method: str, path: str, body: dict[str, Any] | None = None) -> str:
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(f"http://127.0.0.1:{self.toxi_port}{path}", data=data, method=method)
+        request.add_header("Content-Type", "application/json")
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return str(answer.read().decode())
+
+    @contextlib.contextmanager
+    def store_cut(self) -> Iterator[None]:
+        """The job's link to the object store down: open connections closed, new ones refused."""
+        self.toxi("POST", "/proxies/s3", {"enabled": False})
+        try:
+            yield
+        finally:
+            self.toxi("POST", "/proxies/s3", {"enabled": True})
+
+    def dump(self, into: Path) -> None:
+        """Every object of the bucket into a local folder (--keep: the warehouse outlives the run)."""
+        s3 = self.s3()
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET):
+            for item in page.get("Contents", []):
+                target = into / item["Key"]
+                target.parent.mkdir(parents=True, exist_ok=True)
+                s3.download_file(BUCKET, item["Key"], str(target))
+
+    def stop(self) -> None:
+        if self.broker is not None:
+            with contextlib.suppress(Exception):
+                os.kill(self.broker.pid, signal.SIGCONT)
+            self.broker.stop()
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.terminate()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=10)
+
+
+# -- the job -------------------------------------------------------------------------------------
+
+
+class Job:
+    """`compactor run` in a process group of its own (its JVM with it), started again on one
+    checkpoint; its output appended to one log over all its starts."""
+
+    def __init__(self, args: list[str], log: Path, env: dict[str, str]) -> None:
+        self.args, self.log, self.env = args, log, env
+        self.port = 0
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+        self.exits: list[dict[str, Any]] = []  # the job ended on its own
+
+    def start(self) -> None:
+        self.port = free_port()
+        self.starts += 1
+        with open(self.log, "ab") as out:
+            out.write(
+                f"\n===== years.py: start {self.starts} at {datetime.now(UTC):%H:%M:%S} =====\n".encode()
+            )
+            self.proc = subprocess.Popen(
+                [
+                    COMPACTOR,
+                    "run",
+                    *self.args,
+                    "--metrics-port",
+                    str(self.port),
+                    "--metrics-host",
+                    "127.0.0.1",
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=self.env,
+                start_new_session=True,
+            )
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def serving(self) -> bool:
+        """Its shard's query runs: started since the job's last start, not failed or lost since."""
+        text = self.log.read_text(errors="replace").rsplit("===== years.py: start", 1)[-1]
+        up = text.rfind("shard 0: running (started")
+        down = max(text.rfind("the streaming query failed"), text.rfind("lost shard(s)"))
+        return self.alive() and up > down
+
+    def exited(self, merges: int) -> None:
+        """The job ended on its own: note how, from the end of its log."""
+        assert self.proc is not None
+        text = self.log.read_text(errors="replace").rsplit("===== years.py: start", 1)[-1]
+        last = [line for line in text.splitlines() if re.match(r"^[\w.]+(Error|Exception)\b", line)]
+        self.exits.append(
+            {
+                "start": self.starts,
+                "code": self.proc.returncode,
+                "at_merges": merges,
+                "error": (last or ["?"])[-1][:300],
+            }
+        )
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)  # its JVM, if it outlived it
+
+    def kill(self) -> None:
+        """SIGKILL the job and its JVM: no goodbye to anyone."""
+        if self.proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+
+    def stop(self, grace: float) -> int | None:
+        """SIGTERM, as an orchestrator stops it; SIGKILL after `grace` seconds."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=grace)
+        code = self.proc.poll()
+        self.kill()
+        return code
+
+    def metrics(self) -> dict[str, float]:
+        """Every sample of the job's /metrics, by name and labels ({} while it does not answer)."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as page:
+                text = page.read().decode()
+        except OSError:
+            return {}
+        found: dict[str, float] = {}
+        for line in text.splitlines():
+            name, _, value = line.rpartition(" ")
+            if line and not line.startswith("#"):
+                with contextlib.suppress(ValueError):
+                    found[name] = float(value)
+        return found
+
+    def pids(self) -> tuple[int | None, int | None]:
+        """The job's Python process and its JVM (the java child pyspark started)."""
+        if self.proc is None or self.proc.poll() is not None:
+            return None, None
+        try:
+            children = psutil.Process(self.proc.pid).children(recursive=True)
+        except psutil.Error:
+            return self.proc.pid, None
+        return self.proc.pid, next((c.pid for c in children if _name(c) == "java"), None)
+
+
+def _name(proc: psutil.Process) -> str:
+    try:
+        return str(proc.name())
+    except psutil.Error:
+        return ""
+
+
+# -- loads and results ---------------------------------------------------------------------------
+
+
+def load_rows(table: str, n: int) -> Any:
+    """Load `n` of `table`: ROWS rows, each (load, k) once."""
+    import pyarrow as pa
+
+    ks = range(ROWS)
+    return pa.table(
+        {
+            "load": pa.array([n] * ROWS, pa.int64()),
+            "k": pa.array(ks, pa.int64()),
+            "v": pa.array([(n * 1_000_003 + k * 7919 + len(table)) % 1_000_000_007 for k in ks], pa.int64()),
+            "note": pa.array([f"{table}-{n}-{k}" for k in ks], pa.string()),
+        }
+    )
+
+
+def expected_merges(loads: int) -> int:
+    """Merges `minor [2, 2]` makes of `loads` loads: one per two loads, one per two of those."""
+    return loads // 2 + loads // 4
+
+
+class Results(threading.Thread):
+    """A `ResultsFollower` taking every result, as a consumer of the results topic does; `restart`
+    closes it and opens another in the same group (a consumer restarted beside the job)."""
+
+    def __init__(self, kafka: Any) -> None:
+        super().__init__(name="years-results", daemon=True)
+        self.kafka = kafka
+        self.group = f"years-follower-{uuid.uuid4().hex[:8]}"
+        self.given: list[tuple[str, str, str]] = []  # (plan id, status, table), as given out
+        self.restarts = 0
+        self.success_times: list[float] = []  # monotonic seconds of each SUCCEEDED result given out
+        self._succeeded = 0
+        self._healthy: set[str] = set()
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._restart = threading.Event()
+
+    def successes(self) -> int:
+        """SUCCEEDED results given out so far (merges)."""
+        with self._lock:
+            return self._succeeded
+
+    def healthy_successes(self) -> int:
+        with self._lock:
+            return len(self._healthy)
+
+    def outcomes(self) -> int:
+        with self._lock:
+            return len(self.given)
+
+    def restart(self) -> None:
+        self._restart.set()
+
+    def run(self) -> None:
+        from compactor.client.results import ResultsFollower
+
+        while not self._stopping.is_set():
+            try:
+                topic = self.kafka.results_topic
+                with ResultsFollower(
+                    self.group, self.kafka.bootstrap_servers, results_topic=topic
+                ) as follower:
+                    while not (self._stopping.is_set() or self._restart.is_set()):
+                        for result in follower.follow(idle_timeout=1.0):
+                            self._take(result)
+                            if self._restart.is_set():
+                                break
+            except Exception as exc:  # the broker paused under it: a new follower in the same group
+                print(f"  results follower: {type(exc).__name__}: {str(exc)[:160]}; a new one", flush=True)
+                self._stopping.wait(1.0)
+            if not self._stopping.is_set():
+                self._restart.clear()
+                self.restarts += 1
+
+    def _take(self, result: dict[str, Any]) -> None:
+        status = _status(result)
+        with self._lock:
+            self.given.append((str(result["plan_id"]), status, str(result["table"])))
+            if status == "SUCCEEDED":
+                self._succeeded += 1
+                self.success_times.append(time.monotonic())
+                if result["table"] != BROKEN:
+                    self._healthy.add(str(result["plan_id"]))
+
+    def close(self) -> None:
+        self._stopping.set()
+        self.join(timeout=60)
+
+
+def _status(result: dict[str, Any]) -> str:
+    return str(getattr(result["status"], "value", result["status"]))
+
+
+class Loader(threading.Thread):
+    """Loads round-robin over the tables through `ArrowLoader`, as long as the merges keep up (it
+    waits while more than `max_owed` merges are owed) and the store is up. A failed load is tried
+    again under its segment id: the loader's transaction id makes a retry announce the first
+    commit, never write the rows twice."""
+
+    def __init__(
+        self, services: Services, kafka: Any, tables: list[str], results: Results, max_owed: int
+    ) -> None:
+        super().__init__(name="years-loader", daemon=True)
+        from compactor.client.arrow_loader import ArrowLoader
+
+        self.loader = ArrowLoader(
+            f"s3a://{BUCKET}/{WAREHOUSE}",
+            kafka.bootstrap_servers,
+            storage_options=services.storage_options(),
+            segments_topic=kafka.segments_topic,
+            results_topic=kafka.results_topic,
+        )
+        self.tables, self.results, self.max_owed = tables, results, max_owed
+        self.loads: dict[str, int] = dict.fromkeys(tables, 0)
+        self.retries = 0
+        self.lock = threading.Lock()
+        self.store_down = threading.Event()  # the object store is out of everyone's reach
+        self.stopping = threading.Event()
+        self._closed = False
+
+    def owed(self) -> int:
+        with self.lock:
+            due = sum(expected_merges(n) for t, n in self.loads.items() if t != BROKEN)
+        return due - self.results.healthy_successes()
+
+    def run(self) -> None:
+        turn = 0
+        while not self.stopping.is_set():
+            if self.store_down.is_set() or self.owed() > self.max_owed:
+                self.stopping.wait(0.2)
+                continue
+            table = self.tables[turn % len(self.tables)]
+            turn += 1
+            if self._load(table, self.loads[table]):
+                with self.lock:
+                    self.loads[table] += 1
+
+    def _load(self, table: str, n: int) -> bool:
+        start = JAN + timedelta(hours=n)
+        while not self.stopping.is_set():
+            try:
+                self.loader.load(
+                    table, load_rows(table, n), start, start + timedelta(hours=1), segment_id=f"l{n:06d}"
+                )
+                return True
+            except Exception as exc:  # the broker paused, a commit race: the same load again
+                self.retries += 1
+                print(f"  load {table}/{n}: {type(exc).__name__}: {str(exc)[:120]}; again", flush=True)
+                self.stopping.wait(1.0)
+        return False  # stopped before it was committed and announced: it never happened
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self.stopping.set()
+        if self.is_alive():
+            self.join(timeout=120)
+        self.loader.close()
+
+
+# -- samples -------------------------------------------------------------------------------------
+
+
+def pss_mib(pid: int | None) -> float | None:
+    if pid is None:
+        return None
+    try:
+        return float(psutil.Process(pid).memory_full_info().pss) / MIB
+    except (psutil.Error, AttributeError):
+        return None
+
+
+def threads(pid: int | None) -> int | None:
+    if pid is None:
+        return None
+    with contextlib.suppress(OSError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("Threads:"):
+                return int(line.split()[1])
+    return None
+
+
+def heap_after_gc_mib(pid: int | None) -> float | None:
+    """The JVM heap in use right after a full GC (`jcmd GC.run`, then `GC.heap_info`)."""
+    if pid is None:
+        return None
+    try:
+        subprocess.run(["jcmd", str(pid), "GC.run"], capture_output=True, timeout=120, check=True)
+        info = subprocess.run(["jcmd", str(pid), "GC.heap_info"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    found = re.search(r"total \d+K, used (\d+)K", info.stdout)
+    return int(found.group(1)) / 1024 if found else None
+
+
+def jvm_thread_names(pid: int | None) -> dict[str, int]:
+    """The JVM's live threads by name, digits folded (`jcmd Thread.print`): what a growing count is."""
+    if pid is None:
+        return {}
+    try:
+        out = subprocess.run(
+            ["jcmd", str(pid), "Thread.print"], capture_output=True, text=True, timeout=60
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    names = re.findall(r'^"([^"]*)"', out, re.M)
+    return dict(Counter(re.sub(r"\d+", "N", n) for n in names).most_common(12))
+
+
+@dataclass
+class Sample:
+    """The job's driver, every `sample_every` merges."""
+
+    merges: int
+    start: int  # the job's start (1, 2, ...) it was taken in
+    since_start: int  # merges since that start
+    seconds: float
+    python_pss_mib: float | None
+    jvm_pss_mib: float | None
+    heap_after_gc_mib: float | None
+    python_threads: int | None
+    jvm_threads: int | None
+    files: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def driver_pss_mib(self) -> float | None:
+        if self.python_pss_mib is None or self.jvm_pss_mib is None:
+            return None
+        return self.python_pss_mib + self.jvm_pss_mib
+
+
+def slope_per_1000(
+    samples: list[Sample], value: Callable[[Sample], float | None], warmup: int
+) -> float | None:
+    """Least-squares slope of `value` per 1,000 merges, pooled within each start of the job (each
+    start has its own intercept: a restart sets memory back), leaving out each start's warm-up."""
+    groups: dict[int, list[tuple[float, float]]] = {}
+    for s in samples:
+        y = value(s)
+        if y is not None and s.since_start >= warmup:
+            groups.setdefault(s.start, []).append((float(s.merges), float(y)))
+    num = den = 0.0
+    for points in groups.values():
+        mx = sum(x for x, _ in points) / len(points)
+        my = sum(y for _, y in points) / len(points)
+        num += sum((x - mx) * (y - my) for x, y in points)
+        den += sum((x - mx) ** 2 for x, _ in points)
+    return num / den * 1000 if den > 0 else None
+
+
+def file_counts(services: Services, tables: list[str]) -> dict[str, Any]:
+    """Files under `_compactor/` (by folder); per table and for the catalog table, the commits in
+    its log since its last checkpoint, and its log's files in all."""
+    s3 = services.s3()
+    keys: list[str] = []
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=f"{WAREHOUSE}/"):
+        keys.extend(o["Key"] for o in page.get("Contents", []))
+    state = [
+        k.removeprefix(f"{WAREHOUSE}/_compactor/") for k in keys if k.startswith(f"{WAREHOUSE}/_compactor/")
+    ]
+
+    def since_checkpoint(prefix: str) -> tuple[int, int]:
+        log = [k for k in keys if k.startswith(f"{prefix}/_delta_log/")]
+        names = [Path(k).name for k in log]
+        versions = [int(n.split(".")[0]) for n in names if re.fullmatch(r"\d{20}\.json", n)]
+        checkpoint = -1
+        with contextlib.suppress(Exception):
+            body = s3.get_object(Bucket=BUCKET, Key=f"{prefix}/_delta_log/_last_checkpoint")["Body"].read()
+            checkpoint = int(json.loads(body)["version"])
+        return (max(versions) - checkpoint if versions else 0), len(log)
+
+    per_table = {t: since_checkpoint(f"{WAREHOUSE}/{t}") for t in tables}
+    catalog_since, catalog_log = since_checkpoint(f"{WAREHOUSE}/_compactor/catalog")
+    return {
+        "compactor_files": len(state),
+        "compactor_files_by_folder": dict(sorted(Counter(k.split("/")[0] for k in state).items())),
+        "catalog_commits_since_checkpoint": catalog_since,
+        "catalog_log_files": catalog_log,
+        "table_commits_since_checkpoint_max": max((s for s, _ in per_table.values()), default=0),
+        "table_log_files_max": max((n for _, n in per_table.values()), default=0),
+    }
+
+
+# -- the checks at the end -----------------------------------------------------------------------
+
+
+def row_fingerprint(frame: Any) -> tuple[int, int]:
+    """(rows, sum of each row's pandas hash mod 2^64): equal for equal multisets of rows."""
+    import pandas as pd
+
+    if len(frame) == 0:
+        return 0, 0
+    hashes = pd.util.hash_pandas_object(frame[["load", "k", "v", "note"]], index=False)
+    return len(frame), int(hashes.to_numpy().sum(dtype="uint64"))
+
+
+def conservation(
+    services: Services, loads: dict[str, int], deleted: set[tuple[str, int, int]]
+) -> dict[str, Any]:
+    """Each table's rows (read by delta-rs) against its loads, less the other writer's deletes."""
+    import pandas as pd
+    from deltalake import DeltaTable
+
+    per_table: dict[str, dict[str, Any]] = {}
+    for table, n in loads.items():
+        if not n:
+            continue
+        want = pd.concat([load_rows(table, i).to_pandas() for i in range(n)], ignore_index=True)
+        keep = [(table, a, b) not in deleted for a, b in zip(want["load"], want["k"], strict=True)]
+        want = want[keep]
+        uri = f"s3://{BUCKET}/{WAREHOUSE}/{table}"
+        got = (
+            DeltaTable(uri, storage_options=services.storage_options())
+            .to_pyarrow_table(columns=["load", "k", "v", "note"])
+            .to_pandas()
+        )
+        counts = Counter(zip(got["load"].tolist(), got["k"].tolist(), strict=True))
+        wanted = set(zip(want["load"].tolist(), want["k"].tolist(), strict=True))
+        per_table[table] = {
+            "loads": n,
+            "rows_expected": len(want),
+            "rows": len(got),
+            "lost": len(wanted - set(counts)),
+            "doubled": sum(c - 1 if k in wanted else c for k, c in counts.items()),
+            "fingerprint_matches": row_fingerprint(want) == row_fingerprint(got),
+            "deleted": sum(1 for t, _, _ in deleted if t == table),
+        }
+    return per_table
+
+
+def raw_results(kafka: Any) -> list[dict[str, Any]]:
+    """Every record of the results topic, decoded, as the job sent it (repeats included)."""
+    from confluent_kafka import Consumer
+
+    from compactor.codec.events import default_codec
+    from compactor.kafka.polling import messages
+
+    settings = {
+        "bootstrap.servers": kafka.bootstrap_servers,
+        "group.id": f"years-raw-{uuid.uuid4().hex}",
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+    }
+    consumer = Consumer(settings)
+    consumer.subscribe([kafka.results_topic])
+    codec = default_codec()
+    try:
+        return [codec.decode_merge_result(m.value()) for m in messages(consumer, idle_timeout=10.0)]
+    finally:
+        consumer.close()
+
+
+def merge_commits(services: Services, tables: list[str]) -> Counter[str]:
+    """Plan id -> the merge commits naming it, over every table's history."""
+    from deltalake import DeltaTable
+
+    from compactor.delta.commit_metadata import parse_metadata
+
+    found: Counter[str] = Counter()
+    for table in tables:
+        with contextlib.suppress(Exception):  # a table never loaded
+            uri = f"s3://{BUCKET}/{WAREHOUSE}/{table}"
+            for commit in DeltaTable(uri, storage_options=services.storage_options()).history():
+                meta = parse_metadata(commit.get("userMetadata"))
+                if meta and meta.get("op") == "merge" and meta.get("plan_id"):
+                    found[str(meta["plan_id"])] += 1
+    return found
+
+
+def results_check(
+    given: list[tuple[str, str, str]], raw: list[dict[str, Any]], commits: Counter[str]
+) -> dict[str, Any]:
+    """Each (plan, status) the job sent given to the follower exactly once; each SUCCEEDED plan
+    committed exactly once, and each merge commit announced as SUCCEEDED."""
+    outcomes = {(str(r["plan_id"]), _status(r)) for r in raw}
+    handed = Counter((p, s) for p, s, _ in given)
+    succeeded = {p for p, s in outcomes if s == "SUCCEEDED"}
+    return {
+        "results_sent": len(raw),
+        "outcomes": len(outcomes),
+        "by_status": dict(Counter(s for _, s in outcomes)),
+        "given_to_follower": sum(handed.values()),
+        "given_twice": sum(c - 1 for c in handed.values()),
+        "never_given": len(outcomes - set(handed)),
+        "succeeded_plans": len(succeeded),
+        "succeeded_without_commit": len(succeeded - set(commits)),
+        "commits_without_success": len(set(commits) - succeeded),
+        "plans_committed_twice": sum(1 for c in commits.values() if c > 1),
+        "examples": {
+            "succeeded_without_commit": sorted(succeeded - set(commits))[:5],
+            "committed_without_success": sorted(set(commits) - succeeded)[:5],
+        },
+    }
+
+
+def log_findings(text: str, healthy: list[str]) -> dict[str, Any]:
+    """What the job's own log says happened, over all its starts."""
+    quarantined = re.findall(
+        r"table (\w+) quarantined after (\d+) failures in a row \(last: (.*?)\); no attempt", text, re.S
+    )
+    cancelled = re.findall(r"plan \S+ of table (\w+) ran \d+s, past its bound", text)
+    return {
+        "outages_declared": len(re.findall(r"outage since .*? no table is quarantined for it", text)),
+        "outages_over": len(re.findall(r"outage of .*? over: table \w+ succeeded", text)),
+        "quarantined": [{"table": t, "streak": int(n), "reason": why[:400]} for t, n, why in quarantined],
+        "healthy_quarantined": sorted({t for t, _, _ in quarantined if t in healthy}),
+        "released_as_config_changed": re.findall(
+            r"table (\w+): released from quarantine: its config changed", text
+        ),
+        "hung_cancelled": dict(Counter(cancelled)),
+        "threads_written_off": text.count("written off (its merge hung)"),
+        "query_failures": len(re.findall(r"the streaming query failed \(\d+ in a row\)", text)),
+        "lost_sessions": len(re.findall(r"lost shard\(s\)", text)),
+        "rejoins": len(re.findall(r"rejoined", text)),
+        "died_during_merge": text.count("JobDied: the job stopped while plan"),
+    }
+
+
+# -- the run -------------------------------------------------------------------------------------
+
+
+def schedule(shape: Shape) -> list[tuple[int, str]]:
+    """(merges reached, fault), spread between `faults_from` and `faults_to` of the merges, the
+    kinds taking turns."""
+    counts = {"outage": shape.outages, "delete": shape.deletes, "kill": shape.kills, "pause": shape.pauses}
+    turns = [kind for i in range(max(counts.values())) for kind, n in counts.items() if n > i]
+    first, last = shape.faults_from * shape.merges, shape.faults_to * shape.merges
+    step = (last - first) / max(1, len(turns) - 1)
+    return [(max(1, int(first + i * step)), kind) for i, kind in enumerate(turns)]
+
+
+@dataclass
+class Run:
+    """One run's moving parts and what it noted on the way."""
+
+    shape: Shape
+    services: Services
+    kafka: Any
+    healthy: list[str]
+    tables: list[str]
+    job: Job
+    results: Results
+    loader: Loader
+    samples: list[Sample] = field(default_factory=list)
+    faults: list[dict[str, Any]] = field(default_factory=list)
+    deleted: set[tuple[str, int, int]] = field(
+        default_factory=set
+    )  # (table, load, k) the other writer deleted
+    start_merges: dict[int, int] = field(default_factory=lambda: {1: 0})  # job start -> merges before it
+    began: float = field(default_factory=time.monotonic)
+
+    def merges(self) -> int:
+        return self.results.successes()
+
+    def started_again(self) -> None:
+        if not self.shape.hang_after_restarts:
+            self.job.env.pop("COMPACTOR_HANG", None)
+        self.job.start()
+        self.start_merges[self.job.starts] = self.merges()
+
+    def sample(self) -> None:
+        python, java = self.job.pids()
+        merges = self.merges()
+        s = Sample(
+            merges=merges,
+            start=self.job.starts,
+            since_start=merges - self.start_merges[self.job.starts],
+            seconds=round(time.monotonic() - self.began, 1),
+            python_pss_mib=pss_mib(python),
+            jvm_pss_mib=pss_mib(java),
+            heap_after_gc_mib=heap_after_gc_mib(java),
+            python_threads=threads(python),
+            jvm_threads=threads(java),
+            files=file_counts(self.services, self.tables),
+        )
+        self.samples.append(s)
+        print(
+            f"  [{s.seconds:5.0f}s] {merges:>5} merges (start {s.start}): PSS Python "
+            f"{_f(s.python_pss_mib)} MiB, JVM {_f(s.jvm_pss_mib)} MiB; heap after GC "
+            f"{_f(s.heap_after_gc_mib)} MiB; threads {s.python_threads}/{s.jvm_threads}; _compactor/ files "
+            f"{s.files['compactor_files']}; log commits since checkpoint: tables "
+            f"{s.files['table_commits_since_checkpoint_max']}, catalog "
+            f"{s.files['catalog_commits_since_checkpoint']}",
+            flush=True,
+        )
+
+    def strike(self, kind: str) -> None:
+        """One fault, and what it took."""
+        at, began = self.merges(), time.monotonic()
+        done: dict[str, Any] = {"fault": kind, "at_merges": at, "at_s": round(began - self.began)}
+        print(f"  [{began - self.began:5.0f}s] fault: {kind} at {at} merges", flush=True)
+        if kind == "outage":
+            self.loader.store_down.set()  # the loaders cannot reach it either; what they sent is still to do
+            try:
+                with self.services.store_cut():
+                    time.sleep(self.shape.outage_s)
+            finally:
+                self.loader.store_down.clear()
+            done["seconds_cut"] = self.shape.outage_s
+        elif kind == "kill":
+            self.job.kill()
+            self.results.restart()  # a consumer of the results restarted too
+            self.started_again()
+        elif kind == "pause" and self.services.broker is not None:
+            from compactor.kafka.lease import SESSION_TIMEOUT_MS
+
+            paused = SESSION_TIMEOUT_MS / 1000 + 5
+            os.kill(self.services.broker.pid, signal.SIGSTOP)
+            try:
+                time.sleep(paused)
+            finally:
+                os.kill(self.services.broker.pid, signal.SIGCONT)
+            done["seconds_paused"] = paused
+        elif kind == "pause":
+            done["skipped"] = "KAFKA_BOOTSTRAP_SERVERS names a broker this run does not own"
+        elif kind == "delete":
+            done |= self.delete_rows()
+        done["seconds"] = round(time.monotonic() - began, 1)
+        done["ended"] = time.monotonic()  # the first merge after it: see `report`
+        self.faults.append(done)
+
+    def delete_rows(self) -> dict[str, Any]:
+        """Another writer's DELETE (delta-rs) of a quarter of one load's rows in `DELETED`, tried
+        again when a merge's commit comes first, and checked afterwards."""
+        from deltalake import DeltaTable
+
+        with self.loader.lock:
+            loads = self.loader.loads[DELETED]
+        if loads < 3:
+            return {"skipped": "too few loads yet"}
+        n, cut = loads - 2, ROWS // 4
+        uri = f"s3://{BUCKET}/{WAREHOUSE}/{DELETED}"
+        predicate = f"load = {n} AND k < {cut}"
+        for tries in range(1, 21):
+            try:
+                DeltaTable(uri, storage_options=self.services.storage_options()).delete(predicate)
+            except Exception as exc:  # a merge committed first: read the table again and retry
+                print(f"  delete: {type(exc).__name__}: {str(exc)[:120]}; again", flush=True)
+                time.sleep(0.5)
+                continue
+            left = DeltaTable(uri, storage_options=self.services.storage_options()).to_pyarrow_table(
+                columns=["k"], filters=[("load", "=", n), ("k", "<", cut)]
+            )
+            if left.num_rows == 0:
+                self.deleted.update((DELETED, n, k) for k in range(cut))
+                return {"table": DELETED, "predicate": predicate, "rows": cut, "tries": tries}
+        return {"table": DELETED, "predicate": predicate, "failed_after_tries": 20}
+
+    def drain(self) -> bool:
+        """Until the job is idle: no merge running, no event behind, and no new result for longer
+        than the longest cool-down (16 periods)."""
+        began, last, quiet_since = time.monotonic(), -1, time.monotonic()
+        while time.monotonic() - began < self.shape.drain_s:
+            if not self.job.alive():
+                self.job.exited(self.merges())
+                self.started_again()
+            now = self.results.outcomes()
+            if now != last:
+                last, quiet_since = now, time.monotonic()
+            elif time.monotonic() - quiet_since >= 16 * COOL_DOWN_S + 4:
+                metrics = self.job.metrics()
+                running = sum(v for k, v in metrics.items() if k.startswith("compactor_active_merges"))
+                lag = sum(v for k, v in metrics.items() if k.startswith("compactor_consumer_lag_events"))
+                if metrics and running == 0 and lag == 0 and self.job.serving():
+                    return True
+            time.sleep(1)
+        return False
+
+
+def _f(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
+def main() -> None:
+    parser = bench_parser(__doc__, "6 tables, about 24 merges, each fault once")
+    parser.add_argument("--tables", type=int, help="healthy tables (full run: 56)")
+    parser.add_argument("--merges", type=int, help="merges to reach (full run: 5000)")
+    parser.add_argument(
+        "--minutes", type=float, help="stop loading this long after the first merge (full run: 45)"
+    )
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the work directory, the job's log and the bucket"
+    )
+    args = parser.parse_args()
+    shape = QUICK if args.quick else FULL
+    given = {"tables": args.tables, "merges": args.merges, "minutes": args.minutes}
+    shape = replace(shape, **{k: v for k, v in given.items() if v is not None})
+    if shape.tables < 4:
+        raise SystemExit("--tables: at least 4 (three of them have a part in the faults)")
+    work = Path(tempfile.mkdtemp(prefix="compactor-years-"))
+    print(
+        f"years: {shape.tables} healthy tables and a failing one, {shape.merges:,} merges; work {work}",
+        flush=True,
+    )
+    began = time.monotonic()
+    services = Services(work)
+    try:
+        services.start()
+        payload = run(shape, work, services)
+        if args.keep:
+            services.dump(work / "bucket")
+    finally:
+        services.stop()
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    payload["total_seconds"] = round(time.monotonic() - began, 1)
+    print(f"\ntotal {payload['total_seconds']:.0f}s" + (f"; kept {work}" if args.keep else ""))
+    save_results("years", args.quick, payload)
+    if payload["failures"]:
+        print("FAILED: " + "; ".join(payload["failures"]))
+        raise SystemExit(1)
+
+
+def run(shape: Shape, work: Path, services: Services) -> dict[str, Any]:
+    from compactor.kafka.settings import KafkaSettings
+    from compactor.kafka.topics import ensure_topics
+
+    healthy = [f"t{i:02d}" for i in range(shape.tables)]
+    prefix = f"years-{uuid.uuid4().hex[:6]}"
+    kafka = KafkaSettings(services.bootstrap, f"{prefix}.segments", f"{prefix}.results", f"{prefix}.dead")
+    ensure_topics(kafka, [kafka.segments_topic, kafka.results_topic, kafka.dead_letter_topic])
+    config = work / "tables.yaml"
+    config.write_text(config_yaml(services.proxy_port))
+    # the driver's hang outlasts its bound (its thread comes back later); the task's is cancelled
+    driver, task = f"{3 * MERGE_TIMEOUT_S}:{shape.hang_every}", f"3600:{shape.hang_every}"
+    hang = f"{HANG_DRIVER}:driver:{driver},{HANG_TASK}:task:{task}"
+    env = {**os.environ, "COMPACTOR_HANG": hang}
+    args = [
+        *run_args(config, f"s3a://{BUCKET}/{WAREHOUSE}", work / "checkpoint", kafka),
+        "--master",
+        "local[2]",
+    ]
+    results = Results(kafka)
+    tables = [*healthy, BROKEN]
+    loader = Loader(services, kafka, tables, results, max_owed=max(6, 2 * shape.tables))
+    r = Run(shape, services, kafka, healthy, tables, Job(args, work / "job.log", env), results, loader)
+    plan = schedule(shape)
+    # on a slow machine each fault also strikes at its share of `minutes`; but only once the job
+    # has merged again since the last fault, and none in the last fifth of the time
+    share = [
+        shape.faults_from + i * (shape.faults_to - shape.faults_from) / max(1, len(plan) - 1)
+        for i in range(len(plan))
+    ]
+    slots = {len(plan) - i: shape.minutes * 0.8 * f for i, f in enumerate(share)}  # faults left -> minutes
+    recovered_at = 1  # merges that show the job works again
+    first_merge: float | None = None
+    r.job.start()
+    results.start()
+    loader.start()
+    next_sample = shape.sample_every
+    try:
+        while True:
+            if not r.job.alive():
+                r.job.exited(r.merges())
+                print(f"  the job exited by itself: {r.job.exits[-1]}; started again", flush=True)
+                r.started_again()
+            if r.merges() >= next_sample:
+                r.sample()
+                next_sample = (r.merges() // shape.sample_every + 1) * shape.sample_every
+            if first_merge is None and r.merges():
+                first_merge = time.monotonic()
+            minutes = (time.monotonic() - first_merge) / 60 if first_merge is not None else 0.0
+            due = plan and (r.merges() >= plan[0][0] or minutes >= slots[len(plan)])
+            if due and r.merges() >= recovered_at and minutes < 0.8 * shape.minutes:
+                r.strike(plan.pop(0)[1])
+                recovered_at = r.merges() + 1
+                continue
+            startup = time.monotonic() - r.began
+            if (r.merges() >= shape.merges and not plan) or minutes >= shape.minutes or startup > 900:
+                break
+            time.sleep(0.5)
+        loader.close()
+        stopped = time.monotonic()
+        drained = r.drain()
+        drain_s = time.monotonic() - stopped
+        print(
+            f"  loads stopped; the job {'idle' if drained else 'NOT idle'} after {drain_s:.0f}s", flush=True
+        )
+        r.sample()
+        states: dict[str, float] = {}
+        for _ in range(5):
+            states = {k: v for k, v in r.job.metrics().items() if k.startswith("compactor_table_state{")}
+            if states:
+                break
+            time.sleep(2)
+        jvm_threads_by_name = jvm_thread_names(r.job.pids()[1])
+        exit_code = r.job.stop(shape.stop_s)
+    finally:
+        loader.close()
+        r.job.kill()
+        results.close()
+    run_s = time.monotonic() - r.began
+    return report(r, states, drained, round(drain_s, 1), exit_code, run_s, plan) | {
+        "jvm_threads_by_name_at_end": jvm_threads_by_name,
+        "table_states_at_end": {k.split("{", 1)[1].rstrip("}"): v for k, v in states.items() if v},
+    }
+
+
+def report(
+    r: Run,
+    states: dict[str, float],
+    drained: bool,
+    drain_s: float,
+    exit_code: int | None,
+    run_s: float,
+    missed_faults: list[tuple[int, str]],
+) -> dict[str, Any]:
+    shape = r.shape
+    rows = conservation(r.services, r.loader.loads, r.deleted)
+    raw = raw_results(r.kafka)
+    results = results_check(r.results.given, raw, merge_commits(r.services, r.tables))
+    logged = log_findings(r.job.log.read_text(errors="replace"), r.healthy)
+    labelled = [dict(re.findall(r'(\w+)="([^"]*)"', k)) for k, v in states.items() if v == 1]
+    quarantined_now = sorted(x["table"] for x in labelled if x.get("state") == "quarantined" and "table" in x)
+    healthy_quarantined = sorted(set(logged["healthy_quarantined"]) | (set(quarantined_now) & set(r.healthy)))
+    broken = [q for q in logged["quarantined"] if q["table"] == BROKEN]
+    after = [s for s in r.samples if s.since_start >= shape.warmup]
+    slopes = {
+        "rss_slope_mib_per_1000_merges": slope_per_1000(r.samples, lambda s: s.driver_pss_mib, shape.warmup),
+        "python_pss_slope_mib_per_1000_merges": slope_per_1000(
+            r.samples, lambda s: s.python_pss_mib, shape.warmup
+        ),
+        "jvm_pss_slope_mib_per_1000_merges": slope_per_1000(r.samples, lambda s: s.jvm_pss_mib, shape.warmup),
+        "heap_slope_mib_per_1000_merges": slope_per_1000(
+            r.samples, lambda s: s.heap_after_gc_mib, shape.warmup
+        ),
+        "python_threads_slope_per_1000_merges": slope_per_1000(
+            r.samples, lambda s: s.python_threads, shape.warmup
+        ),
+        "jvm_threads_slope_per_1000_merges": slope_per_1000(r.samples, lambda s: s.jvm_threads, shape.warmup),
+        "compactor_files_slope_per_1000_merges": slope_per_1000(
+            r.samples, lambda s: s.files["compactor_files"], shape.warmup
+        ),
+    }
+    merges = results["succeeded_plans"]
+    for fault in r.faults:
+        ended = fault.pop("ended")
+        after_it = [t for t in r.results.success_times if t > ended]
+        fault["next_merge_after_s"] = round(min(after_it) - ended, 1) if after_it else None
+    payload: dict[str, Any] = {
+        "tables": len(r.tables),
+        "healthy_tables": len(r.healthy),
+        "merges": merges,
+        "loads": sum(r.loader.loads.values()),
+        "rows_loaded": ROWS * sum(r.loader.loads.values()),
+        "rows_deleted_by_another_writer": len(r.deleted),
+        "rows_lost": sum(t["lost"] for t in rows.values()),
+        "rows_duplicated": sum(t["doubled"] for t in rows.values()),
+        "fingerprints_match": all(t["fingerprint_matches"] for t in rows.values()),
+        "healthy_quarantined": len(healthy_quarantined),
+        "healthy_quarantined_tables": healthy_quarantined,
+        "failing_table_quarantined_at_end": BROKEN in quarantined_now,
+        # the first line: pyarrow's error text goes on to print the rows themselves
+        "failing_table_reason": broken[-1]["reason"].splitlines()[0] if broken else None,
+        "failing_table_reason_holds_row_values": bool(broken) and "\n" in broken[-1]["reason"],
+        **slopes,
+        "target_mib_per_1000_merges": TARGET_MIB_PER_1000,
+        "python_threads_after_warmup": _span(after, lambda s: s.python_threads),
+        "jvm_threads_after_warmup": _span(after, lambda s: s.jvm_threads),
+        "files_max": {
+            key: max((s.files[key] for s in r.samples), default=0)
+            for key in (
+                "compactor_files",
+                "catalog_commits_since_checkpoint",
+                "table_commits_since_checkpoint_max",
+                "table_log_files_max",
+            )
+        },
+        "files_at_end": r.samples[-1].files if r.samples else {},
+        "bounds": {
+            "table_commits_since_checkpoint": LOADER_CHECKPOINT_INTERVAL,
+            "catalog_commits_since_checkpoint": JOB_CHECKPOINT_INTERVAL,
+            "why": "Delta checkpoints at every 10th version the job commits, delta-rs at every 100th a load "
+            "commits; only the job writes the catalog table",
+        },
+        "results": results,
+        "job_log": logged,
+        "faults": r.faults,
+        "faults_not_struck": [kind for _, kind in missed_faults],
+        "job_starts": r.job.starts,
+        "job_exits_on_its_own": r.job.exits,
+        "job_exit_code_on_sigterm": exit_code,
+        "drained": drained,
+        "drain_seconds": drain_s,
+        "loader_retries": r.loader.retries,
+        "follower_restarts": r.results.restarts,
+        "run_seconds": round(run_s, 1),
+        "merges_per_second": round(merges / run_s, 3) if run_s else None,
+        "settings": {
+            "cool_down_s": COOL_DOWN_S,
+            "quarantine_after": QUARANTINE_AFTER,
+            "merge_timeout_s": MERGE_TIMEOUT_S,
+            "rows_per_load": ROWS,
+            "rule": "minor [2, 2]",
+        },
+        "shape": asdict(shape),
+        "per_table": rows,
+        "samples": [{**asdict(s), "driver_pss_mib": s.driver_pss_mib} for s in r.samples],
+        "machine": machine_info(),
+    }
+    payload["failures"] = failures(payload)
+    payload["missed"] = missed(payload, shape)
+    print_report(payload)
+    return payload
+
+
+def _span(samples: list[Sample], value: Callable[[Sample], int | None]) -> list[int] | None:
+    values = [v for s in samples if (v := value(s)) is not None]
+    return [min(values), max(values)] if values else None
+
+
+def failures(p: dict[str, Any]) -> list[str]:
+    """Rows or results wrong: the run fails, whatever its size."""
+    found = []
+    if p["rows_lost"] or p["rows_duplicated"] or not p["fingerprints_match"]:
+        found.append(f"rows lost {p['rows_lost']}, doubled {p['rows_duplicated']}")
+    r = p["results"]
+    if r["given_twice"] or r["never_given"]:
+        found.append(f"results given twice {r['given_twice']}, never given {r['never_given']}")
+    if r["succeeded_without_commit"] or r["commits_without_success"] or r["plans_committed_twice"]:
+        found.append(
+            f"plans succeeded without a commit {r['succeeded_without_commit']}, committed without a success "
+            f"{r['commits_without_success']}, committed twice {r['plans_committed_twice']}"
+        )
+    return found
+
+
+def missed(p: dict[str, Any], shape: Shape) -> list[str]:
+    """The other targets this run did not meet (printed and saved; the run does not fail)."""
+    found = []
+    if p["healthy_quarantined"]:
+        found.append(f"healthy tables quarantined: {p['healthy_quarantined_tables']}")
+    if not p["failing_table_quarantined_at_end"]:
+        found.append("the failing table was not quarantined at the end")
+    if p["job_exits_on_its_own"]:
+        found.append(f"the job exited on its own {len(p['job_exits_on_its_own'])} time(s)")
+    if not p["drained"]:
+        found.append("the job was not idle after the loads stopped")
+    if p["merges"] < shape.merges or p["faults_not_struck"]:
+        found.append(f"{p['merges']} merges of {shape.merges}; faults not struck: {p['faults_not_struck']}")
+    for key in ("rss_slope_mib_per_1000_merges", "heap_slope_mib_per_1000_merges"):
+        if p[key] is not None and p[key] >= TARGET_MIB_PER_1000:
+            found.append(f"{key} {p[key]:.2f} (target < {TARGET_MIB_PER_1000})")
+    files = p["files_max"]
+    if files["table_commits_since_checkpoint_max"] > p["bounds"]["table_commits_since_checkpoint"]:
+        found.append(
+            f"a table's log went {files['table_commits_since_checkpoint_max']} commits past a checkpoint"
+        )
+    if files["catalog_commits_since_checkpoint"] > p["bounds"]["catalog_commits_since_checkpoint"]:
+        found.append(
+            f"the catalog's log went {files['catalog_commits_since_checkpoint']} commits past a checkpoint"
+        )
+    return found
+
+
+def print_report(p: dict[str, Any]) -> None:
+    r, log, files, bounds = p["results"], p["job_log"], p["files_max"], p["bounds"]
+    print(
+        f"\n{p['tables']} tables, {p['loads']:,} loads, {p['merges']:,} merges in {p['run_seconds']:.0f}s "
+        f"({p['merges_per_second']} merges/s), {p['job_starts']} job start(s)\n"
+    )
+    rows = [
+        ["rows lost / doubled", f"{p['rows_lost']} / {p['rows_duplicated']}", "0 / 0"],
+        ["row fingerprints match", p["fingerprints_match"], True],
+        [
+            "results sent / outcomes / given out",
+            f"{r['results_sent']} / {r['outcomes']} / {r['given_to_follower']}",
+            "",
+        ],
+        ["outcomes given twice / never", f"{r['given_twice']} / {r['never_given']}", "0 / 0"],
+        [
+            "SUCCEEDED w/o commit / commit w/o SUCCEEDED / twice",
+            f"{r['succeeded_without_commit']} / {r['commits_without_success']} / "
+            f"{r['plans_committed_twice']}",
+            "0 / 0 / 0",
+        ],
+        ["healthy tables quarantined", p["healthy_quarantined"], 0],
+        ["failing table quarantined at the end", p["failing_table_quarantined_at_end"], True],
+        ["driver PSS, MiB / 1,000 merges", _s(p["rss_slope_mib_per_1000_merges"]), "< 2"],
+        [
+            "  of which Python / JVM",
+            f"{_s(p['python_pss_slope_mib_per_1000_merges'])} / {_s(p['jvm_pss_slope_mib_per_1000_merges'])}",
+            "",
+        ],
+        ["JVM heap after GC, MiB / 1,000 merges", _s(p["heap_slope_mib_per_1000_merges"]), "< 2"],
+        [
+            "threads Python / JVM after warm-up",
+            f"{p['python_threads_after_warmup']} / {p['jvm_threads_after_warmup']}",
+            "flat",
+        ],
+        [
+            "_compactor/ files, most (per 1,000 merges)",
+            f"{files['compactor_files']} ({_s(p['compactor_files_slope_per_1000_merges'])})",
+            "bounded",
+        ],
+        [
+            "table log commits past a checkpoint, most",
+            files["table_commits_since_checkpoint_max"],
+            f"<= {bounds['table_commits_since_checkpoint']}",
+        ],
+        [
+            "catalog log commits past a checkpoint, most",
+            files["catalog_commits_since_checkpoint"],
+            f"<= {bounds['catalog_commits_since_checkpoint']}",
+        ],
+        ["outages declared / over", f"{log['outages_declared']} / {log['outages_over']}", ""],
+        ["hung merges cancelled, by table", log["hung_cancelled"], ""],
+        ["lost sessions / rejoins", f"{log['lost_sessions']} / {log['rejoins']}", ""],
+        ["job exits on its own", len(p["job_exits_on_its_own"]), 0],
+    ]
+    print_table(["check", "figure", "target"], rows, left=(0, 1, 2))
+    print(f"\nfailing table's reason: {(p['failing_table_reason'] or '-')[:200]}")
+    for fault in p["faults"]:
+        print(f"fault: {fault}")
+    for exit_ in p["job_exits_on_its_own"]:
+        print(f"job exit: {exit_}")
+    for item in p["missed"]:
+        print(f"missed: {item}")
+
+
+def _s(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.2f}"
+
+
+if __name__ == "__main__":
+    main()
