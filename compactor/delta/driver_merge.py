@@ -13,9 +13,18 @@ summed, each column's minimum the least of the inputs' minimums, its maximum the
 null count summed. A merge moves rows without changing one, so those are the statistics of its
 rows, in the inputs' own format (what Spark wrote for them, Spark's).
 
+With row tracking, each row's stable id and commit version are written as Spark's writer stores
+them for OPTIMIZE: in the materialised columns the table's configuration names, after the table's
+data columns. A row's id is its input file's materialised id, or where that is null (or the column
+absent) the file's `baseRowId` plus the row's position in the file; its commit version likewise
+falls back to the file's `defaultRowCommitVersion` (PROTOCOL.md, "Row Tracking"). The commit gives
+the new file its own `baseRowId` and `defaultRowCommitVersion`. Identity columns are copied as any
+column is: the values stay, the table's high-water mark is not touched.
+
 Only plain merges of inputs this path reads exactly take it: no deletion vectors, statistics with
 tight bounds on every file, a flat schema of primitive types, no column mapping, rows laid out as
-read or by a linear sort. Anything else is written by Spark (`refusal` says why).
+read or by a linear sort, and with row tracking, files that carry their base row id and default
+commit version. Anything else is written by Spark (`refusal` says why).
 """
 
 from __future__ import annotations
@@ -35,7 +44,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from compactor.config.sort import SortConfig
-from compactor.delta.features import features
+from compactor.delta.features import features, row_tracking_columns
 from compactor.delta.files import HadoopFiles
 from compactor.delta.live_files import LiveFile
 from compactor.delta.paths import SEGMENT_COLUMN
@@ -56,6 +65,8 @@ _PLAIN_FEATURES = frozenset(
         "v2Checkpoint",
         "checkpointProtection",
         "inCommitTimestamp",
+        "identityColumns",  # the values are copied; the high-water mark lives in the metadata
+        "rowTracking",  # ids and commit versions written to the materialised columns (`_read`)
     }
 )
 _SAFE_ID = re.compile(r"[A-Za-z0-9_.\-]+")
@@ -114,10 +125,18 @@ def refusal(
         return f"output id {output_id!r} needs escaping in a path"
     if _arrow_schema(metadata) is None:
         return "a column of a nested or unknown type"
+    tracking = row_tracking_columns(protocol, metadata)
+    if tracking is not None and not all(tracking):
+        return "row tracking without the materialised columns' names"
     for f in inputs:
-        stats = json.loads(json.loads(f.action)["add"].get("stats") or "{}")
+        add = json.loads(f.action)["add"]
+        stats = json.loads(add.get("stats") or "{}")
         if f.vector or "%" in f.path or "numRecords" not in stats or stats.get("tightBounds") is False:
             return f"input file {f.path}: a deletion vector, an escaped path or no exact statistics"
+        if tracking is not None and (
+            add.get("baseRowId") is None or add.get("defaultRowCommitVersion") is None
+        ):
+            return f"input file {f.path}: row tracking, but no base row id or default row commit version"
     return None
 
 
@@ -129,12 +148,14 @@ def write_in_driver(
     output_id: str,
     order: SortConfig | None,
     codec: str,
+    row_tracking: tuple[str, str] | None = None,
 ) -> dict[str, Any]:
     """Read `inputs`, write their rows as one file of segment `output_id`, and return its `add`
-    action (statistics merged from the inputs', `dataChange` left to the commit)."""
+    action (statistics merged from the inputs', `dataChange` left to the commit). `row_tracking`:
+    the materialised row id and row commit version columns, when the table tracks rows."""
     schema = _arrow_schema(metadata)
     assert schema is not None
-    rows = pa.concat_tables([_read(files, table_uri, f, schema, output_id) for f in inputs])
+    rows = pa.concat_tables([_read(files, table_uri, f, schema, output_id, row_tracking) for f in inputs])
     if order is not None:
         rows = rows.take(
             pc.sort_indices(rows, [(c, "ascending") for c in order.by], null_placement="at_start")
@@ -163,9 +184,17 @@ def write_in_driver(
     }
 
 
-def _read(files: HadoopFiles, table_uri: str, file: LiveFile, schema: pa.Schema, output_id: str) -> pa.Table:
+def _read(
+    files: HadoopFiles,
+    table_uri: str,
+    file: LiveFile,
+    schema: pa.Schema,
+    output_id: str,
+    row_tracking: tuple[str, str] | None = None,
+) -> pa.Table:
     """One input's rows in the output's columns: its segment id replaced by the output's, a
-    column the file lacks (added to the table since) filled with nulls."""
+    column the file lacks (added to the table since) filled with nulls; with `row_tracking`, each
+    row's stable id and commit version after them."""
     path = (
         file.path
         if "://" in file.path or file.path.startswith("/")
@@ -182,7 +211,22 @@ def _read(files: HadoopFiles, table_uri: str, file: LiveFile, schema: pa.Schema,
             columns.append(table.column(f.name).cast(f.type))
         else:
             columns.append(pa.nulls(table.num_rows, f.type))
-    return pa.Table.from_arrays(columns, schema=schema)
+    if row_tracking is None:
+        return pa.Table.from_arrays(columns, schema=schema)
+    add = json.loads(file.action)["add"]
+    fresh = (  # the ids and version the file's rows have where none is materialised
+        pa.array(range(int(add["baseRowId"]), int(add["baseRowId"]) + table.num_rows), pa.int64()),
+        pa.array([int(add["defaultRowCommitVersion"])] * table.num_rows, pa.int64()),
+    )
+    fields = list(schema)
+    # Spark writes the partition column after the others, the row tracking columns among those
+    at = len(fields) - 1 if fields and fields[-1].name == SEGMENT_COLUMN else len(fields)
+    for name, default in zip(row_tracking, fresh, strict=True):
+        stored = table.column(name).combine_chunks().cast(pa.int64()) if name in table.column_names else None
+        columns.insert(at, default if stored is None else pc.coalesce(stored, default))
+        fields.insert(at, pa.field(name, pa.int64()))
+        at += 1
+    return pa.Table.from_arrays(columns, schema=pa.schema(fields))
 
 
 def _arrow_schema(metadata: dict[str, Any]) -> pa.Schema | None:

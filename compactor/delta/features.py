@@ -3,9 +3,21 @@
 A merge reads an input segment's rows and writes them back as new files in one
 Delta commit. Delta applies most table features to that commit as it does to
 any write (constraints, generated columns, the change feed, column mapping,
-deletion vectors are resolved on read). A few cannot survive a rewrite that
-goes through the ordinary write path; those tables are refused with the
-feature named, instead of being silently changed.
+deletion vectors are resolved on read). Two need the rewrite itself to carry
+them, as Delta's OPTIMIZE does, which the direct commit (`transaction`) does:
+
+- row tracking: each row's stable id and commit version are written into the
+  materialised columns the table's configuration names, and Delta's commit gives
+  the new files their `baseRowId` and `defaultRowCommitVersion` (PROTOCOL.md,
+  "Row Tracking");
+- identity columns: the values are written as they were read (the transaction's
+  own writer takes explicit values), the column's high-water mark is untouched.
+
+Delta's generic overwrite (`replaceWhere`, the path for tables the direct commit
+does not serve yet) carries neither: it assigns new row ids and refuses explicit
+identity values. A table that would need it for these is refused, and so is a
+table with a feature no rewrite is known to preserve, with the feature named,
+instead of being silently changed.
 """
 
 from __future__ import annotations
@@ -38,12 +50,13 @@ PRESERVED = frozenset(
         "icebergCompatV1",
         "icebergCompatV2",
         "collations-preview",
-        "rowTracking",  # refused below only while enabled
-        "identityColumns",  # refused below only when a column is an identity column
+        "rowTracking",  # ids and commit versions carried in the materialised columns (direct commit only)
+        "identityColumns",  # values carried as read (direct commit only)
     }
 )
 # Of those, the ones the direct commit (`transaction`) is not yet tested with: a table with any of
-# them commits through Delta's generic overwrite instead, which applies them as any write does.
+# them commits through Delta's generic overwrite instead, which applies them as any write does
+# (rowTracking and identityColumns are served by the direct commit, and only by it).
 NOT_YET_DIRECT = frozenset(
     {
         "typeWidening",
@@ -86,16 +99,11 @@ def refused_features(protocol: Mapping[str, Any], metadata: Mapping[str, Any]) -
         reasons.append(
             "delta.appendOnly=true: a merge removes its input files, which an append-only table forbids"
         )
-    if config.get("delta.enablerowtracking") == "true":
+    waiting = sorted(features(protocol) & NOT_YET_DIRECT)
+    unfaithful = overwrite_refusal(protocol, metadata)
+    if waiting and unfaithful is not None:
         reasons.append(
-            "rowTracking is enabled: a merge rewrites rows through the write path, which assigns new "
-            "row ids and commit versions"
-        )
-    identity = _identity_columns(metadata)
-    if identity:
-        reasons.append(
-            f"identityColumns: {', '.join(identity)} would have to be written with explicit values, "
-            "which Delta refuses for identity columns"
+            f"{unfaithful}, the only path for a table with {', '.join(waiting)} (not yet on the direct commit)"
         )
     for name in sorted(features(protocol) - PRESERVED):
         if name == "clustering":
@@ -105,7 +113,33 @@ def refused_features(protocol: Mapping[str, Any], metadata: Mapping[str, Any]) -
     return reasons
 
 
-def _identity_columns(metadata: Mapping[str, Any]) -> list[str]:
+def row_tracking_columns(protocol: Mapping[str, Any], metadata: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The materialised row id and row commit version columns a rewrite writes, when the table
+    has row tracking enabled (None: rows carry no id a rewrite must keep)."""
+    config = {k.lower(): str(v) for k, v in (metadata.get("configuration") or {}).items()}
+    if config.get("delta.enablerowtracking", "").lower() != "true" or "rowTracking" not in features(protocol):
+        return None
+    return (
+        config.get("delta.rowtracking.materializedrowidcolumnname", ""),
+        config.get("delta.rowtracking.materializedrowcommitversioncolumnname", ""),
+    )
+
+
+def overwrite_refusal(protocol: Mapping[str, Any], metadata: Mapping[str, Any]) -> str | None:
+    """Why Delta's generic overwrite cannot rewrite this table faithfully (None: it can)."""
+    reasons = []
+    if row_tracking_columns(protocol, metadata) is not None:
+        reasons.append("rowTracking is enabled: Delta's generic overwrite would assign new row ids")
+    identity = identity_columns(metadata)
+    if identity:
+        reasons.append(
+            f"identityColumns: Delta's generic overwrite refuses the values of {', '.join(identity)}"
+        )
+    return "; ".join(reasons) or None
+
+
+def identity_columns(metadata: Mapping[str, Any]) -> list[str]:
+    """The table's identity columns (`GENERATED ... AS IDENTITY`), by name."""
     try:
         schema = json.loads(metadata.get("schemaString") or "{}")
     except json.JSONDecodeError:

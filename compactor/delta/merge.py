@@ -68,6 +68,8 @@ def execute_merge(
     A plain merge only rearranges rows, so its adds and removes carry
     `dataChange=false` (as Delta's OPTIMIZE does): streaming readers and the change
     feed skip it. Upsert compaction drops rows, so it commits as a data change.
+    Every row written keeps its row id and commit version on a table with row tracking (an
+    upsert's winner its own), and its identity values (`features`).
     """
     started = time.monotonic()
     path = table_uri(warehouse, plan.table)
@@ -95,7 +97,11 @@ def execute_merge(
     )
     if in_driver:  # a small merge: Arrow in the driver, no Spark job
         txn.track(inputs, segment_predicate(plan.input_ids))
-        adds = [write_in_driver(live.files, path, txn.metadata, inputs, plan.output.id, order, codec)]
+        adds = [
+            write_in_driver(
+                live.files, path, txn.metadata, inputs, plan.output.id, order, codec, txn.row_tracking
+            )
+        ]
         txn.count_written(adds, output_size(adds, txn)[0])
     else:
         if upsert is not None:  # validity is judged against every row of the table

@@ -21,6 +21,12 @@ counting every `add` as a new file: a re-added file would make it wrong, and the
 checkpoint would fail its integrity check. The commit is made without one, and the job writes
 the checksum itself from the previous version's and the files it knows it moved, removed and
 wrote (`checksum_file`), so no reader rebuilds the table's state to find it.
+
+Row tracking: a moved file is re-added with its own `baseRowId` and `defaultRowCommitVersion`
+(the protocol asks a recommitted file to keep them), so its rows keep their ids and commit
+versions with no materialised column; the rewritten small inputs keep theirs in the materialised
+columns (`DirectTransaction.read`). New files raise the table's row id high-water mark, a domain
+metadata the derived checksum would carry unchanged: such a commit leaves its checksum to Delta.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from pyspark.sql import functions as F
 
 from compactor.delta.checksum_file import write_checksum_after
 from compactor.delta.commit_metadata import commit_metadata
+from compactor.delta.features import features
 from compactor.delta.live_files import LiveFile
 from compactor.delta.paths import SEGMENT_COLUMN, TARGET_FILE_BYTES
 from compactor.delta.transaction import DirectTransaction, segment_predicate
@@ -76,7 +83,8 @@ def promote(
     metadata = commit_metadata("merge", [output], plan.input_ids, plan, False, exact_sizes=True)
     guard()
     version = txn.commit(new_files, small, False, metadata, plan.input_ids, keep_checksum=False)
-    write_checksum_after(txn.spark, txn.path, txn.read_version, version, added=written, removed=small)
+    if not (written and "rowTracking" in features(txn.protocol)):  # else the high-water mark moved
+        write_checksum_after(txn.spark, txn.path, txn.read_version, version, added=written, removed=small)
     duration_ms = int((time.monotonic() - started) * 1000)
     return Commit(version, (output,), records, size, duration_ms, already_done=False, data_change=False)
 

@@ -7,6 +7,8 @@ vector, in one commit with `dataChange=false` (streaming readers skip it), and
 Delta checks it against concurrent writers like any commit: a DELETE or a merge
 that touched the same files makes one of the two fail. The files are rewritten
 as they are, not re-sorted: a purge keeps each file's rows in their order.
+REORG is OPTIMIZE's rewrite: on a table with row tracking the rows kept keep their row
+ids and commit versions, and identity values are copied as they are.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -23,6 +23,7 @@ from compactor.config.sort import describe
 from compactor.delta.arrange import sort_each_file
 from compactor.delta.commit_metadata import commit_metadata, plan_marker
 from compactor.delta.conform import changes_data, conform
+from compactor.delta.features import overwrite_refusal
 from compactor.delta.index_check import partition_id
 from compactor.delta.live_files import LiveFileIndex, table_live_files
 from compactor.delta.log import CommitFacts, segment_partition_value
@@ -33,7 +34,7 @@ from compactor.delta.transaction import DirectTransaction, live_inputs, segment_
 from compactor.domain.layout import refresh_output_prefix
 from compactor.domain.plans import Commit, MergePlan
 from compactor.domain.segments import Origin, Segment, TimeRange
-from compactor.errors import CommitConflict
+from compactor.errors import CommitConflict, UnsupportedTableFeature
 
 _KEYS = ("__bucket", "__partition", "__chunk")
 
@@ -59,7 +60,10 @@ def execute_refresh(
     The commit is direct (`transaction`), as a merge's is, while the outputs keep the table's
     schema. A table-wide plan (a new schema for every segment), a layout that changes the
     schema, or a table the direct commit does not serve yet, overwrite through Delta's generic
-    write instead (`replaceWhere`; table-wide: the whole table, `overwriteSchema`).
+    write instead (`replaceWhere`; table-wide: the whole table, `overwriteSchema`). That write
+    keeps neither row ids nor identity values: on a table with row tracking or an identity
+    column such a refresh is refused (`UnsupportedTableFeature`), and nothing is committed.
+    Rows keep their row ids and commit versions as `conform` says.
     """
     started = time.monotonic()
     path = table_uri(warehouse, plan.table)
@@ -73,14 +77,20 @@ def execute_refresh(
     txn.check_rewritable()
     inputs = [f for sid in plan.input_ids for f in files.get(sid, [])]
     direct = not plan.table_wide and txn.fallback_reason() is None
+    if not direct:
+        _check_overwrite(
+            txn, "a table-wide refresh" if plan.table_wide else "a table the direct commit does not serve"
+        )
+    tracking = txn.row_tracking
     source = (
         txn.read(inputs, segment_predicate(plan.input_ids)) if direct else _snapshot_rows(spark, path, plan)
     )
-    rows = conform(source, layout, rule)
-    if direct and not _keeps_schema(rows, txn.metadata):
+    rows = conform(source, layout, rule, tracking if direct else None)
+    if direct and not _keeps_schema(rows, txn.metadata, tracking or ()):
+        _check_overwrite(txn, "a layout that changes the table's schema")
         direct, source = False, _snapshot_rows(spark, path, plan)
         rows = conform(source, layout, rule)
-    data_change = changes_data(source, rows, rule, plan.table_wide)
+    data_change = changes_data(source, rows, rule, plan.table_wide, tracking or ())
     keyed = _keyed(rows, plan, layout, rule, whole).persist()
     try:
         outputs = _outputs(keyed, plan, layout, settings.config_version, settings.sub_column, whole)
@@ -115,12 +125,23 @@ def _snapshot_rows(spark: SparkSession, path: str, plan: MergePlan) -> DataFrame
     return rows if plan.table_wide else rows.where(F.col(SEGMENT_COLUMN).isin(list(plan.input_ids)))
 
 
-def _keeps_schema(rows: DataFrame, metadata: dict[str, Any]) -> bool:
-    """Do the conformed rows (with their segment id) have the table's columns and types?"""
+def _check_overwrite(txn: DirectTransaction, why: str) -> None:
+    """`UnsupportedTableFeature` when the table cannot take Delta's generic overwrite, which a
+    refresh needs for `why`."""
+    refused = overwrite_refusal(txn.protocol, txn.metadata)
+    if refused is not None:
+        raise UnsupportedTableFeature(
+            f"table at {txn.path}: {why} needs Delta's generic overwrite, and {refused}"
+        )
+
+
+def _keeps_schema(rows: DataFrame, metadata: dict[str, Any], hidden: Collection[str] = ()) -> bool:
+    """Do the conformed rows (with their segment id) have the table's columns and types?
+    `hidden`: columns that are not the table's (row tracking's), left out."""
     table = StructType.fromJson(json.loads(metadata["schemaString"]))
     wanted = {(f.name, f.dataType.simpleString()) for f in table.fields}
-    written = {(f.name, f.dataType.simpleString()) for f in rows.schema.fields} | {(SEGMENT_COLUMN, "string")}
-    return wanted == written
+    written = {(f.name, f.dataType.simpleString()) for f in rows.schema.fields if f.name not in hidden}
+    return wanted == written | {(SEGMENT_COLUMN, "string")}
 
 
 def _sized(outputs: tuple[Segment, ...], adds: list[dict[str, Any]]) -> tuple[Segment, ...]:

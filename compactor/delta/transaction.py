@@ -21,6 +21,17 @@ Delta writes a checksum (`<version>.crc`) after a commit, derived from the previ
 when that one has a checksum; when it has none (a writer such as delta-rs leaves none), the
 derivation would rebuild the table's state. Such a commit is made with checksums off, as the
 writer before it was.
+
+A table with row tracking keeps each row's stable id and commit version through the rewrite as
+Delta's OPTIMIZE keeps them (`RowTracking.preserveRowTrackingColumns`): `read` adds the
+materialised columns the table's configuration names, holding `_metadata.row_id` and
+`_metadata.row_commit_version`, and the writer stores them in the new files. `commit` goes
+through `OptimisticTransaction.commit`, which gives every added file lacking them a fresh
+`baseRowId` above the table's high-water mark, raises the mark (domain metadata
+`delta.rowTracking`) and sets `defaultRowCommitVersion` to the commit's version; a file re-added
+as it was (a promotion) keeps its own. The commit says `delta.rowTracking.preserved`, as
+OPTIMIZE's does. Identity columns need nothing: the transaction's writer keeps the values it is
+given and tracks no high-water mark for them.
 """
 
 from __future__ import annotations
@@ -38,7 +49,7 @@ from pyspark.sql import functions as F
 
 from compactor.delta.checksum_file import write_missing_checksum
 from compactor.delta.conflicts import conflicts_as_commit_conflict
-from compactor.delta.features import direct_commit_refusal, refused_features
+from compactor.delta.features import direct_commit_refusal, refused_features, row_tracking_columns
 from compactor.delta.files import jvm_class
 from compactor.delta.live_files import LiveFile, LiveFileIndex
 from compactor.delta.log import CommitFacts
@@ -57,6 +68,8 @@ _NAMED: set[str] = set()  # tables whose commit path the log has named
 _NAMED_LOCK = threading.Lock()
 # what Delta names the reads of a rewrite's inputs (its OPTIMIZE's action type)
 READ_ACTION_TYPE = "Optimize"
+# the commit tag saying every copied row kept its stable row id and commit version (PROTOCOL.md)
+PRESERVED_ROW_TRACKING = "delta.rowTracking.preserved"
 
 
 class DirectTransaction:
@@ -74,6 +87,8 @@ class DirectTransaction:
         self._parsed: dict[str, Any] = {}  # LiveFile.action -> the JVM action, parsed once
         self.protocol: dict[str, Any] = json.loads(self.txn.protocol().json())["protocol"]
         self.metadata: dict[str, Any] = json.loads(self.txn.metadata().json())["metaData"]
+        # the materialised row id and row commit version columns, when row tracking is enabled
+        self.row_tracking: tuple[str, str] | None = row_tracking_columns(self.protocol, self.metadata)
 
     @classmethod
     def begin(cls, spark: SparkSession, path: str, live: LiveFileIndex) -> DirectTransaction:
@@ -103,10 +118,14 @@ class DirectTransaction:
 
     def read(self, files: Sequence[LiveFile], predicate: Column | None) -> DataFrame:
         """The rows of `files` (deletion vectors applied), as Delta's OPTIMIZE reads a bin,
-        recorded as read by the transaction (`track`)."""
+        recorded as read by the transaction (`track`); with row tracking, each row's id and
+        commit version in the materialised columns (`row_tracking`), for `write` to keep."""
         frame = self._frame(files)
         self._track(frame, files, predicate)
-        return frame
+        if self.row_tracking is None:
+            return frame
+        tracking = jvm_class(self._jvm, "org.apache.spark.sql.delta.RowTracking")
+        return DataFrame(tracking.preserveRowTrackingColumns(frame._jdf, self.txn.snapshot()), self.spark)
 
     def track(self, files: Sequence[LiveFile], predicate: Column | None) -> None:
         """Tell Delta's conflict checker the commit depends on `files` and on `predicate` (a
@@ -195,9 +214,11 @@ class DirectTransaction:
             option.empty(),
         )
         checksum = keep_checksum and bool(self.txn.snapshot().checksumOpt().isDefined())
+        tags = {PRESERVED_ROW_TRACKING: "true"} if self.row_tracking is not None else {}
+        scala_tags = jvm_class(self._jvm, "org.apache.spark.api.python.PythonUtils").toScalaMap(tags)
         without_inline_checkpoint(self.txn)  # the job's maintainer writes it, off the merge path
         with self._checksums(checksum), conflicts_as_commit_conflict():
-            return int(self.txn.commit(self._seq([*added, *removed]), operation))
+            return int(self.txn.commit(self._seq([*added, *removed]), operation, scala_tags))
 
     @contextmanager
     def _checksums(self, enabled: bool) -> Iterator[None]:

@@ -46,14 +46,26 @@ def _winner_order(data_columns: Sequence[str], upsert: UpsertConfig) -> list[Col
     ]
 
 
+# the column metadata Delta tags a row tracking column with (`RowTracking.preserveRowTrackingColumns`)
+_ROW_TRACKING_TAGS = ("__row_id_metadata_col", "__row_commit_version_metadata_col")
+
+
 def _data_columns(df: DataFrame) -> list[str]:
-    return [c for c in df.columns if c not in (SEGMENT_COLUMN, LOADED, _RANK)]
+    """The row's own columns: neither its segment nor what ranking adds, nor the row id and
+    commit version a rewrite carries (a row's hash is the same read by the compactor or a reader)."""
+    return [
+        f.name
+        for f in df.schema.fields
+        if f.name not in (SEGMENT_COLUMN, LOADED, _RANK)
+        and not any(f.metadata.get(t) for t in _ROW_TRACKING_TAGS)
+    ]
 
 
 def with_validity(df: DataFrame, upsert: UpsertConfig, order: DataFrame) -> DataFrame:
     """`df` plus a boolean column `valid`: is this row its key's latest version?
 
-    `order` has one row per segment: `segment_id` and its load time `__loaded_at`.
+    `order` has one row per segment: `segment_id` and its load time `__loaded_at`. Row tracking
+    columns `df` carries go with their rows: the winner keeps its own row id and commit version.
     """
     data = _data_columns(df)
     joined = df.join(F.broadcast(order), SEGMENT_COLUMN, "left")

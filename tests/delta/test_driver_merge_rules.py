@@ -22,6 +22,15 @@ METADATA = {
     "schemaString": json.dumps({"type": "struct", "fields": FIELDS}),
     "partitionColumns": ["segment_id"],
 }
+TRACKED = {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["rowTracking", "domainMetadata"]}
+TRACKING = {
+    **METADATA,
+    "configuration": {
+        "delta.enableRowTracking": "true",
+        "delta.rowTracking.materializedRowIdColumnName": "_row-id-col-1",
+        "delta.rowTracking.materializedRowCommitVersionColumnName": "_row-commit-version-col-2",
+    },
+}
 
 
 def file(
@@ -44,6 +53,13 @@ def test_a_plain_small_merge_may_be_written_by_the_driver() -> None:
     assert refusal(PROTOCOL, METADATA, [file()], "m-1", SortConfig(by=("ts",)), 1 << 20) is None
 
 
+def test_tables_with_row_tracking_or_identity_columns_may_be_written_by_the_driver() -> None:
+    tracked = file(baseRowId=0, defaultRowCommitVersion=1)
+    assert refusal(TRACKED, TRACKING, [tracked], "m-1", None, 1 << 20) is None
+    identity = {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["identityColumns"]}
+    assert refusal(identity, METADATA, [file()], "m-1", None, 1 << 20) is None
+
+
 @pytest.mark.parametrize(
     ("change", "why"),
     [
@@ -59,6 +75,10 @@ def test_a_plain_small_merge_may_be_written_by_the_driver() -> None:
         ({"metadata": {**METADATA, "configuration": {"delta.columnMapping.mode": "name"}}}, "column mapping"),
         ({"protocol": {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["typeWidening"], "writerFeatures": ["typeWidening"]}}, "typeWidening"),
         ({"metadata": {**METADATA, "schemaString": json.dumps({"type": "struct", "fields": [{"name": "s", "type": {"type": "struct", "fields": []}, "nullable": True, "metadata": {}}]})}}, "nested"),
+        ({"protocol": TRACKED, "metadata": TRACKING, "inputs": [file(defaultRowCommitVersion=1)]}, "no base row id"),
+        ({"protocol": TRACKED, "metadata": TRACKING, "inputs": [file(baseRowId=0)]}, "no base row id"),
+        ({"protocol": TRACKED, "metadata": {**TRACKING, "configuration": {"delta.enableRowTracking": "true"}}},
+         "materialised columns' names"),
     ],
 )  # fmt: skip
 def test_what_the_driver_leaves_to_spark(change: dict[str, Any], why: str) -> None:

@@ -6,9 +6,26 @@ import json
 
 import pytest
 
-from compactor.delta.features import features, refused_features
+from compactor.delta.features import (
+    direct_commit_refusal,
+    features,
+    overwrite_refusal,
+    refused_features,
+    row_tracking_columns,
+)
 
 MODERN = {"minReaderVersion": 3, "minWriterVersion": 7}
+ROW_TRACKING = {
+    "delta.enableRowTracking": "true",
+    "delta.rowTracking.materializedRowIdColumnName": "_row-id-col-1",
+    "delta.rowTracking.materializedRowCommitVersionColumnName": "_row-commit-version-col-2",
+}
+IDENTITY = [
+    {"name": "id", "type": "long", "nullable": False,
+     "metadata": {"delta.identity.start": 1, "delta.identity.step": 1, "delta.identity.highWaterMark": 9,
+                  "delta.identity.allowExplicitInsert": False}},
+    {"name": "x", "type": "long", "nullable": True, "metadata": {}},
+]  # fmt: skip
 
 
 def metadata(
@@ -47,12 +64,11 @@ def test_legacy_protocols_imply_their_features() -> None:
     ("protocol", "meta", "named"),
     [
         ({"minWriterVersion": 2}, metadata({"delta.appendOnly": "true"}), "delta.appendOnly=true"),
-        (MODERN | {"writerFeatures": ["rowTracking", "domainMetadata"]},
-         metadata({"delta.enableRowTracking": "true"}), "rowTracking"),
-        ({"minWriterVersion": 6},
-         metadata(fields=[{"name": "id", "type": "long", "nullable": False,
-                           "metadata": {"delta.identity.start": 1, "delta.identity.step": 1}}]),
-         "identityColumns: id"),
+        # kept by the direct commit only: refused where Delta's generic overwrite would be the path
+        (MODERN | {"writerFeatures": ["rowTracking", "domainMetadata", "typeWidening"]},
+         metadata(ROW_TRACKING), "rowTracking is enabled: Delta's generic overwrite would assign new row ids"),
+        (MODERN | {"writerFeatures": ["identityColumns", "variantType"]}, metadata(fields=IDENTITY),
+         "refuses the values of id, the only path for a table with variantType"),
         (MODERN | {"writerFeatures": ["clustering", "domainMetadata"]}, metadata(), "clustering"),
         (MODERN | {"readerFeatures": ["futureFeature"], "writerFeatures": ["futureFeature"]}, metadata(),
          "'futureFeature'"),
@@ -68,3 +84,35 @@ def test_features_a_merge_cannot_preserve_are_refused_by_name(
 def test_row_tracking_supported_but_not_enabled_is_accepted() -> None:
     protocol = MODERN | {"writerFeatures": ["rowTracking", "domainMetadata"]}
     assert refused_features(protocol, metadata({"delta.enableRowTracking": "false"})) == []
+    assert row_tracking_columns(protocol, metadata({"delta.enableRowTracking": "false"})) is None
+
+
+@pytest.mark.parametrize(
+    ("protocol", "meta"),
+    [
+        (MODERN | {"writerFeatures": ["rowTracking", "domainMetadata"]}, metadata(ROW_TRACKING)),
+        ({"minReaderVersion": 1, "minWriterVersion": 6}, metadata(fields=IDENTITY)),
+        (MODERN | {"writerFeatures": ["identityColumns", "rowTracking", "domainMetadata", "deletionVectors"]},
+         metadata(ROW_TRACKING, IDENTITY)),
+    ],
+)  # fmt: skip
+def test_row_tracking_and_identity_columns_are_kept_by_the_direct_commit(
+    protocol: dict[str, object], meta: dict[str, object]
+) -> None:
+    """Tables with row tracking enabled or an identity column merge, through the direct commit
+    (the only path that keeps them), and say what the generic overwrite would not keep."""
+    assert refused_features(protocol, meta) == []
+    assert direct_commit_refusal(protocol) is None
+    assert overwrite_refusal(protocol, meta) is not None
+
+
+def test_the_materialised_row_tracking_columns_are_read_from_the_configuration() -> None:
+    protocol = MODERN | {"writerFeatures": ["rowTracking", "domainMetadata"]}
+    assert row_tracking_columns(protocol, metadata(ROW_TRACKING)) == (
+        "_row-id-col-1",
+        "_row-commit-version-col-2",
+    )
+    assert (
+        row_tracking_columns(MODERN | {"writerFeatures": ["domainMetadata"]}, metadata(ROW_TRACKING)) is None
+    )
+    assert overwrite_refusal(protocol, metadata()) is None
