@@ -168,6 +168,22 @@ class BatchHandler:
                 versions = {t: v for t in catalog.table_names if (v := catalog.version(t)) is not None}
             self.logs.keep(versions)  # checkpoints: written here, never by a merge
 
+    def log_line(self, table: str) -> str | None:
+        """The table's Delta log as the maintainer last saw it, in words (None: not seen yet)."""
+        facts = self.logs.facts().get(table) if self.logs is not None else None
+        if facts is None or self.logs is None:
+            return None
+        at = (
+            f"the checkpoint at version {facts.checkpoint_version}"
+            if facts.checkpoint_version >= 0
+            else "none"
+        )
+        return (
+            f"log: {facts.commits_since_checkpoint} commit(s) since {at}; the job's maintainer wrote "
+            f"{self.logs.written} checkpoint(s) since it started, the most behind {self.logs.most_behind} "
+            "commit(s) when written"
+        )
+
     def outage_line(self) -> str | None:
         """The outage that pauses this shard's attempts, in words (None: no outage)."""
         outage = self.runner.failures.outage()

@@ -17,7 +17,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -141,10 +141,12 @@ class JobSource:
             running = [p for p in handler.merges.inflight.running_plans() if p.table == name]
             failures = _failures(handler.catalog.failures(name), now)
             settings = handler.configs.for_table(name)
+            log_line = handler.log_line(name)
         history = handler.keeper.store.history(name)
-        return _detail(
+        detail = _detail(
             _row(copied), segments, history, running, failures, settings, self.project, self.tail, now
         )
+        return replace(detail, notes=(log_line, *detail.notes)) if log_line else detail
 
     def shards(self) -> list[ShardRow] | None:
         return self._shards()

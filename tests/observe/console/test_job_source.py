@@ -4,6 +4,7 @@ job's lock held only while the state is copied."""
 
 from __future__ import annotations
 
+import html
 import threading
 import time
 from typing import Any
@@ -101,3 +102,17 @@ def test_an_outage_is_on_the_warehouse_page(harness: Harness) -> None:
     assert "3 table(s) failed with OSError/java.net.ConnectException; attempts paused" in note
     page = console_app(source).test_client().get("/").text
     assert "attempts paused until" in page
+
+
+def test_a_tables_page_says_how_far_its_log_is_from_its_checkpoint(harness: Harness) -> None:
+    config = {**CONFIG, "defaults": {**CONFIG["defaults"], "checkpoint_every": 3}}
+    handler = harness.handler(config)
+    handler.process(harness.loaded(*(harness.day(i) for i in range(5))))
+    handler.upkeep()  # the maintainer checkpoints the table's log
+    source = JobSource(lambda: [handler], load_config(config), fresh_for=0.0)
+    detail = source.table("t")
+    assert detail is not None
+    (note,) = [n for n in detail.notes if n.startswith("log: ")]
+    assert note.startswith("log: 0 commit(s) since the checkpoint at version ")
+    assert "the job's maintainer wrote 1 checkpoint(s)" in note
+    assert html.escape(note) in console_app(source).test_client().get("/tables/t").text
