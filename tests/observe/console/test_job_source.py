@@ -4,10 +4,11 @@ job's lock held only while the state is copied."""
 
 from __future__ import annotations
 
-import html
 import threading
 import time
 from typing import Any
+
+from markupsafe import escape
 
 from compactor.config.loading import load_config
 from compactor.observe.console.app import console_app
@@ -115,4 +116,4 @@ def test_a_tables_page_says_how_far_its_log_is_from_its_checkpoint(harness: Harn
     (note,) = [n for n in detail.notes if n.startswith("log: ")]
     assert note.startswith("log: 0 commit(s) since the checkpoint at version ")
     assert "the job's maintainer wrote 1 checkpoint(s)" in note
-    assert html.escape(note) in console_app(source).test_client().get("/tables/t").text
+    assert str(escape(note)) in console_app(source).test_client().get("/tables/t").text
