@@ -125,9 +125,10 @@ def test_status_says_how_far_the_log_is_from_its_checkpoint() -> None:
     from compactor.observe.status import LogState
 
     behind = table_status("t", True, [], [], [], log=LogState(version=57, checkpoint=50, every=10))
-    assert "  log: version 57, 7 commit(s) since the checkpoint at version 50 (one every 10)" in render(
-        behind
-    ).splitlines()
+    assert (
+        "  log: version 57, 7 commit(s) since the checkpoint at version 50 (one every 10)"
+        in render(behind).splitlines()
+    )
     assert behind.to_json()["log"] == {
         "version": 57,
         "checkpoint": 50,
