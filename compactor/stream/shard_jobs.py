@@ -121,7 +121,20 @@ class ShardedJob:
         for index, at in list(self._retry_at.items()):
             if at <= now:
                 del self._retry_at[index]
-                self._gain(index)
+                try:
+                    self._gain(index)
+                except Exception as exc:  # its recovery failed too (the store still out of reach)
+                    failures = self._failures[index] = self._failures.get(index, 0) + 1
+                    delay = min(RESTART_MAX_S, RESTART_FIRST_S * 2 ** (failures - 1))
+                    log.error(
+                        "shard %d: starting it again failed (%d in a row): %s: %s; trying again in %.0fs",
+                        index,
+                        failures,
+                        type(exc).__name__,
+                        exc,
+                        delay,
+                    )
+                    self._retry_at[index] = now + delay
 
     def _gain(self, index: int) -> None:
         if index in self.running or index not in self.lease.owned:  # revoked before it started

@@ -204,3 +204,36 @@ def test_a_dead_lease_thread_stops_every_shard_and_the_job(lease: ControllerLeas
     assert sorted(log[2:]) == ["lost 0", "lost 1"], "stopped as lost: nothing more written for them"
     assert len(errors) == 1 and isinstance(errors[0], LeaseHeld)
     assert "the lease's consumer thread ended on its own" in str(errors[0])
+
+
+def test_a_restart_that_fails_in_recovery_is_tried_again_and_the_job_runs_on(
+    lease: ControllerLease, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by bench/years.py: during an object-store outage a failed query's restart failed in
+    its recovery (the catalog unreadable), and the error ended the whole job."""
+    monkeypatch.setattr(shard_jobs, "RESTART_FIRST_S", 0.2)
+    log: list[str] = []
+    shards: dict[int, FakeShard] = {}
+    store_down = [False]
+
+    def start(index: int) -> FakeShard:
+        if store_down[0]:
+            log.append(f"recovery failed {index}")
+            raise OSError("s3a://warehouse/_compactor/catalog: connection refused")
+        shards[index] = FakeShard(index, log)
+        return shards[index]
+
+    job = ShardedJob(lease, start, grace=1.0)
+    lease._assigned(None, partitions(0))
+    stopping = threading.Event()
+    thread, errors = run_in_thread(job, stopping)
+    wait_until(lambda: len(job.running) == 1, 5, "the shard")
+    store_down[0] = True
+    shards[0].failed = "the object store is unreachable"
+    wait_until(lambda: log.count("recovery failed 0") >= 2, 10, "tried again, twice")
+    assert thread.is_alive() and not errors, "the job runs on"
+    store_down[0] = False
+    wait_until(lambda: log.count("start 0") == 2, 10, "back once the store answers")
+    stopping.set()
+    thread.join(5)
+    assert not errors
