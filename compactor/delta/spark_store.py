@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import threading
 from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
@@ -52,6 +53,9 @@ JOB_GROUP_PROPERTY = "spark.jobGroup.id"
 INTERRUPT_PROPERTY = "spark.job.interruptOnCancel"
 # a commit's Spark jobs run in a group of their own: counted by the benchmarks, cancellable
 MERGE_JOB_GROUP_PREFIX = "compactor-merge-"
+
+
+log = logging.getLogger(__name__)
 
 
 class SparkTableStore:
@@ -162,8 +166,16 @@ class SparkTableStore:
             self._attempt(plan.plan_id) as guard,
         ):
             committed = self._execute(plan, settings, load_order, guard)
-        live = self.live_files(plan.table)
-        self._plan_ids.settle(plan.table, table_uri(self.warehouse, plan.table), live.legacy_app_ids())
+        try:  # bookkeeping after the commit: a failure here must not report a commit as failed
+            live = self.live_files(plan.table)
+            self._plan_ids.settle(plan.table, table_uri(self.warehouse, plan.table), live.legacy_app_ids())
+        except Exception:
+            log.warning(
+                "table %s: after plan %s committed, its upkeep failed; tried next time",
+                plan.table,
+                plan.plan_id,
+                exc_info=True,
+            )
         return committed
 
     def fence(self) -> None:
