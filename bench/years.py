@@ -26,7 +26,7 @@ drained:
 
 Exits 1 when rows or results are wrong; the other targets are printed and saved, met or missed.
 Saves bench/results/years.json (`years_quick.json` with --quick).
-Run: .venv/bin/python bench/years.py [--quick] [--tables N] [--merges N] [--minutes M] [--keep]
+Run: .venv/bin/python bench/years.py [--quick] [--tables N] [--merges N] [--minutes M] [--no-faults] [--keep]
 """
 
 from __future__ import annotations
@@ -88,21 +88,23 @@ class Shape:
     deletes: int
     faults_from: float  # the faults strike between these shares of `merges`
     faults_to: float
-    hang_every: int  # a table's merges hang on its first in a process, then on every n-th (0: never)
+    fault_gap_s: float  # the job merging at least this long between two faults
+    hang_every: int  # a table's every n-th merge in a process hangs (0: its first only; -1: none)
     hang_after_restarts: bool  # hang again in each process, or only in the first
+    loaders: int  # threads loading
     drain_s: float  # at most this long for the job to finish what was loaded
     stop_s: float  # SIGTERM, then SIGKILL after this long
 
 
 QUICK = Shape(
     tables=5, merges=16, minutes=2.0, sample_every=3, warmup=0,
-    outages=1, outage_s=10, kills=1, pauses=1, deletes=1, faults_from=0.1, faults_to=0.5,
-    hang_every=0, hang_after_restarts=False, drain_s=60, stop_s=20,
+    outages=1, outage_s=10, kills=1, pauses=1, deletes=1, faults_from=0.1, faults_to=0.5, fault_gap_s=5,
+    hang_every=0, hang_after_restarts=False, loaders=1, drain_s=60, stop_s=20,
 )  # fmt: skip
 FULL = Shape(
-    tables=56, merges=5000, minutes=45, sample_every=500, warmup=500,
-    outages=3, outage_s=40, kills=4, pauses=3, deletes=6, faults_from=0.1, faults_to=0.85,
-    hang_every=40, hang_after_restarts=True, drain_s=600, stop_s=120,
+    tables=56, merges=5000, minutes=40, sample_every=100, warmup=100,
+    outages=3, outage_s=40, kills=4, pauses=3, deletes=6, faults_from=0.1, faults_to=0.6, fault_gap_s=60,
+    hang_every=5, hang_after_restarts=True, loaders=2, drain_s=600, stop_s=120,
 )  # fmt: skip
 
 
@@ -232,9 +234,12 @@ class Services:
         s3 = self.s3()
         for page in s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET):
             for item in page.get("Contents", []):
+                if item["Key"].endswith("/"):  # a directory marker
+                    continue
                 target = into / item["Key"]
-                target.parent.mkdir(parents=True, exist_ok=True)
-                s3.download_file(BUCKET, item["Key"], str(target))
+                with contextlib.suppress(OSError):  # a marker without its slash, where a folder is
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    s3.download_file(BUCKET, item["Key"], str(target))
 
     def stop(self) -> None:
         if self.broker is not None:
@@ -296,17 +301,17 @@ class Job:
         return self.alive() and up > down
 
     def exited(self, merges: int) -> None:
-        """The job ended on its own: note how, from the end of its log."""
+        """The job ended on its own: note how, from the end of its log (its one line, else the last
+        exception)."""
         assert self.proc is not None
-        text = self.log.read_text(errors="replace").rsplit("===== years.py: start", 1)[-1]
-        last = [line for line in text.splitlines() if re.match(r"^[\w.]+(Error|Exception)\b", line)]
+        lines = self.log.read_text(errors="replace").rsplit("===== years.py: start", 1)[-1].splitlines()
+        said = [line for line in lines if line.startswith("error: ")]
+        raised = [line for line in lines if re.match(r"^[\w.]+(Error|Exception)\b", line)]
+        error = (said or raised or ["?"])[-1][:300]
+        stopping = [line for line in lines if line.endswith("; stopping")]  # the lease's reason, if any
         self.exits.append(
-            {
-                "start": self.starts,
-                "code": self.proc.returncode,
-                "at_merges": merges,
-                "error": (last or ["?"])[-1][:300],
-            }
+            {"start": self.starts, "code": self.proc.returncode, "at_merges": merges, "error": error}
+            | ({"why": stopping[-1][-300:]} if stopping else {})
         )
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, signal.SIGKILL)  # its JVM, if it outlived it
@@ -460,60 +465,75 @@ def _status(result: dict[str, Any]) -> str:
     return str(getattr(result["status"], "value", result["status"]))
 
 
-class Loader(threading.Thread):
-    """Loads round-robin over the tables through `ArrowLoader`, as long as the merges keep up (it
-    waits while more than `max_owed` merges are owed) and the store is up. A failed load is tried
-    again under its segment id: the loader's transaction id makes a retry announce the first
-    commit, never write the rows twice."""
+class Loader:
+    """Loads round-robin over the tables through `ArrowLoader`, on `threads` threads (each its own
+    loader and share of the tables), as long as the merges keep up (they wait while more than
+    `max_owed` merges are owed) and the store is up. A failed load is tried again under its segment
+    id: the loader's transaction id makes a retry announce the first commit, never write twice."""
 
     def __init__(
-        self, services: Services, kafka: Any, tables: list[str], results: Results, max_owed: int
+        self, services: Services, kafka: Any, tables: list[str], results: Results, max_owed: int, threads: int
     ) -> None:
-        super().__init__(name="years-loader", daemon=True)
         from compactor.client.arrow_loader import ArrowLoader
 
-        self.loader = ArrowLoader(
-            f"s3a://{BUCKET}/{WAREHOUSE}",
-            kafka.bootstrap_servers,
-            storage_options=services.storage_options(),
-            segments_topic=kafka.segments_topic,
-            results_topic=kafka.results_topic,
-        )
+        def loader() -> ArrowLoader:
+            return ArrowLoader(
+                f"s3a://{BUCKET}/{WAREHOUSE}",
+                kafka.bootstrap_servers,
+                storage_options=services.storage_options(),
+                segments_topic=kafka.segments_topic,
+                results_topic=kafka.results_topic,
+            )
+
         self.tables, self.results, self.max_owed = tables, results, max_owed
         self.loads: dict[str, int] = dict.fromkeys(tables, 0)
         self.retries = 0
+        self.waited_s = 0.0  # time the threads waited for merges to catch up
         self.lock = threading.Lock()
         self.store_down = threading.Event()  # the object store is out of everyone's reach
         self.stopping = threading.Event()
+        self._loaders = [loader() for _ in range(threads)]
+        self._threads = [
+            threading.Thread(target=self._run, args=(i,), name=f"years-loader-{i}", daemon=True)
+            for i in range(threads)
+        ]
         self._closed = False
+
+    def start(self) -> None:
+        for thread in self._threads:
+            thread.start()
 
     def owed(self) -> int:
         with self.lock:
             due = sum(expected_merges(n) for t, n in self.loads.items() if t != BROKEN)
         return due - self.results.healthy_successes()
 
-    def run(self) -> None:
+    def _run(self, index: int) -> None:
+        mine = self.tables[index :: len(self._threads)]
         turn = 0
         while not self.stopping.is_set():
             if self.store_down.is_set() or self.owed() > self.max_owed:
                 self.stopping.wait(0.2)
+                with self.lock:
+                    self.waited_s += 0.2
                 continue
-            table = self.tables[turn % len(self.tables)]
+            table = mine[turn % len(mine)]
             turn += 1
-            if self._load(table, self.loads[table]):
+            if self._load(self._loaders[index], table, self.loads[table]):
                 with self.lock:
                     self.loads[table] += 1
 
-    def _load(self, table: str, n: int) -> bool:
+    def _load(self, loader: Any, table: str, n: int) -> bool:
         start = JAN + timedelta(hours=n)
         while not self.stopping.is_set():
             try:
-                self.loader.load(
+                loader.load(
                     table, load_rows(table, n), start, start + timedelta(hours=1), segment_id=f"l{n:06d}"
                 )
                 return True
             except Exception as exc:  # the broker paused, a commit race: the same load again
-                self.retries += 1
+                with self.lock:
+                    self.retries += 1
                 print(f"  load {table}/{n}: {type(exc).__name__}: {str(exc)[:120]}; again", flush=True)
                 self.stopping.wait(1.0)
         return False  # stopped before it was committed and announced: it never happened
@@ -523,9 +543,11 @@ class Loader(threading.Thread):
             return
         self._closed = True
         self.stopping.set()
-        if self.is_alive():
-            self.join(timeout=120)
-        self.loader.close()
+        for thread in self._threads:
+            if thread.is_alive():
+                thread.join(timeout=120)
+        for loader in self._loaders:
+            loader.close()
 
 
 # -- samples -------------------------------------------------------------------------------------
@@ -794,6 +816,8 @@ def schedule(shape: Shape) -> list[tuple[int, str]]:
     kinds taking turns."""
     counts = {"outage": shape.outages, "delete": shape.deletes, "kill": shape.kills, "pause": shape.pauses}
     turns = [kind for i in range(max(counts.values())) for kind, n in counts.items() if n > i]
+    if not turns:
+        return []
     first, last = shape.faults_from * shape.merges, shape.faults_to * shape.merges
     step = (last - first) / max(1, len(turns) - 1)
     return [(max(1, int(first + i * step)), kind) for i, kind in enumerate(turns)]
@@ -941,13 +965,21 @@ def _f(value: float | None) -> str:
     return "-" if value is None else f"{value:,.0f}"
 
 
+def _interrupted(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main() -> None:
-    parser = bench_parser(__doc__, "6 tables, about 24 merges, each fault once")
+    # run_all.py's timeout sends SIGTERM: the job, the broker and the servers (sessions of their
+    # own, out of its reach) are stopped on the way out, as on Ctrl-C
+    signal.signal(signal.SIGTERM, _interrupted)
+    parser = bench_parser(__doc__, "6 tables, about 16 merges, each fault once")
     parser.add_argument("--tables", type=int, help="healthy tables (full run: 56)")
     parser.add_argument("--merges", type=int, help="merges to reach (full run: 5000)")
     parser.add_argument(
         "--minutes", type=float, help="stop loading this long after the first merge (full run: 45)"
     )
+    parser.add_argument("--no-faults", action="store_true", help="no fault at all: the steady rate alone")
     parser.add_argument(
         "--keep", action="store_true", help="keep the work directory, the job's log and the bucket"
     )
@@ -955,6 +987,8 @@ def main() -> None:
     shape = QUICK if args.quick else FULL
     given = {"tables": args.tables, "merges": args.merges, "minutes": args.minutes}
     shape = replace(shape, **{k: v for k, v in given.items() if v is not None})
+    if args.no_faults:
+        shape = replace(shape, outages=0, kills=0, pauses=0, deletes=0, hang_every=-1)
     if shape.tables < 4:
         raise SystemExit("--tables: at least 4 (three of them have a part in the faults)")
     work = Path(tempfile.mkdtemp(prefix="compactor-years-"))
@@ -994,7 +1028,7 @@ def run(shape: Shape, work: Path, services: Services) -> dict[str, Any]:
     # the driver's hang outlasts its bound (its thread comes back later); the task's is cancelled
     driver, task = f"{3 * MERGE_TIMEOUT_S}:{shape.hang_every}", f"3600:{shape.hang_every}"
     hang = f"{HANG_DRIVER}:driver:{driver},{HANG_TASK}:task:{task}"
-    env = {**os.environ, "COMPACTOR_HANG": hang}
+    env = {**os.environ, **({"COMPACTOR_HANG": hang} if shape.hang_every >= 0 else {})}
     args = [
         *run_args(config, f"s3a://{BUCKET}/{WAREHOUSE}", work / "checkpoint", kafka),
         "--master",
@@ -1002,17 +1036,19 @@ def run(shape: Shape, work: Path, services: Services) -> dict[str, Any]:
     ]
     results = Results(kafka)
     tables = [*healthy, BROKEN]
-    loader = Loader(services, kafka, tables, results, max_owed=max(6, 2 * shape.tables))
+    loader = Loader(services, kafka, tables, results, max(6, 2 * shape.tables), shape.loaders)
     r = Run(shape, services, kafka, healthy, tables, Job(args, work / "job.log", env), results, loader)
     plan = schedule(shape)
     # on a slow machine each fault also strikes at its share of `minutes`; but only once the job
-    # has merged again since the last fault, and none in the last fifth of the time
+    # has merged again since the last fault (or exit) and run `fault_gap_s` since, and none in the
+    # last fifth of the time
     share = [
         shape.faults_from + i * (shape.faults_to - shape.faults_from) / max(1, len(plan) - 1)
         for i in range(len(plan))
     ]
     slots = {len(plan) - i: shape.minutes * 0.8 * f for i, f in enumerate(share)}  # faults left -> minutes
     recovered_at = 1  # merges that show the job works again
+    healthy_since: float | None = None  # when it merged again after the last fault
     first_merge: float | None = None
     r.job.start()
     results.start()
@@ -1024,6 +1060,9 @@ def run(shape: Shape, work: Path, services: Services) -> dict[str, Any]:
                 r.job.exited(r.merges())
                 print(f"  the job exited by itself: {r.job.exits[-1]}; started again", flush=True)
                 r.started_again()
+                recovered_at, healthy_since = r.merges() + 1, None
+            if healthy_since is None and r.merges() >= recovered_at:
+                healthy_since = time.monotonic()
             if r.merges() >= next_sample:
                 r.sample()
                 next_sample = (r.merges() // shape.sample_every + 1) * shape.sample_every
@@ -1031,12 +1070,14 @@ def run(shape: Shape, work: Path, services: Services) -> dict[str, Any]:
                 first_merge = time.monotonic()
             minutes = (time.monotonic() - first_merge) / 60 if first_merge is not None else 0.0
             due = plan and (r.merges() >= plan[0][0] or minutes >= slots[len(plan)])
-            if due and r.merges() >= recovered_at and minutes < 0.8 * shape.minutes:
+            settled = healthy_since is not None and time.monotonic() - healthy_since >= shape.fault_gap_s
+            if due and settled and minutes < 0.8 * shape.minutes:
                 r.strike(plan.pop(0)[1])
-                recovered_at = r.merges() + 1
+                recovered_at, healthy_since = r.merges() + 1, None
                 continue
             startup = time.monotonic() - r.began
-            if (r.merges() >= shape.merges and not plan) or minutes >= shape.minutes or startup > 900:
+            never = first_merge is None and startup > 900  # no merge at all in 15 minutes
+            if (r.merges() >= shape.merges and not plan) or minutes >= shape.minutes or never:
                 break
             time.sleep(0.5)
         loader.close()
@@ -1153,6 +1194,7 @@ def report(
         "drained": drained,
         "drain_seconds": drain_s,
         "loader_retries": r.loader.retries,
+        "loader_waited_s": round(r.loader.waited_s / r.shape.loaders, 1),
         "follower_restarts": r.results.restarts,
         "run_seconds": round(run_s, 1),
         "merges_per_second": round(merges / run_s, 3) if run_s else None,

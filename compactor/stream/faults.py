@@ -36,7 +36,8 @@ def fault_point(name: str, when: bool = True) -> None:
 # benchmarks that must see a hung merge cancelled (bench/years.py): `driver` sleeps on the merge's worker
 # thread before its commit, where nothing can interrupt it; `task` runs a Spark job in the merge's job
 # group whose one task sleeps, which cancelling the merge interrupts. Each hangs `seconds` (3600 unless
-# given), on the table's first merge in the process and then on every `every`-th one (0: only the first).
+# given): on the table's `every`-th merge in the process, its 2 x `every`-th, ... (so that one succeeds
+# between two hangs and a restart does not hang it again at once); without `every`, on its first only.
 HANG_ENV = "COMPACTOR_HANG"
 HANG_KINDS = ("driver", "task")
 _hang_lock = threading.Lock()
@@ -72,7 +73,7 @@ def _hang_due(table: str, kind: str, every: int) -> bool:
     with _hang_lock:
         n = _hang_counts.get((table, kind), 0)
         _hang_counts[table, kind] = n + 1
-    return n == 0 or (every > 0 and n % every == 0)
+    return (n + 1) % every == 0 if every > 0 else n == 0
 
 
 def _sleeping_task(plan_id: str, seconds: float) -> None:
