@@ -104,7 +104,7 @@ def assemble(
             codec,
             catalog,
             configs,
-            KnownTables(store, catalog.table_names, owns, on_new=keeper.follow),  # its earlier loads first
+            KnownTables(store, catalog.table_names, owns),
             catalog_store,
             control,
             clock,

@@ -51,14 +51,22 @@ class CoolDown:
                 if begun:
                     self.died_during[table] = begun[0]
 
-    def start(self, key: str, table: str, reason: str, rule: str | None = None, failed: bool = False) -> None:
+    def start(
+        self,
+        key: str,
+        table: str,
+        reason: str,
+        rule: str | None = None,
+        failed: bool = False,
+        cool: bool = True,
+    ) -> None:
         """Cool `key` down; `failed`: a merge failed (not merely skipped): the table's streak
         grows, and with it this cool-down."""
         now = self.clock()
         streak = self._streak[table] = (
             self._streak.get(table, 0) + 1 if failed else self._streak.get(table, 0)
         )
-        until = now + self.period * min(MAX_BACKOFF, 2 ** max(0, streak - 1))
+        until = now + self.period * min(MAX_BACKOFF, 2 ** max(0, streak - 1)) if cool else now
         # a cool-down over is forgotten: one entry per failed plan would grow with the years
         self._until = {k: v for k, v in self._until.items() if v[1] > now}
         self._until[key] = (table, until)

@@ -49,11 +49,19 @@ class TableFailures:
         for table, begun in sorted(self.cool_down.died_during.items()):
             plan_id = begun.key.removesuffix(BEGUN)
             error = JobDied(f"the job stopped while plan {plan_id} ran (killed, or out of memory?)")
-            self.failed(table, plan_id, error, begun.rule, f"plan {plan_id}", alone=True)
+            # counted, not cooled: a job killed with merges in flight plans them again at once
+            self.failed(table, plan_id, error, begun.rule, f"plan {plan_id}", alone=True, cool=False)
         self.cool_down.died_during.clear()
 
     def failed(
-        self, table: str, key: str, error: BaseException, rule: str | None, what: str, alone: bool = False
+        self,
+        table: str,
+        key: str,
+        error: BaseException,
+        rule: str | None,
+        what: str,
+        alone: bool = False,
+        cool: bool = True,
     ) -> None:
         """`what` (a plan, the table's work) failed with `error`: cool `key` down, and grow the
         table's streak and quarantine it, unless an outage explains the failure (`alone`: it
@@ -70,7 +78,7 @@ class TableFailures:
             )
             log.warning("table %s: %s failed in an outage (%s); not counted against it", table, what, short)
             return
-        self.cool_down.start(key, table, short, rule, failed=True)
+        self.cool_down.start(key, table, short, rule, failed=True, cool=cool)
         streak = self.cool_down.streak(table)
         if self.cool_down.quarantines(table):
             why = quarantine_note(short, config_fingerprint(self.configs.for_table(table)))
