@@ -96,6 +96,10 @@ class CatalogKeeper:
         writes that journal now; two writers would interleave it)."""
         self._fenced = True
 
+    @property
+    def fenced(self) -> bool:
+        return self._fenced
+
     def save(self, tables: Iterable[str] = ()) -> None:
         """Fold the touched tables' newest commits into the catalog, then make it durable."""
         if self._fenced:

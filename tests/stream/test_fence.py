@@ -34,6 +34,17 @@ def test_a_fenced_shard_saves_no_catalog_and_publishes_nothing(harness: Harness)
     assert len(harness.publisher.sent) == published
 
 
+def test_a_fenced_shard_drains_without_writing_and_without_raising(harness: Harness) -> None:
+    """A lost shard's stop drains it: found by the rejoin fault test, where the drain's catalog
+    save raised `Fenced` into the supervisor and ended the job."""
+    handler = harness.handler(CONFIG)
+    handler.process(three_loads(harness, "a"))
+    saved = harness.catalog_store.saves
+    handler.fence()
+    assert handler.drain(0.0) == 0
+    assert harness.catalog_store.saves == saved
+
+
 def test_the_jobs_threads_for_a_fenced_shard_stop(harness: Harness) -> None:
     handler = harness.handler(CONFIG)
     upkeep_ran = threading.Event()
