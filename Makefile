@@ -16,7 +16,7 @@ CHROMIUM := /usr/bin/chromium
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 TOOLS := $(TOXIPROXY) $(FAKE_GCS) $(CHROMIUM)
 
-.PHONY: demo check test nightly unit lint tools bench-smoke docs docs-build
+.PHONY: demo check test nightly unit lint tools bench-smoke docs docs-build hooks
 
 $(STAMP): pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -42,6 +42,11 @@ tools: $(TOOLS)
 
 demo: $(STAMP)
 	$(VENV)/bin/compactor demo
+
+# the commit-msg hook that checks a message's form, and the template `git commit` opens (CONTRIBUTING.md)
+hooks:
+	git config core.hooksPath ops/git/hooks
+	git config commit.template .gitmessage
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
