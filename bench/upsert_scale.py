@@ -201,8 +201,7 @@ def restart_time(keys: int, load: int) -> dict[str, Any]:
         whole = time.perf_counter() - began
         (snapshot,) = job.snapshots_due(force=True)
         began = time.perf_counter()
-        data = snapshot.taken.encode()
-        store.save_key_index(snapshot.table, snapshot.version, data, snapshot.taken.keys)
+        store.save_key_index(snapshot.table, snapshot.version, snapshot.taken.write, snapshot.taken.keys)
         saved = time.perf_counter() - began
         write(parts, 0, load, 2)  # after the snapshot: half its keys supersede a0's
 
@@ -239,7 +238,7 @@ def restart_time(keys: int, load: int) -> dict[str, Any]:
             "load_keys": load,
             "write_seconds": written,
             "whole_table_read_seconds": whole,
-            "snapshot_bytes": len(data),
+            "snapshot_bytes": (store.key_indexes.describe(table) or {}).get("bytes"),
             "snapshot_save_seconds": saved,
             "restart_to_first_attempt_seconds": restart,
             "plans": len(evaluation.plans),

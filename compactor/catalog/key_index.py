@@ -62,7 +62,7 @@ import io
 import json
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any, BinaryIO, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -153,10 +153,16 @@ class IndexSnapshot:
         self.columns = columns
         self.keys = keys
 
-    def encode(self) -> bytes:
-        """numpy's npz: a zip whose members carry a CRC, so a damaged file is found when read."""
-        out = io.BytesIO()
+    def write(self, out: BinaryIO) -> None:
+        """numpy's npz into `out`: a zip whose members carry a CRC, so that a damaged file is
+        found when read. Each column goes in pieces of numpy's buffer (16 MiB), so writing to a
+        file costs no second copy of the index."""
         np.savez(out, **self.columns)
+
+    def encode(self) -> bytes:
+        """`write` into memory (tests, and small indexes)."""
+        out = io.BytesIO()
+        self.write(out)
         return out.getvalue()
 
 
@@ -229,11 +235,12 @@ class KeyIndex:
         return IndexSnapshot(columns, len(self))
 
     @classmethod
-    def restored(cls, data: bytes) -> KeyIndex:
-        """The index a `snapshot` holds; `SnapshotUnreadable` (saying why) when it is damaged or
-        of another format."""
+    def restored(cls, data: bytes | BinaryIO) -> KeyIndex:
+        """The index a `snapshot` holds, from its bytes or a seekable file of them (read a
+        column at a time); `SnapshotUnreadable` (saying why) when it is damaged or of another
+        format."""
         try:
-            with np.load(io.BytesIO(data), allow_pickle=False) as found:
+            with np.load(io.BytesIO(data) if isinstance(data, bytes) else data, allow_pickle=False) as found:
                 meta = json.loads(found["meta"].tobytes())
                 if meta.get("format") != SNAPSHOT_FORMAT:
                     raise SnapshotUnreadable(

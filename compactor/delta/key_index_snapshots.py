@@ -5,9 +5,11 @@ indexes back instead of scanning each table whole.
 named by the table version the catalog had reached when it was taken. Each is written whole
 in one step (`HadoopFiles.replace_chunks`: a local file renamed over, one object on an object
 store, seen only once whole), then the older ones are deleted; a reader takes the newest.
-A snapshot of ten million keys is hundreds of megabytes: it goes to and from the store in
-pieces of `HadoopFiles.chunk_bytes`, never as one py4j message (issue 49), and a writer that
-has its bytes in pieces (`save_chunks`) never needs them in one.
+A snapshot of ten million keys is hundreds of megabytes, beside an index of about as many in
+the driver: it goes to and from the store in pieces of `HadoopFiles.chunk_bytes`, never as one
+py4j message, and never whole in memory: it is spooled through a temporary file on the driver's
+local disk (`tempfile`'s folder, `TMPDIR`) both ways, so that saving or taking one back costs
+the driver a piece's memory beyond the index itself (issue 49).
 """
 
 from __future__ import annotations
@@ -15,13 +17,14 @@ from __future__ import annotations
 import json
 import logging
 import re
+import tempfile
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from compactor.delta.files import HadoopFiles
 from compactor.delta.paths import state_uri
-from compactor.delta.store import StoredSnapshot
+from compactor.delta.store import SnapshotWriter, StoredSnapshot
 from compactor.domain.clock import now_utc
 
 log = logging.getLogger(__name__)
@@ -37,9 +40,15 @@ class KeyIndexSnapshots:
     def folder(self, table: str) -> str:
         return state_uri(self.warehouse, f"key-index/{table}")
 
-    def save(self, table: str, version: int, data: bytes, keys: int) -> None:
-        """`save_chunks` of the snapshot's bytes as one piece."""
-        self.save_chunks(table, version, (data,), keys)
+    def save(self, table: str, version: int, write: SnapshotWriter, keys: int) -> None:
+        """`write` the snapshot into a spool on local disk, then `save_chunks` of it."""
+        with tempfile.TemporaryFile(prefix="key-index-") as spool:
+            write(spool)
+            spool.seek(0)
+            self.save_chunks(table, version, self._pieces(spool), keys)
+
+    def _pieces(self, spool: IO[bytes]) -> Iterable[bytes]:
+        return iter(lambda: spool.read(self.files.chunk_bytes), b"")
 
     def save_chunks(
         self, table: str, version: int, chunks: Iterable[bytes | bytearray | memoryview], keys: int
@@ -68,15 +77,27 @@ class KeyIndexSnapshots:
         return json.loads(text) if text else {"version": version}
 
     def load(self, table: str) -> StoredSnapshot | None:
-        """The table's newest snapshot, None when it has none (read in pieces, joined here:
-        `numpy.load` of an `.npz` needs a file it can seek in)."""
+        """The table's newest snapshot, None when it has none: read in pieces into a spool on
+        local disk (`numpy.load` of an `.npz` needs a file it can seek in), which the caller
+        reads and closes."""
         folder = self.folder(table)
         found = self._versions(folder)
         if not found:
             return None
         version, name = max(found)
-        data = self.files.read_bytes(f"{folder}/{name}")
-        return None if data is None else StoredSnapshot(version, data)
+        spool = tempfile.TemporaryFile(prefix="key-index-")  # noqa: SIM115 - the caller closes it
+        try:
+            with self.files.read_chunks(f"{folder}/{name}") as chunks:
+                if chunks is None:  # deleted since listed: a newer one replaced it
+                    spool.close()
+                    return None
+                for piece in chunks:
+                    spool.write(piece)
+            spool.seek(0)
+        except BaseException:
+            spool.close()
+            raise
+        return StoredSnapshot(version, spool)
 
     def _versions(self, folder: str) -> list[tuple[int, str]]:
         found = []

@@ -38,7 +38,7 @@ from compactor.delta.plan_transactions import PlanTransactionExpiry
 from compactor.delta.purge import purge_deleted_rows
 from compactor.delta.refresh import execute_refresh
 from compactor.delta.snapshot import table_protocol
-from compactor.delta.store import LoadOrder, StoredSnapshot, TableChanges, VacuumReport
+from compactor.delta.store import LoadOrder, SnapshotWriter, StoredSnapshot, TableChanges, VacuumReport
 from compactor.delta.sub_partition_delete import delete_sub_partition
 from compactor.delta.upsert import key_rows, key_rows_of_keys
 from compactor.delta.vacuum import vacuum
@@ -271,9 +271,9 @@ class SparkTableStore:
     ) -> Iterator[KeyRow | KeyColumns]:
         return key_rows_of_keys(self.spark, self.warehouse, table, upsert, keys, excluding)
 
-    def save_key_index(self, table: str, version: int, data: bytes, keys: int) -> None:
+    def save_key_index(self, table: str, version: int, write: SnapshotWriter, keys: int) -> None:
         self._unfenced()
-        self.key_indexes.save(table, version, data, keys)
+        self.key_indexes.save(table, version, write, keys)
 
     def load_key_index(self, table: str) -> StoredSnapshot | None:
         return self.key_indexes.load(table)

@@ -12,10 +12,10 @@ not rewrite; anything else is a failure of that plan.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import NamedTuple, Protocol
+from typing import BinaryIO, NamedTuple, Protocol
 
 from compactor.catalog.changes import CommitRecord
 from compactor.catalog.key_index import KeyRows
@@ -32,10 +32,16 @@ LoadOrder = Mapping[str, datetime]  # segment id -> when it was loaded
 
 
 class StoredSnapshot(NamedTuple):
-    """A table's key index snapshot as kept, with the table version it was taken at."""
+    """A table's key index snapshot as kept, with the table version it was taken at: `data` is a
+    readable, seekable file holding its bytes (a spool on local disk, not memory), which the
+    taker closes."""
 
     version: int
-    data: bytes
+    data: BinaryIO
+
+
+# writes a key index snapshot's bytes into the file it is given (`IndexSnapshot.write`)
+SnapshotWriter = Callable[[BinaryIO], object]
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,9 +126,9 @@ class TableStore(Protocol):
         """Upsert tables: the rows whose key hash is one of `keys`, in every segment but
         `excluding`, as `key_rows` gives them."""
 
-    def save_key_index(self, table: str, version: int, data: bytes, keys: int) -> None:
+    def save_key_index(self, table: str, version: int, write: SnapshotWriter, keys: int) -> None:
         """Keep the table's key index snapshot (`KeyIndex.snapshot`, of `keys` keys), taken at
-        `version`."""
+        `version`: `write` puts its bytes into a file, never all of them in memory at once."""
 
     def load_key_index(self, table: str) -> StoredSnapshot | None:
         """The table's newest key index snapshot (None: it has none)."""

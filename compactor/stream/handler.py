@@ -193,8 +193,8 @@ class BatchHandler:
         """Write the key index snapshots taken under the lock, outside it (a batch may run)."""
         for snapshot in snapshots:
             try:
-                data = snapshot.taken.encode()
-                self.keeper.store.save_key_index(snapshot.table, snapshot.version, data, snapshot.taken.keys)
+                taken = snapshot.taken
+                self.keeper.store.save_key_index(snapshot.table, snapshot.version, taken.write, taken.keys)
             except Exception:  # the next tick tries again; the index itself is whole
                 log.exception("table %s: saving its key index snapshot failed", snapshot.table)
                 with self.lock:

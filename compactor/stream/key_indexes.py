@@ -206,7 +206,8 @@ class KeyIndexes:
             log.info("table %s: no key index snapshot yet; reading the whole table", table)
             return None
         try:
-            index = KeyIndex.restored(stored.data)
+            with stored.data:
+                index = KeyIndex.restored(stored.data)
         except SnapshotUnreadable as exc:
             log.warning(
                 "table %s: its key index snapshot of version %d is unreadable (%s); reading the whole table",

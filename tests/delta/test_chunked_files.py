@@ -5,20 +5,24 @@ a 280 MB snapshot was one ~373 MB py4j command in a 1 GiB driver JVM)."""
 
 from __future__ import annotations
 
+import gc
 import itertools
 import os
+import tracemalloc
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
+from compactor.catalog.key_index import IndexSnapshot
 from compactor.delta.files import HadoopFiles
 from compactor.delta.key_index_snapshots import KeyIndexSnapshots
-from compactor.delta.store import StoredSnapshot
 from tests.conftest import S3Server
+from tests.delta.test_key_index_snapshots import read_back
 
 pytestmark = pytest.mark.integration
 
@@ -75,11 +79,11 @@ def test_a_snapshot_bigger_than_a_chunk_goes_to_and_from_the_store_in_pieces(
 ) -> None:
     snapshots = KeyIndexSnapshots(_files(spark), location)
     with py4j_traffic(spark) as saving:
-        snapshots.save("t", 7, SNAPSHOT, keys=3)
+        snapshots.save("t", 7, lambda out: out.write(SNAPSHOT), keys=3)
     with py4j_traffic(spark) as loading:
-        loaded = snapshots.load("t")
+        loaded = read_back(snapshots)
 
-    assert loaded == StoredSnapshot(7, SNAPSHOT), "read back exactly"
+    assert loaded == (7, SNAPSHOT), "read back exactly"
     facts = snapshots.describe("t")
     assert facts is not None and (facts["version"], facts["keys"], facts["bytes"]) == (7, 3, len(SNAPSHOT))
     assert max(sent for sent, _ in saving) <= MOST_PER_CALL, "no call sends more than a piece"
@@ -96,7 +100,7 @@ def test_a_snapshot_written_from_pieces_of_any_size_is_the_pieces_joined(spark: 
     pieces = (SNAPSHOT[a:b] for a, b in itertools.pairwise(cuts))  # one piece empty
     with py4j_traffic(spark) as saving:
         snapshots.save_chunks("t", 2, pieces, keys=1)
-    assert snapshots.load("t") == StoredSnapshot(2, SNAPSHOT)
+    assert read_back(snapshots) == (2, SNAPSHOT)
     assert max(sent for sent, _ in saving) <= MOST_PER_CALL
     facts = snapshots.describe("t")
     assert facts is not None and facts["bytes"] == len(SNAPSHOT)
@@ -131,3 +135,64 @@ def test_files_of_any_size_are_read_back_in_pieces_of_at_most_a_chunk(
         assert chunks is not None
         read = list(chunks)
     assert b"".join(read) == data and all(0 < len(piece) <= CHUNK for piece in read)
+
+
+def _streamed_pieces(size: int, piece: int) -> Iterator[bytes]:
+    """`size` bytes made a piece at a time, never held together: the baseline's memory."""
+    for start in range(0, size, piece):
+        yield bytes(min(piece, size - start))
+
+
+@pytest.mark.parametrize("location", ["viewfs", "s3"], indirect=True)
+def test_a_key_index_snapshot_is_saved_and_taken_back_in_a_pieces_memory(spark: Any, location: str) -> None:
+    """Beside the index's own columns, saving a snapshot and taking it back costs the driver's
+    Python about what streaming the same bytes in pieces costs (through S3A, the S3 server in
+    this process counts too): never a second whole copy of the index. Before the spool, the
+    encoded bytes and the joined read were each one (issue 49)."""
+    files = HadoopFiles(spark)
+    files.chunk_bytes = 1 << 20
+    snapshots = KeyIndexSnapshots(files, location)
+    size = 48 << 20  # under S3A's 64 MiB multipart size: one PUT, as the baseline's
+    keys = np.arange(size // 16, dtype=np.int64)
+    snapshot = IndexSnapshot(
+        {"meta": np.frombuffer(b"{}", np.uint8), "keys0": keys, "rows0": keys[::-1]}, len(keys)
+    )
+
+    def peak_of(action: Callable[[], object]) -> int:
+        gc.collect()
+        tracemalloc.start()
+        try:
+            action()
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    baseline = peak_of(
+        lambda: files.replace_chunks(f"{location}/baseline.bin", _streamed_pieces(size, 1 << 20))
+    )
+    saving = peak_of(lambda: snapshots.save("t", 1, snapshot.write, keys=len(keys)))
+
+    taken: dict[str, Any] = {}
+
+    def take_back() -> None:
+        loaded = snapshots.load("t")
+        assert loaded is not None
+        with loaded.data, np.load(loaded.data) as found:
+            taken["keys0"] = found["keys0"]  # one column at a time, as `KeyIndex.restored` reads them
+
+    def read_baseline() -> None:
+        with files.read_chunks(f"{location}/baseline.bin") as chunks:
+            assert chunks is not None
+            for _ in chunks:
+                pass
+
+    reading = peak_of(read_baseline)
+    loading = peak_of(take_back)
+    slack = 24 << 20  # numpy's 16 MiB write buffer and the pieces in flight
+    assert saving <= baseline + slack, (
+        f"saving peaked at {saving >> 20} MiB, streaming at {baseline >> 20} MiB"
+    )
+    assert loading <= reading + keys.nbytes + slack, (
+        f"taking back peaked at {loading >> 20} MiB, reading at {reading >> 20} MiB, the column {keys.nbytes >> 20} MiB"
+    )
+    assert np.array_equal(taken["keys0"], keys)

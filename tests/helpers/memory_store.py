@@ -7,6 +7,7 @@ failures per plan, and reads back every commit call.
 
 from __future__ import annotations
 
+import io
 import threading
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
@@ -21,7 +22,7 @@ from compactor.config.layout import LayoutConfig, UpsertConfig
 from compactor.config.sub_partitions import SubPartitionConfig
 from compactor.config.tables import TableSettings
 from compactor.config.vacuum import VacuumConfig
-from compactor.delta.store import LoadOrder, StoredSnapshot, TableChanges, VacuumReport
+from compactor.delta.store import LoadOrder, SnapshotWriter, StoredSnapshot, TableChanges, VacuumReport
 from compactor.domain.layout import IndexFacts
 from compactor.domain.plans import Commit, MergePlan
 from compactor.domain.segments import RowCount, Segment
@@ -57,7 +58,7 @@ class InMemoryTableStore:
     key_reads: list[tuple[str, tuple[str, ...] | None]] = field(default_factory=list)  # None: all
     # reads of some keys' rows: the table, the keys, the segments left out
     key_lookups: list[tuple[str, frozenset[int], tuple[str, ...]]] = field(default_factory=list)
-    key_index_snapshots: dict[str, StoredSnapshot] = field(default_factory=dict)
+    key_index_snapshots: dict[str, tuple[int, bytes]] = field(default_factory=dict)  # version, bytes
     fenced: threading.Event = field(default_factory=threading.Event)  # fence(): commit nothing more
     cancelled: list[str] = field(default_factory=list)  # plan ids cancel() was called for
     # as in the Spark store, a cancel fences the attempt running then, not a later one of the plan
@@ -246,13 +247,16 @@ class InMemoryTableStore:
                 if k in wanted
             ]
 
-    def save_key_index(self, table: str, version: int, data: bytes, keys: int = 0) -> None:
+    def save_key_index(self, table: str, version: int, write: SnapshotWriter, keys: int = 0) -> None:
+        out = io.BytesIO()
+        write(out)
         with self._lock:
-            self.key_index_snapshots[table] = StoredSnapshot(version, data)
+            self.key_index_snapshots[table] = (version, out.getvalue())
 
     def load_key_index(self, table: str) -> StoredSnapshot | None:
         with self._lock:
-            return self.key_index_snapshots.get(table)
+            kept = self.key_index_snapshots.get(table)
+        return None if kept is None else StoredSnapshot(kept[0], io.BytesIO(kept[1]))
 
     def delete_sub_partition(
         self, table: str, config: SubPartitionConfig, value: str, segments: Sequence[Segment]

@@ -73,17 +73,17 @@ def test_a_restart_takes_the_index_back_from_its_snapshot_and_reads_only_what_ca
     handler.process(harness.loaded(harness.day(0), harness.day(1)))
     assert counts(handler) == {"d00": 5}
     between_batches(handler)  # between batches: a new index is saved at once
-    stored = harness.store.key_index_snapshots["t"]
-    assert stored.version == handler.catalog.version("t")
+    stored_version, _ = harness.store.key_index_snapshots["t"]
+    assert stored_version == handler.catalog.version("t")
     facts = handler.planner.keys.facts("t")
-    assert facts is not None and facts.keys == 15 and facts.snapshot_version == stored.version
+    assert facts is not None and facts.keys == 15 and facts.snapshot_version == stored_version
     assert facts.memory_bytes == 15 * 28, "28 bytes a key: hash, value, row hash, holder"
     registry = handler.metrics.registry  # type: ignore[attr-defined]
     scraped = {
         name: registry.get_sample_value(f"compactor_key_index_{name}", {"table": "t"})
         for name in ("keys", "bytes", "snapshot_version")
     }
-    assert scraped == {"keys": 15, "bytes": 15 * 28, "snapshot_version": stored.version}
+    assert scraped == {"keys": 15, "bytes": 15 * 28, "snapshot_version": stored_version}
 
     request = CompactionRequested("r1", "t", DAY, segment_ids=("d00", "d01"))
     handler.process([harness.envelope(harness.codec.encode_compaction_requested(request))])
@@ -108,8 +108,8 @@ def test_a_damaged_snapshot_is_read_past_with_one_scan(harness: Harness) -> None
     handler = harness.handler(CONFIG)
     handler.process(harness.loaded(harness.day(0), harness.day(1)))
     between_batches(handler)
-    stored = harness.store.key_index_snapshots["t"]
-    harness.store.save_key_index("t", stored.version, stored.data[:100])
+    stored_version, data = harness.store.key_index_snapshots["t"]
+    harness.store.save_key_index("t", stored_version, lambda out: out.write(data[:100]))
     restarted = harness.handler(CONFIG)
     assert counts(restarted) == {"d00": 5}
     assert restarted.planner.keys.rebuilds == 1 and restarted.planner.keys.restored == 0
