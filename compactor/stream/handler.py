@@ -268,9 +268,18 @@ class BatchHandler:
         self.close(wait=False)
         if self.keeper.fenced:  # a lost shard: its next holder saves its catalog and snapshots
             return left
-        with self.lock:
-            self.keeper.save()
-            snapshots = self.planner.keys.snapshots_due(force=True)
+        try:
+            with self.lock:
+                self.keeper.save()
+                snapshots = self.planner.keys.snapshots_due(force=True)
+        except Exception as exc:  # the warehouse out of reach: the stop goes on, the tables' logs hold it all
+            log.warning(
+                "the catalog could not be saved at the stop (%s: %s); the next start reads what it "
+                "missed from the tables' logs",
+                type(exc).__name__,
+                str(exc).splitlines()[0] if str(exc) else "",
+            )
+            return left
         self._save_key_indexes(snapshots)  # the next start takes them back rather than scan
         return left
 

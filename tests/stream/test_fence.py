@@ -45,6 +45,22 @@ def test_a_fenced_shard_drains_without_writing_and_without_raising(harness: Harn
     assert harness.catalog_store.saves == saved
 
 
+def test_a_stop_whose_catalog_save_fails_still_stops(
+    harness: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An object store outage fails a shard's query; its restart stops it first, and the stop's
+    catalog save failed too: found by bench/years.py, where that ended the whole job."""
+    handler = harness.handler(CONFIG)
+    handler.process(three_loads(harness, "a"))
+
+    def unreachable(changes: object) -> None:
+        raise OSError("Connection refused")
+
+    handler.keeper.catalog_store.save = unreachable  # type: ignore[method-assign]
+    assert handler.drain(0.0) == 0
+    assert "the catalog could not be saved at the stop (OSError: Connection refused)" in caplog.text
+
+
 def test_the_jobs_threads_for_a_fenced_shard_stop(harness: Harness) -> None:
     handler = harness.handler(CONFIG)
     upkeep_ran = threading.Event()
