@@ -390,6 +390,15 @@ class SegmentCatalog:
         changes.marks = {t: self._mark(t) for t in changes.marks}
         return changes
 
+    def put_back(self, changes: CatalogChanges) -> None:
+        """A journal `take_changes` gave whose save failed, ahead of what changed since: the next
+        save writes both (a mark saved later would otherwise claim versions whose segment
+        changes were never written, and a restart would not read them again)."""
+        newer, self._journal = self._journal, changes
+        changes.live.update(newer.live)  # a later change of a segment wins
+        changes.retired.extend(newer.retired)
+        changes.marks.update(newer.marks)
+
     @classmethod
     def from_store(cls, stored: StoredCatalog) -> SegmentCatalog:
         """The catalog as last saved: live segments and marks, with an empty journal."""

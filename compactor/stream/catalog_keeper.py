@@ -108,7 +108,12 @@ class CatalogKeeper:
         for table in sorted(set(tables) | checked):
             self.recounted(catch_up(self.store, self.catalog, table, self.unannounced, table in checked))
         self.unannounced.report(self.catalog)
-        self.catalog_store.save(self.catalog.take_changes())
+        changes = self.catalog.take_changes()
+        try:
+            self.catalog_store.save(changes)
+        except BaseException:
+            self.catalog.put_back(changes)  # the next save writes it (again: rows fold latest-wins)
+            raise
         self._saved_at = time.monotonic()
 
     def save_if_due(self) -> None:

@@ -32,6 +32,32 @@ def test_each_batch_saves_the_catalog_and_a_restart_reads_it_back_not_the_histor
     assert restarted.catalog.version("t") == harness.store.latest_version("t")
 
 
+def test_a_save_that_failed_is_written_by_the_next_one(harness: Harness) -> None:
+    """A save that failed (the warehouse out of reach) lost its journal: a later save then wrote a
+    newer mark without those segments, and a restart never read them again (found reading the
+    keeper after bench/years.py's outage ended a job in its final save)."""
+    harness.store.create("t")
+    handler = harness.handler(MINOR)
+    handler.process(harness.loaded(harness.day(0)))
+    store = handler.keeper.catalog_store
+    working = store.save
+
+    def unreachable(changes: object) -> None:
+        raise OSError("Connection refused")
+
+    store.save = unreachable  # type: ignore[method-assign]
+    with pytest.raises(OSError):
+        handler.process(harness.loaded(harness.day(1)))  # the batch fails: Spark gives it again
+    store.save = working  # type: ignore[method-assign]
+    handler.process(harness.loaded(harness.day(2, sid="d02")))
+    kept = {s.id for s in handler.catalog.segments("t")}
+
+    harness.store.history = no_history  # type: ignore[method-assign]
+    restarted = harness.handler(MINOR)
+    assert {s.id for s in restarted.catalog.segments("t")} == kept
+    assert set(harness.catalog_store.live["t"]) == kept
+
+
 def test_commits_after_the_last_save_are_folded_in_at_restart(harness: Harness) -> None:
     harness.store.create("t")
     harness.handler(MINOR).process(harness.loaded(harness.day(0)))
