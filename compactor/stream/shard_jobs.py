@@ -116,7 +116,12 @@ class ShardedJob:
                 failure,
                 delay,
             )
-            self.running.pop(index).stop(0.0)
+            try:
+                self.running.pop(index).stop(0.0)
+            except Exception as exc:  # its stop failed too: the shard is gone all the same
+                log.error(
+                    "shard %d: stopping its failed query failed too: %s: %s", index, type(exc).__name__, exc
+                )
             self._retry_at[index] = now + delay
         for index, at in list(self._retry_at.items()):
             if at <= now:

@@ -25,6 +25,7 @@ class FakeShard:
         self.index = index
         self.log = log
         self.failed: str | None = None
+        self.stop_fails = False
         log.append(f"start {index}")
 
     def failure(self) -> str | None:
@@ -33,6 +34,8 @@ class FakeShard:
     def stop(self, grace: float, lost: bool = False) -> int:
         time.sleep(0.2)  # a query stops between batches: not at once
         self.log.append(f"{'lost' if lost else 'stop'} {self.index}")
+        if self.stop_fails:
+            raise OSError("s3a://warehouse/_compactor/catalog: connection refused")
         return 0
 
 
@@ -229,6 +232,7 @@ def test_a_restart_that_fails_in_recovery_is_tried_again_and_the_job_runs_on(
     thread, errors = run_in_thread(job, stopping)
     wait_until(lambda: len(job.running) == 1, 5, "the shard")
     store_down[0] = True
+    shards[0].stop_fails = True  # its stop's last catalog save fails on the outage too
     shards[0].failed = "the object store is unreachable"
     wait_until(lambda: log.count("recovery failed 0") >= 2, 10, "tried again, twice")
     assert thread.is_alive() and not errors, "the job runs on"
