@@ -415,8 +415,10 @@ class ControllerLease:
 
     def _identity_holder(self, live_here_only: bool = False) -> str | None:
         """Another member of the group under this job's static name, if any (`client id
-        (host)`). `live_here_only`: only one that is a live process on this host (a dead
-        predecessor's name is ours to take)."""
+        (host)`). A member named after a process of this host that has ended is never one: a
+        static member that takes a dead predecessor's name keeps its client id in the group's
+        description (bench/years.py: a job fenced itself after a broker pause, on its own
+        predecessor's name). `live_here_only`: only one that is a live process on this host."""
         name = self.member_name
         if name is None:
             return None
@@ -429,7 +431,7 @@ class ControllerLease:
         for member in members:
             if getattr(member, "group_instance_id", None) != name or member.client_id == self.identity:
                 continue
-            if live_here_only and not _live_here(member.client_id):
+            if _dead_here(member.client_id) or (live_here_only and not _live_here(member.client_id)):
                 continue
             return _member_name(member)
         return None
@@ -489,6 +491,14 @@ def _live_here(client_id: str) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def _dead_here(client_id: str) -> bool:
+    """Is the job named `compactor-run@<host>:<pid>` a process of this host that has ended?"""
+    host, _, pid = client_id.removeprefix("compactor-run@").rpartition(":")
+    if not client_id.startswith("compactor-run@") or host != socket.gethostname() or not pid.isdigit():
+        return False
+    return int(pid) != os.getpid() and not _live_here(client_id)
 
 
 def _member_name(member: Any) -> str:
