@@ -131,6 +131,11 @@ class SegmentCatalog:
         """The data-table version every commit up to which is folded in (None: not known)."""
         return self._versions.get(table)
 
+    def versions(self) -> dict[str, int]:
+        """Every table's `version`, as one copy: safe to take without the job's lock (a dict's
+        copy is one step under the GIL), for a reader that only needs a recent view."""
+        return self._versions.copy()
+
     def announced(self, table: str) -> int | None:
         """The newest version whose merge events were acknowledged (None: never recorded)."""
         return self._announced.get(table)

@@ -163,10 +163,13 @@ class BatchHandler:
         if self.outage_log is not None:
             self.outage_log.sync(self.runner.failures.outage())
         self.keeper.catalog_store.upkeep()  # the job's own catalog table: compacted, vacuumed
+
+    def keep_logs(self) -> None:
+        """Write the checkpoints that are due (never by a merge), on a thread of its own and
+        without the job's lock: under a steady load the batches and the ticker held that lock so
+        much that the upkeep waiting for it wrote no checkpoint in 26 minutes (bench/years.py)."""
         if self.logs is not None and not self.merges.draining:
-            with self.lock:
-                versions = {t: v for t in catalog.table_names if (v := catalog.version(t)) is not None}
-            self.logs.keep(versions)  # checkpoints: written here, never by a merge
+            self.logs.keep(self.keeper.catalog.versions())
 
     def log_line(self, table: str) -> str | None:
         """The table's Delta log as the maintainer last saw it, in words (None: not seen yet)."""

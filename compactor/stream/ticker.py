@@ -1,6 +1,6 @@
 """The threads that keep the job moving between micro-batches.
 
-Spark runs a batch only when events arrive. Beside the query, three threads of the job's own,
+Spark runs a batch only when events arrive. Beside the query, four threads of the job's own,
 each so that one slow step never stops the others:
 
 - the **ticker** ticks the handler when a merge finishes (its result recorded and announced,
@@ -11,10 +11,12 @@ each so that one slow step never stops the others:
   whatever the ticker is doing;
 - **upkeep** does the job's background writes (key index snapshots, purges) and the probe of
   other writers, every `every` seconds: a snapshot of hundreds of megabytes, or a purge, may
-  take minutes, and neither holds up a tick or the watchdog.
+  take minutes, and neither holds up a tick or the watchdog;
+- **logs** writes the tables' checkpoints that are due, without the job's lock: the batches and
+  the ticker hold it so much under a steady load that a checkpoint waiting for it never came.
 
 Each loop outlives its own failures (logged, tried again after a pause); `running()` says
-whether all three are still alive.
+whether all four are still alive.
 """
 
 from __future__ import annotations
@@ -48,7 +50,12 @@ class Ticker:
         self._threads: list[threading.Thread] = []
 
     def start(self) -> Ticker:
-        loops = (("ticker", self._tick), ("watchdog", self._watch), ("upkeep", self._upkeep))
+        loops = (
+            ("ticker", self._tick),
+            ("watchdog", self._watch),
+            ("upkeep", self._upkeep),
+            ("logs", self._keep_logs),
+        )
         for name, loop in loops:
             thread = threading.Thread(target=loop, name=f"compactor-{name}", daemon=True)
             self._threads.append(thread)
@@ -77,6 +84,11 @@ class Ticker:
     def _upkeep(self) -> None:
         while self._go_on():
             self._guarded("upkeep", self.handler.upkeep, self.every)
+            self.stop.wait(self.every)
+
+    def _keep_logs(self) -> None:
+        while self._go_on():
+            self._guarded("log upkeep", self.handler.keep_logs, self.every)
             self.stop.wait(self.every)
 
     def _guarded(self, what: str, step: Callable[[], object], pause: float) -> None:

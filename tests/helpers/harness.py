@@ -112,6 +112,7 @@ class Harness:
 
 def between_batches(handler: BatchHandler) -> None:
     """What the job's threads do between batches, at once: a tick (what came due, what finished)
-    and the upkeep (other writers' commits folded, key index snapshots, purges)."""
+    and the upkeep (other writers' commits folded, key index snapshots, purges, checkpoints)."""
     handler.tick()
     handler.upkeep()
+    handler.keep_logs()

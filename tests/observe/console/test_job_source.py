@@ -109,7 +109,7 @@ def test_a_tables_page_says_how_far_its_log_is_from_its_checkpoint(harness: Harn
     config = {**CONFIG, "defaults": {**CONFIG["defaults"], "checkpoint_every": 3}}
     handler = harness.handler(config)
     handler.process(harness.loaded(*(harness.day(i) for i in range(5))))
-    handler.upkeep()  # the maintainer checkpoints the table's log
+    handler.keep_logs()  # the maintainer checkpoints the table's log
     source = JobSource(lambda: [handler], load_config(config), fresh_for=0.0)
     detail = source.table("t")
     assert detail is not None
