@@ -479,11 +479,12 @@ def running_counts(settings: KafkaSettings, warehouse_uri: str) -> dict[int, lis
     return found
 
 
-def _live_here(client_id: str) -> bool:
-    """Is the job named `compactor-run@<host>:<pid>` a live process on this host?"""
+def _alive_here(client_id: str) -> bool | None:
+    """Whether the job named `compactor-run@<host>:<pid>` is a live process; None when it is not
+    another process of this host (another host's, this one, or not such a name)."""
     host, _, pid = client_id.removeprefix("compactor-run@").rpartition(":")
     if host != socket.gethostname() or not pid.isdigit() or int(pid) == os.getpid():
-        return False
+        return None
     try:
         os.kill(int(pid), 0)
     except ProcessLookupError:
@@ -493,12 +494,14 @@ def _live_here(client_id: str) -> bool:
     return True
 
 
+def _live_here(client_id: str) -> bool:
+    """Is the job named `compactor-run@<host>:<pid>` a live process on this host?"""
+    return _alive_here(client_id) is True
+
+
 def _dead_here(client_id: str) -> bool:
     """Is the job named `compactor-run@<host>:<pid>` a process of this host that has ended?"""
-    host, _, pid = client_id.removeprefix("compactor-run@").rpartition(":")
-    if not client_id.startswith("compactor-run@") or host != socket.gethostname() or not pid.isdigit():
-        return False
-    return int(pid) != os.getpid() and not _live_here(client_id)
+    return _alive_here(client_id) is False
 
 
 def _member_name(member: Any) -> str:

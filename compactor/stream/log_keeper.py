@@ -1,9 +1,10 @@
 """The maintainer of the tables' Delta logs: checkpoints written off the merge path.
 
 The job's merge commits leave Delta's inline checkpoint out (`delta.log_upkeep`), so no merge
-pays for a replay of the log. This keeper, on a thread of its own (`Ticker`'s logs loop, without the job's lock), writes a checkpoint for each
-table whose log holds more than its `checkpoint_every` commits since the last one, whoever wrote
-them (the job's merges, loaders, delta-rs writers that leave checkpoints to others). It knows
+pays for a replay of the log. This keeper, on a thread of its own (`Ticker`'s logs loop,
+without the job's lock), writes a checkpoint for each table whose log holds more than its
+`checkpoint_every` commits since the last one, whoever wrote them (the job's merges, loaders,
+delta-rs writers that leave checkpoints to others). It knows
 each table's version from the catalog (which follows every commit, other writers' too) and
 reads a table's `_last_checkpoint` once, then again only when a checkpoint seems due (another
 writer may have written one): a round costs nothing per table that is not due. A round spends

@@ -50,11 +50,15 @@ class Ticker:
         self._threads: list[threading.Thread] = []
 
     def start(self) -> Ticker:
+        handler = self.handler
         loops = (
             ("ticker", self._tick),
-            ("watchdog", self._watch),
-            ("upkeep", self._upkeep),
-            ("logs", self._keep_logs),
+            (
+                "watchdog",
+                lambda: self._every(self.watch_every, "the watchdog's look", handler.merges.cancel_hung),
+            ),
+            ("upkeep", lambda: self._every(self.every, "upkeep", handler.upkeep)),
+            ("logs", lambda: self._every(self.every, "log upkeep", handler.keep_logs)),
         )
         for name, loop in loops:
             thread = threading.Thread(target=loop, name=f"compactor-{name}", daemon=True)
@@ -76,20 +80,11 @@ class Ticker:
                 return
             self._guarded("tick", self.handler.tick, self.every)
 
-    def _watch(self) -> None:
+    def _every(self, period: float, what: str, step: Callable[[], object]) -> None:
+        """Run `step` every `period` seconds until stopped (the watchdog, upkeep and logs loops)."""
         while self._go_on():
-            self._guarded("the watchdog's look", self.handler.merges.cancel_hung, self.watch_every)
-            self.stop.wait(self.watch_every)
-
-    def _upkeep(self) -> None:
-        while self._go_on():
-            self._guarded("upkeep", self.handler.upkeep, self.every)
-            self.stop.wait(self.every)
-
-    def _keep_logs(self) -> None:
-        while self._go_on():
-            self._guarded("log upkeep", self.handler.keep_logs, self.every)
-            self.stop.wait(self.every)
+            self._guarded(what, step, period)
+            self.stop.wait(period)
 
     def _guarded(self, what: str, step: Callable[[], object], pause: float) -> None:
         try:
