@@ -203,9 +203,9 @@ class Services:
         return boto3.client("s3", endpoint_url=f"http://127.0.0.1:{self.s3_port}", region_name="us-east-1")
 
     def storage_options(self) -> dict[str, str]:
-        """delta-rs straight to the S3 server. Its commits are create-if-absent (If-None-Match), so
-        a load never replaces a commit of the job; the job's S3 log store checks, then writes, which
-        is safe only within its own JVM (docs/deploying.md, several writers on S3)."""
+        """delta-rs straight to the S3 server. Its commits are create-if-absent (If-None-Match), as
+        the job's are (its conditional-put log store): neither replaces a commit of the other
+        (docs/deploying.md, several writers on S3)."""
         return {
             "AWS_ENDPOINT_URL": f"http://127.0.0.1:{self.s3_port}",
             "AWS_ALLOW_HTTP": "true",

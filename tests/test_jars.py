@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from compactor.cli.main import main
-from compactor.delta import jvm, session
+from compactor.delta import conditional_log_store, jvm, session
 from compactor.errors import DependencyResolutionError
 
 SMALL = jvm.Artifact("org.slf4j:slf4j-api:1.7.36")  # one jar, no dependencies, in every Maven cache here
@@ -43,6 +43,11 @@ def test_spark_submit_args_bring_the_jars_and_leave_out_what_spark_ships(
     monkeypatch.setattr(jvm, "shipped_by_spark", lambda name, _: [f"org.shipped:{name}-dep"])
     monkeypatch.setattr(jvm, "spark_jars", lambda: [Path("/c/delta.jar"), Path("/c/kafka.jar")])
     monkeypatch.setattr(jvm, "s3_jars", lambda: [Path("/c/hadoop-aws.jar")])
+    monkeypatch.setattr(conditional_log_store, "jar", lambda: Path("/c/compactor-logstore.jar"))
+    log_store = [
+        "--conf", f"spark.delta.logStore.s3a.impl={conditional_log_store.CLASS_NAME}",
+        "--conf", f"spark.delta.logStore.s3.impl={conditional_log_store.CLASS_NAME}",
+    ]  # fmt: skip
     extensions = ["--conf", f"spark.sql.extensions={session.DELTA_EXTENSION}"]
     catalog = ["--conf", f"spark.sql.catalog.spark_catalog={session.DELTA_CATALOG}"]
     assert session.spark_submit_args() == [
@@ -55,6 +60,9 @@ def test_spark_submit_args_bring_the_jars_and_leave_out_what_spark_ships(
         == f"{jvm.DELTA_SPARK},{jvm.SPARK_SQL_KAFKA},{jvm.HADOOP_AWS}"
     )
     assert session.spark_submit_args(["s3a://b/w"])[3] == "org.shipped:s3-dep,org.shipped:spark-dep"
+    # our log store is no Maven artifact: it goes as a jar, with the settings that choose it
+    assert session.spark_submit_args(["s3a://b/w"])[4:6] == ["--jars", "/c/compactor-logstore.jar"]
+    assert session.spark_submit_args(["s3a://b/w"])[-4:] == log_store
     assert session.spark_submit_args(["/local"], local_jars=True) == [
         "--jars", "/c/delta.jar,/c/kafka.jar", *extensions, *catalog
     ]  # fmt: skip
@@ -62,9 +70,10 @@ def test_spark_submit_args_bring_the_jars_and_leave_out_what_spark_ships(
     assert printed.exit_code == 0, printed.output
     assert shlex.split(printed.stdout) == [
         "--jars",
-        "/c/delta.jar,/c/kafka.jar,/c/hadoop-aws.jar",
+        "/c/delta.jar,/c/kafka.jar,/c/hadoop-aws.jar,/c/compactor-logstore.jar",
         *extensions,
         *catalog,
+        *log_store,
     ]
 
 

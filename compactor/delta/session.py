@@ -27,7 +27,7 @@ from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
 from compactor.config.rules import Resources
-from compactor.delta import jvm
+from compactor.delta import conditional_log_store, jvm
 from compactor.errors import CompactorError
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
@@ -72,6 +72,7 @@ REQUIRED_CLASSES: dict[str, str] = {
     "org.apache.spark.sql.kafka010.KafkaSourceProvider": jvm.SPARK_SQL_KAFKA,
 }
 S3_REQUIRED_CLASSES: dict[str, str] = {"org.apache.hadoop.fs.s3a.S3AFileSystem": jvm.HADOOP_AWS}
+LOG_STORE_JAR_NAME = "compactor-logstore.jar (`compactor jars --s3`)"
 GCS_FILE_SYSTEM = "com.google.cloud.hadoop.fs.gcs.GoogleHadoopFileSystem"
 GCS_REQUIRED_CLASSES: dict[str, str] = {GCS_FILE_SYSTEM: jvm.GCS_CONNECTOR}
 # For gs:// locations, under the user's settings: Hadoop 3.5's core-default.xml names its own
@@ -96,7 +97,7 @@ def jars_for(locations: Sequence[str | Path]) -> list[Path]:
     connector only for gs:// ones."""
     return (
         jvm.spark_jars()
-        + (jvm.s3_jars() if any(on_s3(loc) for loc in locations) else [])
+        + ([*jvm.s3_jars(), conditional_log_store.jar()] if any(on_s3(loc) for loc in locations) else [])
         + (jvm.gcs_jars() if any(on_gcs(loc) for loc in locations) else [])
     )
 
@@ -123,12 +124,21 @@ def spark_submit_args(locations: Sequence[str | Path] = (), local_jars: bool = F
             "--exclude-packages",
             ",".join(shipped),
         ]
-    if not local_jars and any(on_gcs(loc) for loc in locations):  # --packages takes no classifier
-        jars += ["--jars", ",".join(str(p) for p in jvm.gcs_jars())]
+    # --packages takes neither a classifier (Google's shaded jar) nor a jar of our own (the log store)
+    local = [
+        *(jvm.gcs_jars() if any(on_gcs(loc) for loc in locations) else []),
+        *([conditional_log_store.jar()] if s3 else []),
+    ]
+    if not local_jars and local:
+        jars += ["--jars", ",".join(str(p) for p in local)]
+    log_store = [
+        a for key, value in conditional_log_store.SETTINGS.items() for a in ("--conf", f"{key}={value}")
+    ]
     return [
         *jars,
         "--conf", f"spark.sql.extensions={DELTA_EXTENSION}",
         "--conf", f"spark.sql.catalog.spark_catalog={DELTA_CATALOG}",
+        *(log_store if s3 else []),
     ]  # fmt: skip
 
 
@@ -156,7 +166,10 @@ def build_spark(
     scheduler with those pools (weight and minShare) unless the user chose a scheduler mode.
     """
     user = user_conf(locations)
-    store = GCS_DEFAULTS if any(on_gcs(loc) for loc in locations) else {}
+    store = {
+        **(GCS_DEFAULTS if any(on_gcs(loc) for loc in locations) else {}),
+        **(conditional_log_store.SETTINGS if any(on_s3(loc) for loc in locations) else {}),
+    }
     conf = {**DEFAULTS, **store, **user, **(extra_conf or {}), **(overrides or {})}
     conf["spark.master"] = master or conf.get("spark.master") or DEFAULT_MASTER
     if conf["spark.master"].startswith("local"):  # nothing outside this host needs the driver
@@ -169,7 +182,7 @@ def build_spark(
     if fair_pools and "spark.scheduler.mode" not in conf:
         conf["spark.scheduler.mode"] = "FAIR"
         conf["spark.scheduler.allocation.file"] = str(_fair_pools_file(fair_pools, scratch_dir))
-    _require_classes(locations)
+    _require_classes(locations, conf)
     builder = SparkSession.builder
     for key, value in conf.items():
         builder = builder.config(key, value)
@@ -259,12 +272,19 @@ def _utc_jvm() -> Iterator[None]:
         del os.environ["TZ"]
 
 
-def missing_jars(locations: Sequence[str | Path] = ()) -> list[str]:
-    """Maven coordinates whose classes the driver cannot load (empty when all are there)."""
+def missing_jars(locations: Sequence[str | Path] = (), conf: Mapping[str, str] | None = None) -> list[str]:
+    """Maven coordinates (or our jar's name) whose classes the driver cannot load (empty when all
+    are there). Our log store is required only where `conf` still names it."""
+    ours = conditional_log_store.CLASS_NAME in (conf or conditional_log_store.SETTINGS).values()
     required = {
         **REQUIRED_CLASSES,
         **(S3_REQUIRED_CLASSES if any(on_s3(x) for x in locations) else {}),
         **(GCS_REQUIRED_CLASSES if any(on_gcs(x) for x in locations) else {}),
+        **(
+            {conditional_log_store.CLASS_NAME: LOG_STORE_JAR_NAME}
+            if ours and any(on_s3(x) for x in locations)
+            else {}
+        ),
     }
     jvm_view: Any = SparkContext._jvm
     loader = jvm_view.java.lang.Thread.currentThread().getContextClassLoader()
@@ -277,8 +297,8 @@ def missing_jars(locations: Sequence[str | Path] = ()) -> list[str]:
     return missing
 
 
-def _require_classes(locations: Sequence[str | Path]) -> None:
-    missing = missing_jars(locations)
+def _require_classes(locations: Sequence[str | Path], conf: Mapping[str, str]) -> None:
+    missing = missing_jars(locations, conf)
     if missing:
         fix = shlex.join(spark_submit_args(locations))
         raise CompactorError(

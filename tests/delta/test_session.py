@@ -6,18 +6,20 @@ from pathlib import Path
 
 import pytest
 
-from compactor.delta import jvm
+from compactor.delta import conditional_log_store, jvm
 from compactor.delta.session import jars_for, on_s3
 
 
 def test_s3_jars_only_for_s3_locations(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(jvm, "spark_jars", lambda: [Path("delta.jar")])
     monkeypatch.setattr(jvm, "s3_jars", lambda: [Path("hadoop-aws.jar")])
+    monkeypatch.setattr(conditional_log_store, "jar", lambda: Path("compactor-logstore.jar"))
     assert jars_for(["/data/warehouse", "file:///data/cp", "abfss://c@a.dfs.core.windows.net/w"]) == [
         Path("delta.jar")
     ]
     assert jars_for(["/data/warehouse", "s3a://bucket/checkpoint"]) == [
         Path("delta.jar"),
         Path("hadoop-aws.jar"),
+        Path("compactor-logstore.jar"),
     ]
     assert on_s3("s3://bucket/w") and not on_s3(Path("/s3a/local"))
