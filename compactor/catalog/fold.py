@@ -36,6 +36,9 @@ log = logging.getLogger(__name__)
 # inputs no longer being live, and a replayed plan's commit is found in the table's log by its
 # id (`delta.reads.committed`).
 PLANS_KEPT = 16_384
+# plans reported FAILED whose commit may yet turn up in the log (an answer lost in an outage, a
+# commit that beat its cancellation), newest kept; this process's memory only
+OWED_KEPT = 4_096
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +76,7 @@ class SegmentCatalog:
     _quarantine: dict[str, str] = field(default_factory=dict)  # table -> why its merges are held
     # the plans the tables' commits executed, filled from commits, each until it is announced
     _history: dict[str, list[ExecutedPlan]] = field(default_factory=dict)
+    _owed: dict[tuple[str, str], None] = field(default_factory=dict)  # (table, plan id), oldest first
     _journal: CatalogChanges = field(default_factory=CatalogChanges)
 
     # -- queries ----------------------------------------------------------------
@@ -147,8 +151,23 @@ class SegmentCatalog:
 
     def executed_plans(self, table: str) -> list[ExecutedPlan]:
         """The plans the table's folded commits executed and its announcements have not yet
-        passed (see `mark_announced`), oldest first."""
+        passed (see `mark_announced`), or that were reported failed (`owe`), oldest first."""
         return list(self._history.get(table, []))
+
+    def owe(self, table: str, plan_id: str) -> None:
+        """The plan was reported FAILED, yet its commit may have landed: should a fold find it,
+        it is kept for announcing whatever the announced version says (see `owes`)."""
+        self._owed.pop((table, plan_id), None)
+        self._owed[(table, plan_id)] = None
+        while len(self._owed) > OWED_KEPT:
+            del self._owed[next(iter(self._owed))]
+
+    def owes(self, table: str, plan_id: str) -> bool:
+        return (table, plan_id) in self._owed
+
+    def settle(self, table: str, plan_id: str) -> None:
+        """The plan's success is announced: nothing is owed for it any more."""
+        self._owed.pop((table, plan_id), None)
 
     # -- the fold ---------------------------------------------------------------
 
@@ -238,7 +257,8 @@ class SegmentCatalog:
             return True
         self._executed.set(table, record.plan_id, record.version)
         outputs = tuple(segments[s.id] for s in record.added)
-        if inputs and outputs and record.version > self._announced.get(table, -2):
+        owed = self.owes(table, record.plan_id)
+        if inputs and outputs and (record.version > self._announced.get(table, -2) or owed):
             plan = MergePlan(
                 record.plan_id, table, record.rule or record.op, inputs, outputs[0], record.level, record.pool
             )
@@ -368,7 +388,9 @@ class SegmentCatalog:
             self._journal.marks[table] = self._mark(table)
             history = self._history.get(table)
             if history:
-                self._history[table] = [e for e in history if e.version > version]
+                self._history[table] = [
+                    e for e in history if e.version > version or self.owes(table, e.plan.plan_id)
+                ]
 
     def _mark(self, table: str) -> TableMark:
         return TableMark(

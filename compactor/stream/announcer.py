@@ -14,7 +14,7 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from datetime import datetime
 from typing import Protocol
 
-from compactor.catalog.fold import SegmentCatalog
+from compactor.catalog.fold import ExecutedPlan, SegmentCatalog
 from compactor.codec.events import Codec
 from compactor.config.rules import RuleName
 from compactor.domain.events import MergeResult, MergeStatus, ProducerAdvice, SegmentCompleted
@@ -86,8 +86,11 @@ class Announcer:
         self.metrics.on_merge(result, now)
         if not result_sent:
             self._send([self._result_message(result)])
+        if result.status is MergeStatus.FAILED:  # its commit may have landed all the same
+            self.catalog.owe(plan.table, plan.plan_id)
         if result.status is not MergeStatus.SUCCEEDED:
             return
+        self.catalog.settle(plan.table, plan.plan_id)
         fault_point(BETWEEN_EMITS)
         completed = [SegmentCompleted(o, self.clock(), plan_id=plan.plan_id) for o in outcome.outputs]
         self._send(
@@ -151,15 +154,39 @@ class Announcer:
                     if e.plan.plan_id in sent
                     else "",
                 )
-                records = sum(s.records for s in e.outputs)
-                commit = Commit(
-                    e.version, e.outputs, records, sum(s.bytes for s in e.outputs), data_change=e.data_change
+                self._announce_executed(e, result_sent=e.plan.plan_id in sent)
+
+    def announce_owed(self, tables: Iterable[str]) -> None:
+        """Once the tables' commits are folded: announce as SUCCEEDED each plan reported FAILED
+        whose commit the log holds after all (an answer lost in an outage, a commit that beat its
+        cancellation). A consumer hears the FAILED, then the SUCCEEDED that supersedes it."""
+        for table in tables:
+            for e in self.catalog.executed_plans(table):
+                if not self.catalog.owes(table, e.plan.plan_id):
+                    continue
+                log.warning(
+                    "table %s: plan %s was reported FAILED, but its commit is in the log (version %d): "
+                    "announced as SUCCEEDED",
+                    table,
+                    e.plan.plan_id,
+                    e.version,
                 )
-                upsert = e.plan.rule == RuleName.UPSERT_COMPACTION
-                self.announce(
-                    RunOutcome(MergeResult.succeeded(e.plan, commit, self.clock(), upsert), e.outputs),
-                    result_sent=e.plan.plan_id in sent,
-                )
+                self._announce_executed(e, result_sent=False)
+
+    def _announce_executed(self, e: ExecutedPlan, result_sent: bool) -> None:
+        """A plan whose commit the catalog folded from the log, announced as SUCCEEDED."""
+        commit = Commit(
+            e.version,
+            e.outputs,
+            sum(s.records for s in e.outputs),
+            sum(s.bytes for s in e.outputs),
+            data_change=e.data_change,
+        )
+        upsert = e.plan.rule == RuleName.UPSERT_COMPACTION
+        self.announce(
+            RunOutcome(MergeResult.succeeded(e.plan, commit, self.clock(), upsert), e.outputs),
+            result_sent=result_sent,
+        )
 
     def _result_message(self, result: MergeResult) -> Message:
         return (self.topics.results_topic, result.plan.table, self.codec.encode_merge_result(result), None)

@@ -72,15 +72,21 @@ class CatalogKeeper:
     def follow(self, table: str) -> None:
         """Fold the commits others made to a table (caught up first if it was unread)."""
         if not self.current(table):
-            self.recounted(catch_up(self.store, self.catalog, table, self.unannounced))
+            self._catch_up(table)
 
     def check(self, table: str) -> None:
         """Fold the table's commits and check the catalog against the rows it holds."""
-        self.recounted(catch_up(self.store, self.catalog, table, self.unannounced, check=True))
+        self._catch_up(table, check=True)
 
     def check_at_save(self, table: str) -> None:
         """Check the table when the batch saves (a rewrite of it replaced more than it planned)."""
         self._check_at_save.add(table)
+
+    def _catch_up(self, table: str, check: bool = False) -> None:
+        """Fold the table's commits (and check it, if asked); then announce what the fold found
+        that was reported FAILED but committed all the same."""
+        self.recounted(catch_up(self.store, self.catalog, table, self.unannounced, check))
+        self.announcer.announce_owed([table])
 
     def recounted(self, segments: Iterable[Segment]) -> None:
         """Segments a check recounted: the tables' deleted rows reported, purges queued."""
@@ -106,7 +112,7 @@ class CatalogKeeper:
             raise Fenced("the shard's lease was lost: its catalog is saved no more")
         checked, self._check_at_save = self._check_at_save, set()
         for table in sorted(set(tables) | checked):
-            self.recounted(catch_up(self.store, self.catalog, table, self.unannounced, table in checked))
+            self._catch_up(table, table in checked)
         self.unannounced.report(self.catalog)
         changes = self.catalog.take_changes()
         try:

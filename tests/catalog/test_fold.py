@@ -226,3 +226,28 @@ def test_an_event_that_does_not_tell_the_bytes_is_the_segment_its_commit_already
     assert arrives_new(folded, replace(folded, bytes=0)) is False
     with pytest.raises(InvalidSegmentError):
         arrives_new(folded, replace(folded, bytes=0, records=11))
+
+
+def test_a_plan_reported_failed_is_kept_for_announcing_though_later_merges_were_announced() -> None:
+    """Its commit (version 3) is folded only after a later merge (version 4) was announced: it is
+    kept all the same, until its own success is announced."""
+    catalog = SegmentCatalog()
+    d = _days(4)
+    for s in d:
+        catalog.apply(SegmentAdded(s))
+    failed, later = make_plan("sales", "auto_merge", d[:2]), make_plan("sales", "auto_merge", d[2:])
+    catalog.owe("sales", failed.plan_id)
+    catalog.apply(PlanApplied(later, (later.output,), version=4))
+    catalog.mark_announced("sales", 4)
+    catalog.apply(
+        CommitRecord(
+            "sales", 3, (failed.output,), failed.input_ids, failed.plan_id, "merge", rule="auto_merge"
+        )
+    )
+    assert [(e.version, e.plan.plan_id) for e in catalog.executed_plans("sales")] == [(3, failed.plan_id)]
+    catalog.mark_announced("sales", 5)
+    assert [e.version for e in catalog.executed_plans("sales")] == [3], "announcing others passes over it"
+    catalog.settle("sales", failed.plan_id)
+    catalog.mark_announced("sales", 6)
+    assert catalog.executed_plans("sales") == []
+    assert not catalog.owes("sales", failed.plan_id)

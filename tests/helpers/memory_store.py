@@ -45,6 +45,8 @@ class InMemoryTableStore:
     checkpointed: list[tuple[str, int]] = field(default_factory=list)  # (table, version) written
     on_conflict: Callable[[MergePlan], None] | None = None  # what the concurrent writer did
     failures: dict[str, Exception] = field(default_factory=dict)  # plan id -> what its commit raises
+    # plan id -> what its commit raises once it has committed (an answer lost, as in an outage)
+    failures_after_commit: dict[str, Exception] = field(default_factory=dict)
     calls: list[str] = field(default_factory=list)  # plan ids, one per commit call
     cleaned: dict[str, set[int]] = field(default_factory=dict)  # versions log cleanup removed
     # merges run on worker threads: a commit whose plan a gate names waits for it (after writing
@@ -162,6 +164,8 @@ class InMemoryTableStore:
         after = self.after_gates.get(plan.plan_id)
         if after is not None and not after.wait(timeout=30):
             raise TimeoutError(f"after-commit gate for plan {plan.plan_id} never opened")
+        if plan.plan_id in self.failures_after_commit:
+            raise self.failures_after_commit.pop(plan.plan_id)
         return done
 
     def _commit(self, plan: MergePlan) -> Commit:

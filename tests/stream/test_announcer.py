@@ -94,3 +94,31 @@ def test_a_delivery_failure_fails_the_batch_so_that_it_is_replayed(harness: Harn
     restarted.process(batch)  # and replays the batch
     assert harness.statuses() == [MergeStatus.SUCCEEDED], "the committed plan is announced, once"
     assert harness.results()[0]["plan_id"] == harness.store.calls[0] and len(harness.store.commits["t"]) == 3
+
+
+def test_a_plan_reported_failed_whose_commit_landed_is_announced_succeeded_once_folded(
+    harness: Harness,
+) -> None:
+    """Issue 49's years run: 11 merge commits had no SUCCEEDED result. A commit whose answer is
+    lost (an object store outage) fails the run after it landed; the batch's save folds the
+    commit from the log, and the result that supersedes the FAILED one follows."""
+    harness.store.create("t")
+    handler = harness.handler(MINOR)
+    a, b = harness.day(0), harness.day(1)
+    lost = make_plan("t", "minor", [a, b], output_level=1)
+    harness.store.failures_after_commit[lost.plan_id] = TimeoutError("the commit's answer was lost")
+    handler.process(harness.loaded(a, b))
+
+    assert [(r["plan_id"], r["status"]) for r in harness.results()] == [
+        (lost.plan_id, MergeStatus.FAILED),
+        (lost.plan_id, MergeStatus.SUCCEEDED),
+    ]
+    told = harness.results()[1]
+    assert told["table_version"] == harness.store.committed_version("t", lost.plan_id) == 2
+    assert told["records_out"] == 20
+    assert [e.segment.id for e in harness.re_emitted()] == [lost.output.id], "its output's event follows"
+    assert sum(1 for c in harness.store.commits["t"] if c.plan_id == lost.plan_id) == 1, "committed once"
+    assert handler.catalog.get("t", lost.output.id) is not None
+
+    handler.process(harness.loaded(harness.day(2)))  # later batches: not told again
+    assert len(harness.results()) == 2
