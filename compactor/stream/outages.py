@@ -3,14 +3,22 @@
 An object store, a metastore or a network that goes away fails every table that has work, each
 with the same kind of error. Counted as each table's own failures, a long enough outage would
 quarantine them all, and they would stay quarantined after it ends. So failures are also counted
-across tables: when, within `window`, at least `min_tables` tables and at least `share` of the
-tables attempted failed with one kind of error, it is an **outage**:
+across tables: when, within `window`, at least `min_tables` tables failed with one kind of error,
+and they are at least `share` of the tables attempted since the first of those failures, it is
+an **outage**:
 
 - attempts pause for `pause` (nothing is planned or started; tables come due when it ends);
 - then attempts resume as a probe: a success anywhere ends the outage, another failure of that
   kind pauses again;
 - failures of that kind, during it and in the window that revealed it, do not count toward any
   table's streak, so no table is quarantined for it.
+
+Before that is known, a table whose streak reaches quarantine while another table fails with
+the same kind of error, and nothing has succeeded since the first of those failures, is not
+quarantined yet (`suspected`): with short cool-downs one table can fail three times before a
+third table has tried at all (the years benchmark quarantined three healthy tables that way in a
+40-second store outage). Its streak still grows, so it is quarantined at its next failure once
+others succeed again.
 
 A table that fails alone, or with another kind of error than everyone else's, is still a broken
 table: its streak grows and it is quarantined as before. So is one whose error is the job's own
@@ -108,6 +116,7 @@ class Outages:
         self.declared = 0  # outages seen since the start
         self._failures: deque[_Failure] = deque()
         self._attempted: dict[str, datetime] = {}  # table -> its last outcome in the window
+        self._succeeded_at: datetime | None = None  # the last success of any table
 
     def paused(self) -> bool:
         """Attempts wait: an outage is on and its pause has not ended."""
@@ -128,7 +137,9 @@ class Outages:
             return {}
         same = [f for f in self._failures if f.kind == kind]
         tables = {f.table for f in same} | {table}
-        if len(tables) < self.min_tables or len(tables) < self.share * len(self._attempted):
+        began = min((f.at for f in same), default=now)  # tables that tried since the trouble began
+        attempted = sum(1 for at in self._attempted.values() if at >= began)
+        if len(tables) < self.min_tables or len(tables) < self.share * attempted:
             self._failures.append(_Failure(table, kind, now, counted=True))
             return None
         self._failures.append(_Failure(table, kind, now, counted=False))
@@ -146,10 +157,22 @@ class Outages:
         )
         return forgive
 
+    def suspected(self, table: str, error: BaseException) -> bool:
+        """Might the table's failure be part of an outage not yet declared: another table failed
+        with the same kind of error in the window, and no table has succeeded since?"""
+        if isinstance(error, TABLES_OWN):
+            return False
+        kind = error_kind(error)
+        others = [f.at for f in self._failures if f.kind == kind and f.table != table]
+        if not others:
+            return False
+        return self._succeeded_at is None or self._succeeded_at < min(others)
+
     def succeeded(self, table: str) -> None:
         """A table's work succeeded: whatever the outage was, it is over."""
         now = self.clock()
         self._attempted[table] = now
+        self._succeeded_at = now
         if self.current is not None:
             log.warning("outage of %s over: table %s succeeded; attempts resume", self.current.kind, table)
             self.current = None

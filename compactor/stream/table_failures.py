@@ -80,6 +80,21 @@ class TableFailures:
             return
         self.cool_down.start(key, table, short, rule, failed=True, cool=cool)
         streak = self.cool_down.streak(table)
+        held = (
+            self.cool_down.quarantines(table)
+            and self.outages is not None
+            and self.outages.suspected(table, error)
+        )
+        if held:
+            log.warning(
+                "table %s: %s failed (%d in a row), not quarantined yet: other tables fail alike and "
+                "none has succeeded since (an outage?): %s",
+                table,
+                what,
+                streak,
+                short,
+            )
+            return
         if self.cool_down.quarantines(table):
             why = quarantine_note(short, config_fingerprint(self.configs.for_table(table)))
             if self.catalog.quarantine(table, why):

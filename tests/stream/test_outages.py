@@ -139,3 +139,46 @@ def test_cool_downs_that_ended_are_forgotten() -> None:
         clock.now += timedelta(minutes=1)
     assert len(cool_down._until) <= 6, "only the cool-downs still running are kept"
     assert cool_down.active("plan-999") and not cool_down.active("plan-0")
+
+
+def test_an_outage_is_told_among_the_tables_that_tried_since_it_began() -> None:
+    """Fifty tables merged in the last minutes; then the store went away. The share that reveals
+    an outage is of the tables that tried since the first failure, not of all fifty."""
+    clock = Clock(T0)
+    outages = Outages(lambda: clock.now, pause=timedelta(minutes=1))
+    for n in range(50):
+        outages.succeeded(f"t{n:02}")
+    clock.now += timedelta(seconds=5)
+    assert outages.failed("t01", refused()) is None
+    assert outages.failed("t02", refused()) is None
+    assert outages.failed("t03", refused()) == {"t01": 1, "t02": 1}, "3 of the 3 that tried since"
+    assert outages.current is not None
+
+
+def test_a_table_failing_alike_with_others_and_no_success_since_is_not_quarantined_yet(
+    harness: Harness,
+) -> None:
+    """With short cool-downs one table reached its quarantine streak before a third had tried
+    (issue 49's years run: t03, t08 and t15 quarantined in a 40 s store outage)."""
+    handler = harness.handler(config(quarantine_after=2, cool_down="1s"))
+    failures = handler.runner.failures
+    failures.failed("t08", "p8", refused(), "minor", "plan p8")  # another table, the same error
+    failures.failed("t03", "p3", refused(), "minor", "plan p3")
+    failures.failed("t03", "p3", refused(), "minor", "plan p3")
+    assert handler.catalog.quarantined("t03") is None, "held: an outage is likely"
+    assert failures.cool_down.streak("t03") == 2, "its streak still grows"
+
+    assert failures.outages is not None
+    failures.outages.succeeded("t20")  # the store is back: others merge again
+    failures.failed("t03", "p3", refused(), "minor", "plan p3")
+    assert handler.catalog.quarantined("t03") is not None, "failing while others succeed: its own"
+
+
+def test_a_table_failing_while_others_succeed_is_quarantined_whatever_others_failed_with() -> None:
+    clock = Clock(T0)
+    outages = Outages(lambda: clock.now, pause=timedelta(minutes=1))
+    outages.failed("other", refused())
+    outages.succeeded("healthy")
+    outages.failed("broken", refused())
+    assert not outages.suspected("broken", refused()), "a success came after the other's failure"
+    assert not outages.suspected("lonely", ValueError("its own")), "nobody else failed so"
