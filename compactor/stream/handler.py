@@ -16,7 +16,6 @@ job's state (catalog, plans, queues) to one thread at a time; workers only commi
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +29,7 @@ from compactor.stream.admission import Admission, table_of
 from compactor.stream.announcer import Announcer
 from compactor.stream.catalog_keeper import CatalogKeeper
 from compactor.stream.control import Control
+from compactor.stream.fair_lock import FairRLock
 from compactor.stream.job_view import JobView
 from compactor.stream.key_indexes import Snapshot
 from compactor.stream.log_keeper import LogKeeper
@@ -74,7 +74,7 @@ class BatchHandler:
     metrics: MetricsSink
     clock: Callable[[], datetime]
     counts: TriggerCounts = field(default_factory=TriggerCounts)
-    lock: threading.RLock = field(default_factory=threading.RLock)
+    lock: FairRLock = field(default_factory=FairRLock)  # the upkeep is not starved by batch and tick
     outage_log: OutageLog | None = None  # where the job says so when an outage pauses it
     logs: LogKeeper | None = None  # the maintainer of the tables' Delta logs (checkpoints)
 
