@@ -11,11 +11,13 @@ the winner's comparison value, row hash and holder: the segment that holds it.
   are won by its output: the inputs' holders are pointed at the output's, at the cost of the
   inputs' count, not of their keys (`follow`).
 - Anything else (a segment gone without a plan of ours, a segment whose row count changed, a
-  merge output holding loads a restored index never read) cannot be followed. Only what it
-  touched is read again: the index drops the winners those segments held and returns their
-  keys (`Followed`); the caller reads the changed segments whole (`absorb`), and, from the rest
-  of the table, the rows of just those keys (`retake`). A key whose winner lay elsewhere lost
-  no row it could win with, so every other winner stands.
+  merge output holding loads a restored index never read, a merge or refresh output holding
+  fewer or more rows than its plan can have written: another writer changed it, or its inputs,
+  before the index looked) cannot be followed. Only what it touched is read again: the index
+  drops the winners those segments held and returns their keys (`Followed`); the caller reads
+  the changed segments whole (`absorb`), and, from the rest of the table, the rows of just
+  those keys (`retake`). A key whose winner lay elsewhere lost no row it could win with, so
+  every other winner stands.
 
 Keys are 64-bit hashes (Spark's xxhash64 of the key columns). Two keys sharing a hash
 (about one pair in 10^7 tables of a million keys) count as one key, which moves one
@@ -298,6 +300,7 @@ class KeyIndex:
         made = _outputs_by_plan(new)
         targets: dict[str, _Holder] = {}
         plans: dict[str, str] = {}  # each output followed to, and the plan that made it
+        rows_in: dict[str, int | None] = {}  # ... and its inputs' rows as taken in (None: not known)
         while gone:
             sid = gone.pop()
             plan = retired_by(sid)
@@ -315,12 +318,19 @@ class KeyIndex:
                     gone.append(out)
             holder.parent, target.wins = target, target.wins + holder.wins
             holder.wins = 0
-            self._shapes.pop(sid, None)
+            shape, had = self._shapes.pop(sid, None), rows_in.get(out, 0)
+            rows_in[out] = None if shape is None or had is None else had + shape[0]
+        # a merge judged its rows against every load it read: with loads new to the index here, it
+        # may rightly hold fewer rows than the winners its inputs held (those loads win the rest)
+        # (after a restart such loads are read again with the merges: `_unread_in`)
+        unread = not self._restored and any(sid not in targets for sid in new)
         for out, target in targets.items():
             if out in live:
                 target.loaded = live[out].loaded_at
                 self._holders[out], self._shapes[out] = target, _shape(live[out])
                 self._touched.add(out)
+                if not _as_written(live[out], 0 if unread else target.wins, rows_in.get(out)):
+                    doubtful.append(target)  # changed since its plan wrote it: its winners may be gone
         if self._restored:  # merges since the snapshot may have taken loads it never read
             self._restored = False
             doubtful += self._unread_in(targets, plans, merged_by or (lambda plan_ids: {}))
@@ -594,7 +604,7 @@ class KeyIndex:
         return touched
 
     def _count(self, segment_id: str) -> int:
-        # below 0 only for a moment: a merge followed before the load that its read already saw
+        # never below 0 once followed (`_as_written`), but for a change no row count shows
         return max(self._shapes[segment_id][0] - self._holders[segment_id].wins, 0)
 
 
@@ -604,6 +614,26 @@ _Shape = tuple[int, frozenset[str], tuple[tuple[str, str], ...]]
 def _shape(segment: Segment) -> _Shape:
     """What a segment holds as far as its rows go: a change means rows changed in place."""
     return segment.records, segment.sub_partitions, segment.sub_partition_states
+
+
+def _as_written(output: Segment, wins: int, rows_in: int | None) -> bool:
+    """Whether a plan's output, followed before the index ever looked at it, holds as many rows
+    as the plan can have written: its shape is taken as the plan's from here on, so a change
+    made to it since (or to its inputs since the index took them in) would never be seen. A
+    refresh writes every row of its inputs (`rows_in`); a merge every row valid in them (the
+    `wins` they held), and at most all of them. None: the inputs' rows are not known (a chain
+    of plans since the index looked): only the winners bound it.
+
+    Fewer rows than winners is also what a merge shows that judged its rows against a load the
+    index has not read yet: when such loads are new here (a concurrent loader), the caller reads
+    them and they win those keys, so `wins` is 0 and only the upper bound holds; a load taken
+    before a restored snapshot's restart cannot be told from rows deleted since, so it is read
+    again. A change that keeps a merge output's count within the bounds (a winner deleted from a
+    merge that kept invalid rows, or rows deleted beside a concurrent load) shows in no count, and
+    goes unseen."""
+    if rows_in is not None and output.id.startswith(refresh_output_prefix("")):
+        return output.records == rows_in
+    return wins <= output.records <= (output.records if rows_in is None else rows_in)
 
 
 def _outputs_by_plan(new: Iterable[str]) -> dict[str, list[str]]:
