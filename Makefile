@@ -66,7 +66,7 @@ check: lint unit
 # their time waiting (job start-ups, sessions, brokers), and a third worker fills it (27 -> 22 min).
 test: lint $(TOOLS)
 	$(VENV)/bin/compactor jars --s3 --gcs --spark-only > /dev/null
-	$(VENV)/bin/python -m pytest -q -n 3 -m "not nightly"
+	$(VENV)/bin/python -m pytest -q -n 3 -m "not nightly" --durations=25
 
 # Tests kept out of CI for now (see the marker's reason in each): run them nightly.
 nightly: $(STAMP) $(TOOLS)
