@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import pytest
@@ -45,78 +46,77 @@ class RacingLines:
         return self.lines[self.at - 1]
 
 
+@dataclass
+class Race:
+    """Version 1 of a fresh table's log on the S3 server, written by a log store while another
+    process (boto3) may put its own commit there first."""
+
+    spark: Any
+    s3: S3Server
+    key: str = field(
+        default_factory=lambda: f"race-{uuid.uuid4().hex[:8]}/_delta_log/00000000000000000001.json"
+    )
+
+    def __post_init__(self) -> None:
+        import boto3
+
+        self.client = boto3.client("s3", endpoint_url=self.s3.endpoint, region_name="us-east-1")
+
+    def put(self, body: bytes) -> None:
+        self.client.put_object(Bucket=self.s3.bucket, Key=self.key, Body=body)
+
+    def write(self, store_class: str, meanwhile: bytes | None = None, overwrite: bool = False) -> None:
+        """The store writes our commit; `meanwhile`: what the other process puts first, after any
+        check the store made and before its PUT."""
+        from pyspark.java_gateway import ensure_callback_server_started
+
+        gateway, jvm = self.spark.sparkContext._gateway, self.spark._jvm
+        ensure_callback_server_started(gateway)
+        hadoop = self.spark._jsc.hadoopConfiguration()
+        loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()  # where spark.jars are
+        signature = gateway.new_array(jvm.java.lang.Class, 1)
+        signature[0] = hadoop.getClass()
+        arguments = gateway.new_array(jvm.java.lang.Object, 1)
+        arguments[0] = hadoop
+        store = jvm.java.lang.Class.forName(store_class, True, loader).getConstructor(signature)
+        path = jvm.org.apache.hadoop.fs.Path(self.s3.location(self.key))
+        lines = RacingLines(OURS, (lambda: self.put(meanwhile)) if meanwhile is not None else (lambda: None))
+        store.newInstance(arguments).write(path, lines, jvm.java.lang.Boolean(overwrite), hadoop)
+
+    def held(self) -> bytes:
+        return bytes(self.client.get_object(Bucket=self.s3.bucket, Key=self.key)["Body"].read())
+
+
 @pytest.fixture
-def commit_path(s3: S3Server) -> tuple[str, str]:
-    """(bucket, key) of version 1 of a fresh table's log."""
-    return s3.bucket, f"race-{uuid.uuid4().hex[:8]}/_delta_log/00000000000000000001.json"
+def race(spark: Any, s3: S3Server) -> Race:
+    return Race(spark, s3)
 
 
-def write(spark: Any, store_class: str, s3: S3Server, key: str, lines: Any, overwrite: bool = False) -> None:
-    from pyspark.java_gateway import ensure_callback_server_started
-
-    gateway = spark.sparkContext._gateway
-    ensure_callback_server_started(gateway)
-    jvm = spark._jvm
-    hadoop = spark._jsc.hadoopConfiguration()
-    loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()  # where spark.jars are
-    signature = gateway.new_array(jvm.java.lang.Class, 1)
-    signature[0] = hadoop.getClass()
-    arguments = gateway.new_array(jvm.java.lang.Object, 1)
-    arguments[0] = hadoop
-    store = jvm.java.lang.Class.forName(store_class, True, loader).getConstructor(signature)
-    path = jvm.org.apache.hadoop.fs.Path(s3.location(key.removeprefix(f"{s3.bucket}/")))
-    store.newInstance(arguments).write(path, lines, jvm.java.lang.Boolean(overwrite), hadoop)
-
-
-def s3_client(s3: S3Server) -> Any:
-    import boto3
-
-    return boto3.client("s3", endpoint_url=s3.endpoint, region_name="us-east-1")
-
-
-def test_a_commit_another_process_wrote_first_is_kept_and_the_job_told_it_exists(
-    spark: Any, s3: S3Server, commit_path: tuple[str, str]
-) -> None:
-    bucket, key = commit_path
-    client = s3_client(s3)
-    lines = RacingLines(OURS, lambda: client.put_object(Bucket=bucket, Key=key, Body=THEIRS))
+def test_a_commit_another_process_wrote_first_is_kept_and_the_job_told_it_exists(race: Race) -> None:
     with pytest.raises(Py4JJavaError) as refused:
-        write(spark, conditional_log_store.CLASS_NAME, s3, key, lines)
+        race.write(conditional_log_store.CLASS_NAME, meanwhile=THEIRS)
     # the exception Delta's transaction takes as "another writer won this version": it reads
     # that commit, checks for conflicts and commits after it
     assert refused.value.java_exception.getClass().getName() == "java.nio.file.FileAlreadyExistsException"
-    assert client.get_object(Bucket=bucket, Key=key)["Body"].read() == THEIRS
+    assert race.held() == THEIRS
 
 
-def test_delta_s_default_s3_store_overwrites_that_commit(
-    spark: Any, s3: S3Server, commit_path: tuple[str, str]
-) -> None:
+def test_delta_s_default_s3_store_overwrites_that_commit(race: Race) -> None:
     """Why the job does not use it: the same race loses the other writer's commit."""
-    bucket, key = commit_path
-    client = s3_client(s3)
-    lines = RacingLines(OURS, lambda: client.put_object(Bucket=bucket, Key=key, Body=THEIRS))
-    write(spark, "io.delta.storage.S3SingleDriverLogStore", s3, key, lines)
-    assert client.get_object(Bucket=bucket, Key=key)["Body"].read() == OURS
+    race.write("io.delta.storage.S3SingleDriverLogStore", meanwhile=THEIRS)
+    assert race.held() == OURS
 
 
-def test_a_put_retried_after_its_answer_was_lost_finds_its_own_commit_and_succeeds(
-    spark: Any, s3: S3Server, commit_path: tuple[str, str]
-) -> None:
-    bucket, key = commit_path
-    client = s3_client(s3)
-    # the first PUT landed and its answer was lost: the retry meets the same bytes
-    lines = RacingLines(OURS, lambda: client.put_object(Bucket=bucket, Key=key, Body=OURS))
-    write(spark, conditional_log_store.CLASS_NAME, s3, key, lines)
-    assert client.get_object(Bucket=bucket, Key=key)["Body"].read() == OURS
+def test_a_put_retried_after_its_answer_was_lost_finds_its_own_commit_and_succeeds(race: Race) -> None:
+    race.write(conditional_log_store.CLASS_NAME, meanwhile=OURS)  # the first PUT landed, unanswered
+    assert race.held() == OURS
 
 
-def test_an_overwrite_replaces_the_object(spark: Any, s3: S3Server, commit_path: tuple[str, str]) -> None:
+def test_an_overwrite_replaces_the_object(race: Race) -> None:
     """`_last_checkpoint` and the like are written with overwrite: the last writer wins."""
-    bucket, key = commit_path
-    client = s3_client(s3)
-    client.put_object(Bucket=bucket, Key=key, Body=THEIRS)
-    write(spark, conditional_log_store.CLASS_NAME, s3, key, RacingLines(OURS, lambda: None), overwrite=True)
-    assert client.get_object(Bucket=bucket, Key=key)["Body"].read() == OURS
+    race.put(THEIRS)
+    race.write(conditional_log_store.CLASS_NAME, overwrite=True)
+    assert race.held() == OURS
 
 
 def test_appends_from_the_job_and_from_delta_rs_at_once_are_all_kept(spark: Any, s3: S3Server) -> None:
