@@ -111,7 +111,7 @@ def send_load(spark: Any, kafka: Any, warehouse: str, n: int) -> None:
 
     from compactor.client.loader import sample_rows
     from compactor.codec.events import default_codec
-    from compactor.delta.writes import write_segment
+    from compactor.delta.table_ops.writes import write_segment
     from compactor.domain.events import SegmentCompleted
     from compactor.domain.segments import Segment, TimeRange
     from compactor.kafka.producer import EventProducer

@@ -19,7 +19,7 @@ SHARDS = 2
 
 def shard_setup(config: Any, kafka: Any, warehouse: Path, shard: int) -> Any:
     """Shard `shard` of two as a job runs it (its part of the catalog, its partitions, its checkpoint)."""
-    from compactor.delta.shard_record import ShardRecord
+    from compactor.delta.warehouse.shard_record import ShardRecord
     from compactor.kafka.shards import ShardLayout
     from compactor.stream.assemble import job_slots
     from compactor.stream.merging.workers import thread_workers

@@ -64,7 +64,7 @@ from _two_jobs import shard_setup, shard_tables, two_job_drain
 from deltalake import CommitProperties, DeltaTable, write_deltalake
 
 from compactor.codec.events import default_codec
-from compactor.delta.commit_metadata import commit_metadata
+from compactor.delta.log.commit_metadata import commit_metadata
 from compactor.domain.events import CompactionRequested, SegmentCompleted
 from compactor.domain.segments import Segment, TimeRange
 from compactor.observe.spark_work import RETAIN, SparkWork
@@ -160,9 +160,9 @@ def _job(
     shard it runs, if one of two). Table
     `big` merges only when asked (its 1 GiB merge starts when the steady run says)."""
     from compactor.config.loading import load_config
-    from compactor.delta.session import build_spark
     from compactor.kafka.producer import EventProducer
     from compactor.observe.metrics import JobMetrics
+    from compactor.spark.session import build_spark
     from compactor.stream.job import build_handler
 
     config = load_config(

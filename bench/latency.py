@@ -73,8 +73,7 @@ from pyspark.sql import DataFrame, SparkSession
 from compactor.codec.events import default_codec
 from compactor.config.loading import load_config
 from compactor.delta.paths import table_uri
-from compactor.delta.session import build_spark
-from compactor.delta.writes import write_segment
+from compactor.delta.table_ops.writes import write_segment
 from compactor.dev.kafka_broker import LocalKafkaBroker
 from compactor.domain.clock import now_utc
 from compactor.domain.events import SegmentCompleted
@@ -86,6 +85,7 @@ from compactor.kafka.topics import ensure_topics
 from compactor.observe.metrics import JobMetrics
 from compactor.observe.spark_work import RETAIN, SparkWork
 from compactor.observe.spark_work import describe as describe_work
+from compactor.spark.session import build_spark
 from compactor.stream.job import build_handler, start_query
 from compactor.stream.reporting import BATCH_PHASES
 

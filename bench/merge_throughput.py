@@ -7,7 +7,7 @@ partitioned by `segment_id`, as the project writes tables, and unpartitioned (a
 plain table with a segment_id column). Each run compacts its own fresh
 `shutil.copytree` copy:
 
-- ours: `compactor.delta.merge.execute_merge` with one plan over all segments
+- ours: `compactor.delta.rewrite.merge.execute_merge` with one plan over all segments
   (`make_plan(..., rule="bench")`) on a partitioned copy: bookkeeping included;
 - OPTIMIZE, unpartitioned: `DeltaTable.optimize().executeCompaction()` on a plain
   copy, which bin-packs the whole table: the same end state as our merge;
@@ -56,14 +56,14 @@ from _common import (
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 
-from compactor.delta.checksum import rows_checksum
-from compactor.delta.merge import execute_merge
-from compactor.delta.merge_settings import MergeSettings
 from compactor.delta.paths import SEGMENT_COLUMN, TARGET_FILE_BYTES, table_uri
-from compactor.delta.session import build_spark
+from compactor.delta.rewrite.merge import execute_merge
+from compactor.delta.rewrite.merge_settings import MergeSettings
 from compactor.delta.spark_store import cores_but_one
+from compactor.dev.rows_checksum import rows_checksum
 from compactor.domain.plans import make_plan
 from compactor.domain.segments import Segment, TimeRange
+from compactor.spark.session import build_spark
 
 START = datetime(2024, 1, 1, tzinfo=UTC)
 RULE = "bench"

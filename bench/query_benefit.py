@@ -58,12 +58,12 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from compactor.config.sort import SortConfig
-from compactor.delta.merge import execute_merge
-from compactor.delta.merge_settings import MergeSettings
 from compactor.delta.paths import SEGMENT_COLUMN, table_uri
-from compactor.delta.session import build_spark
+from compactor.delta.rewrite.merge import execute_merge
+from compactor.delta.rewrite.merge_settings import MergeSettings
 from compactor.domain.plans import make_plan
 from compactor.domain.segments import Segment, TimeRange
+from compactor.spark.session import build_spark
 
 START = datetime(2024, 1, 1, tzinfo=UTC)
 TABLE = "events"

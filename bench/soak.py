@@ -29,11 +29,11 @@ from pyspark.sql import functions as F
 
 from compactor.client.loader import load_segment, sample_rows
 from compactor.delta.paths import table_uri
-from compactor.delta.session import build_spark
 from compactor.dev.kafka_broker import LocalKafkaBroker
 from compactor.kafka.producer import EventProducer
 from compactor.kafka.settings import KafkaSettings
 from compactor.kafka.topics import ensure_topics
+from compactor.spark.session import build_spark
 
 RESULTS = Path(__file__).parent / "results"
 COMPACTOR = str(Path(sys.executable).parent / "compactor")

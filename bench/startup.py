@@ -42,14 +42,14 @@ from compactor.catalog.store import CatalogChanges, TableMark
 from compactor.client.loader import sample_rows
 from compactor.codec.events import default_codec
 from compactor.config.loading import load_config
-from compactor.delta.catalog_table import DeltaCatalogStore
 from compactor.delta.paths import table_uri
-from compactor.delta.session import build_spark
 from compactor.delta.spark_store import SparkTableStore
-from compactor.delta.writes import write_segment
+from compactor.delta.table_ops.writes import write_segment
+from compactor.delta.warehouse.catalog_table import DeltaCatalogStore
 from compactor.domain.events import SegmentCompleted
 from compactor.domain.segments import Segment, TimeRange
 from compactor.kafka.settings import KafkaSettings
+from compactor.spark.session import build_spark
 from compactor.stream.assemble import assemble
 from compactor.stream.triggers import Envelope
 

@@ -160,10 +160,10 @@ def restart_time(keys: int, load: int) -> dict[str, Any]:
     from compactor.config.layout import UpsertConfig
     from compactor.config.loading import load_config
     from compactor.delta.paths import table_uri
-    from compactor.delta.session import build_spark
     from compactor.delta.spark_store import SparkTableStore
-    from compactor.delta.writes import write_segment
+    from compactor.delta.table_ops.writes import write_segment
     from compactor.rules.engine import evaluate
+    from compactor.spark.session import build_spark
     from compactor.stream.key_indexes import KeyIndexes
 
     table, parts = "accounts", 4

@@ -48,7 +48,7 @@ import matplotlib.pyplot as plt
 from _common import MIB, RESULTS, machine_info, print_table, save_results
 
 from compactor.config.loading import load_config
-from compactor.delta.promote import PROMOTE_MIN_FILE_BYTES
+from compactor.delta.rewrite.promote import PROMOTE_MIN_FILE_BYTES
 from compactor.domain.segments import Segment, TimeRange
 from compactor.rules.late_data import is_fold
 from compactor.rules.simulation import Simulation
@@ -108,7 +108,7 @@ def simulate(
     budget: float | None = None,
 ) -> Outcome:
     """With `promote_over`, a merge moves the files of inputs whose files are all at least that
-    large and rewrites only the others (as `compactor.delta.promote` does). A rewrite writes
+    large and rewrites only the others (as `compactor.delta.rewrite.promote` does). A rewrite writes
     files of about the target size, so they are at least half the target when its bytes are;
     a 64 MB load is one small file. With `budget`, the table's max_write_amplification."""
     sim = Simulation(load_config({"defaults": {"rules": [rule], "max_write_amplification": budget}}))

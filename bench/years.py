@@ -746,7 +746,7 @@ def merge_commits(services: Services, tables: list[str]) -> Counter[str]:
     """Plan id -> the merge commits naming it, over every table's history."""
     from deltalake import DeltaTable
 
-    from compactor.delta.commit_metadata import parse_metadata
+    from compactor.delta.log.commit_metadata import parse_metadata
 
     found: Counter[str] = Counter()
     for table in tables:

@@ -9,7 +9,7 @@ import os
 from datetime import UTC, datetime, timedelta
 
 from compactor import SparkLoader, sample_rows
-from compactor.delta.session import build_spark
+from compactor.spark.session import build_spark
 
 spark = build_spark("orders-loader")  # any Spark session with Delta Lake will do
 servers = os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:9092")

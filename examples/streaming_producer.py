@@ -11,7 +11,7 @@ checkpoint neither writes a batch twice nor announces a different segment:
 import os
 
 from compactor import SparkLoader, StreamingSink
-from compactor.delta.session import build_spark
+from compactor.spark.session import build_spark
 
 spark = build_spark("clicks-producer")
 servers = os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:9092")

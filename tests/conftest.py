@@ -64,7 +64,7 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[object]:
-    from compactor.delta.session import build_spark
+    from compactor.spark.session import build_spark
 
     # Python UDFs (a test's hung merge) run in this interpreter, with its packages, not whatever
     # `python3` is first on the PATH

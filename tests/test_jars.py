@@ -13,8 +13,8 @@ import pytest
 from click.testing import CliRunner
 
 from compactor.cli.main import main
-from compactor.delta import conditional_log_store, jvm, session
 from compactor.errors import DependencyResolutionError
+from compactor.spark import conditional_log_store, jvm, session
 
 SMALL = jvm.Artifact("org.slf4j:slf4j-api:1.7.36")  # one jar, no dependencies, in every Maven cache here
 

@@ -29,6 +29,8 @@ def test_the_table_names_every_room_of_the_package() -> None:
     assert rooms | {"errors", WIRING} <= set(rules)
     assert rules["rules"] == {"config"}  # planners stay pure: testable in microseconds
     assert rules["stream/merging"] == frozenset()  # scheduling never reaches back into the stream
+    assert "delta/rewrite" not in rules["delta/log"], "reading the log never reaches the rewrites"
+    assert "delta/commit" not in rules["delta/warehouse"], "the job's own state takes no data-table commit"
     assert EVERYTHING in rules["cli"] and EVERYTHING in rules[WIRING]
 
 

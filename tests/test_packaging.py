@@ -82,8 +82,8 @@ def test_ci_runs_the_readme_test_command() -> None:
 def test_resolved_jars_are_reused_without_running_maven(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from compactor.delta import jvm
     from compactor.errors import DependencyResolutionError
+    from compactor.spark import jvm
 
     monkeypatch.setenv("COMPACTOR_CACHE_DIR", str(tmp_path))
     real_maven = jvm._run_maven

@@ -41,7 +41,7 @@ def coverage(
 ) -> None:
     """Which segments, sub-partitions and indexes can answer a time range and values."""
     from compactor.config.loading import load_config_file
-    from compactor.delta.reads import read_catalog
+    from compactor.delta.log.reads import read_catalog
     from compactor.rules.coverage import coverage as answer
     from compactor.rules.coverage import render
     from compactor.rules.engine import offline_reason

@@ -64,8 +64,8 @@ def jars(submit_args: bool, s3: bool, gcs: bool, spark_only: bool, local_jars: b
     """Resolve and cache the JVM jars (Delta, Kafka connector, Kafka broker); print their paths."""
     import shlex
 
-    from compactor.delta import jvm
-    from compactor.delta.session import jars_for, spark_submit_args
+    from compactor.spark import jvm
+    from compactor.spark.session import jars_for, spark_submit_args
 
     stores = (*(("s3a://",) if s3 else ()), *(("gs://",) if gcs else ()))
     if submit_args:

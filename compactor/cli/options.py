@@ -167,7 +167,7 @@ def spark_session(
     fair_pools: Mapping[str, Resources] | None = None,
 ) -> Any:
     """The command's SparkSession: the user's Spark settings, the config's `spark:` block, the CLI's."""
-    from compactor.delta.session import build_spark
+    from compactor.spark.session import build_spark
 
     meta = click.get_current_context().meta
     return build_spark(

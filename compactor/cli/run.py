@@ -25,7 +25,7 @@ from compactor.cli.options import (
 )
 from compactor.config.tables import ProjectConfig
 from compactor.delta.paths import warehouse_uri
-from compactor.delta.shard_record import ShardRecord
+from compactor.delta.warehouse.shard_record import ShardRecord
 from compactor.errors import ConfigError, ShardCountMismatch
 from compactor.kafka.lease import ControllerLease
 from compactor.kafka.settings import DEFAULT_DEAD_LETTER_TOPIC, DEFAULT_RESULTS_TOPIC, KafkaSettings
@@ -225,8 +225,8 @@ def _layout(
     spark: Any, config: ProjectConfig, kafka: KafkaSettings, warehouse: str, checkpoint: str, reshard: bool
 ) -> tuple[ShardLayout, ShardRecord | None]:
     """The shards over the segments topic's partitions, checked against the warehouse's record."""
-    from compactor.delta.catalog_table import DeltaCatalogStore
     from compactor.delta.files import HadoopFiles
+    from compactor.delta.warehouse.catalog_table import DeltaCatalogStore
     from compactor.domain.clock import now_utc
     from compactor.kafka.topics import ensure_topics, partition_count
     from compactor.stream.resharding import settle_layout

@@ -63,8 +63,8 @@ def status(
 
     Reads the catalog the job saves and the tables' history, so it works while the job runs."""
     from compactor.config.loading import load_config_file
-    from compactor.delta.catalog_table import DeltaCatalogStore
     from compactor.delta.spark_store import SparkTableStore
+    from compactor.delta.warehouse.catalog_table import DeltaCatalogStore
     from compactor.domain.clock import now_utc
     from compactor.observe.status import render, render_top
     from compactor.observe.table_health import least_healthy

@@ -28,7 +28,7 @@ def subpartitions() -> None:
 def _show(table: str, config_path: Path, warehouse: str, search: str | None, as_json: bool) -> None:
     from compactor.catalog.sub_partition_values import render_usage, value_usage
     from compactor.config.loading import load_config_file
-    from compactor.delta.reads import read_catalog
+    from compactor.delta.log.reads import read_catalog
 
     project = load_config_file(config_path)
     sub = project.for_table(table).sub_partition

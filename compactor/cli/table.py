@@ -109,7 +109,7 @@ def enable(
 def read_quarantines(warehouse: str, config_path: Path | None) -> dict[str, str]:
     """Table -> its quarantine note, as the warehouse's catalog holds them (every shard's)."""
     from compactor.config.loading import load_config_file
-    from compactor.delta.catalog_table import DeltaCatalogStore
+    from compactor.delta.warehouse.catalog_table import DeltaCatalogStore
 
     project = load_config_file(config_path) if config_path is not None else None
     spark = spark_session("compactor-table-enable", project, (warehouse,))

@@ -32,8 +32,8 @@ def timeline(table: str, config_path: Path | None, warehouse: str, out: Path, re
     """Draw TABLE's segments: event time across, one row per level and sub-partition set, each
     segment a box coloured by size, hatched while not ONLINE, recent merges outlined."""
     from compactor.config.loading import load_config_file
-    from compactor.delta.catalog_table import DeltaCatalogStore
     from compactor.delta.spark_store import SparkTableStore
+    from compactor.delta.warehouse.catalog_table import DeltaCatalogStore
     from compactor.domain.clock import now_utc
     from compactor.observe.timeline import layout
     from compactor.observe.timeline_plot import save

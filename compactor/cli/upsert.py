@@ -29,7 +29,7 @@ def view(table: str, view_name: str | None, create: bool, config_path: Path, war
     """Print (or create) `CREATE OR REPLACE VIEW ... AS SELECT ...` returning one row per key,
     with the compactor's tie-breaking: comparison column, then the later load, then the row hash."""
     from compactor.config.loading import load_config_file
-    from compactor.delta.upsert import view_sql
+    from compactor.delta.rewrite.upsert import view_sql
 
     project = load_config_file(config_path)
     settings = project.for_table(table)

@@ -28,9 +28,9 @@ from typing import TYPE_CHECKING, Any, Unpack
 
 from compactor.client.announcing import Announcing
 from compactor.client.connection import KafkaOptions
-from compactor.delta.commit_metadata import commit_metadata, parse_metadata
+from compactor.delta.log.commit_metadata import commit_metadata, parse_metadata
 from compactor.delta.paths import SEGMENT_COLUMN, table_uri
-from compactor.delta.properties import LOADER_TXN_RETENTION, TXN_RETENTION_PROPERTY
+from compactor.delta.table_ops.properties import LOADER_TXN_RETENTION, TXN_RETENTION_PROPERTY
 from compactor.domain.clock import now_utc
 from compactor.domain.events import SegmentCompleted
 from compactor.domain.segment_json import segment_from_dict

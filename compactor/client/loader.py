@@ -18,9 +18,9 @@ from pyspark.sql import functions as F
 from compactor.codec.events import Codec
 from compactor.config.sub_partitions import SubPartitionConfig
 from compactor.config.tables import TableSettings
+from compactor.delta.log.reads import read_catalog, table_exists
 from compactor.delta.predicates import sub_partition_literal
-from compactor.delta.reads import read_catalog, table_exists
-from compactor.delta.writes import write_segment, write_sub_partition
+from compactor.delta.table_ops.writes import write_segment, write_sub_partition
 from compactor.domain.clock import now_utc
 from compactor.domain.events import SegmentAction, SegmentCompleted
 from compactor.domain.segments import Segment, SegmentState, TimeRange, new_segment_id, validate_segment_id

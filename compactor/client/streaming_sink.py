@@ -19,10 +19,10 @@ from pyspark.sql import functions as F
 
 from compactor.client.spark_loader import SparkLoader
 from compactor.delta.files import HadoopFiles
-from compactor.delta.log import DeltaLogReader
+from compactor.delta.log.reader import DeltaLogReader
+from compactor.delta.log.reads import read_catalog, table_exists
 from compactor.delta.paths import table_uri
-from compactor.delta.reads import read_catalog, table_exists
-from compactor.delta.writes import write_segment
+from compactor.delta.table_ops.writes import write_segment
 from compactor.domain.clock import now_utc
 from compactor.domain.events import SegmentCompleted
 from compactor.domain.segments import Segment, TimeRange, validate_segment_id, validate_table_name

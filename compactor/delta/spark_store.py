@@ -20,28 +20,29 @@ from compactor.config.rules import RuleName
 from compactor.config.sub_partitions import SubPartitionConfig
 from compactor.config.tables import TableSettings
 from compactor.config.vacuum import VacuumConfig
-from compactor.delta import properties, reads
-from compactor.delta.commit_metadata import plan_marker
-from compactor.delta.conflicts import conflicts_as_commit_conflict
-from compactor.delta.driver_merge import DRIVER_MERGE_MAX_BYTES
+from compactor.delta.commit.conflicts import conflicts_as_commit_conflict
+from compactor.delta.commit.log_upkeep import commits_since_checkpoint, write_checkpoint
+from compactor.delta.commit.plan_transactions import PlanTransactionExpiry
 from compactor.delta.features import direct_commit_refusal, refused_features
 from compactor.delta.files import HadoopFiles, jvm_class
-from compactor.delta.index_check import index_facts
-from compactor.delta.key_index_snapshots import KeyIndexSnapshots
-from compactor.delta.live_files import LiveFileIndex
-from compactor.delta.log import RECENT_COMMITS, DeltaLogReader
-from compactor.delta.log_upkeep import commits_since_checkpoint, write_checkpoint
-from compactor.delta.merge import execute_merge
-from compactor.delta.merge_settings import MergeSettings
+from compactor.delta.log import reads
+from compactor.delta.log.commit_metadata import plan_marker
+from compactor.delta.log.live_files import LiveFileIndex
+from compactor.delta.log.reader import RECENT_COMMITS, DeltaLogReader
+from compactor.delta.log.snapshot import table_protocol
 from compactor.delta.paths import RESERVED, free_bytes, table_uri, warehouse_uri
-from compactor.delta.plan_transactions import PlanTransactionExpiry
-from compactor.delta.purge import purge_deleted_rows
-from compactor.delta.refresh import execute_refresh
-from compactor.delta.snapshot import table_protocol
+from compactor.delta.rewrite.driver_merge import DRIVER_MERGE_MAX_BYTES
+from compactor.delta.rewrite.index_check import index_facts
+from compactor.delta.rewrite.merge import execute_merge
+from compactor.delta.rewrite.merge_settings import MergeSettings
+from compactor.delta.rewrite.refresh import execute_refresh
+from compactor.delta.rewrite.upsert import key_rows, key_rows_of_keys
 from compactor.delta.store import LoadOrder, SnapshotWriter, StoredSnapshot, TableChanges, VacuumReport
-from compactor.delta.sub_partition_delete import delete_sub_partition
-from compactor.delta.upsert import key_rows, key_rows_of_keys
-from compactor.delta.vacuum import vacuum
+from compactor.delta.table_ops import properties
+from compactor.delta.table_ops.purge import purge_deleted_rows
+from compactor.delta.table_ops.sub_partition_delete import delete_sub_partition
+from compactor.delta.table_ops.vacuum import vacuum
+from compactor.delta.warehouse.key_index_snapshots import KeyIndexSnapshots
 from compactor.domain.layout import IndexFacts
 from compactor.domain.plans import Commit, MergePlan
 from compactor.domain.segments import RowCount, Segment

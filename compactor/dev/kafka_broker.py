@@ -2,7 +2,7 @@
 
 Local runs and integration tests need a genuine Kafka (consumer groups,
 transactions, offsets surviving restarts) on machines without Docker. The broker
-jars come from Maven Central via `compactor.delta.jvm`; one process acts as broker and
+jars come from Maven Central via `compactor.spark.jvm`; one process acts as broker and
 controller with a static one-voter quorum, and all state lives under `data_dir`
 so a restart finds the same topics, offsets and messages.
 """
@@ -21,7 +21,6 @@ from types import TracebackType
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from compactor.delta import jvm
 from compactor.dev.broker_process import (
     CLUSTER_ID_FILE,
     JAVA_HEAP,
@@ -40,6 +39,7 @@ from compactor.dev.broker_process import (
     stop_from_dir,
 )
 from compactor.errors import BrokerStartError
+from compactor.spark import jvm
 
 log = logging.getLogger(__name__)
 

@@ -10,10 +10,10 @@ from typing import Any
 from compactor.config.sort import describe
 from compactor.config.tables import ProjectConfig
 from compactor.delta.files import HadoopFiles
+from compactor.delta.log.reads import read_catalog
 from compactor.delta.paths import warehouse_uri
-from compactor.delta.reads import read_catalog
-from compactor.delta.shard_record import processed_offsets, read_record
 from compactor.delta.spark_store import SparkTableStore
+from compactor.delta.warehouse.shard_record import processed_offsets, read_record
 from compactor.domain.columns import SegmentColumns
 from compactor.domain.segments import Segment
 from compactor.kafka.lease import group_owners, lease_group

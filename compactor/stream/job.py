@@ -17,8 +17,8 @@ from pyspark.sql.streaming.query import StreamingQuery
 from compactor.catalog.store import StoreScope
 from compactor.codec.events import Codec
 from compactor.config.tables import ProjectConfig
-from compactor.delta.catalog_table import DeltaCatalogStore
 from compactor.delta.spark_store import SparkTableStore
+from compactor.delta.warehouse.catalog_table import DeltaCatalogStore
 from compactor.domain.clock import now_utc
 from compactor.kafka.codecs import codec_for
 from compactor.kafka.producer import EventProducer

@@ -15,9 +15,9 @@ import logging
 from datetime import datetime
 from pathlib import Path
 
-from compactor.delta.catalog_table import DeltaCatalogStore
 from compactor.delta.files import HadoopFiles
-from compactor.delta.shard_record import (
+from compactor.delta.warehouse.catalog_table import DeltaCatalogStore
+from compactor.delta.warehouse.shard_record import (
     ShardRecord,
     clear_checkpoints,
     committed_offsets,

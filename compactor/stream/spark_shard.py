@@ -13,7 +13,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 from compactor.catalog.store import StoreScope
 from compactor.config.tables import ProjectConfig
 from compactor.delta.files import HadoopFiles
-from compactor.delta.shard_record import ShardRecord, shard_checkpoint
+from compactor.delta.warehouse.shard_record import ShardRecord, shard_checkpoint
 from compactor.kafka.producer import EventProducer
 from compactor.kafka.settings import KafkaSettings
 from compactor.kafka.shards import ShardLayout

@@ -538,7 +538,7 @@ def test_seed_004s_quartz_schedule_is_accepted_beside_standard_cron() -> None:
 
 def test_carbondata_rules_run_in_a_pool_with_two_cores_by_default() -> None:
     """Seed 002: `carbon.number.of.cores.while.compacting` defaults to 2."""
-    from compactor.delta.session import _fair_pools_file
+    from compactor.spark.session import _fair_pools_file
 
     settings = load_config({"defaults": {"rules": [{"rule": "minor"}, {"rule": "major"}]}}).for_table("t")
     assert settings.spark_pool("minor", None) == "minor" and settings.spark_pool("major", None) == "major"

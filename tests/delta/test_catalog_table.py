@@ -17,9 +17,9 @@ from pyspark.sql import functions as F
 from compactor.catalog.failures import Failure
 from compactor.catalog.retired import RetiredFilter, RetiredSegment
 from compactor.catalog.store import CatalogChanges, TableMark
-from compactor.delta import catalog_table
-from compactor.delta.catalog_table import DeltaCatalogStore
 from compactor.delta.files import HadoopFiles
+from compactor.delta.warehouse import catalog_table
+from compactor.delta.warehouse.catalog_table import DeltaCatalogStore
 from tests.helpers.segments import seg
 
 pytestmark = pytest.mark.integration

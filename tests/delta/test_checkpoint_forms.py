@@ -18,8 +18,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from compactor.delta.files import HadoopFiles
-from compactor.delta.live_files import CheckpointUnreadable, load_live_files
-from compactor.delta.log import DeltaLogReader, checkpoint_name
+from compactor.delta.log.live_files import CheckpointUnreadable, load_live_files
+from compactor.delta.log.reader import DeltaLogReader, checkpoint_name
 
 PROTOCOL = {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["v2Checkpoint"], "writerFeatures": ["v2Checkpoint"]}  # fmt: skip
 METADATA = {

@@ -20,11 +20,11 @@ import pytest
 from compactor.client.loader import sample_rows
 from compactor.config.loading import load_config
 from compactor.delta.files import HadoopFiles
-from compactor.delta.live_files import LiveFiles, load_live_files
-from compactor.delta.log import DeltaLogReader
+from compactor.delta.log.live_files import LiveFiles, load_live_files
+from compactor.delta.log.reader import DeltaLogReader
 from compactor.delta.paths import table_uri
 from compactor.delta.spark_store import SparkTableStore
-from compactor.delta.writes import write_segment
+from compactor.delta.table_ops.writes import write_segment
 from compactor.domain.plans import Commit, make_plan
 from compactor.domain.segments import Segment, TimeRange
 from compactor.observe.spark_work import SparkWork
@@ -123,7 +123,7 @@ def test_a_v2_checkpoint_s_files_are_delta_s_and_the_table_merges_directly(
     store = SparkTableStore(spark, warehouse)
     assert store.commit_path("t") == "direct"
     work = SparkWork(spark)
-    with caplog.at_level(logging.WARNING, logger="compactor.delta.live_files"):
+    with caplog.at_level(logging.WARNING, logger="compactor.delta.log.live_files"):
         commit = store.commit(make_plan("t", "minor", segments[:2]), SETTINGS)
     assert is_direct(warehouse, commit) and commit.records_out == 40
     assert work.summary(1)["state_rebuilds"] == 0, "the cheap path: no state rebuilt"
@@ -171,7 +171,7 @@ def test_a_multi_part_checkpoint_is_read_and_one_missing_a_part_is_passed_over_o
     assert {f.path for f in live.everything()} == deltas_files(spark, warehouse)
 
     store = SparkTableStore(spark, warehouse)
-    with caplog.at_level(logging.WARNING, logger="compactor.delta.live_files"):
+    with caplog.at_level(logging.WARNING, logger="compactor.delta.log.live_files"):
         first = store.commit(make_plan("t", "minor", segments[:2]), SETTINGS)
         store.live_files("t").forget()  # loaded again: the same checkpoint passed over again
         second = store.commit(make_plan("t", "minor", segments[2:]), SETTINGS)
@@ -202,7 +202,7 @@ def test_a_checkpoint_the_job_cannot_read_leaves_the_files_to_delta_said_once(
     store = SparkTableStore(spark, warehouse)
     path = store.commit_path("t")
     assert path.startswith("direct, the table's files from Delta's snapshot (") and "futureAction" in path
-    with caplog.at_level(logging.WARNING, logger="compactor.delta.live_files"):
+    with caplog.at_level(logging.WARNING, logger="compactor.delta.log.live_files"):
         first = store.commit(make_plan("t", "minor", segments[:2]), SETTINGS)
         store.live_files("t").forget()  # loaded again: from Delta again, not said again
         second = store.commit(make_plan("t", "minor", segments[2:]), SETTINGS)

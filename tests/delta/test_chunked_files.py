@@ -20,7 +20,7 @@ import pytest
 
 from compactor.catalog.key_index import IndexSnapshot
 from compactor.delta.files import HadoopFiles
-from compactor.delta.key_index_snapshots import KeyIndexSnapshots
+from compactor.delta.warehouse.key_index_snapshots import KeyIndexSnapshots
 from tests.conftest import S3Server
 from tests.delta.test_key_index_snapshots import read_back
 

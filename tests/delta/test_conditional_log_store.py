@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 import pytest
 from py4j.protocol import Py4JJavaError
 
-from compactor.delta import conditional_log_store
+from compactor.spark import conditional_log_store
 from tests.conftest import S3Server
 
 pytestmark = pytest.mark.integration

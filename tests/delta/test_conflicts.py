@@ -5,7 +5,7 @@ from __future__ import annotations
 import delta.exceptions
 import pytest
 
-from compactor.delta.conflicts import DELTA_CONFLICTS, conflicts_as_commit_conflict
+from compactor.delta.commit.conflicts import DELTA_CONFLICTS, conflicts_as_commit_conflict
 from compactor.errors import CommitConflict
 
 

@@ -16,16 +16,16 @@ from delta.tables import DeltaTable
 from deltalake import CommitProperties, write_deltalake
 
 from compactor.config.loading import load_config
-from compactor.delta.checksum import rows_checksum
-from compactor.delta.commit_metadata import commit_metadata
+from compactor.delta.commit.transaction import DirectTransaction
 from compactor.delta.files import HadoopFiles
-from compactor.delta.live_files import LiveFileIndex
-from compactor.delta.log import DeltaLogReader
-from compactor.delta.merge import execute_merge
-from compactor.delta.merge_settings import MergeSettings
+from compactor.delta.log.commit_metadata import commit_metadata
+from compactor.delta.log.live_files import LiveFileIndex
+from compactor.delta.log.reader import DeltaLogReader
 from compactor.delta.paths import table_uri
+from compactor.delta.rewrite.merge import execute_merge
+from compactor.delta.rewrite.merge_settings import MergeSettings
 from compactor.delta.spark_store import SparkTableStore
-from compactor.delta.transaction import DirectTransaction
+from compactor.dev.rows_checksum import rows_checksum
 from compactor.domain.plans import MergePlan, make_plan
 from compactor.domain.segments import Segment, TimeRange
 from compactor.errors import CommitConflict, StalePlan
@@ -301,7 +301,7 @@ def test_a_table_the_direct_commit_does_not_serve_yet_overwrites_as_before_and_s
     )
     settings = load_config({"tables": {"widened": {"rules": [{"rule": "minor"}]}}}).for_table("widened")
 
-    with caplog.at_level(logging.INFO, logger="compactor.delta.transaction"):
+    with caplog.at_level(logging.INFO, logger="compactor.delta.commit.transaction"):
         commit = store.commit(make_plan("widened", "minor", segments[:2]), settings)
         store.commit(make_plan("widened", "minor", segments[2:]), settings)
 

@@ -17,15 +17,15 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from compactor.config.sort import SortConfig
-from compactor.delta import index_check
-from compactor.delta.checksum import rows_checksum
+from compactor.delta.commit.transaction import DirectTransaction
 from compactor.delta.files import HadoopFiles
-from compactor.delta.index_check import footer
-from compactor.delta.merge import execute_merge
-from compactor.delta.merge_settings import MergeSettings
 from compactor.delta.paths import table_uri
-from compactor.delta.transaction import DirectTransaction
-from compactor.delta.writes import write_segment
+from compactor.delta.rewrite import index_check
+from compactor.delta.rewrite.index_check import footer
+from compactor.delta.rewrite.merge import execute_merge
+from compactor.delta.rewrite.merge_settings import MergeSettings
+from compactor.delta.table_ops.writes import write_segment
+from compactor.dev.rows_checksum import rows_checksum
 from compactor.domain.plans import Commit, make_plan
 from compactor.domain.segments import Segment, TimeRange
 from compactor.errors import CommitConflict, StalePlan

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from compactor.config.sort import SortConfig
-from compactor.delta.driver_merge import merged_stats, refusal
-from compactor.delta.live_files import LiveFile
+from compactor.delta.log.live_files import LiveFile
+from compactor.delta.rewrite.driver_merge import merged_stats, refusal
 
 PROTOCOL = {"minReaderVersion": 1, "minWriterVersion": 2}
 FIELDS = [

@@ -14,11 +14,11 @@ import pytest
 from pyspark.sql import functions as F
 
 from compactor.config.loading import load_config
-from compactor.delta.commit_metadata import commit_metadata
-from compactor.delta.merge import execute_merge
-from compactor.delta.merge_settings import MergeSettings
+from compactor.delta.log.commit_metadata import commit_metadata
 from compactor.delta.paths import table_uri
-from compactor.delta.refresh import execute_refresh
+from compactor.delta.rewrite.merge import execute_merge
+from compactor.delta.rewrite.merge_settings import MergeSettings
+from compactor.delta.rewrite.refresh import execute_refresh
 from compactor.domain.plans import make_plan
 from compactor.domain.segments import Segment, TimeRange
 

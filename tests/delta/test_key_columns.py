@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from compactor.catalog.key_index import KeyColumns, KeyRow
 from compactor.catalog.key_values import encode_values
-from compactor.delta.key_columns import arrow_codes, key_columns
+from compactor.delta.rewrite.key_columns import arrow_codes, key_columns
 
 EPOCH = datetime(1970, 1, 1)
 INT64 = (-(2**63), 2**63 - 1)

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from compactor.delta.files import HadoopFiles
-from compactor.delta.key_index_snapshots import KeyIndexSnapshots
+from compactor.delta.warehouse.key_index_snapshots import KeyIndexSnapshots
 
 pytestmark = pytest.mark.integration
 

@@ -16,9 +16,9 @@ from pyspark.sql import functions as F
 from compactor.catalog.key_index import KeyIndex
 from compactor.config.loading import load_config
 from compactor.delta.paths import table_uri
+from compactor.delta.rewrite.upsert import invalid_counts
 from compactor.delta.spark_store import SparkTableStore
-from compactor.delta.upsert import invalid_counts
-from compactor.delta.writes import write_segment
+from compactor.delta.table_ops.writes import write_segment
 from compactor.domain.plans import make_plan
 from compactor.domain.segments import Segment, TimeRange
 

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from delta.tables import DeltaTable
 
-from compactor.delta.checksum_file import derive
+from compactor.delta.commit.checksum_file import derive
 from compactor.delta.files import HadoopFiles
-from compactor.delta.live_files import LiveFile, LiveFileIndex, LiveFiles, _as_json_action
-from compactor.delta.log import DeltaLogReader
+from compactor.delta.log.live_files import LiveFile, LiveFileIndex, LiveFiles, _as_json_action
+from compactor.delta.log.reader import DeltaLogReader
 from compactor.delta.paths import table_uri
 from tests.delta.test_direct_commit import rust_load, snapshot
 
@@ -112,7 +112,7 @@ def test_live_files_from_a_checkpoint_are_delta_s_own(spark: Any, warehouse: Pat
     """Past a checkpoint, with deletion vectors, a rename under column mapping and a merge: the
     files a fresh index reads are the ones Delta's snapshot lists, and the checksum the job wrote
     for a delta-rs version validates against Delta's recomputation."""
-    from compactor.delta.merge import execute_merge
+    from compactor.delta.rewrite.merge import execute_merge
     from compactor.domain.plans import make_plan
 
     segments = [rust_load(warehouse, f"s{i}", i) for i in range(12)]

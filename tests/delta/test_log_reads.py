@@ -13,17 +13,17 @@ from delta.tables import DeltaTable
 from pyspark.sql import functions as F
 
 from compactor.client.loader import sample_rows
-from compactor.delta import reads
 from compactor.delta.files import HadoopFiles
-from compactor.delta.log import CommitFacts, DeltaLogReader
-from compactor.delta.merge import execute_merge
-from compactor.delta.merge_settings import MergeSettings
+from compactor.delta.log import reads
+from compactor.delta.log.reader import CommitFacts, DeltaLogReader
+from compactor.delta.log.reads import segments_with_rows
+from compactor.delta.log.rust_reads import file_totals, table_properties
 from compactor.delta.paths import table_uri
-from compactor.delta.properties import load_table_config, save_table_config
-from compactor.delta.reads import segments_with_rows
-from compactor.delta.rust_reads import file_totals, table_properties
+from compactor.delta.rewrite.merge import execute_merge
+from compactor.delta.rewrite.merge_settings import MergeSettings
 from compactor.delta.spark_store import SparkTableStore
-from compactor.delta.writes import write_segment
+from compactor.delta.table_ops.properties import load_table_config, save_table_config
+from compactor.delta.table_ops.writes import write_segment
 from compactor.domain.plans import make_plan, output_id, plan_id_for
 from compactor.domain.segments import Segment, TimeRange
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from compactor.delta.merge_settings import MergeSettings
 from compactor.delta.paths import table_uri
+from compactor.delta.rewrite.merge_settings import MergeSettings
 from compactor.delta.spark_store import SparkTableStore
 from compactor.domain.plans import make_plan
 from compactor.stream.log_keeper import LogKeeper

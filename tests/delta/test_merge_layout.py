@@ -16,13 +16,13 @@ from pyspark.sql import functions as F
 
 from compactor.config.loading import load_config
 from compactor.config.sort import SortConfig
-from compactor.delta.checksum import rows_checksum
-from compactor.delta.log import RECENT_COMMITS
-from compactor.delta.merge import execute_merge
-from compactor.delta.merge_settings import MergeSettings
+from compactor.delta.log.reader import RECENT_COMMITS
 from compactor.delta.paths import SEGMENT_COLUMN, table_uri
+from compactor.delta.rewrite.merge import execute_merge
+from compactor.delta.rewrite.merge_settings import MergeSettings
 from compactor.delta.spark_store import SparkTableStore
-from compactor.delta.writes import write_segment
+from compactor.delta.table_ops.writes import write_segment
+from compactor.dev.rows_checksum import rows_checksum
 from compactor.domain.plans import MergePlan, make_plan
 from compactor.domain.segments import Segment, TimeRange
 from compactor.errors import ConfigError

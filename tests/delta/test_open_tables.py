@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
-from compactor.delta.session import DELTA_LOG_CACHE_TABLES
+from compactor.spark.session import DELTA_LOG_CACHE_TABLES
 
 pytestmark = pytest.mark.integration
 

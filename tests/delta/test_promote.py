@@ -14,13 +14,13 @@ from delta.tables import DeltaTable
 from deltalake import DeltaTable as RustDeltaTable
 
 from compactor.client.loader import sample_rows
-from compactor.delta.checksum import rows_checksum
-from compactor.delta.merge import execute_merge
-from compactor.delta.merge_settings import MergeSettings
+from compactor.delta.commit.transaction import DirectTransaction
+from compactor.delta.log.reads import read_commits, segment_sizes, segments_with_rows
 from compactor.delta.paths import table_uri
-from compactor.delta.reads import read_commits, segment_sizes, segments_with_rows
-from compactor.delta.transaction import DirectTransaction
-from compactor.delta.writes import write_segment
+from compactor.delta.rewrite.merge import execute_merge
+from compactor.delta.rewrite.merge_settings import MergeSettings
+from compactor.delta.table_ops.writes import write_segment
+from compactor.dev.rows_checksum import rows_checksum
 from compactor.domain.plans import make_plan
 from compactor.domain.segments import Segment, TimeRange
 from compactor.errors import CommitConflict

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from compactor.delta import conditional_log_store, jvm
-from compactor.delta.session import jars_for, on_s3
+from compactor.spark import conditional_log_store, jvm
+from compactor.spark.session import jars_for, on_s3
 
 
 def test_s3_jars_only_for_s3_locations(monkeypatch: pytest.MonkeyPatch) -> None:

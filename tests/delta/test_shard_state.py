@@ -13,10 +13,10 @@ import pytest
 from pyspark.sql import functions as F
 
 from compactor.catalog.store import CatalogChanges, StoreScope, TableMark
-from compactor.delta import catalog_table
-from compactor.delta.catalog_table import DeltaCatalogStore
 from compactor.delta.files import HadoopFiles
-from compactor.delta.shard_record import (
+from compactor.delta.warehouse import catalog_table
+from compactor.delta.warehouse.catalog_table import DeltaCatalogStore
+from compactor.delta.warehouse.shard_record import (
     ShardRecord,
     committed_offsets,
     read_record,

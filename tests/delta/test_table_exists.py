@@ -15,9 +15,9 @@ from delta.tables import DeltaTable
 from pyspark.sql import functions as F
 
 from compactor.client.loader import sample_rows
-from compactor.delta import reads
-from compactor.delta.commit_metadata import commit_metadata
 from compactor.delta.files import HadoopFiles
+from compactor.delta.log import reads
+from compactor.delta.log.commit_metadata import commit_metadata
 from compactor.delta.paths import SEGMENT_COLUMN, table_uri
 from compactor.delta.spark_store import SparkTableStore
 from compactor.domain.segments import Segment, TimeRange

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from compactor.codec.events import default_codec
-from compactor.delta.catalog_table import DeltaCatalogStore
-from compactor.delta.reads import read_commits
+from compactor.delta.log.reads import read_commits
+from compactor.delta.warehouse.catalog_table import DeltaCatalogStore
 from compactor.domain.clock import now_utc
 from compactor.domain.events import SegmentCompleted
 from compactor.domain.segments import TimeRange

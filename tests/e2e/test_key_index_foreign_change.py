@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 
 from compactor.config.loading import load_config
 from compactor.delta.paths import table_uri
-from compactor.delta.upsert import invalid_counts
+from compactor.delta.rewrite.upsert import invalid_counts
 from compactor.stream import merge_desk
 from tests.helpers.accounts import TABLE, UPSERT, AccountLoads
 from tests.helpers.key_reads import CountedReads

@@ -19,8 +19,12 @@ from compactor.client import arrow_loader
 from compactor.client.arrow_loader import TXN_PREFIX, ArrowLoader
 from compactor.client.spark_loader import SparkLoader
 from compactor.delta.paths import table_uri
-from compactor.delta.properties import LOADER_TXN_RETENTION, TXN_RETENTION_DEFAULT, TXN_RETENTION_PROPERTY
-from compactor.delta.writes import write_segment
+from compactor.delta.table_ops.properties import (
+    LOADER_TXN_RETENTION,
+    TXN_RETENTION_DEFAULT,
+    TXN_RETENTION_PROPERTY,
+)
+from compactor.delta.table_ops.writes import write_segment
 from compactor.domain.segments import Segment, TimeRange
 from tests.helpers.streaming import make_kafka
 

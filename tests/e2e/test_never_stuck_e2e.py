@@ -17,8 +17,8 @@ from pyspark.sql.types import BooleanType
 
 from compactor.client.loader import load_segment, sample_rows
 from compactor.config.loading import load_config
-from compactor.delta import merge as merge_module
 from compactor.delta.paths import table_uri
+from compactor.delta.rewrite import merge as merge_module
 from compactor.domain.events import MergeStatus
 from compactor.kafka.producer import EventProducer
 from compactor.stream.job import build_handler, start_query

@@ -20,8 +20,8 @@ from compactor.cli.dry_run import run_plan
 from compactor.client.loader import load_segment, sample_rows
 from compactor.codec.events import default_codec
 from compactor.config.loading import load_config
-from compactor.delta.catalog_table import DeltaCatalogStore
 from compactor.delta.paths import table_uri
+from compactor.delta.warehouse.catalog_table import DeltaCatalogStore
 from compactor.kafka.producer import EventProducer
 from tests.conftest import S3Server
 from tests.helpers.jobs import run_job

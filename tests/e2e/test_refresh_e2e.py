@@ -23,8 +23,8 @@ from compactor.codec.events import default_codec
 from compactor.config.built_with import layout_record
 from compactor.config.loading import load_config
 from compactor.config.tables import ProjectConfig
-from compactor.delta.index_check import index_facts
 from compactor.delta.paths import table_uri
+from compactor.delta.rewrite.index_check import index_facts
 from compactor.domain.events import CompactionRequested
 from compactor.kafka.producer import EventProducer
 from compactor.kafka.settings import KafkaSettings
@@ -350,7 +350,7 @@ def test_sizing_limits_and_the_rest_next_time(scenario: Scenario) -> None:
 
 def test_a_published_config_triggers_the_refresh_and_survives_a_restart(scenario: Scenario) -> None:
     from compactor.config.publishing import config_events
-    from compactor.delta.properties import load_table_config
+    from compactor.delta.table_ops.properties import load_table_config
     from compactor.domain.clock import now_utc
     from compactor.kafka.messages import DEAD_LETTER_REASON_HEADER
 

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from compactor.delta.jvm import artifact_name
 from compactor.delta.paths import table_uri
 from compactor.dev.broker_process import free_ports
 from compactor.dev.spark_cluster import BIN, cluster_env, standalone_cluster
+from compactor.spark.jvm import artifact_name
 from tests.helpers.jobs import TABLE, bulk_load, wait_while_running
 from tests.helpers.streaming import checksum, make_kafka
 
@@ -118,7 +118,7 @@ def test_spark_submit_without_the_jars_names_them_in_one_line(kafka_bootstrap: s
 
 PROBE = """
 import json, sys
-from compactor.delta.session import build_spark
+from compactor.spark.session import build_spark
 spark = build_spark("probe")
 context = spark.sparkContext
 print("PROBE " + json.dumps({
@@ -171,7 +171,7 @@ def _artifact(jar: str) -> str:
 
 
 def _pyspark_jars() -> list[Path]:
-    from compactor.delta.jvm import pyspark_jars_dir
+    from compactor.spark.jvm import pyspark_jars_dir
 
     return list(pyspark_jars_dir().glob("*.jar"))
 

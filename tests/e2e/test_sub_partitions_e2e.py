@@ -19,8 +19,8 @@ from compactor.cli.main import main
 from compactor.client.loader import load_sub_partition, refresh_sub_partition, sample_rows
 from compactor.codec.events import default_codec
 from compactor.config.loading import load_config
+from compactor.delta.log.reads import read_catalog
 from compactor.delta.paths import table_uri
-from compactor.delta.reads import read_catalog
 from compactor.domain.events import CompactionRequested
 from compactor.kafka.producer import EventProducer
 from compactor.rules.coverage import coverage

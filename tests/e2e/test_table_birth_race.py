@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 from compactor.client.loader import sample_rows
 from compactor.codec.events import default_codec
 from compactor.config.loading import load_config
-from compactor.delta.commit_metadata import commit_metadata
+from compactor.delta.log.commit_metadata import commit_metadata
 from compactor.delta.paths import SEGMENT_COLUMN, table_uri
 from compactor.domain.clock import now_utc
 from compactor.domain.events import SegmentCompleted

@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 from compactor.client.loader import load_segment
 from compactor.codec.events import default_codec
 from compactor.config.loading import load_config
-from compactor.delta.upsert import invalid_counts, latest_rows
+from compactor.delta.rewrite.upsert import invalid_counts, latest_rows
 from compactor.kafka.producer import EventProducer
 from compactor.stream import merge_desk
 from compactor.stream.job import build_handler

@@ -19,7 +19,7 @@ from compactor.cli.main import main
 from compactor.codec.events import default_codec
 from compactor.config.loading import load_config
 from compactor.delta.paths import table_uri
-from compactor.delta.upsert import latest_rows
+from compactor.delta.rewrite.upsert import latest_rows
 from compactor.domain.clock import now_utc
 from compactor.domain.events import CompactionRequested, SegmentCompleted
 from compactor.domain.segments import Segment, TimeRange

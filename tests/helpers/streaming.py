@@ -15,7 +15,7 @@ from typing import Any
 from confluent_kafka import Consumer, Message, TopicPartition
 from pyspark.sql import DataFrame, SparkSession
 
-from compactor.delta.checksum import rows_checksum
+from compactor.dev.rows_checksum import rows_checksum
 from compactor.kafka.settings import KafkaSettings
 from compactor.kafka.topics import ensure_topics
 from compactor.stream.handler import BatchHandler

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from compactor.delta.merge import phases
+from compactor.delta.rewrite.merge import phases
 from compactor.observe.metrics import SIZE_BUCKETS, JobMetrics, size_buckets
 from compactor.observe.readiness import lag_of, offsets_behind
 from compactor.observe.server import ProbeServer

@@ -248,7 +248,7 @@ class WarehouseSource:
 
     def read(self) -> None:
         """Read every table's status now (the daemon thread does this every `refresh` seconds)."""
-        from compactor.delta.catalog_table import DeltaCatalogStore
+        from compactor.delta.warehouse.catalog_table import DeltaCatalogStore
         from compactor.observe.warehouse_status import table_report
 
         now = now_utc()

@@ -14,8 +14,8 @@ from pyspark.sql.types import ArrayType, DataType
 
 from compactor.config.layout import LayoutConfig
 from compactor.delta.files import jvm_class
+from compactor.delta.log.snapshot import physical_names
 from compactor.delta.paths import SEGMENT_COLUMN, table_uri
-from compactor.delta.snapshot import physical_names
 from compactor.domain.layout import HIDDEN_COLUMNS, IndexFacts
 from compactor.domain.segments import Segment
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from compactor.delta.commit_metadata import commit_metadata
+from compactor.delta.log.commit_metadata import commit_metadata
 from compactor.delta.paths import SEGMENT_COLUMN, table_uri
 from compactor.delta.predicates import in_list
 from compactor.domain.segments import Segment

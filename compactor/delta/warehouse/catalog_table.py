@@ -55,10 +55,10 @@ from compactor.catalog.failures import Failure
 from compactor.catalog.retired import RetiredFilter, RetiredSegment
 from compactor.catalog.store import CatalogChanges, StoredCatalog, StoreScope, TableMark
 from compactor.delta.files import HadoopFiles
+from compactor.delta.log.reads import has_commit
+from compactor.delta.log.rust_reads import partition_rows
 from compactor.delta.paths import state_uri
 from compactor.delta.predicates import in_list
-from compactor.delta.reads import has_commit
-from compactor.delta.rust_reads import partition_rows
 from compactor.domain.segment_json import segment_from_dict, segment_to_dict
 from compactor.domain.segments import Segment, TimeRange
 

@@ -16,10 +16,10 @@ from pyspark.sql import SparkSession
 
 from compactor.catalog.changes import CommitRecord
 from compactor.config.sub_partitions import SubPartitionConfig
-from compactor.delta.commit_metadata import commit_metadata
+from compactor.delta.log.commit_metadata import commit_metadata
+from compactor.delta.log.reads import latest_version, segment_sizes
 from compactor.delta.paths import SEGMENT_COLUMN, table_uri
 from compactor.delta.predicates import sub_partition_literal
-from compactor.delta.reads import latest_version, segment_sizes
 from compactor.domain.segments import Segment
 
 OP = "sub_partition_delete"

@@ -16,7 +16,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from compactor.delta.conflicts import conflicts_as_commit_conflict
+from compactor.delta.commit.conflicts import conflicts_as_commit_conflict
 from compactor.delta.files import jvm_class
 from compactor.errors import CommitConflict
 

@@ -31,10 +31,10 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from compactor.delta.commit.plan_transactions import RETENTION_PROPERTY
 from compactor.delta.features import features
 from compactor.delta.files import HadoopFiles, jvm_class
-from compactor.delta.live_files import LiveFile, LiveFiles
-from compactor.delta.plan_transactions import RETENTION_PROPERTY
+from compactor.delta.log.live_files import LiveFile, LiveFiles
 
 # Fields a derived checksum keeps; the others (the list of every file, the histogram of deleted
 # rows, the previous transaction's id) are optional and left out rather than guessed.

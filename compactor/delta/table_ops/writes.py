@@ -15,12 +15,12 @@ from pathlib import Path
 from pyspark.sql import DataFrame, DataFrameWriter, SparkSession
 from pyspark.sql import functions as F
 
-from compactor.delta import reads
-from compactor.delta.commit_metadata import commit_metadata
 from compactor.delta.files import HadoopFiles
-from compactor.delta.log import DeltaLogReader
+from compactor.delta.log import reads
+from compactor.delta.log.commit_metadata import commit_metadata
+from compactor.delta.log.reader import DeltaLogReader
 from compactor.delta.paths import SEGMENT_COLUMN, table_uri
-from compactor.delta.properties import new_table_properties
+from compactor.delta.table_ops.properties import new_table_properties
 from compactor.domain.segments import Segment
 from compactor.errors import CompactorError
 

@@ -27,8 +27,8 @@ from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
 from compactor.config.rules import Resources
-from compactor.delta import conditional_log_store, jvm
 from compactor.errors import CompactorError
+from compactor.spark import conditional_log_store, jvm
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"

@@ -9,10 +9,10 @@ from compactor.config.layout import LayoutConfig, UpsertConfig
 from compactor.config.rules import RefreshRule
 from compactor.config.sort import SortConfig
 from compactor.config.tables import TableSettings
-from compactor.delta.driver_merge import DRIVER_MERGE_MAX_BYTES
-from compactor.delta.log import RECENT_COMMITS
+from compactor.delta.log.reader import RECENT_COMMITS
 from compactor.delta.paths import TARGET_FILE_BYTES
-from compactor.delta.promote import PROMOTE_MIN_FILE_BYTES
+from compactor.delta.rewrite.driver_merge import DRIVER_MERGE_MAX_BYTES
+from compactor.delta.rewrite.promote import PROMOTE_MIN_FILE_BYTES
 from compactor.errors import CompactorError
 
 

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from compactor.delta.commit_metadata import commit_record, parse_metadata
 from compactor.delta.files import HadoopFiles
+from compactor.delta.log.commit_metadata import commit_record, parse_metadata
 from compactor.delta.paths import SEGMENT_COLUMN
 from compactor.delta.store import TableChanges
 from compactor.domain.segments import Segment

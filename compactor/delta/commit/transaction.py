@@ -47,16 +47,16 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from compactor.delta.checksum_file import write_missing_checksum
-from compactor.delta.conflicts import conflicts_as_commit_conflict
+from compactor.delta.commit.checksum_file import write_missing_checksum
+from compactor.delta.commit.conflicts import conflicts_as_commit_conflict
+from compactor.delta.commit.log_upkeep import without_inline_checkpoint
 from compactor.delta.features import direct_commit_refusal, refused_features, row_tracking_columns
 from compactor.delta.files import jvm_class
-from compactor.delta.live_files import LiveFile, LiveFileIndex
-from compactor.delta.log import CommitFacts
-from compactor.delta.log_upkeep import without_inline_checkpoint
+from compactor.delta.log.live_files import LiveFile, LiveFileIndex
+from compactor.delta.log.reader import CommitFacts
+from compactor.delta.log.reads import committed
 from compactor.delta.paths import SEGMENT_COLUMN
 from compactor.delta.predicates import in_list
-from compactor.delta.reads import committed
 from compactor.domain.plans import MergePlan
 from compactor.errors import StalePlan, UnsupportedTableFeature
 

@@ -16,8 +16,8 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from compactor.delta import jvm
 from compactor.errors import DependencyResolutionError
+from compactor.spark import jvm
 
 CLASS_NAME = "io.github.streamingcompactor.delta.ConditionalPutLogStore"
 SOURCE = Path(__file__).with_name("logstore") / "ConditionalPutLogStore.java"

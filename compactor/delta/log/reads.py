@@ -12,12 +12,12 @@ from pyspark.sql import functions as F
 
 from compactor.catalog.changes import CommitRecord
 from compactor.catalog.fold import SegmentCatalog
-from compactor.delta.commit_metadata import commit_record, parse_metadata, plan_marker
 from compactor.delta.files import HadoopFiles, jvm_class
-from compactor.delta.log import RECENT_COMMITS, CommitFacts, DeltaLogReader, commit_facts
+from compactor.delta.log.commit_metadata import commit_record, parse_metadata, plan_marker
+from compactor.delta.log.reader import RECENT_COMMITS, CommitFacts, DeltaLogReader, commit_facts
+from compactor.delta.log.rust_reads import file_totals
+from compactor.delta.log.snapshot import snapshot_files
 from compactor.delta.paths import SEGMENT_COLUMN, table_uri
-from compactor.delta.rust_reads import file_totals
-from compactor.delta.snapshot import snapshot_files
 from compactor.domain.segments import RowCount
 from compactor.errors import TableNotFoundError
 

@@ -41,12 +41,12 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from compactor.delta.checksum_file import write_checksum_after
-from compactor.delta.commit_metadata import commit_metadata
+from compactor.delta.commit.checksum_file import write_checksum_after
+from compactor.delta.commit.transaction import DirectTransaction, segment_predicate
 from compactor.delta.features import features
-from compactor.delta.live_files import LiveFile
+from compactor.delta.log.commit_metadata import commit_metadata
+from compactor.delta.log.live_files import LiveFile
 from compactor.delta.paths import SEGMENT_COLUMN, TARGET_FILE_BYTES
-from compactor.delta.transaction import DirectTransaction, segment_predicate
 from compactor.domain.plans import Commit, MergePlan
 
 # A file at least this large is kept as it is: a rewrite would not make it better sized.

@@ -52,7 +52,7 @@ def load_table_config(
     from delta.tables import DeltaTable
 
     from compactor.delta.files import HadoopFiles
-    from compactor.delta.rust_reads import table_properties
+    from compactor.delta.log.rust_reads import table_properties
 
     uri = table_uri(warehouse, table)
     local = (files or HadoopFiles(spark)).local_path(uri)

@@ -20,17 +20,17 @@ from compactor.config.built_with import layout_record
 from compactor.config.layout import LayoutConfig
 from compactor.config.rules import RefreshRule
 from compactor.config.sort import describe
-from compactor.delta.arrange import sort_each_file
-from compactor.delta.commit_metadata import commit_metadata, plan_marker
-from compactor.delta.conform import changes_data, conform
+from compactor.delta.commit.transaction import DirectTransaction, live_inputs, segment_predicate
 from compactor.delta.features import overwrite_refusal
-from compactor.delta.index_check import partition_id
-from compactor.delta.live_files import LiveFileIndex, table_live_files
-from compactor.delta.log import CommitFacts, segment_partition_value
-from compactor.delta.merge_settings import MergeSettings
+from compactor.delta.log.commit_metadata import commit_metadata, plan_marker
+from compactor.delta.log.live_files import LiveFileIndex, table_live_files
+from compactor.delta.log.reader import CommitFacts, segment_partition_value
 from compactor.delta.paths import SEGMENT_COLUMN, table_uri
 from compactor.delta.predicates import in_list
-from compactor.delta.transaction import DirectTransaction, live_inputs, segment_predicate
+from compactor.delta.rewrite.arrange import sort_each_file
+from compactor.delta.rewrite.conform import changes_data, conform
+from compactor.delta.rewrite.index_check import partition_id
+from compactor.delta.rewrite.merge_settings import MergeSettings
 from compactor.domain.layout import refresh_output_prefix
 from compactor.domain.plans import Commit, MergePlan
 from compactor.domain.segments import Origin, Segment, TimeRange

@@ -46,7 +46,7 @@ import pyarrow.parquet as pq
 from compactor.config.sort import SortConfig
 from compactor.delta.features import features, row_tracking_columns
 from compactor.delta.files import HadoopFiles
-from compactor.delta.live_files import LiveFile
+from compactor.delta.log.live_files import LiveFile
 from compactor.delta.paths import SEGMENT_COLUMN
 
 DRIVER_MERGE_MAX_BYTES = 16 << 20

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 from compactor.delta.files import HadoopFiles, jvm_class
-from compactor.delta.log import (
+from compactor.delta.log.reader import (
     Actions,
     DeltaLogReader,
     checkpoint_name,

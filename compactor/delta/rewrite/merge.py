@@ -16,18 +16,18 @@ from pyspark.sql import functions as F
 
 from compactor.config.layout import UpsertConfig
 from compactor.config.sort import SortConfig, describe
-from compactor.delta.arrange import arrange
-from compactor.delta.commit_metadata import commit_metadata, plan_marker
-from compactor.delta.driver_merge import refusal, write_in_driver
-from compactor.delta.index_check import footer
-from compactor.delta.live_files import LiveFile, LiveFileIndex, table_live_files
-from compactor.delta.log import CommitFacts, DeltaLogReader
-from compactor.delta.merge_settings import MergeSettings
+from compactor.delta.commit.transaction import DirectTransaction, live_inputs, segment_predicate
+from compactor.delta.log.commit_metadata import commit_metadata, plan_marker
+from compactor.delta.log.live_files import LiveFile, LiveFileIndex, table_live_files
+from compactor.delta.log.reader import CommitFacts, DeltaLogReader
 from compactor.delta.paths import SEGMENT_COLUMN, table_uri
 from compactor.delta.predicates import in_list
-from compactor.delta.promote import promote
-from compactor.delta.transaction import DirectTransaction, live_inputs, segment_predicate
-from compactor.delta.upsert import LoadOrder, order_frame, valid_rows_of
+from compactor.delta.rewrite.arrange import arrange
+from compactor.delta.rewrite.driver_merge import refusal, write_in_driver
+from compactor.delta.rewrite.index_check import footer
+from compactor.delta.rewrite.merge_settings import MergeSettings
+from compactor.delta.rewrite.promote import promote
+from compactor.delta.rewrite.upsert import LoadOrder, order_frame, valid_rows_of
 from compactor.domain.plans import Commit, MergePlan
 
 DEFAULT_SETTINGS = MergeSettings()  # a table with no merge options of its own (tests, tools)

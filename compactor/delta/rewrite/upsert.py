@@ -29,9 +29,9 @@ from pyspark.sql import functions as F
 from compactor.catalog.key_index import KeyColumns, KeyRow
 from compactor.catalog.key_values import Ints
 from compactor.config.layout import UpsertConfig
-from compactor.delta.key_columns import key_columns
+from compactor.delta.log.reads import segment_rows
 from compactor.delta.paths import SEGMENT_COLUMN, state_uri, table_uri
-from compactor.delta.reads import segment_rows
+from compactor.delta.rewrite.key_columns import key_columns
 
 LOADED = "__loaded_at"  # the load time joined onto each row, never written
 _RANK = "__upsert_rank"
