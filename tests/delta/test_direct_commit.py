@@ -14,6 +14,7 @@ import pyarrow as pa
 import pytest
 from delta.tables import DeltaTable
 from deltalake import CommitProperties, write_deltalake
+from pyspark.errors.exceptions import captured
 
 from compactor.config.loading import load_config
 from compactor.delta.commit.transaction import DirectTransaction
@@ -22,6 +23,7 @@ from compactor.delta.log.commit_metadata import commit_metadata
 from compactor.delta.log.live_files import LiveFileIndex
 from compactor.delta.log.reader import DeltaLogReader
 from compactor.delta.paths import table_uri
+from compactor.delta.rewrite import index_check
 from compactor.delta.rewrite.merge import execute_merge
 from compactor.delta.rewrite.merge_settings import MergeSettings
 from compactor.delta.spark_store import SparkTableStore
@@ -131,6 +133,32 @@ def test_a_merge_removes_exactly_its_inputs_files_in_at_most_one_job_without_a_s
     assert rows_checksum(spark.read.format("delta").load(path)) == before
 
 
+@pytest.mark.parametrize("driver_max_bytes", [0, 16 << 20], ids=["spark", "driver"])
+def test_a_merge_raises_no_exception_across_py4j(
+    spark: Any, warehouse: Path, monkeypatch: pytest.MonkeyPatch, driver_max_bytes: int
+) -> None:
+    """Each JVM exception pyspark sees is converted with a dozen class lookups by name: walking a
+    Java collection through py4j ends in one, and a merge that did so spent most of its driver
+    time converting them."""
+    segments = [rust_load(warehouse, f"s{i}", i) for i in range(3)]
+    converted: list[str] = []
+    convert = captured.convert_exception
+
+    def counted(e: Any) -> Any:
+        converted.append(str(e.getClass().getName()))
+        return convert(e)
+
+    monkeypatch.setattr(captured, "convert_exception", counted)
+    monkeypatch.setattr(index_check, "_local_file", lambda file, table: None)  # as on S3: via Hadoop
+    execute_merge(
+        spark,
+        warehouse,
+        make_plan("t", "minor", segments[:2]),
+        MergeSettings(driver_max_bytes=driver_max_bytes),
+    )
+    assert converted == []
+
+
 def test_hundreds_of_merges_leave_no_transaction_id_and_checkpoints_agree_with_the_checksums(
     spark: Any, warehouse: Path
 ) -> None:
@@ -227,6 +255,67 @@ def test_another_engines_optimize_of_an_input_fails_the_commit(
         execute_merge(spark, warehouse, make_plan("t", "minor", segments))
     monkeypatch.undo()
     assert spark.read.format("delta").load(path).count() == 60
+
+
+@pytest.mark.parametrize("driver_max_bytes", [0, 16 << 20], ids=["spark", "driver"])
+def test_a_load_landing_during_a_merge_costs_a_restart_not_a_state_rebuild(
+    spark: Any, warehouse: Path, monkeypatch: pytest.MonkeyPatch, driver_max_bytes: int
+) -> None:
+    """delta-rs commits a load between the merge's read and its commit, with no checksum: the
+    merge commits right above it from a fresh transaction, and Delta rebuilds no state."""
+    segments = [rust_load(warehouse, f"s{i}", i) for i in range(3)]
+    commit = DirectTransaction.commit
+    raced: list[int] = []
+
+    def after_a_load(self: DirectTransaction, *args: Any, **kwargs: Any) -> int:
+        if not raced:
+            rust_load(warehouse, "s9", 9)
+            raced.append(self.read_version)
+        return commit(self, *args, **kwargs)
+
+    monkeypatch.setattr(DirectTransaction, "commit", after_a_load)
+    plan = make_plan("t", "minor", segments[:2])
+    work = SparkWork(spark)
+    done = merge_in_group(spark, warehouse, plan, MergeSettings(driver_max_bytes=driver_max_bytes))
+    summary = work.summary(1)
+    monkeypatch.undo()
+
+    assert done.version == raced[0] + 2, "the load took the version the merge read for"
+    info = next(a["commitInfo"] for a in commit_actions(warehouse, done.version) if "commitInfo" in a)
+    assert info["readVersion"] == done.version - 1, "committed from a transaction at the load"
+    assert summary["state_rebuilds"] == 0, summary
+    assert summary["merge_jobs"] == (1 if driver_max_bytes == 0 else 0), summary
+    assert (warehouse / "t" / "_delta_log" / f"{done.version - 1:020d}.crc").exists()
+    assert (warehouse / "t" / "_delta_log" / f"{done.version:020d}.crc").exists()
+    assert bool(
+        snapshot(spark, warehouse).validateChecksum(
+            spark._jvm.org.apache.spark.api.python.PythonUtils.toScalaMap({})
+        )
+    )
+    table = spark.read.format("delta").load(table_uri(warehouse, "t"))
+    counts = {r.segment_id: r["count"] for r in table.groupBy("segment_id").count().collect()}
+    assert counts == {plan.output.id: 40, "s2": 20, "s9": 20}
+    operation = info["operationMetrics"]
+    assert (operation["numOutputRows"], operation["numFiles"]) == ("40", "1"), operation
+
+
+def test_a_schema_change_during_a_merge_fails_its_restart_and_commits_nothing(
+    spark: Any, warehouse: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    segments = [rust_load(warehouse, f"s{i}", i) for i in range(2)]
+    path = table_uri(warehouse, "t")
+    commit = DirectTransaction.commit
+
+    def after_a_schema_change(self: DirectTransaction, *args: Any, **kwargs: Any) -> int:
+        spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS (note STRING)")
+        return commit(self, *args, **kwargs)
+
+    monkeypatch.setattr(DirectTransaction, "commit", after_a_schema_change)
+    version = int(snapshot(spark, warehouse).version())
+    with pytest.raises(CommitConflict, match="MetadataChanged"):
+        execute_merge(spark, warehouse, make_plan("t", "minor", segments))
+    monkeypatch.undo()
+    assert int(snapshot(spark, warehouse).version()) == version + 1, "only the schema change"
 
 
 def test_an_input_gone_before_the_merge_began_is_caught_before_any_commit(

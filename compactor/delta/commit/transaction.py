@@ -22,6 +22,18 @@ when that one has a checksum; when it has none (a writer such as delta-rs leaves
 derivation would rebuild the table's state. Such a commit is made with checksums off, as the
 writer before it was.
 
+A loader's commit landing between the read and the commit is the common race on a table loaded
+while it is merged (16% of the merges of the years benchmark). Delta's own retry commits on top
+of it, but the version below its commit then has no checksum: Delta rebuilds the table's state
+twice inside the commit (its protocol and metadata for the new snapshot, all of it for the
+checksum), a Spark job of seconds where the merge took a fraction of one. So a commit that
+changes no data is tried alone first (`maxCommitAttempts` 0) and, when its version is taken,
+`restart`s: a fresh transaction at the newest version (its checksum written first, as `begin`
+does), the files read confirmed live there with the same actions and the protocol and metadata
+unchanged (else `CommitConflict`, as Delta's checker would say), then the same actions again.
+Only a commit that changes data (its validity depends on what other writers added) and the last
+try leave the race to Delta's retry and its conflict checker.
+
 A table with row tracking keeps each row's stable id and commit version through the rewrite as
 Delta's OPTIMIZE keeps them (`RowTracking.preserveRowTrackingColumns`): `read` adds the
 materialised columns the table's configuration names, holding `_metadata.row_id` and
@@ -40,6 +52,7 @@ import json
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -58,12 +71,17 @@ from compactor.delta.log.reads import committed
 from compactor.delta.paths import SEGMENT_COLUMN
 from compactor.delta.predicates import in_list
 from compactor.domain.plans import MergePlan
-from compactor.errors import StalePlan, UnsupportedTableFeature
+from compactor.errors import CommitConflict, StalePlan, UnsupportedTableFeature
 
 log = logging.getLogger(__name__)
 
 WRITE_CHECKSUM = "spark.databricks.delta.writeChecksumFile.enabled"
 INCREMENTAL_CHECKSUM = "spark.databricks.delta.incremental.commit.enabled"
+MAX_COMMIT_ATTEMPTS = "spark.databricks.delta.maxCommitAttempts"
+VERSION_TAKEN = "DELTA_MAX_COMMIT_RETRIES_EXCEEDED"  # a lone attempt found its version taken
+RESTARTS = 3  # fresh transactions a lone commit tries before Delta's own retry takes the race
+# the write metrics a restarted transaction carries over, for the commit's operation metrics
+WRITE_METRICS = ("numFiles", "numOutputBytes", "numOutputRows", "numParts")
 _NAMED: set[str] = set()  # tables whose commit path the log has named
 _NAMED_LOCK = threading.Lock()
 # what Delta names the reads of a rewrite's inputs (its OPTIMIZE's action type)
@@ -75,16 +93,18 @@ PRESERVED_ROW_TRACKING = "delta.rowTracking.preserved"
 class DirectTransaction:
     """One transaction on a table: read named files, write new ones, commit both at once."""
 
-    def __init__(self, spark: SparkSession, path: str) -> None:
+    def __init__(self, spark: SparkSession, path: str, live: LiveFileIndex | None = None) -> None:
         self.spark = spark
         self.path = path
         self._jvm: Any = spark._jvm
+        self._live = live  # the table's live files: a lone commit can restart (None: it cannot)
         self._delta_log = jvm_class(self._jvm, "org.apache.spark.sql.delta.DeltaLog").forTable(
             spark._jsparkSession, path
         )
         self.txn = self._delta_log.startTransaction()
         self.read_version = int(self.txn.readVersion())
         self._parsed: dict[str, Any] = {}  # LiveFile.action -> the JVM action, parsed once
+        self._tracked: list[tuple[Sequence[LiveFile], Column | None]] = []  # what `track` told Delta
         self.protocol: dict[str, Any] = json.loads(self.txn.protocol().json())["protocol"]
         self.metadata: dict[str, Any] = json.loads(self.txn.metadata().json())["metaData"]
         # the materialised row id and row commit version columns, when row tracking is enabled
@@ -94,10 +114,8 @@ class DirectTransaction:
     def begin(cls, spark: SparkSession, path: str, live: LiveFileIndex) -> DirectTransaction:
         """A transaction at the table's newest version, its checksum written first when its
         writer left none (`checksum_file`: else the transaction would replay the log for it)."""
-        latest = live.log.latest_version()
-        if latest >= 0:
-            write_missing_checksum(spark, live.files, live.log.log_uri, live.at(latest))
-        return cls(spark, path)
+        _checksum_newest(spark, live)
+        return cls(spark, path, live)
 
     def check_rewritable(self) -> None:
         """`UnsupportedTableFeature` for a table whose features no rewrite of ours preserves."""
@@ -140,6 +158,7 @@ class DirectTransaction:
         return DataFrame(relation, self.spark)
 
     def _track(self, frame: DataFrame, files: Sequence[LiveFile], predicate: Column | None) -> None:
+        self._tracked.append((files, predicate))
         self.txn.trackFilesRead(self._seq(self._actions(files)))
         condition = frame.where(predicate if predicate is not None else F.lit(True))
         analyzed = condition._jdf.queryExecution().analyzed().condition()
@@ -155,8 +174,8 @@ class DirectTransaction:
         )
         option = jvm_class(jvm, "scala.Option")
         written = self.txn.writeFiles(data._jdf, option.apply(delta_options), True, self._seq([]))
-        converters = jvm_class(jvm, "scala.jdk.javaapi.CollectionConverters")
-        actions = [json.loads(a.json()) for a in converters.asJava(written)]
+        written_files = jvm_class(jvm, "scala.jdk.javaapi.CollectionConverters").asJava(written)
+        actions = [json.loads(written_files.get(i).json()) for i in range(written_files.size())]
         return [a["add"] for a in actions if "add" in a]
 
     def count_written(self, adds: Sequence[dict[str, Any]], rows: int) -> None:
@@ -213,26 +232,72 @@ class DirectTransaction:
             option.empty(),
             option.empty(),
         )
-        checksum = keep_checksum and bool(self.txn.snapshot().checksumOpt().isDefined())
         tags = {PRESERVED_ROW_TRACKING: "true"} if self.row_tracking is not None else {}
         scala_tags = jvm_class(self._jvm, "org.apache.spark.api.python.PythonUtils").toScalaMap(tags)
-        without_inline_checkpoint(self.txn)  # the job's maintainer writes it, off the merge path
-        with self._checksums(checksum), conflicts_as_commit_conflict():
-            return int(self.txn.commit(self._seq([*added, *removed]), operation, scala_tags))
+        actions = self._seq([*added, *removed])
+        restartable = not data_change and self._live is not None
+        for restart in range(RESTARTS + 1):
+            alone = restartable and restart < RESTARTS
+            checksum = keep_checksum and bool(self.txn.snapshot().checksumOpt().isDefined())
+            settings = {} if checksum else {WRITE_CHECKSUM: "false", INCREMENTAL_CHECKSUM: "false"}
+            if alone:
+                settings[MAX_COMMIT_ATTEMPTS] = "0"
+            without_inline_checkpoint(self.txn)  # the job's maintainer writes it, off the merge path
+            try:
+                with self._session(settings), conflicts_as_commit_conflict():
+                    return int(self.txn.commit(actions, operation, scala_tags))
+            except Exception as exc:
+                if not alone or VERSION_TAKEN not in str(exc):
+                    raise
+            self._restart()
+        raise AssertionError("unreachable: the last try is Delta's own retry")
+
+    def _restart(self) -> None:
+        """A fresh transaction at the table's newest version for the same commit: what this one
+        read must be live there with the same actions, and the protocol and metadata unchanged;
+        `CommitConflict` (nothing committed) otherwise."""
+        assert self._live is not None
+        before, metrics = (self.protocol, self.metadata), self._write_metrics()
+        _checksum_newest(self.spark, self._live)
+        self.txn = self._delta_log.startTransaction()
+        self.read_version = int(self.txn.readVersion())
+        self.protocol = json.loads(self.txn.protocol().json())["protocol"]
+        self.metadata = json.loads(self.txn.metadata().json())["metaData"]
+        if (self.protocol, self.metadata) != before:
+            raise CommitConflict(
+                f"MetadataChanged: table at {self.path}: its protocol or schema changed by version "
+                f"{self.read_version}, after the files were written"
+            )
+        tracked, self._tracked = self._tracked, []
+        held = {f.path: f.action for f in self._live.at(self.read_version).everything()}
+        for files, predicate in tracked:
+            changed = sorted({f.segment for f in files if held.get(f.path) != f.action})
+            if changed:
+                raise CommitConflict(
+                    f"ConcurrentDeleteRead: table at {self.path}: files read from segment(s) "
+                    f"{changed} were removed or rewritten by version {self.read_version}"
+                )
+            self.track(files, predicate)
+        if metrics:
+            self.txn.registerSQLMetrics(
+                self.spark._jsparkSession,
+                jvm_class(self._jvm, "org.apache.spark.api.python.PythonUtils").toScalaMap(metrics),
+            )
+
+    def _write_metrics(self) -> dict[str, Any]:
+        found = {name: self.txn.getMetric(name) for name in WRITE_METRICS}
+        return {name: metric.get() for name, metric in found.items() if metric.isDefined()}
 
     @contextmanager
-    def _checksums(self, enabled: bool) -> Iterator[None]:
-        """Without checksums, the commit runs in a session of its own, active in this thread
-        for the commit (Delta's transaction reads the active session's settings)."""
-        if enabled:
+    def _session(self, settings: dict[str, str]) -> Iterator[None]:
+        """Delta's transaction reads the active session's settings: with `settings`, the commit
+        runs in a session of the job's holding them (`commit_session`), active in this thread."""
+        if not settings:
             yield
             return
         sessions = jvm_class(self._jvm, "org.apache.spark.sql.SparkSession")
-        session = self.spark._jsparkSession.newSession()
-        session.conf().set(WRITE_CHECKSUM, "false")
-        session.conf().set(INCREMENTAL_CHECKSUM, "false")
         previous = sessions.getActiveSession()
-        sessions.setActiveSession(session)
+        sessions.setActiveSession(commit_session(self.spark, settings))
         try:
             yield
         finally:
@@ -256,6 +321,33 @@ class DirectTransaction:
         for item in items:
             values.add(item)
         return jvm_class(self._jvm, "scala.jdk.javaapi.CollectionConverters").asScala(values).toSeq()
+
+
+_SESSIONS: weakref.WeakKeyDictionary[SparkSession, dict[tuple[tuple[str, str], ...], Any]] = (
+    weakref.WeakKeyDictionary()
+)
+_SESSIONS_LOCK = threading.Lock()
+
+
+def commit_session(spark: SparkSession, settings: dict[str, str]) -> Any:
+    """A JVM session beside `spark`'s with `settings` on top of its own, made once per set of
+    settings and kept: a session per commit would register Spark listeners per commit."""
+    key = tuple(sorted(settings.items()))
+    with _SESSIONS_LOCK:
+        made = _SESSIONS.setdefault(spark, {})
+        session = made.get(key)
+        if session is None:
+            session = made[key] = spark._jsparkSession.newSession()
+            for name, value in settings.items():
+                session.conf().set(name, value)
+        return session
+
+
+def _checksum_newest(spark: SparkSession, live: LiveFileIndex) -> None:
+    """The checksum of the table's newest version, written when its writer left none."""
+    latest = live.log.latest_version()
+    if latest >= 0:
+        write_missing_checksum(spark, live.files, live.log.log_uri, live.at(latest))
 
 
 def segment_predicate(segment_ids: Sequence[str]) -> Column:
