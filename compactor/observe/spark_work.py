@@ -39,7 +39,8 @@ def jobs(spark: Any) -> list[Job]:
     jvm = spark._jvm
     store = spark._jsc.sc().statusStore()
     found = []
-    for j in jvm_class(jvm, "scala.jdk.javaapi.CollectionConverters").asJava(store.jobsList(None)):
+    listed = jvm_class(jvm, "scala.jdk.javaapi.CollectionConverters").asJava(store.jobsList(None))
+    for j in (listed.get(i) for i in range(listed.size())):
         group, description = j.jobGroup(), j.description()
         found.append(
             Job(

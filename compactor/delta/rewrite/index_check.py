@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -118,7 +119,10 @@ def footer(spark: SparkSession, file: str, table: str | None = None) -> tuple[st
         columns = blocks.get(0).getColumns()
         # the writer's dictionary setting shows in any column: one of all-distinct values (an INT64
         # timestamp) falls back to plain even when dictionaries are on
-        encodings = {str(e) for i in range(columns.size()) for e in columns.get(i).getEncodings()}
+        # a set's text in one call each: walking it through py4j ends in an exception that
+        # pyspark converts with a dozen class lookups (most of a small merge's driver time)
+        named = " ".join(str(columns.get(i).getEncodings().toString()) for i in range(columns.size()))
+        encodings = set(re.findall(r"[A-Z_]+", named))
         encoding = "dictionary" if encodings & {"PLAIN_DICTIONARY", "RLE_DICTIONARY"} else "plain"
         codec = str(columns.get(0).getCodec().name())
         return encoding, _CODECS.get(codec, codec.lower())
