@@ -585,6 +585,39 @@ def heap_after_gc_mib(pid: int | None) -> float | None:
     return int(found.group(1)) / 1024 if found else None
 
 
+# The job's JVM commits and touches its whole heap at start and tracks its native memory, so that
+# the JVM's PSS grows only with what is not heap: G1 growing toward its maximum would otherwise
+# read as a steady climb that stops only at -Xmx. The heap itself is measured after a full GC.
+JVM_OPTIONS = "-Xms1g -XX:+AlwaysPreTouch -XX:NativeMemoryTracking=summary"
+
+
+def spark_conf_dir(work: Path) -> Path:
+    """A SPARK_CONF_DIR whose spark-defaults.conf starts the job's driver with `JVM_OPTIONS`
+    (its heap stays Spark's default maximum, 1 GiB)."""
+    conf = work / "spark-conf"
+    conf.mkdir(exist_ok=True)
+    (conf / "spark-defaults.conf").write_text(f"spark.driver.extraJavaOptions {JVM_OPTIONS}\n")
+    return conf
+
+
+def jvm_native_mib(pid: int | None) -> float | None:
+    """The JVM's committed memory besides its heap (`jcmd VM.native_memory summary`): metaspace,
+    code, threads, GC structures, buffers; what PSS growth of a pre-touched heap is made of."""
+    if pid is None:
+        return None
+    try:
+        out = subprocess.run(
+            ["jcmd", str(pid), "VM.native_memory", "summary"], capture_output=True, text=True, timeout=60
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    total = re.search(r"Total: reserved=\d+KB, committed=(\d+)KB", out)
+    heap = re.search(r"Java Heap \(reserved=\d+KB, committed=(\d+)KB\)", out)
+    if total is None or heap is None:
+        return None
+    return (int(total.group(1)) - int(heap.group(1))) / 1024
+
+
 def jvm_thread_names(pid: int | None) -> dict[str, int]:
     """The JVM's live threads by name, digits folded (`jcmd Thread.print`): what a growing count is."""
     if pid is None:
@@ -610,6 +643,7 @@ class Sample:
     python_pss_mib: float | None
     jvm_pss_mib: float | None
     heap_after_gc_mib: float | None
+    jvm_native_mib: float | None
     python_threads: int | None
     jvm_threads: int | None
     files: dict[str, Any] = field(default_factory=dict)
@@ -863,6 +897,7 @@ class Run:
             python_pss_mib=pss_mib(python),
             jvm_pss_mib=pss_mib(java),
             heap_after_gc_mib=heap_after_gc_mib(java),
+            jvm_native_mib=jvm_native_mib(java),
             python_threads=threads(python),
             jvm_threads=threads(java),
             files=file_counts(self.services, self.tables),
@@ -871,7 +906,7 @@ class Run:
         print(
             f"  [{s.seconds:5.0f}s] {merges:>5} merges (start {s.start}): PSS Python "
             f"{_f(s.python_pss_mib)} MiB, JVM {_f(s.jvm_pss_mib)} MiB; heap after GC "
-            f"{_f(s.heap_after_gc_mib)} MiB; threads {s.python_threads}/{s.jvm_threads}; _compactor/ files "
+            f"{_f(s.heap_after_gc_mib)} MiB, native {_f(s.jvm_native_mib)} MiB; threads {s.python_threads}/{s.jvm_threads}; _compactor/ files "
             f"{s.files['compactor_files']}; log commits since checkpoint: tables "
             f"{s.files['table_commits_since_checkpoint_max']}, catalog "
             f"{s.files['catalog_commits_since_checkpoint']}",
@@ -1028,7 +1063,11 @@ def run(shape: Shape, work: Path, services: Services) -> dict[str, Any]:
     # the driver's hang outlasts its bound (its thread comes back later); the task's is cancelled
     driver, task = f"{3 * MERGE_TIMEOUT_S}:{shape.hang_every}", f"3600:{shape.hang_every}"
     hang = f"{HANG_DRIVER}:driver:{driver},{HANG_TASK}:task:{task}"
-    env = {**os.environ, **({"COMPACTOR_HANG": hang} if shape.hang_every >= 0 else {})}
+    env = {
+        **os.environ,
+        "SPARK_CONF_DIR": str(spark_conf_dir(work)),
+        **({"COMPACTOR_HANG": hang} if shape.hang_every >= 0 else {}),
+    }
     args = [
         *run_args(config, f"s3a://{BUCKET}/{WAREHOUSE}", work / "checkpoint", kafka),
         "--master",
@@ -1134,6 +1173,9 @@ def report(
         "jvm_pss_slope_mib_per_1000_merges": slope_per_1000(r.samples, lambda s: s.jvm_pss_mib, shape.warmup),
         "heap_slope_mib_per_1000_merges": slope_per_1000(
             r.samples, lambda s: s.heap_after_gc_mib, shape.warmup
+        ),
+        "jvm_native_slope_mib_per_1000_merges": slope_per_1000(
+            r.samples, lambda s: s.jvm_native_mib, shape.warmup
         ),
         "python_threads_slope_per_1000_merges": slope_per_1000(
             r.samples, lambda s: s.python_threads, shape.warmup
@@ -1295,6 +1337,7 @@ def print_report(p: dict[str, Any]) -> None:
             "",
         ],
         ["JVM heap after GC, MiB / 1,000 merges", _s(p["heap_slope_mib_per_1000_merges"]), "< 2"],
+        ["JVM native (not heap), MiB / 1,000 merges", _s(p["jvm_native_slope_mib_per_1000_merges"]), ""],
         [
             "threads Python / JVM after warm-up",
             f"{p['python_threads_after_warmup']} / {p['jvm_threads_after_warmup']}",
