@@ -101,14 +101,18 @@ class DirectTransaction:
         self._delta_log = jvm_class(self._jvm, "org.apache.spark.sql.delta.DeltaLog").forTable(
             spark._jsparkSession, path
         )
-        self.txn = self._delta_log.startTransaction()
-        self.read_version = int(self.txn.readVersion())
+        self._start()
         self._parsed: dict[str, Any] = {}  # LiveFile.action -> the JVM action, parsed once
         self._tracked: list[tuple[Sequence[LiveFile], Column | None]] = []  # what `track` told Delta
-        self.protocol: dict[str, Any] = json.loads(self.txn.protocol().json())["protocol"]
-        self.metadata: dict[str, Any] = json.loads(self.txn.metadata().json())["metaData"]
         # the materialised row id and row commit version columns, when row tracking is enabled
         self.row_tracking: tuple[str, str] | None = row_tracking_columns(self.protocol, self.metadata)
+
+    def _start(self) -> None:
+        """Delta's transaction at the table's newest version, with its protocol and metadata."""
+        self.txn = self._delta_log.startTransaction()
+        self.read_version = int(self.txn.readVersion())
+        self.protocol: dict[str, Any] = json.loads(self.txn.protocol().json())["protocol"]
+        self.metadata: dict[str, Any] = json.loads(self.txn.metadata().json())["metaData"]
 
     @classmethod
     def begin(cls, spark: SparkSession, path: str, live: LiveFileIndex) -> DirectTransaction:
@@ -259,10 +263,7 @@ class DirectTransaction:
         assert self._live is not None
         before, metrics = (self.protocol, self.metadata), self._write_metrics()
         _checksum_newest(self.spark, self._live)
-        self.txn = self._delta_log.startTransaction()
-        self.read_version = int(self.txn.readVersion())
-        self.protocol = json.loads(self.txn.protocol().json())["protocol"]
-        self.metadata = json.loads(self.txn.metadata().json())["metaData"]
+        self._start()
         if (self.protocol, self.metadata) != before:
             raise CommitConflict(
                 f"MetadataChanged: table at {self.path}: its protocol or schema changed by version "
