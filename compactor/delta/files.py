@@ -40,6 +40,18 @@ def jvm_class(jvm: Any, name: str) -> Any:
     return found
 
 
+def scala_items(jvm: Any, seq: Any) -> list[Any]:
+    """The items of a Scala collection, each read by index through a Java view: iterating it
+    through py4j would make pyspark convert the iterator's end (a JVM exception) on every call."""
+    view = jvm_class(jvm, "scala.jdk.javaapi.CollectionConverters").asJava(seq)
+    return [view.get(i) for i in range(view.size())]
+
+
+def scala_map(jvm: Any, values: dict[str, Any]) -> Any:
+    """A Python dict as the immutable Scala map Spark's and Delta's APIs take."""
+    return jvm_class(jvm, "org.apache.spark.api.python.PythonUtils").toScalaMap(values)
+
+
 class HadoopFiles:
     """Small-file operations on any URI Hadoop can open (`file:`, `s3a://`, `abfss://`, `gs://`).
 

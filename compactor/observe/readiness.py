@@ -60,20 +60,20 @@ class ProgressListener(StreamingQueryListener):
     """Spark's query events: readiness follows the queries, each shard's lag gauge follows its
     query's progress (`controls`: query name -> its shard's control state)."""
 
-    @property
-    def _jlistener(self) -> Any:
-        """The JVM listener `addListener` registers: pyspark's, with events read as `_JsonEvents`
-        reads them."""
-        made: Any = getattr(self, "_jsonlistener", None)
-        if made is None:
-            jvm: Any = SparkContext._jvm
-            made = self._jsonlistener = jvm.PythonStreamingQueryListenerWrapper(_JsonEvents(self))
-        return made
-
     def __init__(self, readiness: Readiness, controls: dict[str, Control]) -> None:
         self.readiness = readiness
         self.controls = controls
         self._running: dict[str, str] = {}  # query id -> name
+        self._json_listener: Any = None  # made when `addListener` first asks for it
+
+    @property
+    def _jlistener(self) -> Any:
+        """The JVM listener `addListener` registers: pyspark's, with events read as `_JsonEvents`
+        reads them."""
+        if self._json_listener is None:
+            jvm: Any = SparkContext._jvm
+            self._json_listener = jvm.PythonStreamingQueryListenerWrapper(_JsonEvents(self))
+        return self._json_listener
 
     def onQueryStarted(self, event: Any) -> None:
         self._running[str(event.id)] = str(event.name)

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from compactor.delta.files import jvm_class
+from compactor.delta.files import scala_items
 from compactor.delta.spark_store import MERGE_JOB_GROUP_PREFIX
 
 RETAIN = {"spark.ui.retainedJobs": "1000000", "spark.ui.retainedStages": "1000000"}
@@ -36,11 +36,9 @@ class Job:
 
 def jobs(spark: Any) -> list[Job]:
     """Every job the driver's status store holds, oldest first."""
-    jvm = spark._jvm
     store = spark._jsc.sc().statusStore()
     found = []
-    listed = jvm_class(jvm, "scala.jdk.javaapi.CollectionConverters").asJava(store.jobsList(None))
-    for j in (listed.get(i) for i in range(listed.size())):
+    for j in scala_items(spark._jvm, store.jobsList(None)):
         group, description = j.jobGroup(), j.description()
         found.append(
             Job(

@@ -64,7 +64,7 @@ from compactor.delta.commit.checksum_file import write_missing_checksum
 from compactor.delta.commit.conflicts import conflicts_as_commit_conflict
 from compactor.delta.commit.log_upkeep import without_inline_checkpoint
 from compactor.delta.features import direct_commit_refusal, refused_features, row_tracking_columns
-from compactor.delta.files import jvm_class
+from compactor.delta.files import jvm_class, scala_items, scala_map
 from compactor.delta.log.live_files import LiveFile, LiveFileIndex
 from compactor.delta.log.reader import CommitFacts
 from compactor.delta.log.reads import committed
@@ -172,14 +172,12 @@ class DirectTransaction:
         """Write `data` as new files of the table (Delta's `maxRecordsPerFile` and `compression`
         options apply); their `add` actions, statistics included, as the log would write them."""
         jvm = self._jvm
-        scala_options = jvm_class(jvm, "org.apache.spark.api.python.PythonUtils").toScalaMap(options)
         delta_options = jvm_class(jvm, "org.apache.spark.sql.delta.DeltaOptions")(
-            scala_options, self.spark._jsparkSession.sessionState().conf()
+            scala_map(jvm, options), self.spark._jsparkSession.sessionState().conf()
         )
         option = jvm_class(jvm, "scala.Option")
         written = self.txn.writeFiles(data._jdf, option.apply(delta_options), True, self._seq([]))
-        written_files = jvm_class(jvm, "scala.jdk.javaapi.CollectionConverters").asJava(written)
-        actions = [json.loads(written_files.get(i).json()) for i in range(written_files.size())]
+        actions = [json.loads(action.json()) for action in scala_items(jvm, written)]
         return [a["add"] for a in actions if "add" in a]
 
     def count_written(self, adds: Sequence[dict[str, Any]], rows: int) -> None:
@@ -197,8 +195,7 @@ class DirectTransaction:
             metric = metrics.createMetric(self.spark._jsc.sc(), name)
             metric.set(value)
             registered[name] = metric
-        scala = jvm_class(jvm, "org.apache.spark.api.python.PythonUtils").toScalaMap(registered)
-        self.txn.registerSQLMetrics(self.spark._jsparkSession, scala)
+        self.txn.registerSQLMetrics(self.spark._jsparkSession, scala_map(jvm, registered))
 
     def written_rows(self) -> int | None:
         """Rows the transaction's writes wrote, from Delta's write metrics (None: not counted)."""
@@ -237,7 +234,7 @@ class DirectTransaction:
             option.empty(),
         )
         tags = {PRESERVED_ROW_TRACKING: "true"} if self.row_tracking is not None else {}
-        scala_tags = jvm_class(self._jvm, "org.apache.spark.api.python.PythonUtils").toScalaMap(tags)
+        scala_tags = scala_map(self._jvm, tags)
         actions = self._seq([*added, *removed])
         restartable = not data_change and self._live is not None
         for restart in range(RESTARTS + 1):
@@ -280,10 +277,7 @@ class DirectTransaction:
                 )
             self.track(files, predicate)
         if metrics:
-            self.txn.registerSQLMetrics(
-                self.spark._jsparkSession,
-                jvm_class(self._jvm, "org.apache.spark.api.python.PythonUtils").toScalaMap(metrics),
-            )
+            self.txn.registerSQLMetrics(self.spark._jsparkSession, scala_map(self._jvm, metrics))
 
     def _write_metrics(self) -> dict[str, Any]:
         found = {name: self.txn.getMetric(name) for name in WRITE_METRICS}
