@@ -111,6 +111,15 @@ class TableFields(Frozen):
     commits since the last one, whoever wrote them, on a maintainer thread of its own: no merge
     waits for one (the job's commits leave Delta's inline checkpoint out). 10 is Delta's own
     default `delta.checkpointInterval`."""
+    hold_checkpoint_interval: bool = False
+    """Let the job alone decide when the table's log is checkpointed: its maintainer raises the
+    table's `delta.checkpointInterval` to 1,000,000 (one metadata commit, off the merge path),
+    so that no commit lands on a checkpoint version. Delta rebuilds a table's whole state inside
+    any commit that does, to count its files for its statistics, even with the checkpoint left
+    to the maintainer: one merge in `delta.checkpointInterval` pays for it otherwise. While the job
+    is stopped, no writer checkpoints such a table. Turned off while the job runs, the property is
+    given back (unset); turned off across a restart, it is left as it is (unset it with `ALTER
+    TABLE ... UNSET TBLPROPERTIES ('delta.checkpointInterval')`)."""
 
     @field_validator("rules")
     @classmethod

@@ -21,7 +21,11 @@ from compactor.config.sub_partitions import SubPartitionConfig
 from compactor.config.tables import TableSettings
 from compactor.config.vacuum import VacuumConfig
 from compactor.delta.commit.conflicts import conflicts_as_commit_conflict
-from compactor.delta.commit.log_upkeep import commits_since_checkpoint, write_checkpoint
+from compactor.delta.commit.log_upkeep import (
+    commits_since_checkpoint,
+    hold_checkpoint_interval,
+    write_checkpoint,
+)
 from compactor.delta.commit.plan_transactions import PlanTransactionExpiry
 from compactor.delta.features import direct_commit_refusal, refused_features
 from compactor.delta.files import HadoopFiles, jvm_class
@@ -315,6 +319,11 @@ class SparkTableStore:
             self._local(DESCRIPTION_PROPERTY, f"compactor checkpoint {table}"),
         ):
             return write_checkpoint(self.spark, table_uri(self.warehouse, table))
+
+    def hold_checkpoint_interval(self, table: str, held: bool) -> bool:
+        self._unfenced()
+        with self._local(POOL_PROPERTY, "upkeep"):
+            return hold_checkpoint_interval(self.spark, table_uri(self.warehouse, table), held)
 
     def free_bytes(self, table: str) -> int | None:
         return free_bytes(table_uri(self.warehouse, table))

@@ -156,5 +156,9 @@ class TableStore(Protocol):
         """Write a checkpoint of the table's newest version (Delta's writer, and its log
         cleanup); the version checkpointed."""
 
+    def hold_checkpoint_interval(self, table: str, held: bool) -> bool:
+        """Raise the table's `delta.checkpointInterval` so that no commit lands on a checkpoint
+        version (`held`), or give a held one back; True when the table was changed."""
+
     def vacuum(self, table: str, config: VacuumConfig, dry_run: bool = False) -> VacuumReport:
         """Delete (or, dry, list) the files no version inside the retention needs."""

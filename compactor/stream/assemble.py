@@ -9,12 +9,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from datetime import datetime
+from typing import TypeVar
 
 from compactor.catalog.store import CatalogStore
 from compactor.catalog.view import CatalogView
 from compactor.codec.events import Codec
 from compactor.config.rules import RuleName
-from compactor.config.tables import DEFAULT_CHECKPOINT_EVERY, ProjectConfig
+from compactor.config.tables import DEFAULT_CHECKPOINT_EVERY, ProjectConfig, TableSettings
 from compactor.delta.store import TableStore
 from compactor.domain.plans import MergePlan
 from compactor.errors import Rejected
@@ -44,6 +45,8 @@ from compactor.stream.runner import RetryPolicy, Runner
 from compactor.stream.switches import TableSwitches
 from compactor.stream.table_configs import TableConfigs
 from compactor.stream.table_failures import TableFailures
+
+T = TypeVar("T")
 
 
 def assemble(
@@ -84,7 +87,7 @@ def assemble(
     cool_down = CoolDown(clock, operations.cool_down, catalog, due)
     cool_down.quarantine_after = operations.quarantine_after
     inflight = _inflight(config, store, workers, slots, shard)
-    purges = Purges(lambda table: _purge_ratio(configs, table), clock)
+    purges = Purges(lambda table: _setting(configs, table, lambda s: s.purge_deleted_ratio, None), clock)
     keeper = CatalogKeeper(store, catalog, catalog_store, unannounced, unread, announcer, purges, sink)
     outages = Outages(clock, operations.cool_down)
     failures = TableFailures(cool_down, catalog, configs, sink, outages)
@@ -135,7 +138,12 @@ def assemble(
         metrics=sink,
         clock=clock,
     )
-    handler.logs = LogKeeper(store, lambda table: _checkpoint_every(configs, table), sink)
+    handler.logs = LogKeeper(
+        store,
+        lambda table: _setting(configs, table, lambda s: s.checkpoint_every, DEFAULT_CHECKPOINT_EVERY),
+        sink,
+        hold=lambda table: _setting(configs, table, lambda s: s.hold_checkpoint_interval, False),
+    )
     # segments whose deleted rows a crash left unpurged: reported, and queued again
     keeper.recounted([s for table in catalog.table_names for s in catalog.segments(table) if s.deleted])
     return handler
@@ -149,18 +157,13 @@ def bytes_read(catalog: CatalogView, plan: MergePlan) -> int:
     return plan.bytes_in
 
 
-def _checkpoint_every(configs: TableConfigs, table: str) -> int:
+def _setting(configs: TableConfigs, table: str, read: Callable[[TableSettings], T], fallback: T) -> T:
+    """One of a table's settings, or `fallback` while the table has no valid config (nothing of
+    it is purged; its log is still checkpointed at Delta's default interval)."""
     try:
-        return configs.for_table(table).checkpoint_every
-    except Rejected:  # no valid config: its log is still kept small
-        return DEFAULT_CHECKPOINT_EVERY
-
-
-def _purge_ratio(configs: TableConfigs, table: str) -> float | None:
-    try:
-        return configs.for_table(table).purge_deleted_ratio
-    except Rejected:  # no valid config for the table: nothing of it is rewritten
-        return None
+        return read(configs.for_table(table))
+    except Rejected:
+        return fallback
 
 
 def job_slots(config: ProjectConfig) -> Slots:

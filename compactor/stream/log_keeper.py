@@ -9,6 +9,10 @@ each table's version from the catalog (which follows every commit, other writers
 reads a table's `_last_checkpoint` once, then again only when a checkpoint seems due (another
 writer may have written one): a round costs nothing per table that is not due. A round spends
 at most `budget` seconds writing; tables left over are first in the next round.
+
+A table whose settings hold its checkpoint interval (`hold_checkpoint_interval`) has its
+`delta.checkpointInterval` raised once, before its first checkpoint is considered, and given
+back when the setting is turned off while the job runs.
 """
 
 from __future__ import annotations
@@ -41,11 +45,13 @@ class LogKeeper:
         store: TableStore,
         every: Callable[[str], int],
         metrics: MetricsSink,
+        hold: Callable[[str], bool] = lambda table: False,
         budget: float = ROUND_BUDGET_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.store = store
         self.every = every  # a table's checkpoint_every
+        self.hold = hold  # a table's hold_checkpoint_interval
         self.metrics = metrics
         self.budget = budget
         self.clock = clock
@@ -53,6 +59,7 @@ class LogKeeper:
         self.most_behind = 0  # the most commits any table was behind when its checkpoint was written
         self._checkpointed: dict[str, int] = {}  # table -> its newest checkpoint's version, as known
         self._facts: dict[str, LogFacts] = {}
+        self._held: dict[str, bool] = {}  # table -> its interval as this keeper left it
 
     def facts(self) -> dict[str, LogFacts]:
         return dict(self._facts)
@@ -66,8 +73,13 @@ class LogKeeper:
         for table in set(self._facts) - set(versions):  # tables that left
             self._facts.pop(table, None)
             self._checkpointed.pop(table, None)
+            self._held.pop(table, None)
         due = []
         for table, version in versions.items():
+            if self._held.get(table, False) != self.hold(table):
+                if self.clock() - started > self.budget:
+                    continue  # in a later round, before the table's checkpoints are considered
+                self._hold_interval(table)
             known = self._checkpointed.get(table)
             if known is None:
                 if self.clock() - started > self.budget:
@@ -100,6 +112,23 @@ class LogKeeper:
                 "table %s: log checkpointed at version %d (%d commits since the last)", table, done, behind
             )
         return written
+
+    def _hold_interval(self, table: str) -> None:
+        held = self.hold(table)
+        try:
+            changed = self.store.hold_checkpoint_interval(table, held)
+        except Fenced:
+            raise
+        except Exception:  # tried again next round; until then Delta's interval stands
+            log.exception("table %s: setting its delta.checkpointInterval failed", table)
+            return
+        self._held[table] = held
+        if changed:
+            log.info(
+                "table %s: delta.checkpointInterval %s",
+                table,
+                "raised: the job alone checkpoints its log" if held else "given back to Delta's default",
+            )
 
     def _note(self, table: str, version: int, checkpointed: int) -> None:
         facts = LogFacts(max(0, version - checkpointed), checkpointed)

@@ -1,6 +1,7 @@
 """Checkpoints off the merge path, on real Spark and Delta: a merge commit that lands on a
-multiple of the checkpoint interval writes none; the maintainer writes the checkpoint of a table
-past its interval (delta-rs loads leave none), from Delta's own writer."""
+multiple of the checkpoint interval writes none, and with the table's interval held it rebuilds
+no state either; the maintainer writes the checkpoint of a table past its interval (delta-rs
+loads leave none), from Delta's own writer."""
 
 from __future__ import annotations
 
@@ -9,10 +10,12 @@ from typing import Any
 
 import pytest
 
+from compactor.delta.commit.log_upkeep import HELD_INTERVAL
 from compactor.delta.paths import table_uri
 from compactor.delta.rewrite.merge_settings import MergeSettings
 from compactor.delta.spark_store import SparkTableStore
 from compactor.domain.plans import make_plan
+from compactor.observe.spark_work import SparkWork
 from compactor.stream.log_keeper import LogKeeper
 from compactor.stream.reporting import NoMetrics
 from tests.delta.test_direct_commit import merge_in_group, rust_load
@@ -25,6 +28,7 @@ def test_a_merge_on_the_checkpoint_interval_writes_no_checkpoint(
     spark: Any, warehouse: Path, driver_max_bytes: int
 ) -> None:
     segments = [rust_load(warehouse, f"s{i}", i) for i in range(10)]  # versions 0..9
+    work = SparkWork(spark)
     commit = merge_in_group(
         spark,
         warehouse,
@@ -34,6 +38,31 @@ def test_a_merge_on_the_checkpoint_interval_writes_no_checkpoint(
     assert commit.version == 10, "the version Delta's hook would checkpoint"
     log = warehouse / "t" / "_delta_log"
     assert not list(log.glob("*.checkpoint*")), "the merge wrote no checkpoint"
+    # what holding the interval is for: Delta still counts the table's files for its commit
+    # statistics on a checkpoint version, which rebuilds the whole state inside the merge
+    assert work.summary(1)["state_rebuilds_in_merges"] == 1
+
+
+def test_with_its_interval_held_a_merge_on_version_ten_rebuilds_no_state(spark: Any, warehouse: Path) -> None:
+    segments = [rust_load(warehouse, f"s{i}", i) for i in range(9)]  # versions 0..8
+    store = SparkTableStore(spark, str(warehouse))
+    assert store.hold_checkpoint_interval("t", True) is True  # version 9
+    assert store.hold_checkpoint_interval("t", True) is False, "already held"
+    properties = spark.sql(f"SHOW TBLPROPERTIES delta.`{table_uri(warehouse, 't')}`").collect()
+    assert {r.key: r.value for r in properties}["delta.checkpointInterval"] == str(HELD_INTERVAL)
+
+    work = SparkWork(spark)
+    commit = merge_in_group(spark, warehouse, make_plan("t", "minor", segments[:2]), MergeSettings())
+    assert commit.version == 10
+    assert work.summary(1)["state_rebuilds_in_merges"] == 0
+
+    keeper = LogKeeper(store, lambda table: 10, NoMetrics(), hold=lambda table: True)
+    # 11 commits and no checkpoint: past the table's checkpoint_every, whatever the property says
+    assert keeper.keep({"t": 10}) == ["t"]
+    assert store.last_checkpoint("t") == 10
+    assert store.hold_checkpoint_interval("t", False) is True
+    properties = spark.sql(f"SHOW TBLPROPERTIES delta.`{table_uri(warehouse, 't')}`").collect()
+    assert "delta.checkpointInterval" not in {r.key for r in properties}, "given back"
 
 
 def test_the_maintainer_checkpoints_a_table_past_its_interval(spark: Any, warehouse: Path) -> None:

@@ -43,6 +43,7 @@ class InMemoryTableStore:
     refused: dict[str, str] = field(default_factory=dict)  # table -> why no merge may rewrite it
     checkpoints: dict[str, int] = field(default_factory=dict)  # table -> its newest checkpoint's version
     checkpointed: list[tuple[str, int]] = field(default_factory=list)  # (table, version) written
+    held_intervals: dict[str, bool] = field(default_factory=dict)  # table -> its interval held
     on_conflict: Callable[[MergePlan], None] | None = None  # what the concurrent writer did
     failures: dict[str, Exception] = field(default_factory=dict)  # plan id -> what its commit raises
     # plan id -> what its commit raises once it has committed (an answer lost, as in an outage)
@@ -299,6 +300,11 @@ class InMemoryTableStore:
         self.checkpoints[table] = version
         self.checkpointed.append((table, version))
         return version
+
+    def hold_checkpoint_interval(self, table: str, held: bool) -> bool:
+        changed = self.held_intervals.get(table, False) != held
+        self.held_intervals[table] = held
+        return changed
 
     def vacuum(self, table: str, config: VacuumConfig, dry_run: bool = False) -> VacuumReport:
         self.vacuums.append((table, config.retention, dry_run))

@@ -91,3 +91,46 @@ def test_checkpoints_are_written_while_a_batch_holds_the_jobs_lock(harness: Harn
         release.set()
         ticker.close(timeout=5)
         batch.join(5)
+
+
+def test_a_held_interval_is_raised_before_the_first_checkpoint_and_given_back_when_turned_off() -> None:
+    store = InMemoryTableStore()
+    for table in ("held", "plain"):
+        store.create(table)
+        store.commits[table] = [None] * 12  # type: ignore[list-item]
+    order: list[str] = []
+    holding = {"held": True, "plain": False}
+    real_hold, real_checkpoint = store.hold_checkpoint_interval, store.checkpoint
+    store.hold_checkpoint_interval = lambda t, h: order.append(f"hold {t} {h}") or real_hold(t, h)  # type: ignore[method-assign]
+    store.checkpoint = lambda t: order.append(f"checkpoint {t}") or real_checkpoint(t)  # type: ignore[method-assign]
+    keeper = LogKeeper(store, lambda table: 10, NoMetrics(), hold=lambda table: holding[table])
+
+    assert sorted(keeper.keep({"held": 11, "plain": 11})) == ["held", "plain"]
+    assert order.index("hold held True") < order.index("checkpoint held"), "raised first"
+    assert "hold plain False" not in order, "a table never held is not read for it"
+    assert store.held_intervals == {"held": True}
+    order.clear()
+    assert keeper.keep({"held": 11, "plain": 11}) == [] and order == [], "once"
+
+    holding["held"] = False  # the table's config turned it off while the job runs
+    keeper.keep({"held": 11, "plain": 11})
+    assert order == ["hold held False"] and store.held_intervals == {"held": False}
+
+
+def test_a_failed_hold_is_tried_again_next_round_and_the_checkpoint_still_written() -> None:
+    store = InMemoryTableStore()
+    store.create("t")
+    store.commits["t"] = [None] * 12  # type: ignore[list-item]
+    failures = [OSError("s3a://w/t/_delta_log: connection refused")]
+
+    def hold(table: str, held: bool) -> bool:
+        if failures:
+            raise failures.pop()
+        return InMemoryTableStore.hold_checkpoint_interval(store, table, held)
+
+    store.hold_checkpoint_interval = hold  # type: ignore[method-assign]
+    keeper = LogKeeper(store, lambda table: 10, NoMetrics(), hold=lambda table: True)
+    assert keeper.keep({"t": 11}) == ["t"], "Delta's interval stands meanwhile: the log is kept small"
+    assert store.held_intervals == {}
+    keeper.keep({"t": 11})
+    assert store.held_intervals == {"t": True}

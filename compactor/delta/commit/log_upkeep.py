@@ -9,6 +9,13 @@ of commits since the last one: whoever wrote them, the job or another writer (de
 checkpoints to others). Writing a checkpoint also runs Delta's log cleanup, so old commit files
 go as the table's `delta.logRetentionDuration` says.
 
+One cost stays with a commit that lands on a multiple of the table's `delta.checkpointInterval`,
+hook or no hook: delta-spark 4.4 decides inside the commit that a checkpoint is due and, for its
+commit statistics, counts the table's files, which rebuilds the table's whole state
+(`finalizeAndEmitCommitStats`). A table whose settings say `hold_checkpoint_interval` has that
+property raised to `HELD_INTERVAL` by the maintainer (`hold_checkpoint_interval`), so that no
+commit lands on one; the maintainer goes by the table's `checkpoint_every`, never by the property.
+
 Log compaction files (`<x>.<y>.compacted.json`) are not written: delta-spark 4.4 reads them but
 has no writer, and with a checkpoint at most `interval` commits behind, a reader replays at most
 that many small JSON commits after it; a file of the job's own making in the log is not worth
@@ -25,6 +32,10 @@ from pyspark.sql import SparkSession
 from compactor.delta.files import HadoopFiles, jvm_class
 
 CHECKPOINT_HOOK = "Post commit checkpoint trigger"  # CheckpointHook.name in delta-spark 4.4
+INTERVAL_PROPERTY = "delta.checkpointInterval"
+# the interval of a table whose checkpoints the job holds: no commit of a table's lifetime reaches
+# a multiple of it in practice, and an operator reading the property recognises the value
+HELD_INTERVAL = 1_000_000
 
 
 def without_inline_checkpoint(txn: Any) -> bool:
@@ -52,11 +63,34 @@ def commits_since_checkpoint(files: HadoopFiles, log_uri: str, latest: int) -> t
 def write_checkpoint(spark: SparkSession, table_uri: str) -> int:
     """A checkpoint of the table's newest version, with Delta's own writer (and its log cleanup);
     the version checkpointed."""
+    delta_log, snapshot = _newest(spark, table_uri)
+    delta_log.checkpoint(snapshot, jvm_class(spark._jvm, "scala.Option").empty())
+    return int(snapshot.version())
+
+
+def hold_checkpoint_interval(spark: SparkSession, table_uri: str, held: bool) -> bool:
+    """Raise the table's `delta.checkpointInterval` to `HELD_INTERVAL` (`held`), or give a held
+    one back to Delta's default (the property unset); True when the table was changed. A
+    property the user set to another value is left alone when giving back."""
+    _, snapshot = _newest(spark, table_uri)
+    found = snapshot.metadata().configuration().get(INTERVAL_PROPERTY)
+    current = str(found.get()) if found.isDefined() else None
+    table = "delta.`" + table_uri.replace("`", "``") + "`"
+    if held and current != str(HELD_INTERVAL):
+        spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('{INTERVAL_PROPERTY}' = '{HELD_INTERVAL}')")
+        return True
+    if not held and current == str(HELD_INTERVAL):
+        spark.sql(f"ALTER TABLE {table} UNSET TBLPROPERTIES ('{INTERVAL_PROPERTY}')")
+        return True
+    return False
+
+
+def _newest(spark: SparkSession, table_uri: str) -> tuple[Any, Any]:
+    """The table's `DeltaLog` and its newest snapshot (protocol, metadata and log segment only:
+    no state rebuild)."""
     jvm: Any = spark._jvm
     delta_log = jvm_class(jvm, "org.apache.spark.sql.delta.DeltaLog").forTable(
         spark._jsparkSession, table_uri
     )
     option = jvm_class(jvm, "scala.Option")
-    snapshot = delta_log.update(False, option.empty(), option.empty())
-    delta_log.checkpoint(snapshot, option.empty())
-    return int(snapshot.version())
+    return delta_log, delta_log.update(False, option.empty(), option.empty())
