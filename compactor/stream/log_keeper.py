@@ -76,10 +76,11 @@ class LogKeeper:
             self._held.pop(table, None)
         due = []
         for table, version in versions.items():
-            if self._held.get(table, False) != self.hold(table):
+            held = self.hold(table)
+            if self._held.get(table, False) != held:
                 if self.clock() - started > self.budget:
                     continue  # in a later round, before the table's checkpoints are considered
-                self._hold_interval(table)
+                self._hold_interval(table, held)
             known = self._checkpointed.get(table)
             if known is None:
                 if self.clock() - started > self.budget:
@@ -113,8 +114,7 @@ class LogKeeper:
             )
         return written
 
-    def _hold_interval(self, table: str) -> None:
-        held = self.hold(table)
+    def _hold_interval(self, table: str, held: bool) -> None:
         try:
             changed = self.store.hold_checkpoint_interval(table, held)
         except Fenced:
