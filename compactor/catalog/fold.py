@@ -77,6 +77,8 @@ class SegmentCatalog:
     # the plans the tables' commits executed, filled from commits, each until it is announced
     _history: dict[str, list[ExecutedPlan]] = field(default_factory=dict)
     _owed: dict[tuple[str, str], None] = field(default_factory=dict)  # (table, plan id), oldest first
+    # versions of merges the last run folded and did not announce: read again (`recall`)
+    _to_recall: dict[str, tuple[int, ...]] = field(default_factory=dict)
     _journal: CatalogChanges = field(default_factory=CatalogChanges)
 
     # -- queries ----------------------------------------------------------------
@@ -259,12 +261,46 @@ class SegmentCatalog:
         outputs = tuple(segments[s.id] for s in record.added)
         owed = self.owes(table, record.plan_id)
         if inputs and outputs and (record.version > self._announced.get(table, -2) or owed):
-            plan = MergePlan(
-                record.plan_id, table, record.rule or record.op, inputs, outputs[0], record.level, record.pool
-            )
-            executed = ExecutedPlan(record.version, plan, outputs, record.data_change)
-            self._history.setdefault(table, []).append(executed)
+            self._remember(record, inputs, outputs)
         return True
+
+    def _remember(
+        self, record: CommitRecord, inputs: tuple[Segment, ...], outputs: tuple[Segment, ...]
+    ) -> None:
+        """A merge commit folded and not announced yet: kept until it is, its version with the mark."""
+        table = record.table
+        plan = MergePlan(
+            str(record.plan_id),
+            table,
+            record.rule or record.op,
+            inputs,
+            outputs[0],
+            record.level,
+            record.pool,
+        )
+        self._history.setdefault(table, []).append(
+            ExecutedPlan(record.version, plan, outputs, record.data_change)
+        )
+        self._journal.marks[table] = self._mark(table)
+
+    def to_recall(self, table: str) -> tuple[int, ...]:
+        """Versions of merges the last run folded and did not announce (asked once: then forgotten)."""
+        return self._to_recall.pop(table, ())
+
+    def recall(self, record: CommitRecord) -> None:
+        """A merge the last run folded and did not announce, read again from the log: kept for
+        `announce_unannounced` (its effect on the segments is in the catalog already)."""
+        table = record.table
+        if not record.plan_id or record.version <= self._announced.get(table, -2):
+            return
+        if any(e.plan.plan_id == record.plan_id for e in self._history.get(table, ())):
+            return
+        segments = self._table(table)
+        inputs = tuple(segments.get(sid) or _unrecorded(sid, table, record) for sid in record.removed)
+        outputs = tuple(segments.get(s.id) or s for s in record.added)
+        self._executed.set(table, record.plan_id, record.version)
+        if inputs and outputs:
+            self._remember(record, inputs, outputs)
 
     def _replace(
         self,
@@ -385,12 +421,12 @@ class SegmentCatalog:
         `announce_unannounced` are kept only past it."""
         if version > self._announced.get(table, -2):
             self._announced[table] = version
-            self._journal.marks[table] = self._mark(table)
             history = self._history.get(table)
             if history:
                 self._history[table] = [
                     e for e in history if e.version > version or self.owes(table, e.plan.plan_id)
                 ]
+            self._journal.marks[table] = self._mark(table)
 
     def _mark(self, table: str) -> TableMark:
         return TableMark(
@@ -402,6 +438,7 @@ class SegmentCatalog:
             self.failure_records(table),
             self._debts.get(table),
             self._quarantine.get(table),
+            tuple(e.version for e in self._history.get(table, ())),
         )
 
     @property
@@ -448,6 +485,8 @@ class SegmentCatalog:
                 catalog._debts[table] = mark.debt
             if mark.quarantine is not None:
                 catalog._quarantine[table] = mark.quarantine
+            if mark.unannounced:
+                catalog._to_recall[table] = mark.unannounced
         return catalog
 
     # -- Delta as the truth -----------------------------------------------------

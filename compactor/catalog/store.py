@@ -32,6 +32,9 @@ class TableMark:
     failures: tuple[Failure, ...] = ()  # the newest failed plans, with their cool-downs
     debt: str | None = None  # the running job's last debt outlook (JSON), for `compactor status`
     quarantine: str | None = None  # why the table is quarantined (its last error); None: it is not
+    # versions of merges folded from the log and not announced yet: a restart reads them again,
+    # since `version` is past them (the history of what to announce lives in memory)
+    unannounced: tuple[int, ...] = ()
 
 
 @dataclass

@@ -102,6 +102,9 @@ def catch_up(
         catalog.advance(table, store.latest_version(table))
         check = True
     else:
+        recall = catalog.to_recall(table)
+        if recall:
+            _recall(store, catalog, table, recall, since)
         try:
             changes = store.changes_since(table, since)
         except LogGap as exc:
@@ -115,6 +118,27 @@ def catch_up(
                 log.info("table %s: versions %s were written by others; checking", table, changes.foreign)
                 check = True
     return reconcile(store, catalog, table, unannounced) if check else []
+
+
+def _recall(
+    store: TableStore, catalog: SegmentCatalog, table: str, versions: tuple[int, ...], since: int
+) -> None:
+    """The merges the last run folded and did not announce (the catalog's mark is past them):
+    read again from the log, so that the announcer finds them."""
+    try:
+        changes = store.changes_since(table, min(versions) - 1)
+    except LogGap as exc:
+        log.warning(
+            "table %s: the merges at versions %s were never announced, and the log no longer holds "
+            "them (%s): consumers are not told of them",
+            table,
+            list(versions),
+            exc,
+        )
+        return
+    for record in changes.records:
+        if record.version in versions and record.version <= since:
+            catalog.recall(record)
 
 
 def _fold(catalog: SegmentCatalog, records: list[CommitRecord]) -> None:

@@ -18,6 +18,7 @@ from compactor.catalog.changes import (
 )
 from compactor.catalog.fold import SegmentCatalog
 from compactor.catalog.retired import RetiredSegment
+from compactor.catalog.store import StoredCatalog
 from compactor.domain.plans import make_plan
 from compactor.domain.segments import Origin, Segment
 from compactor.errors import InvalidSegmentError
@@ -215,6 +216,35 @@ def test_executed_plans_are_kept_only_until_they_are_announced() -> None:
         catalog.apply(record)
     assert [e.version for e in catalog.executed_plans("sales")] == [56, 57, 58, 59]
     assert catalog.was_executed("sales", plans[-1].plan_id)
+
+
+def test_the_versions_of_unannounced_merges_go_with_the_mark_and_are_recalled_after_a_restart() -> None:
+    """The history of what to announce lives in memory; the mark carries its versions, so a
+    restart whose mark is past them reads those commits again (`recovery._recall`)."""
+    days = _days(4)
+    plan = make_plan("sales", "auto_merge", days[:2])
+    loads = [CommitRecord("sales", i, (s,), ()) for i, s in enumerate(days)]
+    merge = CommitRecord("sales", 4, (plan.output,), plan.input_ids, plan.plan_id, "merge", rule="auto_merge")
+    catalog = SegmentCatalog.from_commits({"sales": loads})
+    catalog.mark_announced("sales", 3)
+    catalog.apply(merge)
+    changes = catalog.take_changes()
+    assert changes.marks["sales"].unannounced == (4,)
+    restarted = SegmentCatalog.from_store(StoredCatalog({"sales": catalog.segments("sales")}, changes.marks))
+    assert restarted.executed_plans("sales") == []
+    assert restarted.to_recall("sales") == (4,) and restarted.to_recall("sales") == (), "asked once"
+    restarted.recall(merge)
+    restarted.recall(merge)
+    (executed,) = restarted.executed_plans("sales")
+    assert (executed.version, executed.plan.plan_id, executed.plan.input_ids) == (
+        4,
+        plan.plan_id,
+        plan.input_ids,
+    )
+    restarted.mark_announced("sales", 4)
+    assert restarted.take_changes().marks["sales"].unannounced == ()
+    restarted.recall(merge)
+    assert restarted.executed_plans("sales") == [], "announced already: not recalled"
 
 
 def test_an_event_that_does_not_tell_the_bytes_is_the_segment_its_commit_already_showed() -> None:

@@ -49,13 +49,14 @@ def test_saved_changes_come_back_folded_and_retired_segments_are_found_by_id(
         CatalogChanges(
             live={("t", "a"): None, ("t", "c"): c, ("t", "b"): replace(b, records=20)},
             retired=[RetiredSegment.of(a, "plan-1")],
-            marks={"t": TableMark(5, announced=4, retired=kept)},
+            marks={"t": TableMark(5, announced=2, retired=kept, unannounced=(3, 5))},
         )
     )
     loaded = DeltaCatalogStore(spark, warehouse).load()  # a new process
     assert sorted((s.id, s.records) for s in loaded.segments["t"]) == [("b", 20), ("c", 3)]
     mark = loaded.marks["t"]
-    assert (mark.version, mark.announced, mark.retired.might_contain("a")) == (5, 4, True)
+    assert (mark.version, mark.announced, mark.retired.might_contain("a")) == (5, 2, True)
+    assert (mark.unannounced, loaded.marks["u"].unannounced) == ((3, 5), ()), "and the unannounced merges"
     assert mark.merging and not loaded.marks["u"].merging, "the merging switch is kept with the mark"
     assert (mark.failures, loaded.marks["u"].failures) == ((), (FAILED,)), "and the failures"
     assert (mark.debt, loaded.marks["u"].debt) == (None, '{"stuck": true}'), "and the debt outlook"
@@ -64,6 +65,7 @@ def test_saved_changes_come_back_folded_and_retired_segments_are_found_by_id(
         "failures": (FAILED,),
         "debt": None,
         "quarantine": None,
+        "unannounced": (),
     }
     (found,) = store.retired("t", ["a", "b"]).values()
     assert found == RetiredSegment.of(a, "plan-1") and found.same_event(a)

@@ -58,6 +58,28 @@ def test_a_commit_left_unannounced_by_a_crash_is_announced_at_restart(harness: H
     assert len(harness.results()) == 1
 
 
+def test_a_commit_a_save_folded_but_the_job_never_announced_is_announced_at_restart(harness: Harness) -> None:
+    """A batch's save folds its tables' newest commits, a running merge's among them; the saved
+    mark is then past that commit, and the job died before announcing it. Found by bench/years.py
+    in CI (a commit without a result): the restart read the log from the mark and never saw it."""
+    harness.store.create("t")
+    handler = harness.handler(MINOR)
+    handler.process(harness.loaded(harness.day(0)))
+    a, b = harness.store.load(harness.day(1)), harness.store.load(harness.day(2))
+    plan = make_plan("t", "minor", [a, b], output_level=1)
+    harness.store.commit(plan, load_config(MINOR).for_table("t"))  # by a merge not reported yet
+    handler.keeper.save(["t"])
+    mark = harness.catalog_store.marks["t"]
+    assert (mark.version, mark.unannounced) == (3, (3,))
+
+    harness.handler(MINOR)  # the job died; its restart
+    assert [r["plan_id"] for r in harness.results()] == [plan.plan_id]
+    assert [e.segment.id for e in harness.re_emitted()] == [plan.output.id]
+    assert harness.catalog_store.marks["t"].unannounced == ()
+    harness.handler(MINOR)
+    assert len(harness.results()) == 1, "announced once"
+
+
 def test_a_result_the_killed_job_sent_is_not_sent_again_but_its_outputs_events_are(harness: Harness) -> None:
     harness.store.create("t")
     harness.handler(MINOR).process(harness.loaded(harness.day(0)))

@@ -390,13 +390,14 @@ class DeltaCatalogStore:
             announced=mark.announced,
             retired_filter=bytearray(mark.retired.to_bytes()),
             config=mark.config,
-            # a mark row's `segment` holds its failures and debt outlook: no column added to
-            # existing catalogs
+            # a mark row's `segment` holds its failures, debt outlook, quarantine and unannounced
+            # merges: no column added to existing catalogs
             segment=json.dumps(
                 {
                     "failures": [f.to_dict() for f in mark.failures],
                     "debt": json.loads(mark.debt) if mark.debt else None,
                     "quarantine": mark.quarantine,
+                    "unannounced": list(mark.unannounced),
                 }
             ),
         )
@@ -419,7 +420,8 @@ def _lost_race(exc: BaseException) -> bool:
 
 
 def _mark_extras(text: str | None) -> dict[str, Any]:
-    """A mark row's failures, debt outlook and quarantine (a bare list: failures, as first stored)."""
+    """A mark row's failures, debt outlook, quarantine and unannounced merges (a bare list:
+    failures, as first stored)."""
     doc = json.loads(text or "[]")
     if isinstance(doc, list):
         doc = {"failures": doc}
@@ -428,6 +430,7 @@ def _mark_extras(text: str | None) -> dict[str, Any]:
         "failures": tuple(Failure.from_dict(f) for f in doc.get("failures") or ()),
         "debt": json.dumps(debt, sort_keys=True) if debt is not None else None,
         "quarantine": doc.get("quarantine"),
+        "unannounced": tuple(doc.get("unannounced") or ()),
     }
 
 
