@@ -6,11 +6,13 @@ in-memory store and a recording publisher.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from datetime import datetime
 from typing import TypeVar
 
+from compactor.catalog.fold import SegmentCatalog
 from compactor.catalog.store import CatalogStore
 from compactor.catalog.view import CatalogView
 from compactor.codec.events import Codec
@@ -45,6 +47,8 @@ from compactor.stream.runner import RetryPolicy, Runner
 from compactor.stream.switches import TableSwitches
 from compactor.stream.table_configs import TableConfigs
 from compactor.stream.table_failures import TableFailures
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -91,7 +95,7 @@ def assemble(
     keeper = CatalogKeeper(store, catalog, catalog_store, unannounced, unread, announcer, purges, sink)
     outages = Outages(clock, operations.cool_down)
     failures = TableFailures(cool_down, catalog, configs, sink, outages)
-    failures.died_during()  # merges the last run died in: each a failure of its table
+    failures.died_during(lambda table, plan_id: _committed(store, catalog, table, plan_id))
     runner = Runner(store, catalog, configs, clock, cool_down, sink, retry, sleep, failures)
     desk = StreamDesk(runner, announcer, keeper, configs, inflight.running)
     merges = MergeScheduler(
@@ -182,6 +186,17 @@ def job_slots(config: ProjectConfig) -> Slots:
         lambda pool: pools[pool].concurrency if pool in pools else None,
         quota,
     )
+
+
+def _committed(store: TableStore, catalog: SegmentCatalog, table: str, plan_id: str) -> bool:
+    """Whether the plan's commit is in the table (one the catch-up folded, or older)."""
+    if catalog.was_executed(table, plan_id):
+        return True
+    try:
+        return store.committed_version(table, plan_id) is not None
+    except Exception:  # not to be told (the table is gone?): the merge counts as one that died
+        log.warning("table %s: could not tell whether plan %s committed", table, plan_id, exc_info=True)
+        return False
 
 
 def _inflight(

@@ -23,7 +23,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from compactor.domain.segments import Segment
-from compactor.errors import DeliveryError, Rejected
+from compactor.errors import DeliveryError, Fenced, Rejected
 from compactor.rules.due import Due
 from compactor.stream.admission import Admission, table_of
 from compactor.stream.announcer import Announcer
@@ -398,6 +398,8 @@ class BatchHandler:
             self.work(trigger)
         except (DeliveryError, Rejected):
             raise
+        except Fenced:  # the shard was lost: its next holder catches the table up from Delta
+            return
         except Exception as exc:  # backed off and quarantined as a failing merge is
             self.counts.attempt_errors += 1
             self.runner.failures.failed(trigger.table, key, exc, trigger.only_rule, "its planning")

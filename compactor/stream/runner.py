@@ -26,7 +26,7 @@ from compactor.delta.store import LoadOrder, TableStore
 from compactor.domain.events import MergeResult, MergeStatus
 from compactor.domain.plans import Commit, MergePlan
 from compactor.domain.segments import Segment
-from compactor.errors import CommitConflict, MergeCancelled, StalePlan
+from compactor.errors import CommitConflict, Fenced, MergeCancelled, StalePlan
 from compactor.stream.cool_down import CoolDown
 from compactor.stream.faults import AFTER_BOOKKEEPING, AFTER_COMMIT, AFTER_PLANNING, fault_point, hang_point
 from compactor.stream.merging.workers import Finished
@@ -174,6 +174,14 @@ class Runner:
         hung one does), but it is no failure of the table: the streak does not grow and the
         table is never quarantined for it, so cancelling cannot quarantine a table."""
         error = failure or RuntimeError("the merge reported neither a commit nor a failure")
+        if isinstance(error, Fenced):  # the shard's, not the table's: nothing to count or cool
+            log.info(
+                "plan %s of table %s: not committed (%s); its next holder plans it",
+                plan.plan_id,
+                plan.table,
+                error,
+            )
+            return self._unsuccessful(plan, MergeStatus.SKIPPED, short_error(error))
         self.counts.failed_merges += 1
         if isinstance(error, MergeCancelled):
             self.counts.cancelled_merges += 1

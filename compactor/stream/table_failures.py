@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Callable
 from datetime import datetime
 
 from compactor.catalog.failures import BEGUN
@@ -43,11 +44,16 @@ class TableFailures:
     def begun(self, plan: MergePlan) -> None:
         self.cool_down.begun(plan.plan_id, plan.table, plan.rule)
 
-    def died_during(self) -> None:
+    def died_during(self, committed: Callable[[str, str], bool]) -> None:
         """At start: each table whose merge was running when the last run died counts that as a
-        failure of its own (a merge that kills the job, again and again, ends in quarantine)."""
+        failure of its own (a merge that kills the job, again and again, ends in quarantine). A
+        plan that `committed` (table, plan id) did not die: the job died after it, before saving."""
         for table, begun in sorted(self.cool_down.died_during.items()):
             plan_id = begun.key.removesuffix(BEGUN)
+            if committed(table, plan_id):
+                log.info("table %s: plan %s committed before the last run died; no failure", table, plan_id)
+                self.cool_down.succeeded(table)
+                continue
             error = JobDied(f"the job stopped while plan {plan_id} ran (killed, or out of memory?)")
             # counted, not cooled: a job killed with merges in flight plans them again at once
             self.failed(table, plan_id, error, begun.rule, f"plan {plan_id}", alone=True, cool=False)

@@ -221,6 +221,41 @@ def test_a_table_whose_merge_kills_the_job_again_and_again_is_quarantined(harnes
     harness.store.gates[plan_id].set()
 
 
+def test_a_merge_that_committed_before_the_job_died_is_no_failure_of_its_table(harness: Harness) -> None:
+    """The job died after the merge's commit, before the batch saved its end: the restart finds
+    the commit in the log, so the merge did not die with the job (found by bench/years.py, where
+    such merges grew the streak of tables that had failed nothing)."""
+    cfg = config(quarantine_after=1)
+    loads = three_loads(harness, "ok")
+    plan_id = make_plan("ok", "minor", [harness.day(i, sid=f"ok{i}", table="ok") for i in range(3)]).plan_id
+    harness.store.after_gates[plan_id] = threading.Event()  # committed; the job "dies" right after
+    handler = harness.handler(cfg, thread_workers(1))
+    handler.process(loads)
+    until(lambda: harness.store.committed_version("ok", plan_id) is not None)
+    handler.keeper.save()  # the begun mark is durable, the outcome never is
+    again = harness.handler(cfg, thread_workers(1))
+    assert again.catalog.quarantined("ok") is None
+    assert again.planner.cool_down.streak("ok") == 0
+    assert again.catalog.failures("ok") == ()
+    assert harness.statuses() == [MergeStatus.SUCCEEDED], "the restart announced the commit"
+    third = harness.handler(cfg, thread_workers(1))  # again before a batch saved: the log tells
+    assert third.planner.cool_down.streak("ok") == 0 and third.catalog.failures("ok") == ()
+    harness.store.after_gates[plan_id].set()
+
+
+def test_a_merge_fenced_by_a_lost_shard_is_no_failure_of_its_table(harness: Harness) -> None:
+    """A lost shard's merges end uncommitted and its next holder plans them: that is the shard's
+    lot, not the table's (found by bench/years.py, where a paused job quarantined a healthy table
+    on its way out)."""
+    handler = harness.handler(config(quarantine_after=1))
+    harness.store.fence()
+    handler.process(three_loads(harness, "a"))
+    assert harness.statuses() == [MergeStatus.SKIPPED]
+    assert handler.catalog.quarantined("a") is None
+    assert handler.planner.cool_down.streak("a") == 0
+    assert handler.stats.failed_merges == 0
+
+
 def test_a_success_ends_a_kept_streak(harness: Harness) -> None:
     cfg = config(quarantine_after=5)
     loads, plan_id = failing_loads(harness, ValueError("boom"))
