@@ -819,6 +819,20 @@ def results_check(
     }
 
 
+def plan_trails(text: str, plan_ids: list[str], most: int = 12) -> dict[str, list[str]]:
+    """The job log's lines naming each plan (the last `most`, with the starts between them): what
+    a failed check needs to be told apart from a slow one on a machine far away (CI)."""
+    trails: dict[str, list[str]] = {}
+    for plan_id in plan_ids:
+        lines = [
+            line[:300]
+            for line in text.splitlines()
+            if plan_id in line or line.startswith("===== years.py: start")
+        ]
+        trails[plan_id] = lines[-most:]
+    return trails
+
+
 def log_findings(text: str, healthy: list[str]) -> dict[str, Any]:
     """What the job's own log says happened, over all its starts."""
     quarantined = re.findall(
@@ -1046,6 +1060,8 @@ def main() -> None:
     print(f"\ntotal {payload['total_seconds']:.0f}s" + (f"; kept {work}" if args.keep else ""))
     save_results("years", args.quick, payload)
     if payload["failures"]:
+        for plan_id, lines in payload["results"].get("trails", {}).items():
+            print(f"\nthe job log on plan {plan_id}:\n  " + "\n  ".join(lines))
         print("FAILED: " + "; ".join(payload["failures"]))
         raise SystemExit(1)
 
@@ -1159,7 +1175,12 @@ def report(
     rows = conservation(r.services, r.loader.loads, r.deleted)
     raw = raw_results(r.kafka)
     results = results_check(r.results.given, raw, merge_commits(r.services, r.tables))
-    logged = log_findings(r.job.log.read_text(errors="replace"), r.healthy)
+    job_log = r.job.log.read_text(errors="replace")
+    logged = log_findings(job_log, r.healthy)
+    examples = results["examples"]
+    results["trails"] = plan_trails(
+        job_log, [*examples["succeeded_without_commit"], *examples["committed_without_success"]]
+    )
     labelled = [dict(re.findall(r'(\w+)="([^"]*)"', k)) for k, v in states.items() if v == 1]
     quarantined_now = sorted(x["table"] for x in labelled if x.get("state") == "quarantined" and "table" in x)
     healthy_quarantined = sorted(set(logged["healthy_quarantined"]) | (set(quarantined_now) & set(r.healthy)))
