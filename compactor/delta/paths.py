@@ -29,6 +29,16 @@ def warehouse_uri(warehouse: Path | str) -> str:
     return str(Path(text).expanduser().resolve())
 
 
+def delta_table_sql(uri: str) -> str:
+    """The table at `uri` as Spark SQL names it: delta.`<uri>`, a backtick in the path doubled."""
+    return "delta.`" + uri.replace("`", "``") + "`"
+
+
+def sql_string(value: str) -> str:
+    """`value` as a Spark SQL string literal, its backslashes and quotes escaped."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
 def is_local(uri: str) -> bool:
     return not _SCHEME.match(uri) or uri.startswith("file:")
 

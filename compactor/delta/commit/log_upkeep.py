@@ -30,6 +30,8 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from compactor.delta.files import HadoopFiles, jvm_class
+from compactor.delta.log.snapshot import newest_snapshot, table_property
+from compactor.delta.paths import delta_table_sql, sql_string
 
 CHECKPOINT_HOOK = "Post commit checkpoint trigger"  # CheckpointHook.name in delta-spark 4.4
 INTERVAL_PROPERTY = "delta.checkpointInterval"
@@ -63,7 +65,7 @@ def commits_since_checkpoint(files: HadoopFiles, log_uri: str, latest: int) -> t
 def write_checkpoint(spark: SparkSession, table_uri: str) -> int:
     """A checkpoint of the table's newest version, with Delta's own writer (and its log cleanup);
     the version checkpointed."""
-    delta_log, snapshot = _newest(spark, table_uri)
+    delta_log, snapshot = newest_snapshot(spark, table_uri)
     delta_log.checkpoint(snapshot, jvm_class(spark._jvm, "scala.Option").empty())
     return int(snapshot.version())
 
@@ -72,25 +74,12 @@ def hold_checkpoint_interval(spark: SparkSession, table_uri: str, held: bool) ->
     """Raise the table's `delta.checkpointInterval` to `HELD_INTERVAL` (`held`), or give a held
     one back to Delta's default (the property unset); True when the table was changed. A
     property the user set to another value is left alone when giving back."""
-    _, snapshot = _newest(spark, table_uri)
-    found = snapshot.metadata().configuration().get(INTERVAL_PROPERTY)
-    current = str(found.get()) if found.isDefined() else None
-    table = "delta.`" + table_uri.replace("`", "``") + "`"
+    current = table_property(spark, table_uri, INTERVAL_PROPERTY)
+    table, name = delta_table_sql(table_uri), sql_string(INTERVAL_PROPERTY)
     if held and current != str(HELD_INTERVAL):
-        spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('{INTERVAL_PROPERTY}' = '{HELD_INTERVAL}')")
+        spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ({name} = {sql_string(str(HELD_INTERVAL))})")
         return True
     if not held and current == str(HELD_INTERVAL):
-        spark.sql(f"ALTER TABLE {table} UNSET TBLPROPERTIES ('{INTERVAL_PROPERTY}')")
+        spark.sql(f"ALTER TABLE {table} UNSET TBLPROPERTIES ({name})")
         return True
     return False
-
-
-def _newest(spark: SparkSession, table_uri: str) -> tuple[Any, Any]:
-    """The table's `DeltaLog` and its newest snapshot (protocol, metadata and log segment only:
-    no state rebuild)."""
-    jvm: Any = spark._jvm
-    delta_log = jvm_class(jvm, "org.apache.spark.sql.delta.DeltaLog").forTable(
-        spark._jsparkSession, table_uri
-    )
-    option = jvm_class(jvm, "scala.Option")
-    return delta_log, delta_log.update(False, option.empty(), option.empty())

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any
 
 from pyspark.sql import SparkSession
 
 from compactor.delta.commit.conflicts import conflicts_as_commit_conflict
-from compactor.delta.files import jvm_class
+from compactor.delta.log.snapshot import table_property
+from compactor.delta.paths import delta_table_sql, sql_string
 from compactor.errors import CommitConflict
 
 log = logging.getLogger(__name__)
@@ -41,13 +41,14 @@ class PlanTransactionExpiry:
         with self._lock:
             if table in self._settled:
                 return False
-            if legacy_ids == 0 or retention_of(self.spark, path) is not None:
+            if legacy_ids == 0 or table_property(self.spark, path, RETENTION_PROPERTY) is not None:
                 self._settled.add(table)
                 return False
         try:
             with conflicts_as_commit_conflict():
                 self.spark.sql(
-                    f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('{RETENTION_PROPERTY}' = '{RETENTION}')"
+                    f"ALTER TABLE {delta_table_sql(path)} "
+                    f"SET TBLPROPERTIES ({sql_string(RETENTION_PROPERTY)} = {sql_string(RETENTION)})"
                 )
         except CommitConflict as exc:
             log.info(
@@ -65,15 +66,3 @@ class PlanTransactionExpiry:
             RETENTION,
         )
         return True
-
-
-def retention_of(spark: SparkSession, path: str) -> str | None:
-    """The table's `delta.setTransactionRetentionDuration`, if set (from its snapshot's metadata)."""
-    jvm: Any = spark._jvm
-    snapshot = (
-        jvm_class(jvm, "org.apache.spark.sql.delta.DeltaLog")
-        .forTable(spark._jsparkSession, path)
-        .update(False, jvm_class(jvm, "scala.Option").empty(), jvm_class(jvm, "scala.Option").empty())
-    )
-    found = snapshot.metadata().configuration().get(RETENTION_PROPERTY)
-    return str(found.get()) if found.isDefined() else None

@@ -51,14 +51,24 @@ def physical_names(spark: SparkSession, path: Path | str) -> dict[str, str]:
     }
 
 
-def table_protocol(spark: SparkSession, path: Path | str) -> dict[str, Any]:
-    """The table's newest `protocol` action, as the log writes it (no state rebuild)."""
+def newest_snapshot(spark: SparkSession, path: Path | str) -> tuple[Any, Any]:
+    """The table's `DeltaLog` and its newest snapshot: protocol, metadata and log segment only,
+    no state rebuild."""
     jvm: Any = spark._jvm
     delta_log = jvm_class(jvm, "org.apache.spark.sql.delta.DeltaLog").forTable(
         spark._jsparkSession, str(path)
     )
     option = jvm_class(jvm, "scala.Option")
-    protocol: dict[str, Any] = json.loads(
-        delta_log.update(False, option.empty(), option.empty()).protocol().json()
-    )
+    return delta_log, delta_log.update(False, option.empty(), option.empty())
+
+
+def table_protocol(spark: SparkSession, path: Path | str) -> dict[str, Any]:
+    """The table's newest `protocol` action, as the log writes it (no state rebuild)."""
+    protocol: dict[str, Any] = json.loads(newest_snapshot(spark, path)[1].protocol().json())
     return dict(protocol["protocol"])
+
+
+def table_property(spark: SparkSession, path: Path | str, name: str) -> str | None:
+    """One of the table's properties in its newest metadata (None: not set), no state rebuild."""
+    found = newest_snapshot(spark, path)[1].metadata().configuration().get(name)
+    return str(found.get()) if found.isDefined() else None

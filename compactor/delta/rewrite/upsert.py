@@ -30,7 +30,7 @@ from compactor.catalog.key_index import KeyColumns, KeyRow
 from compactor.catalog.key_values import Ints
 from compactor.config.layout import UpsertConfig
 from compactor.delta.log.reads import segment_rows
-from compactor.delta.paths import SEGMENT_COLUMN, state_uri, table_uri
+from compactor.delta.paths import SEGMENT_COLUMN, delta_table_sql, sql_string, state_uri, table_uri
 from compactor.delta.rewrite.key_columns import key_columns
 
 LOADED = "__loaded_at"  # the load time joined onto each row, never written
@@ -200,21 +200,20 @@ def view_sql(spark: SparkSession, warehouse: Path | str, table: str, upsert: Ups
     PARTITION BY {keys}
     ORDER BY d.{_quoted(upsert.comparison_column)} DESC, o.loaded_at DESC NULLS FIRST, xxhash64({data}) DESC
   ) AS rank
-  FROM delta.`{data_uri}` AS d
+  FROM {delta_table_sql(data_uri)} AS d
   LEFT JOIN ({loads}) AS o ON d.segment_id = o.segment_id
 ) WHERE rank = 1"""
 
 
 def _loads_sql(catalog_uri: str, table: str) -> str:
     """Each live segment's load time, from the catalog store (its rows fold latest-wins)."""
-    table_literal = "'" + table.replace("'", "''") + "'"
     return f"""
     SELECT segment_id, CAST(get_json_object(segment, '$.loaded_at') AS TIMESTAMP) AS loaded_at
     FROM (
       SELECT segment_id, segment, live,
              ROW_NUMBER() OVER (PARTITION BY segment_id ORDER BY seq DESC) AS latest
-      FROM delta.`{catalog_uri}`
-      WHERE part = 'current' AND `table` = {table_literal} AND segment_id <> ''
+      FROM {delta_table_sql(catalog_uri)}
+      WHERE part = 'current' AND `table` = {sql_string(table)} AND segment_id <> ''
     ) WHERE latest = 1 AND live"""
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from compactor.delta.paths import table_uri
+from compactor.delta.paths import delta_table_sql, sql_string, table_uri
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -38,9 +38,10 @@ def new_table_properties(spark: SparkSession) -> dict[str, str]:
 
 def save_table_config(spark: SparkSession, warehouse: Path | str, table: str, settings_json: str) -> None:
     """Record the table's config in its Delta properties (truth lives in Delta)."""
-    path = table_uri(warehouse, table).replace("`", "``")
-    value = settings_json.replace("\\", "\\\\").replace("'", "\\'")
-    spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('{CONFIG_PROPERTY}' = '{value}')")
+    target = delta_table_sql(table_uri(warehouse, table))
+    spark.sql(
+        f"ALTER TABLE {target} SET TBLPROPERTIES ({sql_string(CONFIG_PROPERTY)} = {sql_string(settings_json)})"
+    )
 
 
 def load_table_config(

@@ -20,7 +20,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from compactor.delta.log.commit_metadata import commit_metadata
-from compactor.delta.paths import SEGMENT_COLUMN, table_uri
+from compactor.delta.paths import SEGMENT_COLUMN, delta_table_sql, table_uri
 from compactor.delta.predicates import in_list
 from compactor.domain.segments import Segment
 
@@ -46,4 +46,4 @@ def purge_deleted_rows(spark: SparkSession, warehouse: Path | str, segments: Seq
     session.conf.set(USER_METADATA, commit_metadata(OP, purged, data_change=False))
     uri = table_uri(warehouse, tables.pop())
     ids = in_list(s.id for s in segments)
-    session.sql(f"REORG TABLE delta.`{uri}` WHERE `{SEGMENT_COLUMN}` IN ({ids}) APPLY (PURGE)")
+    session.sql(f"REORG TABLE {delta_table_sql(uri)} WHERE `{SEGMENT_COLUMN}` IN ({ids}) APPLY (PURGE)")

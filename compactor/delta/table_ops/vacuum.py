@@ -15,6 +15,7 @@ import math
 from pyspark.sql import SparkSession
 
 from compactor.config.vacuum import VacuumConfig
+from compactor.delta.paths import delta_table_sql
 from compactor.delta.store import VacuumReport
 
 RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
@@ -22,7 +23,7 @@ RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
 
 def vacuum(spark: SparkSession, uri: str, table: str, config: VacuumConfig, dry_run: bool) -> VacuumReport:
     hours = math.ceil(config.retain_hours)
-    statement = f"VACUUM delta.`{uri}` RETAIN {hours} HOURS" + (" DRY RUN" if dry_run else "")
+    statement = f"VACUUM {delta_table_sql(uri)} RETAIN {hours} HOURS" + (" DRY RUN" if dry_run else "")
     previous = spark.conf.get(RETENTION_CHECK, "true")
     if config.allow_short_retention:
         spark.conf.set(RETENTION_CHECK, "false")
