@@ -20,10 +20,10 @@ SHARDS = 2
 def shard_setup(config: Any, kafka: Any, warehouse: Path, shard: int) -> Any:
     """Shard `shard` of two as a job runs it (its part of the catalog, its partitions, its checkpoint)."""
     from compactor.delta.warehouse.shard_record import ShardRecord
+    from compactor.job.spark_shard import shard_of_job
+    from compactor.job.wiring import job_slots
     from compactor.kafka.shards import ShardLayout
-    from compactor.stream.assemble import job_slots
     from compactor.stream.merging.workers import thread_workers
-    from compactor.stream.spark_shard import shard_of_job
 
     layout = ShardLayout(kafka.segments_topic, SHARDS, SHARDS)
     slots = job_slots(config)

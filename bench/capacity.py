@@ -160,10 +160,10 @@ def _job(
     shard it runs, if one of two). Table
     `big` merges only when asked (its 1 GiB merge starts when the steady run says)."""
     from compactor.config.loading import load_config
+    from compactor.job.wiring import build_handler
     from compactor.kafka.producer import EventProducer
     from compactor.observe.metrics import JobMetrics
     from compactor.spark.session import build_spark
-    from compactor.stream.job import build_handler
 
     config = load_config(
         {
@@ -199,8 +199,8 @@ def _phases(metrics: Any) -> dict[str, float]:
 
 
 def drain_worker(args: Any) -> dict[str, Any]:
+    from compactor.job.query import start_query
     from compactor.kafka.producer import EventProducer
-    from compactor.stream.job import start_query
 
     kafka = _kafka_settings(args.bootstrap, args.prefix)
     warehouse = Path(args.warehouse)
@@ -264,8 +264,8 @@ def drain_worker(args: Any) -> dict[str, Any]:
 
 def steady_worker(args: Any) -> dict[str, Any]:
     """Pairs of loads at `rate` merges/s; the 1 GiB merge asked for at `big_at` seconds."""
+    from compactor.job.query import start_query
     from compactor.kafka.producer import EventProducer
-    from compactor.stream.job import start_query
 
     kafka = _kafka_settings(args.bootstrap, args.prefix)
     warehouse = Path(args.warehouse)

@@ -80,6 +80,8 @@ from compactor.domain.clock import now_utc
 from compactor.domain.events import SegmentCompleted
 from compactor.domain.plans import plan_id_for
 from compactor.domain.segments import Segment, TimeRange
+from compactor.job.query import start_query
+from compactor.job.wiring import build_handler
 from compactor.kafka.producer import EventProducer
 from compactor.kafka.settings import KafkaSettings
 from compactor.kafka.topics import ensure_topics
@@ -87,7 +89,6 @@ from compactor.observe.metrics import JobMetrics
 from compactor.observe.spark_work import RETAIN, SparkWork
 from compactor.observe.spark_work import describe as describe_work
 from compactor.spark.session import build_spark
-from compactor.stream.job import build_handler, start_query
 from compactor.stream.reporting import BATCH_PHASES
 
 TABLE = "latency"

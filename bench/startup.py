@@ -48,9 +48,9 @@ from compactor.delta.table_ops.writes import write_segment
 from compactor.delta.warehouse.catalog_table import DeltaCatalogStore
 from compactor.domain.events import SegmentCompleted
 from compactor.domain.segments import Segment, TimeRange
+from compactor.job.wiring import assemble
 from compactor.kafka.settings import KafkaSettings
 from compactor.spark.session import build_spark
-from compactor.stream.assemble import assemble
 from compactor.stream.triggers import Envelope
 
 START = datetime(2020, 1, 1, tzinfo=UTC)

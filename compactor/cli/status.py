@@ -66,10 +66,10 @@ def status(
     from compactor.delta.spark_store import SparkTableStore
     from compactor.delta.warehouse.catalog_table import DeltaCatalogStore
     from compactor.domain.clock import now_utc
+    from compactor.job.lease_log import lease_lines, read_lease_logs
     from compactor.observe.status import render, render_top
     from compactor.observe.table_health import least_healthy
     from compactor.observe.warehouse_status import shard_section, table_report
-    from compactor.stream.lease_log import lease_lines, read_lease_logs
     from compactor.stream.outage_log import outage_lines
 
     project = load_config_file(config_path)

@@ -68,9 +68,10 @@ def _watch_results(
 def run_demo(workdir: Path, days: int, rows: int, bootstrap: str | None, echo: Callable[[str], None]) -> int:
     """Load `days` daily segments into a sample table and print each merge as it commits."""
     from compactor.dev.kafka_broker import LocalKafkaBroker
+    from compactor.job.query import start_query
+    from compactor.job.wiring import build_handler
     from compactor.kafka.producer import EventProducer
     from compactor.spark.session import build_spark
-    from compactor.stream.job import build_handler, start_query
 
     if workdir.exists():
         shutil.rmtree(workdir)

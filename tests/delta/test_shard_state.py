@@ -24,8 +24,8 @@ from compactor.delta.warehouse.shard_record import (
     shard_checkpoint,
 )
 from compactor.errors import ShardCountMismatch
+from compactor.job.resharding import settle_layout
 from compactor.kafka.shards import ShardLayout
-from compactor.stream.resharding import settle_layout
 from tests.helpers.segments import seg
 
 pytestmark = pytest.mark.integration

@@ -17,9 +17,9 @@ from compactor.config.loading import load_config
 from compactor.delta.paths import table_uri
 from compactor.domain.events import SegmentCompleted
 from compactor.domain.segments import TimeRange
+from compactor.job.wiring import build_handler
 from compactor.kafka.producer import EventProducer
 from compactor.observe.readiness import ProgressListener, Readiness
-from compactor.stream.job import build_handler
 from tests.helpers.sales import TABLE, handler_for, load_days
 from tests.helpers.streaming import JobRunner, checksum, consume_all, make_kafka
 

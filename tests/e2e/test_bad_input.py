@@ -21,9 +21,9 @@ from compactor.delta.paths import table_uri
 from compactor.domain.clock import now_utc
 from compactor.domain.events import SegmentCompleted
 from compactor.domain.segments import Segment, TimeRange
+from compactor.job.wiring import build_handler
 from compactor.kafka.messages import DEAD_LETTER_REASON_HEADER
 from compactor.kafka.producer import EventProducer
-from compactor.stream.job import build_handler
 from tests.helpers.streaming import JobRunner, checksum, consume_all, make_kafka
 
 pytestmark = pytest.mark.integration

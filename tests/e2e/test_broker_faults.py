@@ -16,10 +16,11 @@ from compactor.codec.events import default_codec
 from compactor.config.loading import load_config
 from compactor.delta.paths import table_uri
 from compactor.dev.kafka_broker import LocalKafkaBroker
+from compactor.job.query import start_query
+from compactor.job.wiring import build_handler
 from compactor.kafka.producer import EventProducer
 from compactor.kafka.settings import KafkaSettings
 from compactor.kafka.topics import ensure_topics
-from compactor.stream.job import build_handler, start_query
 from tests.helpers.streaming import JobRunner, checksum, consume_all
 
 pytestmark = pytest.mark.integration

@@ -23,10 +23,11 @@ from compactor.config.loading import load_config
 from compactor.delta.paths import table_uri
 from compactor.domain.clock import now_utc
 from compactor.domain.segments import Segment
+from compactor.job.query import start_query
+from compactor.job.wiring import build_handler
 from compactor.kafka.producer import EventProducer
 from compactor.kafka.settings import KafkaSettings
 from compactor.stream.faults import WITH_MERGES_IN_FLIGHT
-from compactor.stream.job import build_handler, start_query
 from tests.helpers.jobs import run_job
 from tests.helpers.streaming import checksum, consume_all, make_kafka
 

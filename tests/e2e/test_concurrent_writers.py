@@ -18,8 +18,9 @@ from compactor.delta import spark_store
 from compactor.delta.paths import table_uri
 from compactor.domain.events import MergeStatus
 from compactor.domain.plans import MergePlan
+from compactor.job.query import start_query
+from compactor.job.wiring import build_handler
 from compactor.kafka.producer import EventProducer
-from compactor.stream.job import build_handler, start_query
 from tests.helpers.streaming import JobRunner, checksum, consume_all, make_kafka
 
 pytestmark = pytest.mark.integration

@@ -17,11 +17,11 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from compactor.client.loader import load_segment, sample_rows
 from compactor.config.loading import load_config
 from compactor.delta.paths import table_uri
+from compactor.job.wiring import build_handler
 from compactor.kafka.codecs import codec_for
 from compactor.kafka.producer import EventProducer
 from compactor.kafka.schema_registry import ConfluentRegistry
 from compactor.kafka.settings import KafkaSettings
-from compactor.stream.job import build_handler
 from tests.helpers.streaming import JobRunner, consume_all, make_kafka
 
 pytestmark = pytest.mark.integration

@@ -21,11 +21,11 @@ from prometheus_client import CollectorRegistry
 
 from compactor.client.loader import load_segment, sample_rows
 from compactor.config.loading import load_config
+from compactor.job.wiring import build_handler
 from compactor.kafka.producer import EventProducer
 from compactor.kafka.settings import KafkaSettings
 from compactor.observe.console.serve import Console, job_console
 from compactor.observe.server import ProbeServer
-from compactor.stream.job import build_handler
 from tests.helpers.streaming import JobRunner, make_kafka
 
 pytestmark = pytest.mark.integration

@@ -20,8 +20,8 @@ import pytest
 
 from compactor.codec.events import default_codec
 from compactor.config.loading import load_config
+from compactor.job.wiring import build_handler
 from compactor.kafka.topics import ensure_topics
-from compactor.stream.job import build_handler
 from tests.helpers.streaming import JobRunner, consume_all, make_kafka
 
 pytestmark = pytest.mark.integration

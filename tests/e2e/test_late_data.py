@@ -13,8 +13,8 @@ from compactor.client.loader import load_segment, sample_rows
 from compactor.codec.events import default_codec
 from compactor.config.loading import load_config
 from compactor.domain.segments import Segment, TimeRange
+from compactor.job.wiring import build_handler
 from compactor.kafka.producer import EventProducer
-from compactor.stream.job import build_handler
 from tests.helpers.streaming import JobRunner, checksum, consume_all, make_kafka
 
 pytestmark = pytest.mark.integration

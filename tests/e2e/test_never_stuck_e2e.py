@@ -20,8 +20,9 @@ from compactor.config.loading import load_config
 from compactor.delta.paths import table_uri
 from compactor.delta.rewrite import merge as merge_module
 from compactor.domain.events import MergeStatus
+from compactor.job.query import start_query
+from compactor.job.wiring import build_handler
 from compactor.kafka.producer import EventProducer
-from compactor.stream.job import build_handler, start_query
 from compactor.stream.runner import quarantine_error
 from tests.e2e.test_capacity_e2e import results
 from tests.helpers.streaming import checksum, make_kafka

@@ -26,7 +26,7 @@ from pyspark.sql import functions as F
 from compactor.cli.main import main
 from compactor.config.loading import load_config
 from compactor.delta.log.snapshot import snapshot_files
-from compactor.stream.job import build_handler
+from compactor.job.wiring import build_handler
 from tests.helpers.sales import TABLE, create_table, load_days, read_table
 from tests.helpers.streaming import (
     DownstreamReader,

@@ -26,10 +26,10 @@ from compactor.config.tables import ProjectConfig
 from compactor.delta.paths import table_uri
 from compactor.delta.rewrite.index_check import index_facts
 from compactor.domain.events import CompactionRequested
+from compactor.job.wiring import build_handler
 from compactor.kafka.producer import EventProducer
 from compactor.kafka.settings import KafkaSettings
 from compactor.stream.handler import BatchHandler
-from compactor.stream.job import build_handler
 from tests.helpers.streaming import DownstreamReader, JobRunner, consume_all, make_kafka
 
 pytestmark = pytest.mark.integration

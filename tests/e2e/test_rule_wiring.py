@@ -17,11 +17,11 @@ from compactor.config.loading import load_config
 from compactor.delta import spark_store
 from compactor.domain.events import CompactionRequested
 from compactor.domain.plans import MergePlan
+from compactor.job.wiring import build_handler
 from compactor.kafka.messages import DEAD_LETTER_REASON_HEADER
 from compactor.kafka.producer import EventProducer
 from compactor.kafka.settings import KafkaSettings
 from compactor.stream.handler import BatchHandler
-from compactor.stream.job import build_handler
 from tests.helpers.streaming import JobRunner, checksum, consume_all, make_kafka
 
 pytestmark = pytest.mark.integration

@@ -19,8 +19,8 @@ from compactor.client.loader import load_segment, load_sub_partition, sample_row
 from compactor.codec.events import default_codec
 from compactor.config.loading import load_config
 from compactor.delta.paths import table_uri
+from compactor.job.wiring import build_handler
 from compactor.kafka.producer import EventProducer
-from compactor.stream.job import build_handler
 from tests.helpers.streaming import make_kafka
 
 pytestmark = pytest.mark.integration

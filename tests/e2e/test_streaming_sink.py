@@ -18,8 +18,8 @@ from compactor.client.spark_loader import TIMESTAMP_TYPE
 from compactor.codec.events import default_codec
 from compactor.config.loading import load_config
 from compactor.delta.paths import table_uri
+from compactor.job.wiring import build_handler
 from compactor.kafka.topics import ensure_topics
-from compactor.stream.job import build_handler
 from tests.helpers.streaming import JobRunner, checksum, consume_all, make_kafka
 
 pytestmark = pytest.mark.integration

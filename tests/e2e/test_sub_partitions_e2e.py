@@ -22,9 +22,9 @@ from compactor.config.loading import load_config
 from compactor.delta.log.reads import read_catalog
 from compactor.delta.paths import table_uri
 from compactor.domain.events import CompactionRequested
+from compactor.job.wiring import build_handler
 from compactor.kafka.producer import EventProducer
 from compactor.rules.coverage import coverage
-from compactor.stream.job import build_handler
 from tests.helpers.streaming import JobRunner, checksum, make_kafka
 
 pytestmark = pytest.mark.integration

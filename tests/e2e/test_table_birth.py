@@ -14,7 +14,7 @@ import pytest
 from compactor.config.loading import load_config
 from compactor.delta.paths import table_uri
 from compactor.delta.spark_store import SparkTableStore
-from compactor.stream.job import build_handler
+from compactor.job.wiring import build_handler
 from tests.helpers.jobs import TABLE, bulk_load
 from tests.helpers.streaming import JobRunner, make_kafka
 

@@ -23,9 +23,9 @@ from compactor.delta.paths import SEGMENT_COLUMN, table_uri
 from compactor.domain.clock import now_utc
 from compactor.domain.events import SegmentCompleted
 from compactor.domain.segments import Segment, TimeRange
+from compactor.job.wiring import build_handler
 from compactor.kafka.producer import EventProducer
 from compactor.kafka.settings import KafkaSettings
-from compactor.stream.job import build_handler
 from tests.helpers.jobs import TABLE
 from tests.helpers.streaming import JobRunner, consume_all, make_kafka
 

@@ -25,8 +25,8 @@ from compactor.client.arrow_loader import ArrowLoader
 from compactor.client.loader import load_segment, sample_rows
 from compactor.config.loading import load_config
 from compactor.delta.paths import table_uri
+from compactor.job.wiring import build_handler
 from compactor.kafka.producer import EventProducer
-from compactor.stream.job import build_handler
 from tests.helpers.streaming import JobRunner, checksum, make_kafka
 
 pytestmark = pytest.mark.integration

@@ -15,9 +15,9 @@ from compactor.client.loader import load_segment
 from compactor.codec.events import default_codec
 from compactor.config.loading import load_config
 from compactor.delta.rewrite.upsert import invalid_counts, latest_rows
+from compactor.job.wiring import build_handler
 from compactor.kafka.producer import EventProducer
 from compactor.stream import merge_desk
-from compactor.stream.job import build_handler
 from tests.helpers.streaming import JobRunner, consume_all, make_kafka
 
 pytestmark = pytest.mark.integration

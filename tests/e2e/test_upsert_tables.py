@@ -23,8 +23,8 @@ from compactor.delta.rewrite.upsert import latest_rows
 from compactor.domain.clock import now_utc
 from compactor.domain.events import CompactionRequested, SegmentCompleted
 from compactor.domain.segments import Segment, TimeRange
+from compactor.job.wiring import build_handler
 from compactor.kafka.producer import EventProducer
-from compactor.stream.job import build_handler
 from tests.helpers.streaming import JobRunner, consume_all, make_kafka
 
 pytestmark = pytest.mark.integration

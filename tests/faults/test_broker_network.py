@@ -19,12 +19,13 @@ import pytest
 from compactor.codec.events import default_codec
 from compactor.config.loading import load_config
 from compactor.delta.paths import table_uri
+from compactor.job.query import start_query
+from compactor.job.wiring import build_handler
 from compactor.kafka.lease import SESSION_TIMEOUT_MS, ControllerLease
 from compactor.kafka.producer import EventProducer
 from compactor.kafka.settings import KafkaSettings
 from compactor.kafka.topics import ensure_topics
 from compactor.stream.handler import BatchHandler
-from compactor.stream.job import build_handler, start_query
 from tests.helpers.sales import TABLE, load_days
 from tests.helpers.streaming import checksum, consume_all
 from tests.helpers.tools import wait_until

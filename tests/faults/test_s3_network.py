@@ -15,7 +15,7 @@ from delta.tables import DeltaTable
 from compactor.codec.events import default_codec
 from compactor.config.loading import load_config
 from compactor.delta.paths import table_uri
-from compactor.stream.job import build_handler
+from compactor.job.wiring import build_handler
 from tests.conftest import S3Server
 from tests.helpers.sales import TABLE, load_days
 from tests.helpers.streaming import JobRunner, checksum, consume_all, make_kafka

@@ -16,10 +16,10 @@ from compactor.client.loader import load_segment
 from compactor.codec.events import Codec, default_codec
 from compactor.config.layout import UpsertConfig
 from compactor.config.tables import ProjectConfig
+from compactor.job.wiring import build_handler
 from compactor.kafka.producer import EventProducer
 from compactor.kafka.settings import KafkaSettings
 from compactor.stream.handler import BatchHandler
-from compactor.stream.job import build_handler
 from tests.helpers.streaming import make_kafka
 
 TABLE = "accounts"

@@ -12,9 +12,9 @@ from compactor.codec.events import Codec, default_codec
 from compactor.config.loading import load_config
 from compactor.domain.events import MergeStatus, SegmentCompleted
 from compactor.domain.segments import Segment, TimeRange
+from compactor.job.wiring import assemble
 from compactor.kafka.settings import KafkaSettings
 from compactor.observe.metrics import JobMetrics
-from compactor.stream.assemble import assemble
 from compactor.stream.handler import BatchHandler
 from compactor.stream.merging.workers import InlineWorkers, Workers
 from compactor.stream.recovery import EAGER_TABLES

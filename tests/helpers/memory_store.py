@@ -387,3 +387,19 @@ class InMemoryCatalogStore:
             if of == table and record.retired_by is not None and record.retired_by in plan_ids:
                 found.setdefault(record.retired_by, set()).add(sid)
         return found
+
+
+class InMemoryFiles:
+    """What the job's small state files need of `HadoopFiles` (the lease's and outages' logs), in a dict."""
+
+    def __init__(self) -> None:
+        self.texts: dict[str, str] = {}
+
+    def write_text(self, uri: str, text: str) -> None:
+        self.texts[uri] = text
+
+    def read_text(self, uri: str) -> str | None:
+        return self.texts.get(uri)
+
+    def list_names(self, uri: str) -> list[str]:
+        return [u.removeprefix(uri + "/") for u in self.texts if u.startswith(uri + "/")]

@@ -12,10 +12,10 @@ from compactor.client.loader import load_segment, sample_rows
 from compactor.config.loading import load_config
 from compactor.delta.paths import table_uri
 from compactor.domain.segments import Segment
+from compactor.job.wiring import build_handler
 from compactor.kafka.producer import EventProducer
 from compactor.kafka.settings import KafkaSettings
 from compactor.stream.handler import BatchHandler
-from compactor.stream.job import build_handler
 
 TABLE = "sales"
 

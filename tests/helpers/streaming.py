@@ -16,10 +16,10 @@ from confluent_kafka import Consumer, Message, TopicPartition
 from pyspark.sql import DataFrame, SparkSession
 
 from compactor.dev.rows_checksum import rows_checksum
+from compactor.job.query import progress, start_query
 from compactor.kafka.settings import KafkaSettings
 from compactor.kafka.topics import ensure_topics
 from compactor.stream.handler import BatchHandler
-from compactor.stream.job import progress, start_query
 
 
 def make_kafka(bootstrap: str, unique: Callable[[str], str], partitions: int | None = None) -> KafkaSettings:

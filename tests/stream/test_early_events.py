@@ -45,7 +45,7 @@ def test_an_event_before_its_tables_first_commit_poisons_none_and_its_load_is_fo
     harness: Harness,
 ) -> None:
     handler = harness.handler(WEEKS)
-    handler.admission.tables.on_new = handler.keeper.follow  # as stream.assemble wires it
+    handler.admission.tables.on_new = handler.keeper.follow  # as job.wiring wires it
     week = [harness.day(n) for n in range(7)]
     handler.process([_announced(harness, week[0])])  # the table's first commit is not there yet
     assert [r for r, _ in harness.dead()] == ["unknown_table"]

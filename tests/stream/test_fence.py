@@ -9,7 +9,7 @@ import threading
 import pytest
 
 from compactor.errors import DeadLetterReason, Fenced
-from compactor.stream.ticker import Ticker
+from compactor.job.ticker import Ticker
 from compactor.stream.triggers import DeadLetter, Envelope
 from tests.helpers.harness import Harness
 from tests.stream.test_concurrency import three_loads, until

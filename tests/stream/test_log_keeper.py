@@ -7,9 +7,9 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from compactor.job.ticker import Ticker
 from compactor.stream.log_keeper import LogKeeper
 from compactor.stream.reporting import NoMetrics
-from compactor.stream.ticker import Ticker
 from tests.helpers.harness import Harness, between_batches
 from tests.helpers.memory_store import InMemoryTableStore
 from tests.stream.test_concurrency import until

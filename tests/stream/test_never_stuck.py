@@ -15,10 +15,10 @@ from compactor.catalog.changes import SegmentAdded
 from compactor.catalog.fold import SegmentCatalog
 from compactor.domain.events import MergeStatus
 from compactor.domain.plans import make_plan
-from compactor.stream.assemble import bytes_read
+from compactor.job.ticker import Ticker
+from compactor.job.wiring import bytes_read
 from compactor.stream.merging.workers import thread_workers
 from compactor.stream.runner import quarantine_error
-from compactor.stream.ticker import Ticker
 from compactor.stream.triggers import Envelope, Trigger
 from tests.helpers.harness import Harness
 from tests.stream.test_concurrency import three_loads, until

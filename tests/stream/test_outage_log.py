@@ -9,14 +9,14 @@ from typing import Any
 from compactor.stream.outage_log import OutageLog, outage_lines
 from compactor.stream.outages import Outages
 from tests.helpers.harness import Clock
-from tests.stream.test_lease_log import Files
+from tests.helpers.memory_store import InMemoryFiles
 from tests.stream.test_outages import refused
 
 T0 = datetime(2024, 3, 1, tzinfo=UTC)
 
 
 def test_an_outage_is_written_once_and_read_back_until_it_is_over() -> None:
-    files: Any = Files()
+    files: Any = InMemoryFiles()
     clock = Clock(T0)
     outages = Outages(lambda: clock.now, pause=timedelta(minutes=1))
     record = OutageLog(files, "/wh", "shard-0")

@@ -1,32 +1,41 @@
-"""The job wired: a handler over a table store, a catalog store and a publisher, recovered.
+"""The composition root: a shard's handler wired over a table store, a catalog store and a
+publisher, between the two halves of its start-up (`startup`).
 
-`job.build_handler` gives it Spark and Delta and Kafka; the unit tests an
+`build_handler` gives it Spark, Delta and Kafka; the stream's unit tests give `assemble` an
 in-memory store and a recording publisher.
 """
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable
 from datetime import datetime
+from pathlib import Path
 from typing import TypeVar
 
-from compactor.catalog.fold import SegmentCatalog
+from pyspark.sql import SparkSession
+
 from compactor.catalog.store import CatalogStore
 from compactor.catalog.view import CatalogView
 from compactor.codec.events import Codec
 from compactor.config.rules import RuleName
 from compactor.config.tables import DEFAULT_CHECKPOINT_EVERY, ProjectConfig, TableSettings
+from compactor.delta.spark_store import SparkTableStore
 from compactor.delta.store import TableStore
+from compactor.delta.warehouse.catalog_table import DeltaCatalogStore
+from compactor.domain.clock import now_utc
 from compactor.domain.plans import MergePlan
 from compactor.errors import Rejected
+from compactor.job.query import Shard
+from compactor.job.startup import Resumed, recover_catalog, resume
+from compactor.kafka.codecs import codec_for
+from compactor.kafka.producer import EventProducer
+from compactor.kafka.results_log import results_on_topic
 from compactor.kafka.settings import KafkaSettings
-from compactor.rules.due import Due
+from compactor.kafka.topics import ensure_topics
 from compactor.stream.admission import Admission, KnownTables
 from compactor.stream.announcer import Announcer, Publisher, ResultsOnTopic
 from compactor.stream.catalog_keeper import CatalogKeeper
-from compactor.stream.catalog_timing import TimedCatalogStore
 from compactor.stream.control import Control
 from compactor.stream.cool_down import CoolDown
 from compactor.stream.due import DueTimes
@@ -37,20 +46,55 @@ from compactor.stream.merging.inflight import InFlight
 from compactor.stream.merging.scheduler import MergeScheduler
 from compactor.stream.merging.slots import Slots
 from compactor.stream.merging.waiting import WaitingPlans
-from compactor.stream.merging.workers import Workers, thread_workers
+from compactor.stream.merging.workers import SharedWorkers, Workers, thread_workers
 from compactor.stream.outages import Outages
 from compactor.stream.planning import TablePlanner
 from compactor.stream.purging import OtherWriters, Purges
-from compactor.stream.recovery import EAGER_TABLES, Unannounced, recover
+from compactor.stream.recovery import EAGER_TABLES
 from compactor.stream.reporting import MetricsSink, NoMetrics
 from compactor.stream.runner import RetryPolicy, Runner
 from compactor.stream.switches import TableSwitches
 from compactor.stream.table_configs import TableConfigs
 from compactor.stream.table_failures import TableFailures
 
-log = logging.getLogger(__name__)
-
 T = TypeVar("T")
+
+
+def build_handler(
+    spark: SparkSession,
+    config: ProjectConfig,
+    warehouse: Path | str,
+    kafka: KafkaSettings,
+    producer: EventProducer | None = None,
+    codec: Codec | None = None,
+    clock: Callable[[], datetime] = now_utc,
+    metrics: MetricsSink | None = None,
+    shard: Shard | None = None,
+) -> BatchHandler:
+    """The handler on Spark + Delta and Kafka, its topics created, recovered from the tables
+    (a `shard`'s: the tables it owns, its part of the catalog, the job's merge slots)."""
+    ensure_topics(kafka, kafka.topics)
+    codec = codec or codec_for(kafka)
+    return assemble(
+        SparkTableStore(
+            spark,
+            warehouse,
+            write_tasks=config.operations.merge_write_tasks,
+            driver_max_bytes=config.operations.driver_merge_max_bytes,
+        ),
+        DeltaCatalogStore(spark, warehouse, scope=shard.scope if shard else None),
+        config,
+        kafka,
+        producer or EventProducer(kafka),
+        codec,
+        clock,
+        metrics=metrics,
+        workers=SharedWorkers(shard.workers) if shard else None,
+        slots=shard.slots if shard else None,
+        owns=shard.scope.owns if shard and shard.scope else lambda _: True,
+        on_topic=lambda table, plan_ids: results_on_topic(kafka, codec, table, plan_ids),
+        shard=shard.index if shard else 0,
+    )
 
 
 def assemble(
@@ -71,31 +115,28 @@ def assemble(
     eager: int = EAGER_TABLES,
     shard: int = 0,
 ) -> BatchHandler:
-    """Wire a handler and recover: the catalog read from its store and caught up with the
-    tables (`eager` known ones at once, the rest later: `recovery.Unread`), published configs
-    adopted, and merges a crash left unannounced announced. `workers` run the merges (default:
+    """Wire a shard's handler between the two halves of its start-up (`startup`): the catalog
+    read from its store and caught up with the tables (`eager` known ones at once, the rest
+    later: `recovery.Unread`); then, wired, published configs adopted, merges a crash left
+    unannounced announced, and the rest the last run left dealt with. `workers` run the merges (default:
     `max_concurrent_merges` threads; `InlineWorkers` runs each where it starts, as the unit
     tests do). A shard's handler shares the job's `slots` and recovers only the tables it `owns`.
     `on_topic` reads back which results the topic holds: a restart announces each result once."""
-    unannounced, sink, control = Unannounced(clock), metrics or NoMetrics(), Control()
-    catalog_store = TimedCatalogStore(catalog_store, sink)
-    catalog, new_tables, unread = recover(store, catalog_store, unannounced, owns, eager)
+    sink, control, started = metrics or NoMetrics(), Control(), clock()
+    recovered = recover_catalog(store, catalog_store, sink, clock, owns, eager)
+    catalog, catalog_store, unread = recovered.catalog, recovered.catalog_store, recovered.unread
     configs = TableConfigs(config, store, catalog)
-    configs.load_recorded(catalog, new_tables)
     announcer = Announcer(publisher, codec, topics, catalog, control, clock, sink, on_topic)
-    announcer.announce_unannounced([t for t in catalog.table_names if t not in unread])
-    catalog_store.save(catalog.take_changes())
-    operations, due, started = config.operations, DueTimes(), clock()
-    for table in catalog.table_names:  # a merge in flight at a crash is planned again; due times derived
-        due.set(table, Due(started, "the job started: every table is attempted once"), started)
+    operations, due = config.operations, DueTimes()
     cool_down = CoolDown(clock, operations.cool_down, catalog, due)
     cool_down.quarantine_after = operations.quarantine_after
     inflight = _inflight(config, store, workers, slots, shard)
     purges = Purges(lambda table: _setting(configs, table, lambda s: s.purge_deleted_ratio, None), clock)
-    keeper = CatalogKeeper(store, catalog, catalog_store, unannounced, unread, announcer, purges, sink)
+    keeper = CatalogKeeper(
+        store, catalog, catalog_store, recovered.unannounced, unread, announcer, purges, sink
+    )
     outages = Outages(clock, operations.cool_down)
     failures = TableFailures(cool_down, catalog, configs, sink, outages)
-    failures.died_during(lambda table, plan_id: _committed(store, catalog, table, plan_id))
     runner = Runner(store, catalog, configs, clock, cool_down, sink, retry, sleep, failures)
     desk = StreamDesk(runner, announcer, keeper, configs, inflight.running)
     merges = MergeScheduler(
@@ -148,8 +189,7 @@ def assemble(
         sink,
         hold=lambda table: _setting(configs, table, lambda s: s.hold_checkpoint_interval, False),
     )
-    # segments whose deleted rows a crash left unpurged: reported, and queued again
-    keeper.recounted([s for table in catalog.table_names for s in catalog.segments(table) if s.deleted])
+    resume(recovered, Resumed(configs, announcer, due, failures, keeper), store, started)
     return handler
 
 
@@ -186,17 +226,6 @@ def job_slots(config: ProjectConfig) -> Slots:
         lambda pool: pools[pool].concurrency if pool in pools else None,
         quota,
     )
-
-
-def _committed(store: TableStore, catalog: SegmentCatalog, table: str, plan_id: str) -> bool:
-    """Whether the plan's commit is in the table (one the catch-up folded, or older)."""
-    if catalog.was_executed(table, plan_id):
-        return True
-    try:
-        return store.committed_version(table, plan_id) is not None
-    except Exception:  # not to be told (the table is gone?): the merge counts as one that died
-        log.warning("table %s: could not tell whether plan %s committed", table, plan_id, exc_info=True)
-        return False
 
 
 def _inflight(

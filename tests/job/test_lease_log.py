@@ -6,29 +6,14 @@ from typing import Any
 
 from confluent_kafka import TopicPartition
 
+from compactor.job.lease_log import LeaseLog, lease_lines, read_lease_logs
 from compactor.kafka.lease import ControllerLease
 from compactor.kafka.settings import KafkaSettings
-from compactor.stream.lease_log import LeaseLog, lease_lines, read_lease_logs
-
-
-class Files:
-    """What `LeaseLog` needs of `HadoopFiles`, in a dict."""
-
-    def __init__(self) -> None:
-        self.texts: dict[str, str] = {}
-
-    def write_text(self, uri: str, text: str) -> None:
-        self.texts[uri] = text
-
-    def read_text(self, uri: str) -> str | None:
-        return self.texts.get(uri)
-
-    def list_names(self, uri: str) -> list[str]:
-        return [u.removeprefix(uri + "/") for u in self.texts if u.startswith(uri + "/")]
+from tests.helpers.memory_store import InMemoryFiles
 
 
 def test_each_lost_session_and_rejoin_is_written_and_read_back_as_status_says_it() -> None:
-    files: Any = Files()
+    files: Any = InMemoryFiles()
     lease = ControllerLease(KafkaSettings("127.0.0.1:1", segments_topic="s"), "/wh", instance_id="job-a")
     LeaseLog(files, "/wh", lease)
     lease._assigned(None, [TopicPartition("s.controller", 0)])
@@ -47,6 +32,6 @@ def test_each_lost_session_and_rejoin_is_written_and_read_back_as_status_says_it
 
 
 def lines_at(record: dict[str, Any]) -> str:
-    from compactor.stream.lease_log import _at
+    from compactor.job.lease_log import _at
 
     return _at(record["notes"][-1]["at"])

@@ -14,17 +14,18 @@ from compactor.catalog.store import StoreScope
 from compactor.config.tables import ProjectConfig
 from compactor.delta.files import HadoopFiles
 from compactor.delta.warehouse.shard_record import ShardRecord, shard_checkpoint
+from compactor.job.janitor import Janitor
+from compactor.job.query import Shard, run_until_idle, start_query, whole_topic
+from compactor.job.summary import Summary
+from compactor.job.wiring import build_handler
 from compactor.kafka.producer import EventProducer
 from compactor.kafka.settings import KafkaSettings
 from compactor.kafka.shards import ShardLayout
-from compactor.stream.janitor import Janitor
-from compactor.stream.job import Shard, build_handler, run_until_idle, start_query, whole_topic
 from compactor.stream.job_view import JobView
 from compactor.stream.merging.slots import Slots
 from compactor.stream.merging.workers import Workers
 from compactor.stream.outage_log import OutageLog
 from compactor.stream.reporting import MetricsSink
-from compactor.stream.summary import Summary
 
 
 def shard_of_job(

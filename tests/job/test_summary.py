@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from compactor.stream.summary import Summary
+from compactor.job.summary import Summary
 from tests.helpers.harness import Harness
 
 CONFIG = {"defaults": {"rules": [{"rule": "minor", "level_thresholds": [2, 0]}]}}

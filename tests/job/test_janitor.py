@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from compactor.job.janitor import FIRST_DELAY, Janitor
 from compactor.stream.handler import BatchHandler
-from compactor.stream.janitor import FIRST_DELAY, Janitor
 from tests.helpers.harness import Harness
 
 CONFIG = {

@@ -1,6 +1,7 @@
-"""The compaction job: Kafka `SegmentCompleted` events -> foreachBatch(handler), on Spark and Delta.
+"""A shard's streaming query: Kafka `SegmentCompleted` events -> foreachBatch(handler), on Spark,
+with a ticker beside it; or drained once (`run_until_idle`).
 
-`compactor run` starts it here, also under spark-submit (`streaming_jobs/compact_segments.py`).
+`compactor run` starts it (`job.run`), also under spark-submit (`streaming_jobs/compact_segments.py`).
 """
 
 from __future__ import annotations
@@ -8,68 +9,19 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from compactor.catalog.store import StoreScope
-from compactor.codec.events import Codec
-from compactor.config.tables import ProjectConfig
-from compactor.delta.spark_store import SparkTableStore
-from compactor.delta.warehouse.catalog_table import DeltaCatalogStore
-from compactor.domain.clock import now_utc
-from compactor.kafka.codecs import codec_for
-from compactor.kafka.producer import EventProducer
-from compactor.kafka.results_log import results_on_topic
+from compactor.job.ticker import Ticker
 from compactor.kafka.settings import KafkaSettings
-from compactor.kafka.topics import ensure_topics
-from compactor.stream.assemble import assemble
 from compactor.stream.handler import BatchHandler
 from compactor.stream.merging.slots import Slots
-from compactor.stream.merging.workers import SharedWorkers, Workers
-from compactor.stream.reporting import MetricsSink
-from compactor.stream.ticker import Ticker
+from compactor.stream.merging.workers import Workers
 
 log = logging.getLogger(__name__)
-
-
-def build_handler(
-    spark: SparkSession,
-    config: ProjectConfig,
-    warehouse: Path | str,
-    kafka: KafkaSettings,
-    producer: EventProducer | None = None,
-    codec: Codec | None = None,
-    clock: Callable[[], datetime] = now_utc,
-    metrics: MetricsSink | None = None,
-    shard: Shard | None = None,
-) -> BatchHandler:
-    """The handler on Spark + Delta and Kafka, its topics created, recovered from the tables
-    (a `shard`'s: the tables it owns, its part of the catalog, the job's merge slots)."""
-    ensure_topics(kafka, kafka.topics)
-    codec = codec or codec_for(kafka)
-    return assemble(
-        SparkTableStore(
-            spark,
-            warehouse,
-            write_tasks=config.operations.merge_write_tasks,
-            driver_max_bytes=config.operations.driver_merge_max_bytes,
-        ),
-        DeltaCatalogStore(spark, warehouse, scope=shard.scope if shard else None),
-        config,
-        kafka,
-        producer or EventProducer(kafka),
-        codec,
-        clock,
-        metrics=metrics,
-        workers=SharedWorkers(shard.workers) if shard else None,
-        slots=shard.slots if shard else None,
-        owns=shard.scope.owns if shard and shard.scope else lambda _: True,
-        on_topic=lambda table, plan_ids: results_on_topic(kafka, codec, table, plan_ids),
-        shard=shard.index if shard else 0,
-    )
 
 
 @dataclass(frozen=True, slots=True)

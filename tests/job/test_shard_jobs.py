@@ -13,10 +13,10 @@ import pytest
 from confluent_kafka import TopicPartition
 
 from compactor.errors import LeaseHeld
+from compactor.job import shard_jobs
+from compactor.job.shard_jobs import ShardedJob
 from compactor.kafka.lease import ControllerLease
 from compactor.kafka.settings import KafkaSettings
-from compactor.stream import shard_jobs
-from compactor.stream.shard_jobs import ShardedJob
 from tests.helpers.tools import wait_until
 
 
