@@ -647,6 +647,7 @@ class Sample:
     python_threads: int | None
     jvm_threads: int | None
     files: dict[str, Any] = field(default_factory=dict)
+    owed: int = 0  # merges the loads so far make due that have no result yet: the backlog
 
     @property
     def driver_pss_mib(self) -> float | None:
@@ -819,6 +820,36 @@ def results_check(
     }
 
 
+STEADY_WARMUP_S = 300.0  # after the first merge, before the first window
+STEADY_WINDOW_S = 600.0
+STEADY_TARGET = 0.9
+
+
+def steady_rate(
+    times: list[float], began: float, first: float | None, last: float | None, samples: list[Sample]
+) -> dict[str, Any] | None:
+    """Merges a minute in the first 10 minutes after a warm-up and in the last 10 of the loads, and
+    the backlog (merges owed) at the samples nearest each window's end; None for a run too short."""
+    if first is None or last is None or last - first < STEADY_WARMUP_S + 2 * STEADY_WINDOW_S:
+        return None
+    windows = {
+        "first": (first + STEADY_WARMUP_S, first + STEADY_WARMUP_S + STEADY_WINDOW_S),
+        "last": (last - STEADY_WINDOW_S, last),
+    }
+    rates = {k: sum(a <= t < b for t in times) / (STEADY_WINDOW_S / 60) for k, (a, b) in windows.items()}
+
+    def owed_near(at: float) -> int | None:
+        near = min(samples, key=lambda s: abs(s.seconds - (at - began)), default=None)
+        return None if near is None else near.owed
+
+    return {
+        "merges_per_min": {k: round(v, 2) for k, v in rates.items()},
+        "last_vs_first": round(rates["last"] / rates["first"], 3) if rates["first"] else None,
+        "owed_at_window_end": {k: owed_near(b) for k, (_, b) in windows.items()},
+        "target": STEADY_TARGET,
+    }
+
+
 def plan_trails(text: str, plan_ids: list[str], most: int = 12) -> dict[str, list[str]]:
     """The job log's lines naming each plan (the last `most`, with the starts between them): what
     a failed check needs to be told apart from a slow one on a machine far away (CI)."""
@@ -890,6 +921,8 @@ class Run:
     )  # (table, load, k) the other writer deleted
     start_merges: dict[int, int] = field(default_factory=lambda: {1: 0})  # job start -> merges before it
     began: float = field(default_factory=time.monotonic)
+    first_merge: float | None = None  # monotonic
+    loads_stopped: float | None = None
 
     def merges(self) -> int:
         return self.results.successes()
@@ -915,6 +948,7 @@ class Run:
             python_threads=threads(python),
             jvm_threads=threads(java),
             files=file_counts(self.services, self.tables),
+            owed=self.loader.owed(),
         )
         self.samples.append(s)
         print(
@@ -1122,7 +1156,7 @@ def run(shape: Shape, work: Path, services: Services) -> dict[str, Any]:
                 r.sample()
                 next_sample = (r.merges() // shape.sample_every + 1) * shape.sample_every
             if first_merge is None and r.merges():
-                first_merge = time.monotonic()
+                first_merge = r.first_merge = time.monotonic()
             minutes = (time.monotonic() - first_merge) / 60 if first_merge is not None else 0.0
             due = plan and (r.merges() >= plan[0][0] or minutes >= slots[len(plan)])
             settled = healthy_since is not None and time.monotonic() - healthy_since >= shape.fault_gap_s
@@ -1136,7 +1170,7 @@ def run(shape: Shape, work: Path, services: Services) -> dict[str, Any]:
                 break
             time.sleep(0.5)
         loader.close()
-        stopped = time.monotonic()
+        stopped = r.loads_stopped = time.monotonic()
         drained = r.drain()
         drain_s = time.monotonic() - stopped
         print(
@@ -1261,6 +1295,7 @@ def report(
         "follower_restarts": r.results.restarts,
         "run_seconds": round(run_s, 1),
         "merges_per_second": round(merges / run_s, 3) if run_s else None,
+        "steady": steady_rate(r.results.success_times, r.began, r.first_merge, r.loads_stopped, r.samples),
         "settings": {
             "cool_down_s": COOL_DOWN_S,
             "quarantine_after": QUARANTINE_AFTER,
@@ -1316,6 +1351,12 @@ def missed(p: dict[str, Any], shape: Shape) -> list[str]:
     for key in ("rss_slope_mib_per_1000_merges", "heap_slope_mib_per_1000_merges"):
         if p[key] is not None and p[key] >= TARGET_MIB_PER_1000:
             found.append(f"{key} {p[key]:.2f} (target < {TARGET_MIB_PER_1000})")
+    steady = p.get("steady")
+    if steady and (steady["last_vs_first"] or 0) < steady["target"]:
+        found.append(
+            f"merges a minute in the last 10 minutes {steady['merges_per_min']['last']} against "
+            f"{steady['merges_per_min']['first']} in the first: {steady['last_vs_first']}x (target >= {steady['target']})"
+        )
     files = p["files_max"]
     if files["table_commits_since_checkpoint_max"] > p["bounds"]["table_commits_since_checkpoint"]:
         found.append(
@@ -1384,6 +1425,16 @@ def print_report(p: dict[str, Any]) -> None:
         ["lost sessions / rejoins", f"{log['lost_sessions']} / {log['rejoins']}", ""],
         ["job exits on its own", len(p["job_exits_on_its_own"]), 0],
     ]
+    steady = p.get("steady")
+    if steady:
+        rate, owed = steady["merges_per_min"], steady["owed_at_window_end"]
+        rows.append(
+            [
+                "merges a minute, first / last 10 min (owed)",
+                f"{rate['first']} ({owed['first']}) / {rate['last']} ({owed['last']}): {steady['last_vs_first']}x",
+                f">= {steady['target']}x",
+            ]
+        )
     print_table(["check", "figure", "target"], rows, left=(0, 1, 2))
     print(f"\nfailing table's reason: {(p['failing_table_reason'] or '-')[:200]}")
     for fault in p["faults"]:
