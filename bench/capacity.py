@@ -67,8 +67,8 @@ from compactor.codec.events import default_codec
 from compactor.delta.log.commit_metadata import commit_metadata
 from compactor.domain.events import CompactionRequested, SegmentCompleted
 from compactor.domain.segments import Segment, TimeRange
-from compactor.observe.spark_work import RETAIN, SparkWork
-from compactor.observe.spark_work import describe as describe_work
+from compactor.observe.metrics.spark_work import RETAIN, SparkWork
+from compactor.observe.metrics.spark_work import describe as describe_work
 
 START = datetime(2024, 1, 1, tzinfo=UTC)
 ROWS_PER_SEGMENT = 200
@@ -162,7 +162,7 @@ def _job(
     from compactor.config.loading import load_config
     from compactor.job.wiring import build_handler
     from compactor.kafka.producer import EventProducer
-    from compactor.observe.metrics import JobMetrics
+    from compactor.observe.metrics.job_metrics import JobMetrics
     from compactor.spark.session import build_spark
 
     config = load_config(

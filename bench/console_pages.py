@@ -39,7 +39,7 @@ from prometheus_client import CollectorRegistry
 from compactor.config.loading import load_config
 from compactor.observe.console.app import console_app
 from compactor.observe.console.sources import JobSource
-from compactor.observe.server import ProbeServer
+from compactor.observe.metrics.server import ProbeServer
 from compactor.stream.triggers import Trigger
 from tests.helpers.harness import Harness
 

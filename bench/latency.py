@@ -85,9 +85,9 @@ from compactor.job.wiring import build_handler
 from compactor.kafka.producer import EventProducer
 from compactor.kafka.settings import KafkaSettings
 from compactor.kafka.topics import ensure_topics
-from compactor.observe.metrics import JobMetrics
-from compactor.observe.spark_work import RETAIN, SparkWork
-from compactor.observe.spark_work import describe as describe_work
+from compactor.observe.metrics.job_metrics import JobMetrics
+from compactor.observe.metrics.spark_work import RETAIN, SparkWork
+from compactor.observe.metrics.spark_work import describe as describe_work
 from compactor.spark.session import build_spark
 from compactor.stream.reporting import BATCH_PHASES
 
@@ -424,7 +424,7 @@ def _console_poller(config: Any, kafka: KafkaSettings, handler: Any) -> ConsoleP
     from prometheus_client import CollectorRegistry
 
     from compactor.observe.console.serve import job_console
-    from compactor.observe.server import ProbeServer
+    from compactor.observe.metrics.server import ProbeServer
 
     console = job_console(config, kafka, lambda: [handler], lambda: None, None)
     server = ProbeServer(CollectorRegistry(), {}, "127.0.0.1", 0, console=console.app).start()

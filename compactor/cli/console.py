@@ -82,8 +82,8 @@ def console(
     from compactor.delta.spark_store import SparkTableStore
     from compactor.kafka.topics import require_broker
     from compactor.observe.console.serve import console_token, shard_rows, warehouse_console
-    from compactor.observe.server import ProbeServer
-    from compactor.observe.warehouse_status import shard_section
+    from compactor.observe.metrics.server import ProbeServer
+    from compactor.observe.status.warehouse_status import shard_section
 
     token = console_token(token_spec)  # before Spark: a bad token fails in seconds
     project = load_config_file(config_path)

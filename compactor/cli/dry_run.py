@@ -14,7 +14,7 @@ from compactor.domain.plans import Decision, MergePlan
 from compactor.domain.segment_json import segment_from_dict, segment_to_dict
 from compactor.domain.segments import Segment
 from compactor.errors import InvalidSegmentError
-from compactor.observe.status import due_json
+from compactor.observe.status.table_status import due_json
 from compactor.rules.due import table_due
 from compactor.rules.engine import Evaluation, evaluate
 from compactor.rules.simulation import Simulation, check_segments

@@ -47,7 +47,7 @@ def replay(
         result["baseline"] = baseline.to_json()
         result["differences"] = differences(candidate, baseline)
     if plot_path is not None:
-        from compactor.observe.replay_plot import save
+        from compactor.observe.pictures.replay_plot import save
 
         save(runs, plot_path)
         result["plot"] = str(plot_path)

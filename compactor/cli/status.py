@@ -19,7 +19,7 @@ from compactor.cli.options import (
     warehouse_option,
 )
 from compactor.errors import CompactorError
-from compactor.observe.shard_status import render_shards
+from compactor.observe.status.shard_status import render_shards
 
 if TYPE_CHECKING:
     pass
@@ -67,9 +67,9 @@ def status(
     from compactor.delta.warehouse.catalog_table import DeltaCatalogStore
     from compactor.domain.clock import now_utc
     from compactor.job.lease_log import lease_lines, read_lease_logs
-    from compactor.observe.status import render, render_top
-    from compactor.observe.table_health import least_healthy
-    from compactor.observe.warehouse_status import shard_section, table_report
+    from compactor.observe.status.table_health import least_healthy
+    from compactor.observe.status.table_status import render, render_top
+    from compactor.observe.status.warehouse_status import shard_section, table_report
     from compactor.stream.outage_log import outage_lines
 
     project = load_config_file(config_path)

@@ -35,9 +35,9 @@ def timeline(table: str, config_path: Path | None, warehouse: str, out: Path, re
     from compactor.delta.spark_store import SparkTableStore
     from compactor.delta.warehouse.catalog_table import DeltaCatalogStore
     from compactor.domain.clock import now_utc
-    from compactor.observe.timeline import layout
-    from compactor.observe.timeline_plot import save
-    from compactor.observe.warehouse_status import table_segments
+    from compactor.observe.pictures.timeline import layout
+    from compactor.observe.pictures.timeline_plot import save
+    from compactor.observe.status.warehouse_status import table_segments
 
     project = load_config_file(config_path) if config_path else None
     spark = spark_session("compactor-timeline", project, (warehouse,))

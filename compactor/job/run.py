@@ -84,8 +84,8 @@ def _run(job: JobRun, lease: ControllerLease, spark_session: Callable[[], Any], 
     from compactor.delta.files import HadoopFiles
     from compactor.job.lease_log import LeaseLog
     from compactor.kafka.producer import EventProducer
-    from compactor.observe.readiness import ProgressListener, Readiness
-    from compactor.observe.shard_metrics import ShardMetrics
+    from compactor.observe.metrics.readiness import ProgressListener, Readiness
+    from compactor.observe.metrics.shard_metrics import ShardMetrics
 
     spark = spark_session()
     context = spark.sparkContext
@@ -216,7 +216,7 @@ class Served:
             return None
         from compactor.delta.spark_store import SparkTableStore
         from compactor.observe.console.serve import job_console, shard_rows
-        from compactor.observe.warehouse_status import shard_section
+        from compactor.observe.status.warehouse_status import shard_section
 
         store = SparkTableStore(spark, warehouse)
 
@@ -232,7 +232,7 @@ class Served:
     def start(self, config: ProjectConfig, registry: Any, checks: Any, console: Any, say: Say) -> list[Any]:
         """The servers: one for metrics and the console when they share a port (or the metrics
         have none), else one each (the console's answers /metrics too)."""
-        from compactor.observe.server import ProbeServer
+        from compactor.observe.metrics.server import ProbeServer
 
         port, host = self.metrics_at
         port = port if port is not None else config.operations.metrics_port

@@ -27,7 +27,7 @@ from compactor.delta.spark_store import SparkTableStore
 from compactor.delta.table_ops.writes import write_segment
 from compactor.domain.plans import Commit, make_plan
 from compactor.domain.segments import Segment, TimeRange
-from compactor.observe.spark_work import SparkWork
+from compactor.observe.metrics.spark_work import SparkWork
 from tests.delta.test_direct_commit import commit_actions, rust_load, snapshot
 
 pytestmark = pytest.mark.integration

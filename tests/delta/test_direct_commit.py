@@ -32,7 +32,7 @@ from compactor.dev.rows_checksum import rows_checksum
 from compactor.domain.plans import MergePlan, make_plan
 from compactor.domain.segments import Segment, TimeRange
 from compactor.errors import CommitConflict, StalePlan
-from compactor.observe.spark_work import SparkWork
+from compactor.observe.metrics.spark_work import SparkWork
 
 pytestmark = pytest.mark.integration
 

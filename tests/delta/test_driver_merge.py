@@ -29,7 +29,7 @@ from compactor.dev.rows_checksum import rows_checksum
 from compactor.domain.plans import Commit, make_plan
 from compactor.domain.segments import Segment, TimeRange
 from compactor.errors import CommitConflict, StalePlan
-from compactor.observe.spark_work import SparkWork
+from compactor.observe.metrics.spark_work import SparkWork
 from tests.conftest import S3Server
 
 pytestmark = pytest.mark.integration

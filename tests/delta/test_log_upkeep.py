@@ -15,7 +15,7 @@ from compactor.delta.paths import table_uri
 from compactor.delta.rewrite.merge_settings import MergeSettings
 from compactor.delta.spark_store import SparkTableStore
 from compactor.domain.plans import make_plan
-from compactor.observe.spark_work import SparkWork
+from compactor.observe.metrics.spark_work import SparkWork
 from compactor.stream.log_keeper import LogKeeper
 from compactor.stream.reporting import NoMetrics
 from tests.delta.test_direct_commit import merge_in_group, rust_load

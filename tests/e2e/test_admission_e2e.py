@@ -19,7 +19,7 @@ from compactor.domain.events import SegmentCompleted
 from compactor.domain.segments import TimeRange
 from compactor.job.wiring import build_handler
 from compactor.kafka.producer import EventProducer
-from compactor.observe.readiness import ProgressListener, Readiness
+from compactor.observe.metrics.readiness import ProgressListener, Readiness
 from tests.helpers.sales import TABLE, handler_for, load_days
 from tests.helpers.streaming import JobRunner, checksum, consume_all, make_kafka
 

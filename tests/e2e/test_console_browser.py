@@ -25,7 +25,7 @@ from compactor.job.wiring import build_handler
 from compactor.kafka.producer import EventProducer
 from compactor.kafka.settings import KafkaSettings
 from compactor.observe.console.serve import Console, job_console
-from compactor.observe.server import ProbeServer
+from compactor.observe.metrics.server import ProbeServer
 from tests.helpers.streaming import JobRunner, make_kafka
 
 pytestmark = pytest.mark.integration

@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 from compactor.config.loading import load_config
 from compactor.delta.rewrite.upsert import invalid_counts, latest_rows
 from compactor.delta.warehouse.key_index_snapshots import KeyIndexSnapshots
-from compactor.observe.status import key_index_line
+from compactor.observe.status.table_status import key_index_line
 from compactor.stream import merge_desk
 from tests.helpers.accounts import TABLE, UPSERT, AccountLoads
 from tests.helpers.harness import between_batches

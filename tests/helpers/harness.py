@@ -14,7 +14,7 @@ from compactor.domain.events import MergeStatus, SegmentCompleted
 from compactor.domain.segments import Segment, TimeRange
 from compactor.job.wiring import assemble
 from compactor.kafka.settings import KafkaSettings
-from compactor.observe.metrics import JobMetrics
+from compactor.observe.metrics.job_metrics import JobMetrics
 from compactor.stream.handler import BatchHandler
 from compactor.stream.merging.workers import InlineWorkers, Workers
 from compactor.stream.recovery import EAGER_TABLES

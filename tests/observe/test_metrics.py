@@ -10,9 +10,9 @@ from types import SimpleNamespace
 import pytest
 
 from compactor.delta.rewrite.merge import phases
-from compactor.observe.metrics import SIZE_BUCKETS, JobMetrics, size_buckets
-from compactor.observe.readiness import lag_of, offsets_behind
-from compactor.observe.server import ProbeServer
+from compactor.observe.metrics.job_metrics import SIZE_BUCKETS, JobMetrics, size_buckets
+from compactor.observe.metrics.readiness import lag_of, offsets_behind
+from compactor.observe.metrics.server import ProbeServer
 from compactor.stream.debt_trend import ingest_hours
 from compactor.stream.reporting import BATCH_PHASES
 from tests.helpers.harness import Harness
@@ -175,7 +175,7 @@ def test_the_grafana_dashboard_plots_only_metrics_the_job_exports(harness: Harne
     # the job's lease is served beside the shards' metrics (observe.shard_metrics)
     from compactor.kafka.lease import ControllerLease
     from compactor.kafka.settings import KafkaSettings
-    from compactor.observe.shard_metrics import lease_families
+    from compactor.observe.metrics.shard_metrics import lease_families
 
     lease = ControllerLease(KafkaSettings("127.0.0.1:1", segments_topic="s"), "/wh")
     exported |= {sample.name for family in lease_families(lease) for sample in family.samples}
@@ -187,6 +187,27 @@ def test_the_grafana_dashboard_plots_only_metrics_the_job_exports(harness: Harne
         for name in re.findall(r"compactor_\w+", t["expr"])
     }
     assert used and used <= exported, sorted(used - exported)
+
+
+def test_every_metric_the_job_exports_is_declared_once_with_its_help_and_labels(harness: Harness) -> None:
+    """`observe/metrics/declared.py` is the one list the docs' metrics page is generated from: the
+    job exports exactly what it declares, with the declared help and labels (and a shard's)."""
+    from compactor.kafka.lease import ControllerLease
+    from compactor.kafka.settings import KafkaSettings
+    from compactor.observe.metrics.declared import METRICS, declared
+    from compactor.observe.metrics.shard_metrics import lease_families
+
+    harness.store.create("t")
+    handler = harness.handler(MINOR)
+    handler.process(harness.loaded(harness.day(0), harness.day(1), harness.day(2)))
+    lease = ControllerLease(KafkaSettings("127.0.0.1:1", segments_topic="s"), "/wh")
+    families = [*handler.metrics.registry.collect(), *lease_families(lease)]
+    assert sorted((f.name, f.type) for f in families) == sorted((m.name, m.kind) for m in METRICS)
+    for family in families:
+        spec = declared(family.name, family.type)  # type: ignore[arg-type]
+        assert family.documentation == spec.help
+        for sample in family.samples:
+            assert set(sample.labels) - {"le"} == set(spec.labels), (family.name, sample.labels)
 
 
 def test_segment_sizes_fall_into_cumulative_buckets() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from compactor.observe.shard_metrics import ShardMetrics
+from compactor.observe.metrics.shard_metrics import ShardMetrics
 
 
 def samples(metrics: ShardMetrics, name: str) -> dict[tuple[tuple[str, str], ...], float]:

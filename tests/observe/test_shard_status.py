@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from compactor.kafka.shards import ShardLayout
-from compactor.observe.shard_status import render_shards, shard_statuses
+from compactor.observe.status.shard_status import render_shards, shard_statuses
 
 LAYOUT = ShardLayout("segments", 2, 4)
 

@@ -10,7 +10,7 @@ from compactor.config.loading import load_config
 from compactor.domain.columns import SegmentColumns
 from compactor.domain.plans import make_plan
 from compactor.domain.segments import Origin, RowCount, Segment, TimeRange
-from compactor.observe.status import DeletedRows, render, table_status
+from compactor.observe.status.table_status import DeletedRows, render, table_status
 from compactor.rules.due import Due, table_due
 from compactor.rules.late_data import summary
 from tests.helpers.segments import seg
@@ -122,7 +122,7 @@ def test_status_counts_the_deleted_rows_its_files_still_hold() -> None:
 
 
 def test_status_says_how_far_the_log_is_from_its_checkpoint() -> None:
-    from compactor.observe.status import LogState
+    from compactor.observe.status.table_status import LogState
 
     behind = table_status("t", True, [], [], [], log=LogState(version=57, checkpoint=50, every=10))
     assert (

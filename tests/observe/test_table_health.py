@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from compactor.observe.table_health import TableFacts, assess, least_healthy
+from compactor.observe.status.table_health import TableFacts, assess, least_healthy
 
 MIB = 1024 * 1024
 

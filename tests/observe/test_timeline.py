@@ -11,8 +11,8 @@ from PIL import Image
 from compactor.catalog.changes import CommitRecord
 from compactor.domain.segments import SegmentState
 from compactor.errors import ConfigError
-from compactor.observe.timeline import Timeline, layout
-from compactor.observe.timeline_plot import save
+from compactor.observe.pictures.timeline import Timeline, layout
+from compactor.observe.pictures.timeline_plot import save
 from tests.helpers.segments import day, seg
 
 NOW = day("2024-02-01")

@@ -261,7 +261,7 @@ def test_coverage_answers_with_the_late_segments_beside_their_host() -> None:
 def test_the_gauges_show_the_watermark_and_the_late_data_waiting() -> None:
     from prometheus_client import CollectorRegistry
 
-    from compactor.observe.late_gauges import LateDataCollector
+    from compactor.observe.metrics.late_gauges import LateDataCollector
 
     sim = Simulation(config(late_fold_ratio=0.1))
     sealed_week(sim)

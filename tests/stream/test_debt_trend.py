@@ -13,7 +13,7 @@ import pytest
 from compactor.config.loading import load_config
 from compactor.domain.plans import make_plan
 from compactor.domain.segments import Segment, TimeRange
-from compactor.observe.status import render, table_status
+from compactor.observe.status.table_status import render, table_status
 from compactor.rules.engine import evaluate
 from compactor.rules.simulation import Simulation
 from compactor.stream.debt_trend import DebtTrend, Objective, Reading, drain_rate, is_stuck, objective

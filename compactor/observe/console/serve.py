@@ -20,7 +20,7 @@ from compactor.observe.console.controls import Controls
 from compactor.observe.console.snapshot import ShardRow
 from compactor.observe.console.sources import ConsoleSource, JobSource, WarehouseSource
 from compactor.observe.console.topic_tail import TopicTail
-from compactor.observe.shard_status import ShardStatus
+from compactor.observe.status.shard_status import ShardStatus
 
 if TYPE_CHECKING:
     from compactor.delta.spark_store import SparkTableStore

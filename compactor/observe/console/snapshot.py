@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from compactor.observe.timeline import Timeline
+from compactor.observe.pictures.timeline import Timeline
 
 PAGE_SIZE = 50
 LEAST_HEALTHY = 10

@@ -39,10 +39,10 @@ from compactor.observe.console.snapshot import (
     trend_words,
 )
 from compactor.observe.console.topic_tail import TopicTail
-from compactor.observe.health_collector import live_facts
-from compactor.observe.status import TableStatus
-from compactor.observe.table_health import TableFacts, assess
-from compactor.observe.timeline import layout
+from compactor.observe.metrics.health_collector import live_facts
+from compactor.observe.pictures.timeline import layout
+from compactor.observe.status.table_health import TableFacts, assess
+from compactor.observe.status.table_status import TableStatus
 from compactor.rules.engine import evaluate
 
 if TYPE_CHECKING:
@@ -249,7 +249,7 @@ class WarehouseSource:
     def read(self) -> None:
         """Read every table's status now (the daemon thread does this every `refresh` seconds)."""
         from compactor.delta.warehouse.catalog_table import DeltaCatalogStore
-        from compactor.observe.warehouse_status import table_report
+        from compactor.observe.status.warehouse_status import table_report
 
         now = now_utc()
         stored = DeltaCatalogStore(self.spark, self.warehouse_uri, writer=False).load()

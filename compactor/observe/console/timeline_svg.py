@@ -10,7 +10,7 @@ from collections.abc import Collection
 from markupsafe import Markup, escape
 
 from compactor.domain.segments import SegmentState
-from compactor.observe.timeline import Timeline
+from compactor.observe.pictures.timeline import Timeline
 
 WIDTH = 960
 LABEL = 110  # the lanes' labels

@@ -30,7 +30,7 @@ from compactor.observe.console.snapshot import (
     Totals,
     Warehouse,
 )
-from compactor.observe.timeline import layout
+from compactor.observe.pictures.timeline import layout
 
 NOW = datetime(2024, 6, 1, tzinfo=UTC)
 EVIL = '<script>alert("x")</script><img src=x onerror=alert(1)>'

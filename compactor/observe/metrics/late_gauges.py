@@ -4,22 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
 from compactor.config.rules import RuleConfig
 from compactor.domain.segments import Segment
+from compactor.observe.metrics.declared import gauge_family
 from compactor.rules.late_data import of_table
 
 SealingView = tuple[str, Sequence[Segment], Iterable[RuleConfig]]
 GAUGES = {
-    "watermark": (
-        "compactor_watermark_seconds",
-        "Event-time watermark: the latest event end held minus the allowed lateness (epoch s).",
-    ),
-    "segments": ("compactor_late_segments", "Late segments waiting beside what they overlap."),
-    "bytes": ("compactor_late_bytes", "Bytes of late segments waiting beside what they overlap."),
-    "sealed": ("compactor_late_sealed_buckets", "Sealed late runs waiting to fold."),
+    "watermark": "compactor_watermark_seconds",
+    "segments": "compactor_late_segments",
+    "bytes": "compactor_late_bytes",
+    "sealed": "compactor_late_sealed_buckets",
 }
 
 
@@ -30,9 +28,7 @@ class LateDataCollector(Collector):
         self.tables = tables
 
     def collect(self) -> Iterator[Metric]:
-        gauges = {
-            key: GaugeMetricFamily(name, text, labels=["table"]) for key, (name, text) in GAUGES.items()
-        }
+        gauges = {key: gauge_family(name) for key, name in GAUGES.items()}
         try:
             views = list(self.tables())
         except RuntimeError:  # the batch thread changed the catalog while it was read: next scrape

@@ -15,7 +15,7 @@ from matplotlib.patches import Patch, Rectangle
 
 from compactor.domain.segments import Segment, SegmentState
 from compactor.errors import ConfigError
-from compactor.observe.timeline import Timeline
+from compactor.observe.pictures.timeline import Timeline
 
 FORMATS = (".png", ".svg")
 RECENT_EDGE = "#d62728"

@@ -9,7 +9,7 @@ from pathlib import Path
 from matplotlib.figure import Figure
 
 from compactor.errors import ConfigError
-from compactor.observe.timeline_plot import day_number
+from compactor.observe.pictures.timeline_plot import day_number
 from compactor.rules.what_if import WhatIf
 
 FORMATS = (".png", ".svg", ".html")

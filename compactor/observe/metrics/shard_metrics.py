@@ -11,11 +11,12 @@ import threading
 from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
 from compactor.kafka.lease import ControllerLease
-from compactor.observe.metrics import JobMetrics
+from compactor.observe.metrics.declared import counter_family, gauge_family
+from compactor.observe.metrics.job_metrics import JobMetrics
 
 
 class ShardMetrics(Collector):
@@ -65,25 +66,17 @@ class ShardMetrics(Collector):
 def lease_families(lease: ControllerLease) -> Iterator[Metric]:
     """The lease as metrics, read when scraped."""
     notes = list(lease.notes)
-    held = GaugeMetricFamily("compactor_lease_shards_held", "Shards this job holds now.")
+    held = gauge_family("compactor_lease_shards_held")
     held.add_metric([], len(lease.owned))
     yield held
-    outage = GaugeMetricFamily(
-        "compactor_lease_lost", "1 while this job has lost shards with their session and is rejoining."
-    )
+    outage = gauge_family("compactor_lease_lost")
     outage.add_metric([], 1.0 if lease.lost.is_set() else 0.0)
     yield outage
-    for kind, what in (
-        ("lost", "Times shards were lost with the group session (the job stopped them and rejoined)."),
-        ("rejoined", "Times lost shards came back to this job."),
-        ("rebuilt", "Times the lease's consumer was rebuilt after a fatal error."),
-    ):
-        counter = CounterMetricFamily(f"compactor_lease_{kind}", what)
+    for kind in ("lost", "rejoined", "rebuilt"):
+        counter = counter_family(f"compactor_lease_{kind}")
         counter.add_metric([], lease.counts.get(kind, 0))
         yield counter
     last = next((n.outage_s for n in reversed(notes) if n.kind == "rejoined"), None)
-    seconds = GaugeMetricFamily(
-        "compactor_lease_last_outage_seconds", "How long the last lost session lasted, until the rejoin."
-    )
+    seconds = gauge_family("compactor_lease_last_outage_seconds")
     seconds.add_metric([], last if last is not None else 0.0)
     yield seconds

@@ -16,15 +16,16 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
 from compactor.domain.events import MergeResult, MergeStatus
 from compactor.domain.segments import Segment
-from compactor.observe.health_collector import HealthCollector
-from compactor.observe.key_index_collector import KeyIndexCollector
-from compactor.observe.late_gauges import LateDataCollector
+from compactor.observe.metrics.declared import counter, gauge, gauge_family, histogram, histogram_family
+from compactor.observe.metrics.health_collector import HealthCollector
+from compactor.observe.metrics.key_index_collector import KeyIndexCollector
+from compactor.observe.metrics.late_gauges import LateDataCollector
 from compactor.stream.control import Control
 from compactor.stream.debt_trend import Objective, ingest_hours
 from compactor.stream.job_view import JobView
@@ -37,20 +38,6 @@ AGE_BUCKETS = (60, 300, 900, 3600, 4 * 3600, 12 * 3600, 86400, 3 * 86400, 7 * 86
 TableView = tuple[str, Sequence[Segment], bool, timedelta | None]
 
 
-def _counter(r: CollectorRegistry, name: str, text: str, *labels: str) -> Counter:
-    return Counter(name, text, labels, registry=r)
-
-
-def _gauge(r: CollectorRegistry, name: str, text: str, *labels: str) -> Gauge:
-    return Gauge(name, text, labels, registry=r)
-
-
-def _histogram(
-    r: CollectorRegistry, name: str, text: str, buckets: tuple[float, ...], *labels: str
-) -> Histogram:
-    return Histogram(name, text, labels, buckets=buckets, registry=r)
-
-
 class JobMetrics:
     """The job's metrics; the stream calls the `on_*` methods, Prometheus reads the registry."""
 
@@ -58,154 +45,45 @@ class JobMetrics:
         self.registry = r = registry or CollectorRegistry()
 
         # merges
-        self.merges_completed = _counter(
-            r, "compactor_merges_completed", "Merges committed.", "table", "rule"
-        )
-        self.merges_failed = _counter(
-            r, "compactor_merges_failed", "Merges that did not commit, by status.", "table", "rule", "reason"
-        )
-        self.merge_duration = _histogram(
-            r,
-            "compactor_merge_duration_seconds",
-            "Time a committed merge took.",
-            DURATION_BUCKETS,
-            "table",
-            "rule",
-        )
-        self.rows = _counter(
-            r, "compactor_merge_rows", "Rows read and written by merges.", "table", "direction"
-        )
-        self.bytes = _counter(
-            r, "compactor_merge_bytes", "Bytes read and written by merges.", "table", "direction"
-        )
-        self.conflicts_lost = _counter(
-            r, "compactor_conflicts_lost", "Commits another writer won (a lost commit race).", "table"
-        )
-        self.merge_write = _histogram(
-            r,
-            "compactor_merge_write_seconds",
-            "Time a committed merge spent writing (uploading) its files, before Delta's commit.",
-            DURATION_BUCKETS,
-            "table",
-        )
-        self.merge_commit = _histogram(
-            r,
-            "compactor_merge_commit_seconds",
-            "Time Delta's commit of a merge took once its files were written.",
-            PHASE_BUCKETS,
-            "table",
-        )
-        self.retries = _counter(r, "compactor_merge_retries", "Merge commits tried again.", "table")
-        self.cancelled = _counter(
-            r, "compactor_merges_cancelled", "Merges cancelled (hung, or by an operator).", "table"
-        )
-        self.redelivered = _counter(
-            r,
-            "compactor_events_redelivered",
-            "Events of segments already tracked or merged away (Hydrolix's merge: partitions sourced that are already tracked).",
-            "table",
-        )
-        self.quarantines = _counter(
-            r,
-            "compactor_quarantines",
-            "Times a table was quarantined after its merges failed in a row.",
-            "table",
-        )
-        self.active_merges = _gauge(r, "compactor_active_merges", "Merges being committed now.")
-        self.busy_seconds = _counter(
-            r,
-            "compactor_merge_busy_seconds",
-            "Time spent committing merges; its rate is the executors' duty cycle.",
-        )
-        self.bucket_age = _histogram(
-            r,
-            "compactor_bucket_age_seconds",
-            "Age of a merge's oldest input when it committed.",
-            AGE_BUCKETS,
-            "table",
-        )
+        self.merges_completed = counter(r, "compactor_merges_completed")
+        self.merges_failed = counter(r, "compactor_merges_failed")
+        self.merge_duration = histogram(r, "compactor_merge_duration_seconds", DURATION_BUCKETS)
+        self.rows = counter(r, "compactor_merge_rows")
+        self.bytes = counter(r, "compactor_merge_bytes")
+        self.conflicts_lost = counter(r, "compactor_conflicts_lost")
+        self.merge_write = histogram(r, "compactor_merge_write_seconds", DURATION_BUCKETS)
+        self.merge_commit = histogram(r, "compactor_merge_commit_seconds", PHASE_BUCKETS)
+        self.retries = counter(r, "compactor_merge_retries")
+        self.cancelled = counter(r, "compactor_merges_cancelled")
+        self.redelivered = counter(r, "compactor_events_redelivered")
+        self.quarantines = counter(r, "compactor_quarantines")
+        self.active_merges = gauge(r, "compactor_active_merges")
+        self.busy_seconds = counter(r, "compactor_merge_busy_seconds")
+        self.bucket_age = histogram(r, "compactor_bucket_age_seconds", AGE_BUCKETS)
         self._stream_metrics(r)
 
     def _stream_metrics(self, r: CollectorRegistry) -> None:
-        self.events = _counter(
-            r, "compactor_events", "Events from the segments topic whose work is done and saved."
-        )
-        self.dead_letters = _counter(
-            r, "compactor_dead_letters", "Events refused to the dead-letter topic.", "reason"
-        )
-        self.batch_duration = _histogram(
-            r, "compactor_batch_duration_seconds", "Time one micro-batch took.", DURATION_BUCKETS
-        )
-        self.last_success = _gauge(
-            r, "compactor_last_batch_success_timestamp_seconds", "When a micro-batch last succeeded."
-        )
-        self.batch_phase = _histogram(
-            r,
-            "compactor_batch_phase_seconds",
-            "Time a micro-batch spent in one phase (see BATCH_PHASES).",
-            PHASE_BUCKETS,
-            "phase",
-        )
-        self.deferring = _gauge(
-            r,
-            "compactor_deferring_optional_merges",
-            "1 while the job is too far behind its events to run optional merges (admission control).",
-        )
-        self.outage = _gauge(
-            r,
-            "compactor_outage",
-            "1 while attempts are paused because many tables fail with one kind of error (an outage: "
-            "no table is quarantined for it).",
-        )
-        self.outages = _counter(r, "compactor_outages", "Outages seen: attempts paused, tables not blamed.")
+        self.events = counter(r, "compactor_events")
+        self.dead_letters = counter(r, "compactor_dead_letters")
+        self.batch_duration = histogram(r, "compactor_batch_duration_seconds", DURATION_BUCKETS)
+        self.last_success = gauge(r, "compactor_last_batch_success_timestamp_seconds")
+        self.batch_phase = histogram(r, "compactor_batch_phase_seconds", PHASE_BUCKETS)
+        self.deferring = gauge(r, "compactor_deferring_optional_merges")
+        self.outage = gauge(r, "compactor_outage")
+        self.outages = counter(r, "compactor_outages")
         self._in_outage = False
-        self.log_commits = _gauge(
-            r,
-            "compactor_log_commits_since_checkpoint",
-            "Commits in the table's Delta log since its newest checkpoint (the job's maintainer "
-            "writes one past the table's checkpoint_every).",
-            "table",
-        )
-        self.checkpoints = _counter(
-            r,
-            "compactor_checkpoints",
-            "Checkpoints of a table's log written by the job's maintainer.",
-            "table",
-        )
-        self.plan_attempts = _counter(
-            r,
-            "compactor_plan_attempts",
-            "Evaluations of a table's rules: full, or near the segment an event brought.",
-            "scope",
-        )
-        self.catalog_seconds = _histogram(
-            r,
-            "compactor_catalog_seconds",
-            "Time one call to the catalog store took: load, save, retired (a lookup).",
-            PHASE_BUCKETS,
-            "operation",
-        )
-        self.consumer_lag = _gauge(
-            r, "compactor_consumer_lag_events", "Events on the segments topic the query has not processed."
-        )
+        self.log_commits = gauge(r, "compactor_log_commits_since_checkpoint")
+        self.checkpoints = counter(r, "compactor_checkpoints")
+        self.plan_attempts = counter(r, "compactor_plan_attempts")
+        self.catalog_seconds = histogram(r, "compactor_catalog_seconds", PHASE_BUCKETS)
+        self.consumer_lag = gauge(r, "compactor_consumer_lag_events")
         # cleanup
-        self.vacuums = _counter(r, "compactor_vacuums", "VACUUM runs that completed.", "table")
-        self.last_vacuum = _gauge(
-            r, "compactor_last_vacuum_timestamp_seconds", "When a table's VACUUM last completed.", "table"
-        )
-        self.deleted_rows = _gauge(
-            r,
-            "compactor_deleted_rows",
-            "Rows other writers deleted that deletion vectors still hide in the table's files.",
-            "table",
-        )
-        self.deleted_ratio = _gauge(
-            r, "compactor_deleted_rows_ratio", "Deleted rows over all rows in the table's files.", "table"
-        )
-        self.purges = _counter(
-            r, "compactor_purges", "Segments rewritten without their deleted rows.", "table"
-        )
-        self.purged_rows = _counter(r, "compactor_purged_rows", "Deleted rows purged from files.", "table")
+        self.vacuums = counter(r, "compactor_vacuums")
+        self.last_vacuum = gauge(r, "compactor_last_vacuum_timestamp_seconds")
+        self.deleted_rows = gauge(r, "compactor_deleted_rows")
+        self.deleted_ratio = gauge(r, "compactor_deleted_rows_ratio")
+        self.purges = counter(r, "compactor_purges")
+        self.purged_rows = counter(r, "compactor_purged_rows")
 
     # -- what the stream reports ------------------------------------------------------------
 
@@ -356,27 +234,12 @@ class _CatalogCollector(Collector):
         return []
 
     def collect(self) -> Iterator[Metric]:
-        tracked = GaugeMetricFamily(
-            "compactor_segments",
-            "Segments tracked, by table, level and state.",
-            labels=["table", "level", "state"],
-        )
-        per_table = {
-            name: GaugeMetricFamily(name, text, labels=["table"]) for name, text in TABLE_GAUGES.items()
-        }
-        per_level = {
-            name: GaugeMetricFamily(name, text, labels=["table", "level"])
-            for name, text in LEVEL_GAUGES.items()
-        }
+        tracked = gauge_family("compactor_segments")
+        per_table = {name: gauge_family(name) for name in TABLE_GAUGES}
+        per_level = {name: gauge_family(name) for name in LEVEL_GAUGES}
         now = self.clock()
-        objective = GaugeMetricFamily(
-            "compactor_debt_objective",
-            "1 for the state of the table's max_debt objective (met, at_risk, breached), 0 for the others.",
-            labels=["table", "state"],
-        )
-        sizes = HistogramMetricFamily(
-            "compactor_segment_size_bytes", "Sizes of a table's live segments (bytes).", labels=["table"]
-        )
+        objective = gauge_family("compactor_debt_objective")
+        sizes = histogram_family("compactor_segment_size_bytes")
         for table, segments, merging, max_debt in self._snapshot():
             sizes.add_metric([table], *size_buckets([s.bytes for s in segments]))
             for (level, state), n in sorted(
@@ -433,29 +296,24 @@ class _CatalogCollector(Collector):
 
 
 # per-table gauges read off the catalog at scrape time
-TABLE_GAUGES = {
-    "compactor_segment_bytes": "Bytes of the tracked segments.",
-    "compactor_actual_segments": "Segments a table has now.",
-    "compactor_ideal_segments": "Segments the table would have if every ready merge were done.",
-    "compactor_merge_efficiency": "Ideal over actual segment count (1 when nothing waits).",
-    "compactor_merge_candidates": "Merges ready to run.",
-    "compactor_debt_segments": "Segments the rules would merge now.",
-    "compactor_debt_bytes": "Bytes the rules would merge now.",
-    "compactor_debt_oldest_age_seconds": "Age of the oldest segment waiting to merge.",
-    "compactor_debt_ingest_hours": "Debt in hours of ingest (its bytes over the last day's ingest rate).",
-    "compactor_merging_enabled": "1 unless an operator turned the table's merging off.",
-    "compactor_write_amplification": "Bytes merges rewrote over bytes loaded, over the last 30 days.",
-    "compactor_debt_drain_bytes_per_hour": "Net fall of the debt per hour over the last 15 minutes.",
-    "compactor_debt_eta_seconds": "Until the debt is paid at its drain rate (+Inf while it does not fall).",
-    "compactor_debt_stuck": "1 when the debt has not fallen for 10 evaluations while the job kept up.",
-}
-
-
+TABLE_GAUGES = (
+    "compactor_segment_bytes",
+    "compactor_actual_segments",
+    "compactor_ideal_segments",
+    "compactor_merge_efficiency",
+    "compactor_merge_candidates",
+    "compactor_debt_segments",
+    "compactor_debt_bytes",
+    "compactor_debt_oldest_age_seconds",
+    "compactor_debt_ingest_hours",
+    "compactor_merging_enabled",
+    "compactor_write_amplification",
+    "compactor_debt_drain_bytes_per_hour",
+    "compactor_debt_eta_seconds",
+    "compactor_debt_stuck",
+)
 # merge debt by the level of the waiting segments (0: as loaded)
-LEVEL_GAUGES = {
-    "compactor_debt_level_segments": "Segments of this level the rules would merge now.",
-    "compactor_debt_level_bytes": "Bytes of this level's segments the rules would merge now.",
-}
+LEVEL_GAUGES = ("compactor_debt_level_segments", "compactor_debt_level_bytes")
 
 
 def size_buckets(sizes: Sequence[int]) -> tuple[list[tuple[str, float]], float]:

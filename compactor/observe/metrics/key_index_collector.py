@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
+from compactor.observe.metrics.declared import gauge_family
 from compactor.stream.key_indexes import IndexFacts
 
 
@@ -17,25 +18,10 @@ class KeyIndexCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         found = sorted(self.facts().items())
-        keys = GaugeMetricFamily(
-            "compactor_key_index_keys", "Keys in the upsert table's key index.", labels=["table"]
-        )
-        memory = GaugeMetricFamily(
-            "compactor_key_index_bytes",
-            "Driver memory the key index's columns take (0 for one kept as a dict: a comparison "
-            "column of strings or decimals).",
-            labels=["table"],
-        )
-        version = GaugeMetricFamily(
-            "compactor_key_index_snapshot_version",
-            "The table version of the index's latest snapshot on the warehouse (absent: none yet).",
-            labels=["table"],
-        )
-        age = GaugeMetricFamily(
-            "compactor_key_index_snapshot_age_seconds",
-            "Seconds since the job wrote (or took back) the index's latest snapshot.",
-            labels=["table"],
-        )
+        keys = gauge_family("compactor_key_index_keys")
+        memory = gauge_family("compactor_key_index_bytes")
+        version = gauge_family("compactor_key_index_snapshot_version")
+        age = gauge_family("compactor_key_index_snapshot_age_seconds")
         for table, facts in found:
             keys.add_metric([table], facts.keys)
             memory.add_metric([table], facts.memory_bytes)

@@ -7,11 +7,12 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
 from compactor.errors import Rejected
-from compactor.observe.table_health import TableFacts, TableHealth, assess
+from compactor.observe.metrics.declared import counter_family, gauge_family
+from compactor.observe.status.table_health import TableFacts, TableHealth, assess
 from compactor.stream.job_view import JobView
 from compactor.stream.runner import quarantine_error
 
@@ -81,24 +82,12 @@ class HealthCollector(Collector):
                     self._seconds[key] = self._seconds.get(key, 0.0) + now - previous[1]
                 self._seen[table] = (health.state, now)
             seconds = dict(self._seconds)
-        score = GaugeMetricFamily(
-            "compactor_table_health",
-            "The table's health, 0 (worst) to 100 (see `compactor status`).",
-            labels=["table"],
-        )
-        word = GaugeMetricFamily(
-            "compactor_table_state",
-            "1 for the table's state now: merged, awaiting, merging, waiting, quarantined or disabled.",
-            labels=["table", "state"],
-        )
+        score = gauge_family("compactor_table_health")
+        word = gauge_family("compactor_table_state")
         for table, health in sorted(healths.items()):
             score.add_metric([table], health.score)
             word.add_metric([table, health.state], 1.0)
-        spent = CounterMetricFamily(
-            "compactor_table_state_seconds",
-            "Time the table has spent in each state (between scrapes).",
-            labels=["table", "state"],
-        )
+        spent = counter_family("compactor_table_state_seconds")
         for (table, state), total in sorted(seconds.items()):
             spent.add_metric([table, state], total)
         yield score

@@ -20,8 +20,14 @@ from compactor.kafka.lease import group_owners, lease_group
 from compactor.kafka.settings import KafkaSettings
 from compactor.kafka.shards import ShardLayout
 from compactor.kafka.topics import end_offsets
-from compactor.observe.shard_status import ShardStatus, shard_statuses
-from compactor.observe.status import DeletedRows, LogState, TableStatus, offline_health, table_status
+from compactor.observe.status.shard_status import ShardStatus, shard_statuses
+from compactor.observe.status.table_status import (
+    DeletedRows,
+    LogState,
+    TableStatus,
+    offline_health,
+    table_status,
+)
 from compactor.rules.due import table_due
 from compactor.rules.engine import evaluate
 from compactor.rules.late_data import summary

@@ -13,7 +13,7 @@ from compactor.catalog.changes import CommitRecord
 from compactor.catalog.failures import Failure
 from compactor.domain.plans import MergePlan
 from compactor.domain.segments import RowCount, Segment
-from compactor.observe.table_health import TableFacts, TableHealth, assess
+from compactor.observe.status.table_health import TableFacts, TableHealth, assess
 from compactor.rules.due import Due
 
 LAST_MERGES = 5
