@@ -25,6 +25,7 @@ import threading
 import time
 import urllib.request
 import uuid
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -103,12 +104,9 @@ class TimedJob:
         self.process.wait()
 
 
-def send_load(spark: Any, kafka: Any, warehouse: str, n: int) -> None:
-    """A new real segment of the warehouse's real table, and its completion event."""
-    from datetime import timedelta
-
-    from startup import START
-
+def send_load(spark: Any, kafka: Any, warehouse: str, n: int, start: datetime) -> None:
+    """A new real segment of the warehouse's real table (loaded at `start`, its range `n` hours
+    before), and its completion event."""
     from compactor.client.loader import sample_rows
     from compactor.codec.events import default_codec
     from compactor.delta.table_ops.writes import write_segment
@@ -116,8 +114,8 @@ def send_load(spark: Any, kafka: Any, warehouse: str, n: int) -> None:
     from compactor.domain.segments import Segment, TimeRange
     from compactor.kafka.producer import EventProducer
 
-    end = START - timedelta(hours=n)
-    load = Segment(f"restart-{n}", "t0000", TimeRange(end - timedelta(hours=1), end), START)
+    end = start - timedelta(hours=n)
+    load = Segment(f"restart-{n}", "t0000", TimeRange(end - timedelta(hours=1), end), start)
     load = write_segment(spark, warehouse, load, sample_rows(spark, end - timedelta(hours=1), end, 10))
     value = default_codec().encode_segment_completed(SegmentCompleted(load, load.loaded_at))
     producer = EventProducer(kafka)
@@ -126,7 +124,7 @@ def send_load(spark: Any, kafka: Any, warehouse: str, n: int) -> None:
 
 
 def restart_figures(
-    spark: Any, root: Path, bootstrap: str, warehouse: str, config: Path
+    spark: Any, root: Path, bootstrap: str, warehouse: str, config: Path, loaded_at: datetime
 ) -> list[dict[str, Any]]:
     """Cold start, restart after SIGKILL, and restart as a newcomer, for one job."""
     from compactor.delta.paths import warehouse_uri
@@ -140,7 +138,7 @@ def restart_figures(
     args = run_args(config, warehouse, checkpoint, kafka)
     rows: list[dict[str, Any]] = []
     for n, start in enumerate(("cold start", "restart after SIGKILL", "restart as a newcomer")):
-        send_load(spark, kafka, warehouse, n + 1)
+        send_load(spark, kafka, warehouse, n + 1, loaded_at)
         seat = None
         if start == "restart as a newcomer":  # the host's seat is someone else's: a new static name
             seat = take_seat(

@@ -267,7 +267,7 @@ def restart_part(spark: Any, root: Path, segments: int) -> list[dict[str, Any]]:
     config.write_text(json.dumps(CONFIG_SOURCE))  # JSON is YAML
     try:
         with kafka_bootstrap(root) as bootstrap:
-            rows = restart_figures(spark, root, bootstrap, warehouse, config)
+            rows = restart_figures(spark, root, bootstrap, warehouse, config, START)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     print(f"\n`compactor run`, 10 tables and {segments} segments: seconds from spawn to")
