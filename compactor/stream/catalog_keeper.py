@@ -97,6 +97,10 @@ class CatalogKeeper:
             self.metrics.on_deleted_rows(table, deleted, deleted + sum(s.records for s in held))
         self.purges.offer(segments)
 
+    def upkeep_store(self) -> None:
+        """The durable store's own upkeep, when due (the catalog table compacted and vacuumed)."""
+        self.catalog_store.upkeep()
+
     def fence(self) -> None:
         """The shard was lost: its part of the catalog is saved no more (its next holder's job
         writes that journal now; two writers would interleave it)."""

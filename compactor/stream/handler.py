@@ -22,16 +22,19 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from compactor.delta.store import TableStore
 from compactor.domain.segments import Segment
 from compactor.errors import DeliveryError, Fenced, Rejected
 from compactor.rules.due import Due
-from compactor.stream.admission import Admission, table_of
+from compactor.stream.admission import Admission, KnownTables, table_of
 from compactor.stream.announcer import Announcer
 from compactor.stream.catalog_keeper import CatalogKeeper
 from compactor.stream.control import Control
+from compactor.stream.cool_down import CoolDown
+from compactor.stream.due import DueTimes
 from compactor.stream.fair_lock import FairRLock
 from compactor.stream.job_view import JobView
-from compactor.stream.key_indexes import Snapshot
+from compactor.stream.key_indexes import KeyIndexes, Snapshot
 from compactor.stream.log_keeper import LogKeeper
 from compactor.stream.merging.scheduler import MergeScheduler
 from compactor.stream.merging.waiting import INLINE_ORIGINS
@@ -44,6 +47,7 @@ from compactor.stream.stats import HandlerStats, TriggerCounts
 from compactor.stream.sub_partition_delete import delete_value
 from compactor.stream.switches import Held, TableSwitches
 from compactor.stream.table_configs import TableConfigs
+from compactor.stream.table_failures import TableFailures
 from compactor.stream.triggers import DeadLetter, Envelope, Trigger
 
 if TYPE_CHECKING:
@@ -73,6 +77,13 @@ class BatchHandler:
     control: Control
     metrics: MetricsSink
     clock: Callable[[], datetime]
+    # what the collaborators above use too, given here so that the handler asks, not reaches
+    store: TableStore
+    tables: KnownTables  # the tables the job knows, and those awaited
+    due: DueTimes  # when each table is next attempted
+    cool_down: CoolDown
+    keys: KeyIndexes  # the upsert tables' key indexes
+    failures: TableFailures
     counts: TriggerCounts = field(default_factory=TriggerCounts)
     lock: FairRLock = field(default_factory=FairRLock)  # the upkeep is not starved by batch and tick
     outage_log: OutageLog | None = None  # where the job says so when an outage pauses it
@@ -125,7 +136,7 @@ class BatchHandler:
         self.merges.cancel_hung()  # the watchdog's thread does this too; safe on either
         with self.lock:
             self._advance()
-            due = [] if self.merges.draining else self.planner.due.pop_due(self.clock(), DUE_PER_TICK)
+            due = [] if self.merges.draining else self.due.pop_due(self.clock(), DUE_PER_TICK)
             for table, when in due:
                 self._attempt_due(table, when)
             if due:
@@ -138,38 +149,38 @@ class BatchHandler:
         committed, write the key index snapshots that are due, and purge one table's deleted
         rows. Each step holds the lock only to read or record, never while it writes."""
         with self.lock:
-            catalog = self.keeper.catalog
+            catalog = self.catalog
             probe = self.other_writers.due(time.monotonic(), lambda: catalog.table_names)
             look = self.other_writers.look_for_awaited(time.monotonic())
-            awaited = self.admission.tables.awaited() if look else []
-        store = self.keeper.store
+            awaited = self.tables.awaited() if look else []
+        store = self.store
         written = [t for t in probe if written_since(store, catalog, t)]  # file lookups, without the lock
         born = [t for t in awaited if store.exists(t)]
         with self.lock:
             for table in born:  # its events came before its first commit: found all the same
-                if self.admission.tables.found(table):
+                if self.tables.found(table):
                     log.info("table %s: found in the warehouse after its events were refused", table)
                     written.append(table)
             self._announce_new_tables()
             for table in written:  # what they wrote is attempted now, not at the next event
                 self.keeper.follow(table)
-                self.planner.due.lower(table, Due(self.clock(), "another writer committed to it"))
+                self.due.lower(table, Due(self.clock(), "another writer committed to it"))
             busy = lambda table: self.merges.running(table) > 0 or self.keeper.is_unread(table)  # noqa: E731
             purge = None if self.merges.draining else self.purges.take(catalog, busy)
-            snapshots = self.planner.keys.snapshots_due()
+            snapshots = self.keys.snapshots_due()
         self._save_key_indexes(snapshots)
         if purge:
             self._purge(purge)
         if self.outage_log is not None:
-            self.outage_log.sync(self.runner.failures.outage())
-        self.keeper.catalog_store.upkeep()  # the job's own catalog table: compacted, vacuumed
+            self.outage_log.sync(self.failures.outage())
+        self.keeper.upkeep_store()  # the job's own catalog table: compacted, vacuumed
 
     def keep_logs(self) -> None:
         """Write the checkpoints that are due (never by a merge), on a thread of its own and
         without the job's lock: under a steady load the batches and the ticker held that lock so
         much that the upkeep waiting for it wrote no checkpoint in 26 minutes (bench/years.py)."""
         if self.logs is not None and not self.merges.draining:
-            self.logs.keep(self.keeper.catalog.versions())
+            self.logs.keep(self.catalog.versions())
 
     def log_line(self, table: str) -> str | None:
         """The table's Delta log as the maintainer last saw it, in words (None: not seen yet)."""
@@ -189,7 +200,7 @@ class BatchHandler:
 
     def outage_line(self) -> str | None:
         """The outage that pauses this shard's attempts, in words (None: no outage)."""
-        outage = self.runner.failures.outage()
+        outage = self.failures.outage()
         return outage.line() if outage is not None else None
 
     def _save_key_indexes(self, snapshots: list[Snapshot]) -> None:
@@ -197,14 +208,14 @@ class BatchHandler:
         for snapshot in snapshots:
             try:
                 taken = snapshot.taken
-                self.keeper.store.save_key_index(snapshot.table, snapshot.version, taken.write, taken.keys)
+                self.store.save_key_index(snapshot.table, snapshot.version, taken.write, taken.keys)
             except Exception:  # the next tick tries again; the index itself is whole
                 log.exception("table %s: saving its key index snapshot failed", snapshot.table)
                 with self.lock:
-                    self.planner.keys.unsaved(snapshot)
+                    self.keys.unsaved(snapshot)
                 continue
             with self.lock:
-                self.planner.keys.saved(snapshot)
+                self.keys.saved(snapshot)
 
     def work(self, trigger: Trigger) -> None:
         """Plan the trigger's work and hand the plans to the scheduler (after a requested
@@ -228,7 +239,7 @@ class BatchHandler:
     def until_due(self, ceiling: float) -> float:
         """Seconds until the next table comes due, at most `ceiling`."""
         with self.lock:
-            at = self.planner.due.next_at()
+            at = self.due.next_at()
             if at is None:
                 return ceiling
             return max(0.0, min(ceiling, (at - self.clock()).total_seconds()))
@@ -253,7 +264,7 @@ class BatchHandler:
         """The shard was lost: nothing is written for it from here on, by any thread: no table
         commit (a merge in flight ends uncommitted; the shard's next holder plans it again), no
         purge, sub-partition delete, VACUUM or snapshot, no catalog save, no event published."""
-        self.keeper.store.fence()
+        self.store.fence()
         self.keeper.fence()
         self.announcer.fence()
 
@@ -274,7 +285,7 @@ class BatchHandler:
         try:
             with self.lock:
                 self.keeper.save()
-                snapshots = self.planner.keys.snapshots_due(force=True)
+                snapshots = self.keys.snapshots_due(force=True)
         except Exception as exc:  # the warehouse out of reach: the stop goes on, the tables' logs hold it all
             log.warning(
                 "the catalog could not be saved at the stop (%s: %s); the next start reads what it "
@@ -319,20 +330,20 @@ class BatchHandler:
             self.control,
             self.clock,
             lambda: self.stats,
-            self.planner.keys.all_facts,
+            self.keys.all_facts,
         )
 
     # -- one trigger's work ---------------------------------------------------------------------
 
     def _advance(self, limit: int | None = None) -> None:
-        if self.runner.failures.paused():  # an outage: what finished is recorded, nothing starts
+        if self.failures.paused():  # an outage: what finished is recorded, nothing starts
             limit = 0
         self.merges.advance(lambda table: self._dispatch(Trigger(table, "replan")), limit)
 
     def _attempt_due(self, table: str, due: Due) -> None:
         """What came due: a schedule's rule, then (as for any due time) every rule of the table."""
         if self.catalog.version(table) is None:  # the table left the warehouse
-            self.planner.due.forget(table)
+            self.due.forget(table)
             return
         self.keeper.current(table)
         log.info("table %s: due (%s)", table, due.why)
@@ -340,8 +351,8 @@ class BatchHandler:
         if due.rule is not None:
             self._dispatch(Trigger(table, "schedule", only_rule=due.rule))
         self._dispatch(Trigger(table, "due"))
-        if self.planner.due.get(table) is None:  # not attempted (off, cooling): when it may be
-            self.planner.due.lower(table, self.planner.cool_down.next_end(table))
+        if self.due.get(table) is None:  # not attempted (off, cooling): when it may be
+            self.due.lower(table, self.cool_down.next_end(table))
 
     def _dispatch(self, trigger: Trigger) -> None:
         """An operator's cancel, or a merging switch, first; then the trigger's work, unless the
@@ -351,10 +362,10 @@ class BatchHandler:
             return
         if self.switches.flip(trigger):
             return
-        outage = self.runner.failures.outage_pause()
+        outage = self.failures.outage_pause()
         if outage is not None:  # attempted when the pause ends, without an event
             self.counts.paused_attempts += 1
-            self.planner.due.lower(trigger.table, Due(outage, "the outage's pause ends"))
+            self.due.lower(trigger.table, Due(outage, "the outage's pause ends"))
             return
         held = self.switches.held(trigger.table)
         if held is Held.QUARANTINED:
@@ -390,7 +401,7 @@ class BatchHandler:
         Kafka delivery failures still propagate: the batch must fail and be replayed, or
         an event would be lost. Rejections go on to the dead letters.
         """
-        cool_down, key = self.planner.cool_down, f"table:{trigger.table}"
+        cool_down, key = self.cool_down, f"table:{trigger.table}"
         if cool_down.active(key):
             self.counts.cooled_attempts += 1
             return
@@ -402,20 +413,20 @@ class BatchHandler:
             return
         except Exception as exc:  # backed off and quarantined as a failing merge is
             self.counts.attempt_errors += 1
-            self.runner.failures.failed(trigger.table, key, exc, trigger.only_rule, "its planning")
+            self.failures.failed(trigger.table, key, exc, trigger.only_rule, "its planning")
 
     def _purge(self, segments: list[Segment]) -> None:
         """Purge one table's segments (a batch may run meanwhile), then check the table: the
         purge commit is folded and the segments recounted; a failed purge waits to be retried."""
-        purged = purge_segments(self.keeper.store, self.metrics, segments)
+        purged = purge_segments(self.store, self.metrics, segments)
         with self.lock:
             self.purges.done(purged, segments)
             if purged is not None:
                 self.keeper.check(segments[0].table)
 
     def _announce_new_tables(self) -> None:
-        while self.admission.tables.new:
-            self.announcer.table_appeared(self.admission.tables.new.pop())
+        while self.tables.new:
+            self.announcer.table_appeared(self.tables.new.pop())
 
 
 def _envelope(row: Any) -> Envelope:
