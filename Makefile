@@ -64,11 +64,13 @@ check: lint unit
 # The object stores' connectors are resolved once, before the test workers would each fetch them.
 # Three workers, each with its own Spark and broker: on two cores the e2e tests spend much of
 # their time waiting (job start-ups, sessions, brokers), and a third worker fills it (27 -> 22 min).
-# xdist's load scheduling hands out the slow folders first (tests/conftest.py sorts them there);
-# worksteal gave each worker a block and stole the e2e tests last, a longer tail (37 -> 49 min).
+# tests/conftest.py sorts the slow folders first; xdist's load scheduling would hand each worker
+# a first block of a quarter of its share (about 100 tests), so one worker got every e2e test:
+# `--maxschedchunk 2` hands them out two at a time instead. Worksteal gave each worker a block and
+# stole the e2e tests last, a longer tail (37 -> 49 min).
 test: lint $(TOOLS)
 	$(VENV)/bin/compactor jars --s3 --gcs --spark-only > /dev/null
-	$(VENV)/bin/python -m pytest -q -n 3 -m "not nightly" --durations=25
+	$(VENV)/bin/python -m pytest -q -n 3 --maxschedchunk 2 -m "not nightly" --durations=25
 
 # Tests kept out of CI for now (see the marker's reason in each): run them nightly.
 nightly: $(STAMP) $(TOOLS)

@@ -69,6 +69,7 @@ def machine_info() -> dict[str, Any]:
         "confluent_kafka": _version("confluent-kafka"),
         "java": _java_version(),
         "load_avg_at_start": [round(x, 2) for x in os.getloadavg()],
+        "spark_submit_opts": os.environ.get("SPARK_SUBMIT_OPTS"),  # a smoke run's JIT settings
     }
 
 

@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from compactor.dev import SHORT_RUN_JVM_OPTIONS
+
 log = logging.getLogger(__name__)
 
 
@@ -60,6 +62,10 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield bootstrap
     finally:
         broker.stop()
+
+
+# the suite's JVMs live minutes: JIT settings for that (a SPARK_SUBMIT_OPTS of your own wins)
+os.environ.setdefault("SPARK_SUBMIT_OPTS", SHORT_RUN_JVM_OPTIONS)
 
 
 @pytest.fixture(scope="session")
