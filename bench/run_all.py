@@ -39,6 +39,8 @@ SCRIPTS = [
     "capacity",
     "console_pages",
     "upsert_scale",
+    "log_upkeep",
+    "catalog_growth",
     "years",
 ]
 # whose full run is taken by hand (years.py: about 45 minutes, past any per-script timeout); the
@@ -220,8 +222,34 @@ def _years(d: dict[str, Any]) -> str:
     )
 
 
+def _log_upkeep(d: dict[str, Any]) -> str:
+    log, opens = d["log"], d["cold_open"]
+    ratios = ", ".join(
+        f"{r} {o['kept_vs_fresh']:.2f}x (without checkpoints {o['bare_vs_fresh']:.2f}x)"
+        for r, o in opens.items()
+    )
+    verdict = "met" if all(o["kept_vs_fresh"] <= d["target_ratio"] for o in opens.values()) else "missed"
+    return (
+        f"{d['loads']:,} delta-rs loads, {d['merges']} merges: JSON commits since a checkpoint at most "
+        f"{log['json_commits_since_checkpoint_max']} (K {log['checkpoint_every']}); cold open as kept vs "
+        f"freshly checkpointed: {ratios} (<= {d['target_ratio']}x: {verdict})"
+    )
+
+
+def _catalog_growth(d: dict[str, Any]) -> str:
+    end = d["samples"][-1]
+    return (
+        f"catalog after {d['merges']:,} merges: {end['data_files']} data files, {end['log_files']} log files, "
+        f"{end['total_mib']:.1f} MiB ({d['mib_per_1000_merges_after_half']:.2f} MiB per 1,000 merges); data files "
+        f"{d['data_files_growth_half_to_end']:.2f}x from half-way (<= 1.5x), log commits since a checkpoint "
+        f"at most {d['log_commits_since_checkpoint_max']} (<= 10)"
+    )
+
+
 HEADLINES: dict[str, Callable[[dict[str, Any]], str]] = {
     "years": _years,
+    "catalog_growth": _catalog_growth,
+    "log_upkeep": _log_upkeep,
     "upsert_scale": _upsert_scale,
     "console_pages": _console_pages,
     "capacity": _capacity,
