@@ -106,6 +106,66 @@ def merge_in_group(spark: Any, warehouse: Path, plan: MergePlan, settings: Merge
         context.setLocalProperty("spark.jobGroup.id", None)
 
 
+def test_a_merge_on_a_worker_thread_commits_over_a_checkpoint_written_meanwhile(
+    spark: Any, warehouse: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The job's maintainer checkpoints a table while a merge runs on a worker thread, whose JVM
+    thread has no active session: Delta's commit statistics read the new checkpoint's size, which
+    needs one. Found by bench/log_upkeep.py: the commit landed, then raised
+    DELTA_SPARK_SESSION_NOT_SET, and the merge was reported failed."""
+    import threading
+
+    from compactor.delta.commit.log_upkeep import write_checkpoint
+
+    inputs = [rust_load(warehouse, f"s{i}", i) for i in range(12)]
+    plan = make_plan("t", "minor", inputs[:2])
+    before_each_commit(monkeypatch, lambda txn: write_checkpoint(spark, table_uri(warehouse, "t")))
+    outcome: list[Any] = []
+
+    def merge() -> None:
+        spark._jvm.org.apache.spark.sql.SparkSession.clearActiveSession()
+        try:
+            outcome.append(execute_merge(spark, warehouse, plan, MergeSettings(driver_max_bytes=16 << 20)))
+        except Exception as exc:
+            outcome.append(exc)
+
+    worker = threading.Thread(target=merge)
+    worker.start()
+    worker.join(120)
+    (result,) = outcome
+    assert not isinstance(result, Exception), result
+    assert result.version == 12 and [o.id for o in result.outputs] == [plan.output.id]
+
+
+def test_a_commit_runs_with_the_jobs_session_active_on_a_thread_that_had_none(
+    spark: Any, warehouse: Path
+) -> None:
+    """What the test above cannot force (Delta loads a new checkpoint's provider asynchronously,
+    and only an unfinished load needs the session): the commit's session is active in the worker's
+    thread whatever the commit's settings, and the thread is left as it was found."""
+    import threading
+
+    from compactor.delta.log.live_files import table_live_files
+
+    rust_load(warehouse, "s0", 0)
+    path = table_uri(warehouse, "t")
+    txn = DirectTransaction.begin(spark, path, table_live_files(spark, path, "t"))
+    sessions = spark._jvm.org.apache.spark.sql.SparkSession
+    seen: list[bool] = []
+
+    def commit_thread() -> None:
+        sessions.clearActiveSession()
+        for settings in ({}, {"spark.databricks.delta.maxCommitAttempts": "0"}):
+            with txn._session(settings):
+                seen.append(bool(sessions.getActiveSession().isDefined()))
+            seen.append(bool(sessions.getActiveSession().isDefined()))
+
+    worker = threading.Thread(target=commit_thread)
+    worker.start()
+    worker.join(60)
+    assert seen == [True, False, True, False]
+
+
 @pytest.mark.parametrize(("driver_max_bytes", "jobs"), [(0, 1), (16 << 20, 0)], ids=["spark", "driver"])
 def test_a_merge_removes_exactly_its_inputs_files_in_at_most_one_job_without_a_state_rebuild(
     spark: Any, warehouse: Path, driver_max_bytes: int, jobs: int

@@ -285,14 +285,17 @@ class DirectTransaction:
 
     @contextmanager
     def _session(self, settings: dict[str, str]) -> Iterator[None]:
-        """Delta's transaction reads the active session's settings: with `settings`, the commit
-        runs in a session of the job's holding them (`commit_session`), active in this thread."""
-        if not settings:
-            yield
-            return
+        """The commit runs with a session active in this thread: the job's, or with `settings`
+        one of the job's holding them (`commit_session`: Delta's transaction reads the active
+        session's settings). A merge's worker thread has none of its own, and Delta 4.4 needs one
+        to read a checkpoint written since the transaction began (its commit statistics load the
+        checkpoint's size): without it a merge whose commit had landed was reported failed
+        (DELTA_SPARK_SESSION_NOT_SET, found by bench/log_upkeep.py)."""
         sessions = jvm_class(self._jvm, "org.apache.spark.sql.SparkSession")
         previous = sessions.getActiveSession()
-        sessions.setActiveSession(commit_session(self.spark, settings))
+        sessions.setActiveSession(
+            commit_session(self.spark, settings) if settings else self.spark._jsparkSession
+        )
         try:
             yield
         finally:
