@@ -86,10 +86,13 @@ class LogWatch:
             text = (self.log / f"{version:020d}.json").read_text()
         except OSError:
             return False
+        from compactor.delta.log.commit_metadata import parse_metadata
+
         for line in text.splitlines():
             info = json.loads(line).get("commitInfo")
             if info is not None:
-                return '"op": "merge"' in (info.get("userMetadata") or "")
+                meta = parse_metadata(info.get("userMetadata"))
+                return meta is not None and meta.get("op") == "merge"
         return False
 
     def run(self) -> None:
@@ -181,13 +184,19 @@ def cold_opens(tables: dict[str, Path], readers: dict[str, Callable[[Path], int]
 def main() -> None:
     parser = bench_parser(__doc__, "60 loads")
     parser.add_argument("--loads", type=int, help="loads of the table (full run: 1,000)")
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the work directory (the job's log, the table)"
+    )
     args = parser.parse_args()
     loads = args.loads or (60 if args.quick else 1000)
     work = Path(tempfile.mkdtemp(prefix="compactor-log-upkeep-"))
     try:
         payload = run(work, loads)
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if args.keep:
+            print(f"kept {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
     payload["quick"] = args.quick
     save_results("log_upkeep", args.quick, payload)
     if payload["failures"]:
