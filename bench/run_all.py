@@ -241,7 +241,7 @@ def _catalog_growth(d: dict[str, Any]) -> str:
     return (
         f"catalog after {d['merges']:,} merges: {end['data_files']} data files, {end['log_files']} log files, "
         f"{end['total_mib']:.1f} MiB ({d['mib_per_1000_merges_after_half']:.2f} MiB per 1,000 merges); data files "
-        f"{d['data_files_second_half_vs_first']:.2f}x in the second half against the first (<= 1.5x), log commits since a checkpoint "
+        f"{d['live_files_second_half_vs_first']:.2f}x live files in the second half against the first (<= 1.5x), log commits since a checkpoint "
         f"at most {d['log_commits_since_checkpoint_max']} (<= 10)"
     )
 
