@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -16,16 +16,17 @@ from pyspark.sql import functions as F
 
 from compactor.config.layout import UpsertConfig
 from compactor.config.sort import SortConfig, describe
-from compactor.delta.commit.transaction import DirectTransaction, live_inputs, segment_predicate
+from compactor.delta.commit.transaction import DirectTransaction, segment_predicate
 from compactor.delta.log.commit_metadata import commit_metadata, plan_marker
-from compactor.delta.log.live_files import LiveFile, LiveFileIndex, table_live_files
+from compactor.delta.log.live_files import LiveFile, LiveFileIndex
 from compactor.delta.log.reader import CommitFacts, DeltaLogReader
-from compactor.delta.paths import SEGMENT_COLUMN, table_uri
+from compactor.delta.paths import SEGMENT_COLUMN
 from compactor.delta.predicates import in_list
 from compactor.delta.rewrite.arrange import arrange
 from compactor.delta.rewrite.driver_merge import refusal, write_in_driver
 from compactor.delta.rewrite.index_check import footer
 from compactor.delta.rewrite.merge_settings import MergeSettings
+from compactor.delta.rewrite.one_commit import Produced, rewrite_in_one_commit
 from compactor.delta.rewrite.promote import promote
 from compactor.delta.rewrite.upsert import LoadOrder, order_frame, valid_rows_of
 from compactor.domain.plans import Commit, MergePlan
@@ -42,88 +43,88 @@ def execute_merge(
     load_order: LoadOrder | None = None,
     guard: Callable[[], None] = lambda: None,
 ) -> Commit:
-    """Replace the plan's input segments with its output in ONE Delta commit.
+    """Replace the plan's input segments with its output in ONE Delta commit (`one_commit`).
 
     The commit is direct (`transaction`): the inputs' files come from `live` (the table's
     live files, kept from its log), are confirmed live at the transaction's read version, read
     through an explicit file list, and removed in the commit that adds the output's files.
     A table whose features the direct commit does not serve yet takes Delta's generic
-    overwrite (`replaceWhere` on the inputs' ids) instead.
-
-    Idempotent: an input no longer live means the plan committed before (a replayed batch, a
-    duplicate event) or someone else removed it. The plan's own commit is found by its id in
-    the commits' metadata and returned (`already_done`); otherwise the plan is stale
-    (`StalePlan`: the caller re-plans) and nothing is committed. With `upsert`, only the inputs'
+    overwrite (`replaceWhere` on the inputs' ids) instead. With `upsert`, only the inputs'
     valid rows (latest per key over the whole table) are written: the rest are dropped in the
-    same commit. `live`: the table's live files and log reader, kept by the caller (None: read
-    afresh); `load_order`: when each segment was loaded (upsert tables break ties with it).
+    same commit. `load_order`: when each segment was loaded (upsert tables break ties with it).
 
     `settings` (the table's, built once): a plain merge moves inputs made of files of
     `promote_min_bytes` or more (`promote`). The output is laid out in `order` (`arrange`), in
     files of about `target_file_bytes`, written by at most `write_tasks` Spark tasks (None: one
     per file), each cutting its rows into files in turn; a plain merge of at most
     `driver_max_bytes` (and one output file) is written by the driver with Arrow instead
-    (`driver_merge`), when its inputs allow. `guard` is called right before the commit (it
-    raises to prevent it).
+    (`driver_merge`), when its inputs allow.
     A plain merge only rearranges rows, so its adds and removes carry
     `dataChange=false` (as Delta's OPTIMIZE does): streaming readers and the change
     feed skip it. Upsert compaction drops rows, so it commits as a data change.
     Every row written keeps its row id and commit version on a table with row tracking (an
     upsert's winner its own), and its identity values (`features`).
     """
-    started = time.monotonic()
-    path = table_uri(warehouse, plan.table)
-    live = live or table_live_files(spark, path, plan.table)
-    upsert, order = settings.upsert, settings.order
-    txn = DirectTransaction.begin(spark, path, live)
-    files = live_inputs(spark, txn, live, plan, settings.depth)
-    if isinstance(files, CommitFacts):
-        return _merged(plan, files, 0, order, already_done=True)
-    txn.check_rewritable()
-    data_change = upsert is not None
-    if txn.fallback_reason() is not None:
-        guard()
-        return _overwrite_merge(spark, path, plan, settings, load_order, live.log)
-    inputs = [f for sid in plan.input_ids for f in files.get(sid, [])]
-    if upsert is None and settings.promote_min_bytes is not None:
-        moved = promote(txn, plan, files, settings.promote_min_bytes, guard)
-        if moved is not None:
-            return moved
-    codec = _codec_of(spark, inputs, path)
-    writing = time.time()
-    driver_max = min(settings.driver_max_bytes, settings.target_file_bytes)
-    in_driver = upsert is None and not refusal(
-        txn.protocol, txn.metadata, inputs, plan.output.id, order, driver_max
-    )
-    if in_driver:  # a small merge: Arrow in the driver, no Spark job
-        txn.track(inputs, segment_predicate(plan.input_ids))
-        adds = [
-            write_in_driver(
-                live.files, path, txn.metadata, inputs, plan.output.id, order, codec, txn.row_tracking
-            )
-        ]
-        txn.count_written(adds, output_size(adds, txn)[0])
-    else:
-        if upsert is not None:  # validity is judged against every row of the table
-            table_rows = txn.read(live.at(txn.read_version).everything(), None)
-            source = valid_rows_of(
-                table_rows, list(plan.input_ids), upsert, order_frame(spark, load_order or {})
-            )
+    step = _MergeStep(spark, plan, settings, load_order)
+    return rewrite_in_one_commit(spark, warehouse, plan, settings.depth, step, live, guard)
+
+
+@dataclass(frozen=True)
+class _MergeStep:
+    """A merge's own step: promote well-sized inputs, or write the output in the driver
+    (small plain merges) or in Spark tasks."""
+
+    spark: SparkSession
+    plan: MergePlan
+    settings: MergeSettings
+    load_order: LoadOrder | None
+    kind: str = "merge"
+
+    def replayed(self, facts: CommitFacts) -> Commit:
+        return _merged(self.plan, facts, 0, self.settings.order, already_done=True)
+
+    def produce(
+        self,
+        txn: DirectTransaction,
+        live: LiveFileIndex,
+        files: Mapping[str, list[LiveFile]],
+        guard: Callable[[], None],
+    ) -> Produced | Commit:
+        spark, plan, settings = self.spark, self.plan, self.settings
+        upsert, order = settings.upsert, settings.order
+        if txn.fallback_reason() is not None:
+            guard()
+            return _overwrite_merge(spark, txn.path, plan, settings, self.load_order, live.log)
+        inputs = [f for sid in plan.input_ids for f in files.get(sid, [])]
+        if upsert is None and settings.promote_min_bytes is not None:
+            moved = promote(txn, plan, files, settings.promote_min_bytes)
+            if moved is not None:
+                return moved
+        codec = _codec_of(spark, inputs, txn.path)
+        driver_max = min(settings.driver_max_bytes, settings.target_file_bytes)
+        in_driver = upsert is None and not refusal(
+            txn.protocol, txn.metadata, inputs, plan.output.id, order, driver_max
+        )
+        if in_driver:  # a small merge: Arrow in the driver, no Spark job
+            txn.track(inputs, segment_predicate(plan.input_ids))
+            adds = [
+                write_in_driver(
+                    live.files, txn.path, txn.metadata, inputs, plan.output.id, order, codec, txn.row_tracking
+                )
+            ]
+            txn.count_written(adds, output_size(adds, txn)[0])
         else:
-            source = txn.read(inputs, segment_predicate(plan.input_ids))
-        adds = txn.write(*_layout(source, plan, settings, codec))
-    records, size = output_size(adds, txn)
-    output = replace(plan.output, records=records, bytes=size)
-    metadata = commit_metadata("merge", [output], plan.input_ids, plan, data_change, exact_sizes=True)
-    committing = time.time()
-    guard()
-    version = txn.commit(adds, inputs, data_change, metadata, plan.input_ids)
-    done_at = time.time()
-    facts = CommitFacts(version, records, size, (output,), data_change)
-    merged = _merged(plan, facts, int((time.monotonic() - started) * 1000), order)
-    return replace(
-        merged, write_ms=int((committing - writing) * 1000), commit_ms=int((done_at - committing) * 1000)
-    )
+            if upsert is not None:  # validity is judged against every row of the table
+                table_rows = txn.read(live.at(txn.read_version).everything(), None)
+                source = valid_rows_of(
+                    table_rows, list(plan.input_ids), upsert, order_frame(spark, self.load_order or {})
+                )
+            else:
+                source = txn.read(inputs, segment_predicate(plan.input_ids))
+            adds = txn.write(*_layout(source, plan, settings, codec))
+        records, size = output_size(adds, txn)
+        output = replace(plan.output, records=records, bytes=size)
+        return Produced(adds, inputs, (output,), upsert is not None, describe(order))
 
 
 def output_size(adds: list[dict[str, Any]], txn: DirectTransaction) -> tuple[int, int]:

@@ -33,8 +33,7 @@ from __future__ import annotations
 
 import json
 import math
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -44,10 +43,10 @@ from pyspark.sql import functions as F
 from compactor.delta.commit.checksum_file import write_checksum_after
 from compactor.delta.commit.transaction import DirectTransaction, segment_predicate
 from compactor.delta.features import features
-from compactor.delta.log.commit_metadata import commit_metadata
 from compactor.delta.log.live_files import LiveFile
 from compactor.delta.paths import SEGMENT_COLUMN, TARGET_FILE_BYTES
-from compactor.domain.plans import Commit, MergePlan
+from compactor.delta.rewrite.one_commit import Produced
+from compactor.domain.plans import MergePlan
 
 # A file at least this large is kept as it is: a rewrite would not make it better sized.
 PROMOTE_MIN_FILE_BYTES = TARGET_FILE_BYTES // 2
@@ -58,19 +57,18 @@ def promote(
     plan: MergePlan,
     files: Mapping[str, list[LiveFile]],
     min_file_bytes: int = PROMOTE_MIN_FILE_BYTES,
-    guard: Callable[[], None] = lambda: None,
-) -> Commit | None:
-    """Commit `plan` in `txn` moving the files of its well-sized inputs (every file at least
-    `min_file_bytes`) into the output segment and rewriting only the other inputs; None (nothing
-    committed) when no input is well sized, or a file has no row count (the caller rewrites
-    everything, as before). `files`: the inputs' live files, by segment."""
+) -> Produced | None:
+    """The plan's output in `txn` made by moving the files of its well-sized inputs (every file
+    at least `min_file_bytes`) into the output segment and rewriting only the other inputs, for
+    `one_commit` to commit; None (nothing written) when no input is well sized, or a file has no
+    row count (the caller rewrites everything, as before). `files`: the inputs' live files, by
+    segment."""
     kept = [
         sid for sid in plan.input_ids if files.get(sid) and all(f.size >= min_file_bytes for f in files[sid])
     ]
     every = [f for sid in plan.input_ids for f in files.get(sid, [])]
     if not kept or any(f.records is None for f in every):
         return None
-    started = time.monotonic()
     moved = [_moved(f, plan.output.id) for sid in kept for f in files[sid]]
     small = [f for f in every if f.segment not in kept]
     predicate = segment_predicate(plan.input_ids)
@@ -78,15 +76,13 @@ def promote(
     written = txn.write(*_rewrite(txn.read(small, predicate), plan, small)) if small else []
     new_files = moved + written
     records = sum(f.visible or 0 for sid in kept for f in files[sid]) + sum(_rows(a) for a in written)
-    size = sum(int(a["size"]) for a in new_files)
-    output = replace(plan.output, records=records, bytes=size)
-    metadata = commit_metadata("merge", [output], plan.input_ids, plan, False, exact_sizes=True)
-    guard()
-    version = txn.commit(new_files, small, False, metadata, plan.input_ids, keep_checksum=False)
-    if not (written and "rowTracking" in features(txn.protocol)):  # else the high-water mark moved
-        write_checksum_after(txn.spark, txn.path, txn.read_version, version, added=written, removed=small)
-    duration_ms = int((time.monotonic() - started) * 1000)
-    return Commit(version, (output,), records, size, duration_ms, already_done=False, data_change=False)
+    output = replace(plan.output, records=records, bytes=sum(int(a["size"]) for a in new_files))
+
+    def checksum(version: int) -> None:
+        if not (written and "rowTracking" in features(txn.protocol)):  # else the high-water mark moved
+            write_checksum_after(txn.spark, txn.path, txn.read_version, version, added=written, removed=small)
+
+    return Produced(new_files, small, (output,), False, keep_checksum=False, after_commit=checksum)
 
 
 def _moved(file: LiveFile, segment_id: str) -> dict[str, Any]:

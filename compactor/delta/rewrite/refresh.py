@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -20,17 +20,18 @@ from compactor.config.built_with import layout_record
 from compactor.config.layout import LayoutConfig
 from compactor.config.rules import RefreshRule
 from compactor.config.sort import describe
-from compactor.delta.commit.transaction import DirectTransaction, live_inputs, segment_predicate
+from compactor.delta.commit.transaction import DirectTransaction, segment_predicate
 from compactor.delta.features import overwrite_refusal
 from compactor.delta.log.commit_metadata import commit_metadata, plan_marker
-from compactor.delta.log.live_files import LiveFileIndex, table_live_files
+from compactor.delta.log.live_files import LiveFile, LiveFileIndex
 from compactor.delta.log.reader import CommitFacts, segment_partition_value
-from compactor.delta.paths import SEGMENT_COLUMN, table_uri
+from compactor.delta.paths import SEGMENT_COLUMN
 from compactor.delta.predicates import in_list
 from compactor.delta.rewrite.arrange import sort_each_file
 from compactor.delta.rewrite.conform import changes_data, conform
 from compactor.delta.rewrite.index_check import partition_id
 from compactor.delta.rewrite.merge_settings import MergeSettings
+from compactor.delta.rewrite.one_commit import Produced, rewrite_in_one_commit
 from compactor.domain.layout import refresh_output_prefix
 from compactor.domain.plans import Commit, MergePlan
 from compactor.domain.segments import Origin, Segment, TimeRange
@@ -65,58 +66,82 @@ def execute_refresh(
     column such a refresh is refused (`UnsupportedTableFeature`), and nothing is committed.
     Rows keep their row ids and commit versions as `conform` says.
     """
-    started = time.monotonic()
-    path = table_uri(warehouse, plan.table)
-    live = live or table_live_files(spark, path, plan.table)
-    layout, rule = settings.refresh_rule(plan.table)
-    order, whole = settings.order, settings.upsert is not None
-    txn = DirectTransaction.begin(spark, path, live)
-    files = live_inputs(spark, txn, live, plan, settings.depth)
-    if isinstance(files, CommitFacts):
-        return Commit(files.version, files.added, files.records, files.bytes, 0, True, files.data_change)
-    txn.check_rewritable()
-    inputs = [f for sid in plan.input_ids for f in files.get(sid, [])]
-    direct = not plan.table_wide and txn.fallback_reason() is None
-    if not direct:
-        _check_overwrite(
-            txn, "a table-wide refresh" if plan.table_wide else "a table the direct commit does not serve"
+    step = _RefreshStep(spark, plan, settings)
+    return rewrite_in_one_commit(spark, warehouse, plan, settings.depth, step, live, guard)
+
+
+@dataclass(frozen=True)
+class _RefreshStep:
+    """A refresh's own step: the inputs' rows conformed to the layout and cut into outputs,
+    written for the direct commit, or through Delta's generic overwrite where it must."""
+
+    spark: SparkSession
+    plan: MergePlan
+    settings: MergeSettings
+    kind: str = "refresh"
+
+    def replayed(self, facts: CommitFacts) -> Commit:
+        return Commit(facts.version, facts.added, facts.records, facts.bytes, 0, True, facts.data_change)
+
+    def produce(
+        self,
+        txn: DirectTransaction,
+        live: LiveFileIndex,
+        files: Mapping[str, list[LiveFile]],
+        guard: Callable[[], None],
+    ) -> Produced | Commit:
+        started = time.monotonic()
+        spark, plan, settings = self.spark, self.plan, self.settings
+        layout, rule = settings.refresh_rule(plan.table)
+        order, whole = settings.order, settings.upsert is not None
+        inputs = [f for sid in plan.input_ids for f in files.get(sid, [])]
+        direct = not plan.table_wide and txn.fallback_reason() is None
+        if not direct:
+            _check_overwrite(
+                txn, "a table-wide refresh" if plan.table_wide else "a table the direct commit does not serve"
+            )
+        tracking = txn.row_tracking
+        source = (
+            txn.read(inputs, segment_predicate(plan.input_ids))
+            if direct
+            else _snapshot_rows(spark, txn.path, plan)
         )
-    tracking = txn.row_tracking
-    source = (
-        txn.read(inputs, segment_predicate(plan.input_ids)) if direct else _snapshot_rows(spark, path, plan)
-    )
-    rows = conform(source, layout, rule, tracking if direct else None)
-    if direct and not _keeps_schema(rows, txn.metadata, tracking or ()):
-        _check_overwrite(txn, "a layout that changes the table's schema")
-        direct, source = False, _snapshot_rows(spark, path, plan)
-        rows = conform(source, layout, rule)
-    data_change = changes_data(source, rows, rule, plan.table_wide, tracking or ())
-    keyed = _keyed(rows, plan, layout, rule, whole).persist()
-    try:
-        outputs = _outputs(keyed, plan, layout, settings.config_version, settings.sub_column, whole)
-        data = sort_each_file(keyed.drop(*_KEYS).repartition(F.col(SEGMENT_COLUMN)), order, SEGMENT_COLUMN)
-        codec = layout.compression if layout.compression != "uncompressed" else "none"
-        with _session_conf(spark, "parquet.enable.dictionary", str(layout.encoding == "dictionary").lower()):
-            if direct:
-                adds = txn.write(data, {"compression": codec})
-            else:
-                guard()
-                _overwrite(spark, txn, data, plan, outputs, data_change, codec)
-    finally:
-        keyed.unpersist()
-    if direct:
-        outputs = _sized(outputs, adds)
-        metadata = commit_metadata(
-            "refresh", list(outputs), plan.input_ids, plan, data_change, exact_sizes=True
-        )
-        guard()
-        version = txn.commit(adds, inputs, data_change, metadata, plan.input_ids)
-        records, size = sum(o.records for o in outputs), sum(o.bytes for o in outputs)
-    else:
+        rows = conform(source, layout, rule, tracking if direct else None)
+        if direct and not _keeps_schema(rows, txn.metadata, tracking or ()):
+            _check_overwrite(txn, "a layout that changes the table's schema")
+            direct, source = False, _snapshot_rows(spark, txn.path, plan)
+            rows = conform(source, layout, rule)
+        data_change = changes_data(source, rows, rule, plan.table_wide, tracking or ())
+        keyed = _keyed(rows, plan, layout, rule, whole).persist()
+        try:
+            outputs = _outputs(keyed, plan, layout, settings.config_version, settings.sub_column, whole)
+            data = sort_each_file(
+                keyed.drop(*_KEYS).repartition(F.col(SEGMENT_COLUMN)), order, SEGMENT_COLUMN
+            )
+            codec = layout.compression if layout.compression != "uncompressed" else "none"
+            with _session_conf(
+                spark, "parquet.enable.dictionary", str(layout.encoding == "dictionary").lower()
+            ):
+                if direct:
+                    adds = txn.write(data, {"compression": codec})
+                else:
+                    guard()
+                    _overwrite(spark, txn, data, plan, outputs, data_change, codec)
+        finally:
+            keyed.unpersist()
+        if direct:
+            return Produced(adds, inputs, _sized(outputs, adds), data_change, describe(order))
         facts = live.log.written(plan_marker(plan.plan_id))
-        version, records, size = facts.version, facts.records, facts.bytes
-    elapsed = int((time.monotonic() - started) * 1000)
-    return Commit(version, outputs, records, size, elapsed, data_change=data_change, layout=describe(order))
+        elapsed = int((time.monotonic() - started) * 1000)
+        return Commit(
+            facts.version,
+            outputs,
+            facts.records,
+            facts.bytes,
+            elapsed,
+            data_change=data_change,
+            layout=describe(order),
+        )
 
 
 def _snapshot_rows(spark: SparkSession, path: str, plan: MergePlan) -> DataFrame:

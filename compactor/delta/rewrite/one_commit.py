@@ -1,0 +1,137 @@
+"""The sequence every rewrite of a plan's inputs follows, with the rewrite's own step left open.
+
+A merge, a refresh and a promotion differ only in how they produce their output's files. Around
+that step they do the same thing, in the same order: open a transaction on the table's live
+files, confirm the plan's inputs are live at its read version (or recognise the plan's earlier
+commit, when a replayed batch or a duplicate event brings it again), check that the table's
+features allow a rewrite, produce, call the caller's guard (a fenced shard's merge must not
+commit), commit the outputs' files and the inputs' removal in ONE version, and time it all.
+
+A rewrite fills in `RewriteStep`: `produce` returns the files it wrote (`Produced`), or a
+`Commit` it already made through Delta's generic overwrite, for a table the direct commit does
+not serve (that write commits as it writes, so it must call the guard itself first).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from pyspark.sql import SparkSession
+
+from compactor.delta.commit.transaction import DirectTransaction, live_inputs
+from compactor.delta.log.commit_metadata import commit_metadata
+from compactor.delta.log.live_files import LiveFile, LiveFileIndex, table_live_files
+from compactor.delta.log.reader import CommitFacts
+from compactor.delta.paths import table_uri
+from compactor.domain.plans import Commit, MergePlan
+from compactor.domain.segments import Segment
+
+Guard = Callable[[], None]
+
+
+@dataclass(frozen=True)
+class Produced:
+    """What a rewrite's step wrote, for the sequence to commit: the `adds` of its files, the
+    input files they replace, the output segments (with their exact rows and bytes), whether
+    the commit changes data, the order its rows were laid out in (`describe`), and whether
+    Delta's incremental checksum may be kept (`after_commit` then writes one, or not)."""
+
+    adds: list[dict[str, Any]]
+    removed: list[LiveFile]
+    outputs: tuple[Segment, ...]
+    data_change: bool
+    layout: str | None = None
+    keep_checksum: bool = True
+    after_commit: Callable[[int], None] | None = None
+
+
+class RewriteStep(Protocol):
+    """A rewrite's own part of the sequence."""
+
+    @property
+    def kind(self) -> str:
+        """The operation its commits are recorded as ("merge", "refresh")."""
+        ...
+
+    def replayed(self, facts: CommitFacts) -> Commit:
+        """The plan's earlier commit (`facts`), as this rewrite reports it."""
+        ...
+
+    def produce(
+        self,
+        txn: DirectTransaction,
+        live: LiveFileIndex,
+        files: Mapping[str, list[LiveFile]],
+        guard: Guard,
+    ) -> Produced | Commit:
+        """Write the output from the inputs' live `files` (by segment) in `txn`."""
+        ...
+
+
+def rewrite_in_one_commit(
+    spark: SparkSession,
+    warehouse: Path | str,
+    plan: MergePlan,
+    depth: int,
+    step: RewriteStep,
+    live: LiveFileIndex | None = None,
+    guard: Guard = lambda: None,
+) -> Commit:
+    """Replace the plan's inputs with what `step` produces, in ONE Delta commit.
+
+    `live`: the table's live files and log reader, kept by the caller (None: read afresh);
+    `depth`: how many commits back a replay looks for the plan's earlier commit. Idempotent: an
+    input no longer live means the plan committed before (its commit is found by the plan id in
+    the commits' metadata and returned, `already_done`) or someone else removed it
+    (`StalePlan`: nothing is committed, the caller re-plans). `guard` is called right before the
+    commit (it raises to prevent it).
+    """
+    started = time.monotonic()
+    path = table_uri(warehouse, plan.table)
+    live = live or table_live_files(spark, path, plan.table)
+    txn = DirectTransaction.begin(spark, path, live)
+    files = live_inputs(spark, txn, live, plan, depth)
+    if isinstance(files, CommitFacts):
+        return step.replayed(files)
+    txn.check_rewritable()
+    writing = time.monotonic()
+    produced = step.produce(txn, live, files, guard)
+    if isinstance(produced, Commit):
+        return produced
+    outputs = produced.outputs
+    metadata = commit_metadata(
+        step.kind, list(outputs), plan.input_ids, plan, produced.data_change, exact_sizes=True
+    )
+    committing = time.monotonic()
+    guard()
+    version = txn.commit(
+        produced.adds,
+        produced.removed,
+        produced.data_change,
+        metadata,
+        plan.input_ids,
+        keep_checksum=produced.keep_checksum,
+    )
+    if produced.after_commit is not None:
+        produced.after_commit(version)
+    done = time.monotonic()
+    return Commit(
+        version,
+        outputs,
+        sum(o.records for o in outputs),
+        sum(o.bytes for o in outputs),
+        _ms(done - started),
+        already_done=False,
+        data_change=produced.data_change,
+        layout=produced.layout,
+        write_ms=_ms(committing - writing),
+        commit_ms=_ms(done - committing),
+    )
+
+
+def _ms(seconds: float) -> int:
+    return int(seconds * 1000)
