@@ -338,7 +338,10 @@ class BatchHandler:
     def _advance(self, limit: int | None = None) -> None:
         if self.failures.paused():  # an outage: what finished is recorded, nothing starts
             limit = 0
-        self.merges.advance(lambda table: self._dispatch(Trigger(table, "replan")), limit)
+        turn = self.merges.turn(limit)
+        while owed := self.merges.advance(turn):  # tables whose plans went stale: planned again
+            for table in owed:
+                self._dispatch(Trigger(table, "replan"))
 
     def _attempt_due(self, table: str, due: Due) -> None:
         """What came due: a schedule's rule, then (as for any due time) every rule of the table."""

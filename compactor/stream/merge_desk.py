@@ -4,6 +4,7 @@ its commit for a worker, what it did recorded in the catalog, and its outcome an
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from compactor.catalog.view import CatalogView
 from compactor.delta.store import LoadOrder
@@ -12,7 +13,6 @@ from compactor.domain.plans import MergePlan
 from compactor.stream.announcer import Announcer
 from compactor.stream.catalog_keeper import CatalogKeeper
 from compactor.stream.faults import WITH_MERGES_IN_FLIGHT, fault_point
-from compactor.stream.merging.scheduler import Recorded
 from compactor.stream.merging.workers import Finished
 from compactor.stream.runner import Runner, RunOutcome
 from compactor.stream.table_configs import TableConfigs
@@ -52,7 +52,7 @@ class StreamDesk:
     def started(self, plan: MergePlan) -> None:
         self.runner.failures.begun(plan)
 
-    def record(self, finished: Finished) -> Recorded[RunOutcome]:
+    def record(self, finished: Finished) -> RunOutcome:
         """Into the catalog: a stale plan's table is checked against Delta before it is planned
         again; a table-wide rewrite's is checked when the batch saves."""
         plan = finished.plan
@@ -61,8 +61,7 @@ class StreamDesk:
             self.keeper.check(plan.table)
         elif outcome.result.status is MergeStatus.SUCCEEDED and plan.table_wide:
             self.keeper.check_at_save(plan.table)
-        held = self.runner.catalog.quarantined(plan.table) is not None
-        return Recorded(outcome, replan=outcome.stale, hold=held)
+        return replace(outcome, held=self.runner.catalog.quarantined(plan.table) is not None)
 
     def announce(self, outcome: RunOutcome) -> None:
         self.announcer.announce(outcome)  # DeliveryError: kept first in line, and the batch fails

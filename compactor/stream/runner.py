@@ -70,11 +70,13 @@ class RetryPolicy:
 
 @dataclass(frozen=True, slots=True)
 class RunOutcome:
-    """A plan's result to announce, the segments it wrote, and whether it went stale."""
+    """A plan's result to announce, the segments it wrote, whether it went stale, and whether
+    its table was quarantined when it was recorded (`merging.Recorded`)."""
 
     result: MergeResult
     outputs: tuple[Segment, ...] = ()
     stale: bool = False
+    held: bool = False
 
 
 # A merge writes about its inputs' bytes again before the old files can go (VACUUM, later).

@@ -29,16 +29,34 @@ from compactor.stream.merging.workers import Finished
 
 log = logging.getLogger(__name__)
 
-Outcome = TypeVar("Outcome")
+
+class Recorded(Protocol):
+    """A finished merge as the stream recorded it: handed to `MergeDesk.announce` as it is, in
+    the table's commit order. The scheduler reads two things of it."""
+
+    @property
+    def stale(self) -> bool:
+        """Its inputs changed under it: the table is owed one more attempt."""
+        ...
+
+    @property
+    def held(self) -> bool:
+        """Its table was quarantined: the plans it has waiting are dropped."""
+        ...
 
 
-@dataclass(frozen=True, slots=True)
-class Recorded(Generic[Outcome]):
-    """A finished merge as the stream recorded it."""
+Outcome = TypeVar("Outcome", bound=Recorded)
 
-    outcome: Outcome  # what `MergeDesk.announce` is handed, in the table's commit order
-    replan: bool = False  # its inputs changed under it: the table is attempted once more
-    hold: bool = False  # its table was quarantined: the plans it has waiting are dropped
+
+@dataclass
+class Turn:
+    """One pass of the scheduler (a batch's, a tick's): the merges it may still start (None: no
+    limit), the tables it handed back for an attempt (each once a turn), and whether anything
+    happened."""
+
+    left: int | None
+    handed_back: set[str] = field(default_factory=set)
+    happened: bool = False
 
 
 class MergeDesk(Protocol[Outcome]):
@@ -56,7 +74,7 @@ class MergeDesk(Protocol[Outcome]):
         """A worker took the plan's commit (noted: a job that dies during it knows at its start)."""
         ...
 
-    def record(self, finished: Finished) -> Recorded[Outcome]:
+    def record(self, finished: Finished) -> Outcome:
         """What the merge did, into the job's state."""
         ...
 
@@ -119,28 +137,30 @@ class MergeScheduler(Generic[Outcome]):
             self._round(None)
         self._collect()
 
-    def advance(self, replan: Callable[[str], None], limit: int | None = None) -> bool:
-        """Record and announce what finished, attempt the tables owed one (`replan`: the
-        caller's attempt of a table, which offers its new plans here), and start what waits,
-        until nothing more happens now (with inline workers, until the merges are done).
-        `limit`: merges this call may start (default: the waiting plans' `per_round`). True if
-        anything happened."""
-        left = self.waiting.per_round if limit is None else limit
-        replanned: set[str] = set()
-        happened = False
+    def turn(self, limit: int | None = None) -> Turn:
+        """A new pass that may start `limit` merges (default: the waiting plans' `per_round`)."""
+        return Turn(self.waiting.per_round if limit is None else limit)
+
+    def advance(self, turn: Turn) -> list[str]:
+        """Record and announce what finished and start what waits, until nothing more happens
+        now (with inline workers, until the merges are done); or stop early with the tables owed
+        an attempt (their plans went stale), each handed back once a turn. The caller attempts
+        those (offering their new plans here) and advances the same turn again; [] when it is
+        over."""
         while True:
             finished = self._collect()
-            owed = sorted(self._owed - replanned) if left != 0 else []
-            self._owed -= set(owed)
-            replanned |= set(owed)
-            for table in owed:
-                replan(table)
-            started = self._round(left)
-            if left is not None:
-                left -= started
-            if not (finished or owed or started):
-                return happened
-            happened = True
+            owed = sorted(self._owed - turn.handed_back) if turn.left != 0 else []
+            if owed:
+                self._owed -= set(owed)
+                turn.handed_back |= set(owed)
+                turn.happened = True
+                return owed
+            started = self._round(turn.left)
+            if turn.left is not None:
+                turn.left -= started
+            if not (finished or started):
+                return []
+            turn.happened = True
 
     def quiesce(self, table: str) -> None:
         """Wait until the table has no merge in flight, recording each as it finishes."""
@@ -258,11 +278,11 @@ class MergeScheduler(Generic[Outcome]):
             recorded = self.desk.record(item)
             if item.commit is not None:  # a plan that waits on the same inputs is stale now
                 self.waiting.drop_taking(item.plan.table, item.plan.input_ids)
-            if recorded.hold:
+            if recorded.held:
                 self.waiting.drop(item.plan.table)  # its queued plans would fail as this one did
-            if recorded.replan:
+            if recorded.stale:
                 self._owed.add(item.plan.table)
-            self._unsent.append(recorded.outcome)
+            self._unsent.append(recorded)
         self._announce_unsent()
         return len(finished)
 

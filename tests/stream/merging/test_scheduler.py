@@ -18,11 +18,20 @@ import pytest
 from compactor.domain.plans import Commit, MergePlan
 from compactor.errors import DeliveryError, MergeCancelled
 from compactor.stream.merging.inflight import InFlight
-from compactor.stream.merging.scheduler import MergeScheduler, Recorded
+from compactor.stream.merging.scheduler import MergeScheduler
 from compactor.stream.merging.slots import Slots
 from compactor.stream.merging.waiting import WaitingPlans
 from compactor.stream.merging.workers import Finished, InlineWorkers, MergeThreads, Workers
 from tests.stream.merging.test_slots import plan
+
+
+@dataclass(frozen=True)
+class Noted:
+    """What the fake desk records of a finished merge (`merging.Recorded`)."""
+
+    plan_id: str
+    stale: bool = False
+    held: bool = False
 
 
 @dataclass
@@ -48,20 +57,20 @@ class Desk:
     def started(self, plan: MergePlan) -> None:
         self.began.append(plan.plan_id)
 
-    def record(self, finished: Finished) -> Recorded[str]:
+    def record(self, finished: Finished) -> Noted:
         self.finished.append(finished)
         self.recorded.append(finished.plan.plan_id)
-        return Recorded(
+        return Noted(
             finished.plan.plan_id,
-            replan=finished.stale is not None,
-            hold=finished.plan.plan_id in self.hold,
+            stale=finished.stale is not None,
+            held=finished.plan.plan_id in self.hold,
         )
 
-    def announce(self, outcome: str) -> None:
+    def announce(self, outcome: Noted) -> None:
         if self.refuse:
             self.refuse -= 1
             raise DeliveryError("the broker refused")
-        self.announced.append(outcome)
+        self.announced.append(outcome.plan_id)
 
     def cancel(self, plan: MergePlan, why: str) -> None:
         self.cancelled.append(plan.plan_id)
@@ -93,7 +102,7 @@ def scheduler(
     per_round: int | None = None,
     committed_at: Callable[[str, str], int | None] = lambda table, plan_id: None,
     bound: float = 3600.0,
-) -> tuple[MergeScheduler[str], Activity]:
+) -> tuple[MergeScheduler[Noted], Activity]:
     activity = Activity()
     inflight = InFlight(workers or InlineWorkers(), Slots(slots, lambda pool: None), committed_at)
     waiting = WaitingPlans(lambda table: 1.0, per_round)
@@ -102,6 +111,17 @@ def scheduler(
 
 def no_replan(table: str) -> None:
     raise AssertionError(f"table {table} was not owed an attempt")
+
+
+def advance(
+    merges: MergeScheduler[Noted], replan: Callable[[str], None] = no_replan, limit: int | None = None
+) -> bool:
+    """One turn, as the batch handler takes it: each table handed back is attempted."""
+    turn = merges.turn(limit)
+    while owed := merges.advance(turn):
+        for table in owed:
+            replan(table)
+    return turn.happened
 
 
 def test_outcomes_are_announced_in_each_tables_commit_order_whatever_order_workers_finish() -> None:
@@ -121,12 +141,12 @@ def test_outcomes_are_announced_in_each_tables_commit_order_whatever_order_worke
         merges.offer("t", [first, second])
         for _ in range(10):
             merges.wait(0.05)
-            merges.advance(no_replan)
+            advance(merges)
         assert desk.recorded == [] and merges.running("t") == 2, "the later commit waits for the first"
         gate.set()
         while merges.running():
             merges.wait(0.05)
-            merges.advance(no_replan)
+            advance(merges)
     assert desk.announced == [first.plan_id, second.plan_id]
     assert activity.running == {"t": 0}
 
@@ -142,10 +162,10 @@ def test_a_stale_plan_owes_its_table_one_attempt_per_advance() -> None:
         merges.offer(table, [stale])
 
     merges.offer("t", [stale])
-    assert merges.advance(replan)
+    assert advance(merges, replan)
     assert attempts == ["t"], "one re-plan in this advance, though the new plan went stale too"
     assert desk.announced == [stale.plan_id, stale.plan_id], "each outcome is announced"
-    merges.advance(replan)
+    advance(merges, replan)
     assert attempts == ["t", "t"], "the next advance owes it again"
 
 
@@ -155,10 +175,10 @@ def test_a_held_tables_waiting_plans_are_dropped_and_other_tables_go_on() -> Non
     merges, _ = scheduler(desk, slots=1, per_round=1)
     merges.offer("t", [held, queued])
     merges.offer("u", [other])
-    assert merges.advance(no_replan, limit=1)
+    assert advance(merges, limit=1)
     assert held.plan_id in desk.recorded
     assert merges.waiting.waiting("t") == [], "t's queued plan would fail as its first did"
-    merges.advance(no_replan)
+    advance(merges)
     assert sorted(desk.announced) == sorted([held.plan_id, other.plan_id])
     assert queued.plan_id not in desk.recorded
 
@@ -189,10 +209,10 @@ def test_a_merge_past_its_time_bound_is_cancelled_freed_and_reported_failed() ->
         begun(merges)
         assert merges.cancel_hung() == [hung]
         assert desk.cancelled == [hung.plan_id]
-        merges.advance(no_replan)
+        advance(merges)
         assert merges.running() == 0 and merges.inflight.free_slots() == 1
         gate.set()
-    merges.advance(no_replan)
+    advance(merges)
     assert desk.recorded == [hung.plan_id], "recorded once, as failed"
     assert merges.cancel_hung() == []
 
@@ -206,7 +226,7 @@ def test_a_cancelled_merge_is_reported_as_a_merge_cancelled_failure() -> None:
         merges.offer("t", [hung])
         begun(merges)
         merges.cancel_hung()
-        merges.advance(no_replan)
+        advance(merges)
         gate.set()
     assert len(seen) == 1 and isinstance(seen[0].failure, MergeCancelled)
     assert "past its bound of 0s" in str(seen[0].failure)
@@ -232,7 +252,7 @@ def test_an_operators_cancel_fails_the_merge_it_names_and_no_other() -> None:
         assert merges.cancel(mine.plan_id, why, table="t") == mine
         assert desk.cancelled == [mine.plan_id]
         assert merges.cancel(mine.plan_id, why) is None, "cancelled once"
-        merges.advance(no_replan)
+        advance(merges)
         assert merges.running() == 1 and merges.running("u") == 1
         assert merges.inflight.free_slots() == 1, "its slot is free"
         assert len(seen) == 1 and isinstance(seen[0].failure, MergeCancelled)
@@ -240,7 +260,7 @@ def test_an_operators_cancel_fails_the_merge_it_names_and_no_other() -> None:
         gate.set()
         while merges.running():
             merges.wait(0.05)
-            merges.advance(no_replan)
+            advance(merges)
     assert desk.recorded == [mine.plan_id, other.plan_id], "each recorded once"
     assert seen[1].commit is not None, "the other merge committed"
 
@@ -267,7 +287,7 @@ def test_a_merge_that_reported_before_its_cancel_keeps_its_outcome(cancel: str) 
             assert merges.cancel(done.plan_id, "too late") is None
         else:
             assert merges.cancel_hung() == []
-        merges.advance(no_replan)
+        advance(merges)
     assert len(seen) == 1 and seen[0].commit is not None and seen[0].failure is None
 
 
@@ -292,17 +312,17 @@ def test_a_cancelled_attempt_that_returns_late_does_not_speak_for_the_plans_retr
         merges.offer("t", [retried])
         begun(merges)
         assert merges.cancel(retried.plan_id, "cancelled by an operator (request r1)") == retried
-        merges.advance(no_replan)
+        advance(merges)
         merges.offer("t", [retried])  # tried again, the first worker still stuck
         assert merges.running() == 1
         first_back.set()
         time.sleep(0.2)
-        merges.advance(no_replan)
+        advance(merges)
         assert len(seen) == 1 and merges.running() == 1, "the late report is nobody's"
         retry_back.set()
         while merges.running():
             merges.wait(0.05)
-            merges.advance(no_replan)
+            advance(merges)
     assert [isinstance(f.failure, MergeCancelled) for f in seen] == [True, False]
     assert seen[1].commit is not None, "the retry committed, and is recorded so"
 
@@ -314,7 +334,7 @@ def test_the_per_round_limit_holds_plans_back_but_not_an_operators_request() -> 
     for table, p in plans.items():
         merges.offer(table, [p])
     assert desk.recorded == [], "with a per-round limit, offering starts nothing by itself"
-    merges.advance(no_replan)
+    advance(merges)
     (first,) = [t for t, p in plans.items() if p.plan_id in desk.recorded]
     assert len(desk.recorded) == 1 and set(activity.waiting) == set("abc") - {first}
     requested = [plan("r", 0), plan("r", 1)]
@@ -327,11 +347,11 @@ def test_a_draining_scheduler_starts_nothing() -> None:
     merges, _ = scheduler(desk)
     merges.draining = True
     merges.offer("t", [plan("t", 0)])
-    assert not merges.advance(no_replan)
+    assert not advance(merges)
     assert desk.recorded == [] and merges.waiting.tables() == ["t"]
 
 
-def begun(merges: MergeScheduler[str], timeout: float = 10.0) -> None:
+def begun(merges: MergeScheduler[Noted], timeout: float = 10.0) -> None:
     """Until a worker began every merge in flight (a merge's time bound counts from then)."""
     deadline = time.monotonic() + timeout
     while len(merges.inflight.running_since()) < merges.running():
@@ -361,6 +381,6 @@ def test_a_merge_cancelled_before_a_worker_began_it_never_runs() -> None:
         gate.set()
         while merges.running():
             merges.wait(0.05)
-            merges.advance(no_replan)
+            advance(merges)
     assert ran == [], "the cancelled merge never began"
     assert [(f.plan.table, f.commit is not None) for f in desk.finished] == [("u", False), ("t", True)]
