@@ -21,9 +21,14 @@ from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psutil
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from compactor.kafka.settings import KafkaSettings
 
 RESULTS = Path(__file__).parent / "results"
 MIB = 1024 * 1024
@@ -107,10 +112,10 @@ def percentiles(values: Sequence[float]) -> dict[str, float | int | None]:
     }
 
 
-def print_table(headers: Sequence[str], rows: Iterable[Sequence[Any]], left: Sequence[int] = (0,)) -> None:
+def print_table(headers: Sequence[str], rows: Iterable[Sequence[object]], left: Sequence[int] = (0,)) -> None:
     """A plain aligned text table (columns in `left` left-aligned, others right); floats get 3 decimals."""
 
-    def cell(value: Any) -> str:
+    def cell(value: object) -> str:
         if value is None:
             return "-"
         if isinstance(value, float):
@@ -229,14 +234,14 @@ PAYLOAD_MAX = 128  # hex characters of one SHA-512
 
 
 def segment_rows(
-    spark: Any,
+    spark: SparkSession,
     segments: int,
     rows: int,
     files_per_segment: int,
     start: datetime,
     prefix: str = "seg",
     payload: int = 0,
-) -> Any:
+) -> DataFrame:
     """`segments` hourly segments of `rows` rows each, segment i covering hour i after `start`.
 
     `spark.range` splits ids evenly over its partitions, so with `rows` divisible by
@@ -268,7 +273,7 @@ def segment_rows(
     )
 
 
-def spark_quiet(spark: Any) -> None:
+def spark_quiet(spark: SparkSession) -> None:
     """Errors only from the JVM side."""
     spark.sparkContext.setLogLevel("ERROR")
 
@@ -288,7 +293,9 @@ class Stopwatch:
         self.seconds = time.perf_counter() - self._began
 
 
-def run_args(config: Path | str, warehouse: Path | str, checkpoint: Path | str, kafka: Any) -> list[str]:
+def run_args(
+    config: Path | str, warehouse: Path | str, checkpoint: Path | str, kafka: KafkaSettings
+) -> list[str]:
     """`compactor run`'s options for a job on `warehouse` with its own topics (`KafkaSettings`)."""
     return [
         "--config", str(config), "--warehouse", str(warehouse), "--checkpoint", str(checkpoint),

@@ -27,9 +27,14 @@ import urllib.request
 import uuid
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from _common import run_args
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from compactor.kafka.settings import KafkaSettings
 
 COMPACTOR = str(Path(sys.executable).with_name("compactor"))
 MARKS = {"spark": "spark: master", "layout": "compactor running", "started": "shard 0: running"}
@@ -104,7 +109,7 @@ class TimedJob:
         self.process.wait()
 
 
-def send_load(spark: Any, kafka: Any, warehouse: str, n: int, start: datetime) -> None:
+def send_load(spark: SparkSession, kafka: KafkaSettings, warehouse: str, n: int, start: datetime) -> None:
     """A new real segment of the warehouse's real table (loaded at `start`, its range `n` hours
     before), and its completion event."""
     from compactor.client.loader import sample_rows
@@ -124,7 +129,7 @@ def send_load(spark: Any, kafka: Any, warehouse: str, n: int, start: datetime) -
 
 
 def restart_figures(
-    spark: Any, root: Path, bootstrap: str, warehouse: str, config: Path, loaded_at: datetime
+    spark: SparkSession, root: Path, bootstrap: str, warehouse: str, config: Path, loaded_at: datetime
 ) -> list[dict[str, Any]]:
     """Cold start, restart after SIGKILL, and restart as a newcomer, for one job."""
     from compactor.delta.paths import warehouse_uri

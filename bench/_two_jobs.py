@@ -11,13 +11,19 @@ from __future__ import annotations
 import shutil
 import threading
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from compactor.config.tables import ProjectConfig
+    from compactor.job.query import Shard
+    from compactor.kafka.settings import KafkaSettings
 
 SHARDS = 2
 
 
-def shard_setup(config: Any, kafka: Any, warehouse: Path, shard: int) -> Any:
+def shard_setup(config: ProjectConfig, kafka: KafkaSettings, warehouse: Path, shard: int) -> Shard:
     """Shard `shard` of two as a job runs it (its part of the catalog, its partitions, its checkpoint)."""
     from compactor.delta.warehouse.shard_record import ShardRecord
     from compactor.job.spark_shard import shard_of_job
@@ -40,7 +46,12 @@ def shard_tables(tables: set[str], shard: int) -> set[str]:
 
 
 def two_job_drain(
-    work: Path, bootstrap: str, level: int, concurrency: int, run_worker: Any, events: list[list[str]]
+    work: Path,
+    bootstrap: str,
+    level: int,
+    concurrency: int,
+    run_worker: Callable[..., dict[str, Any]],
+    events: list[list[str]],
 ) -> dict[str, Any]:
     """Both jobs started together on one copy of the backlog; their results combined."""
     from compactor.kafka.producer import EventProducer

@@ -22,8 +22,9 @@ latency.py, and its driver tree's CPU time and peak resident memory are measured
   commit timestamp). A window before, and one while table `big` merges its two 512 MiB
   segments. Merge debt (unmerged pairs) sampled each second; its slope per minute.
 
-Targets (issue 27): drain at concurrency 4 >= 2 merges/s, speed-up at 4 vs 1 >= 1.5x; a small
-table's p99 event -> commit < 3 s while the 1 GiB merge runs; flat debt at the steady rate.
+Targets (`TARGETS`, judged at concurrency 4): the drain rate, its speed-up over concurrency 1, a
+small table's p99 event -> commit while the 1 GiB merge runs, CPU-seconds, Spark jobs and state
+rebuilds per merge, SetTransactions left; flat debt at the steady rate (printed).
 
 Run: .venv/bin/python bench/capacity.py [--quick] [--tables N] [--segments S] [--no-cluster]
 Saves bench/results/capacity[_quick].json and bench/results/capacity[_quick].png.
@@ -45,7 +46,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import psutil
@@ -60,6 +61,7 @@ from _common import (
     print_table,
     save_results,
 )
+from _targets import Target, judge
 from _two_jobs import shard_setup, shard_tables, two_job_drain
 from deltalake import CommitProperties, DeltaTable, write_deltalake
 
@@ -70,7 +72,30 @@ from compactor.domain.segments import Segment, TimeRange
 from compactor.observe.metrics.spark_work import RETAIN, SparkWork
 from compactor.observe.metrics.spark_work import describe as describe_work
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from compactor.job.query import Shard
+    from compactor.kafka.producer import EventProducer
+    from compactor.kafka.settings import KafkaSettings
+    from compactor.observe.metrics.job_metrics import JobMetrics
+    from compactor.stream.handler import BatchHandler
+
 START = datetime(2024, 1, 1, tzinfo=UTC)
+TARGETS = (
+    Target("drain_c4", "drain at concurrency 4", 3.0, at_most=False, unit=" merges/s"),
+    Target("speedup_4_vs_1", "drain speed-up at concurrency 4 vs 1", 1.5, at_most=False, unit="x"),
+    Target(
+        "p99_beside_big_ms",
+        "small table p99 event -> commit while the 1 GiB merge runs (c=4)",
+        3000,
+        unit=" ms",
+    ),
+    Target("set_transactions", "live SetTransactions left by the merges", 0),
+    Target("cpu_seconds_per_merge_c4", "CPU-seconds per merge at concurrency 4", 0.4),
+    Target("spark_jobs_per_merge_c4", "Spark jobs per small merge", 2),
+    Target("state_rebuilds_per_merge_c4", "Delta state rebuilds per merge", 0),
+)
 ROWS_PER_SEGMENT = 200
 WARM_UP_HOURS = 100_000  # the warm-up pair's hours: far from every pair the steady run loads
 BIG_SEGMENT_BYTES = 512 * MIB
@@ -154,8 +179,8 @@ class Tree:
 
 
 def _job(
-    master: str, concurrency: int, level: int, warehouse: Path, kafka: Any, shard: int | None = None
-) -> tuple[Any, Any, Any, float, Any]:
+    master: str, concurrency: int, level: int, warehouse: Path, kafka: KafkaSettings, shard: int | None = None
+) -> tuple[SparkSession, BatchHandler, JobMetrics, float, Shard | None]:
     """The job as `compactor run` wires it: Spark, the handler (recovered), its metrics (and the
     shard it runs, if one of two). Table
     `big` merges only when asked (its 1 GiB merge starts when the steady run says)."""
@@ -191,14 +216,14 @@ def _job(
     return spark, handler, metrics, time.perf_counter() - began, job_shard
 
 
-def _phases(metrics: Any) -> dict[str, float]:
+def _phases(metrics: JobMetrics) -> dict[str, float]:
     from compactor.stream.reporting import BATCH_PHASES
 
     value = metrics.registry.get_sample_value
     return {p: value("compactor_batch_phase_seconds_sum", {"phase": p}) or 0.0 for p in BATCH_PHASES}
 
 
-def drain_worker(args: Any) -> dict[str, Any]:
+def drain_worker(args: argparse.Namespace) -> dict[str, Any]:
     from compactor.job.query import start_query
     from compactor.kafka.producer import EventProducer
 
@@ -262,7 +287,7 @@ def drain_worker(args: Any) -> dict[str, Any]:
     }
 
 
-def steady_worker(args: Any) -> dict[str, Any]:
+def steady_worker(args: argparse.Namespace) -> dict[str, Any]:
     """Pairs of loads at `rate` merges/s; the 1 GiB merge asked for at `big_at` seconds."""
     from compactor.job.query import start_query
     from compactor.kafka.producer import EventProducer
@@ -356,7 +381,7 @@ def steady_worker(args: Any) -> dict[str, Any]:
     }
 
 
-def _warm_up(producer: Any, kafka: Any, warehouse: Path, timeout: float = 180.0) -> None:
+def _warm_up(producer: EventProducer, kafka: KafkaSettings, warehouse: Path, timeout: float = 180.0) -> None:
     """One pair merged before the clock starts, as `latency.py` keeps its warm-up apart: the
     job's first batch and first merge pay Spark's warm-up (start-up reads the catalog without
     Spark), several seconds that would otherwise land on the first samples."""
@@ -402,7 +427,7 @@ def _slope(points: list[tuple[float, int]]) -> float:
     return float(np.polyfit(xs, ys, 1)[0])
 
 
-def _kafka_settings(bootstrap: str, prefix: str) -> Any:
+def _kafka_settings(bootstrap: str, prefix: str) -> KafkaSettings:
     from compactor.kafka.settings import KafkaSettings
     from compactor.kafka.topics import ensure_topics
 
@@ -419,7 +444,7 @@ def _kafka_settings(bootstrap: str, prefix: str) -> Any:
 # -- the orchestration ------------------------------------------------------------------------------
 
 
-def run_worker(kind: str, out: Path, **options: Any) -> dict[str, Any]:
+def run_worker(kind: str, out: Path, **options: object) -> dict[str, Any]:
     cmd = [sys.executable, str(Path(__file__)), "--worker", kind, "--out", str(out)]
     for key, value in options.items():
         cmd += [f"--{key.replace('_', '-')}", str(value)]
@@ -477,7 +502,7 @@ def main() -> None:
     orchestrate(args)
 
 
-def recover_worker(args: Any) -> dict[str, Any]:
+def recover_worker(args: argparse.Namespace) -> dict[str, Any]:
     """The job's start-up on a fresh warehouse: every table read once into the catalog, which is
     saved with it; the runs start from copies, as a job restarted on a known warehouse does."""
     kafka = _kafka_settings(args.bootstrap, args.prefix)
@@ -486,7 +511,7 @@ def recover_worker(args: Any) -> dict[str, Any]:
     return {"recovery_seconds": seconds, "tables": len(handler.catalog.table_names)}
 
 
-def orchestrate(args: Any) -> None:
+def orchestrate(args: argparse.Namespace) -> None:
     quick = args.quick
     tables = args.tables or (8 if quick else 1000)
     segments = args.segments or (4 if quick else 16)
@@ -501,7 +526,7 @@ def orchestrate(args: Any) -> None:
 
 
 def measure(
-    args: Any, work: Path, bootstrap: str, tables: int, segments: int, levels: tuple[int, ...]
+    args: argparse.Namespace, work: Path, bootstrap: str, tables: int, segments: int, levels: tuple[int, ...]
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The drains (each level on local[2], then 4 on the cluster), then the steady runs."""
     quick = args.quick
@@ -693,33 +718,21 @@ def report(
         ],
     )
     during = next(s for s in steady if s["concurrency"] == 4)["event_to_commit_during_big_ms"]["p99"]
-    print()
-    print(f"target: drain at concurrency 4 >= 2 merges/s: {'met' if at4 >= 2 else 'missed'}")
-    print(f"target: speed-up 4 vs 1 >= 1.5x: {'met' if speedup >= 1.5 else 'missed'}")
-    print(
-        f"target: small table p99 event -> commit < 3 s while the 1 GiB merge runs (c=4): "
-        f"{_ms(during)} ms, {'met' if during is not None and during < 3000 else 'missed'}"
-    )
     cpu4 = local[4]["cpu_seconds_per_merge"]
-    txns = local[4].get("set_transactions")
-    if txns is not None:
-        print(
-            f"target: live SetTransactions after {local[4]['merges']} merges do not grow with them: {txns}, "
-            f"{'met' if txns == 0 else 'missed'}"
-        )
     work4 = local[4].get("spark_work") or {}
-    print(
-        f"target: CPU-seconds per merge at concurrency 4 <= 0.4: {cpu4:.2f}, {'met' if cpu4 <= 0.4 else 'missed'}"
+    print()
+    verdicts = judge(
+        TARGETS,
+        {
+            "drain_c4": at4,
+            "speedup_4_vs_1": speedup,
+            "p99_beside_big_ms": during,
+            "set_transactions": local[4].get("set_transactions"),
+            "cpu_seconds_per_merge_c4": cpu4,
+            "spark_jobs_per_merge_c4": work4.get("jobs_per_merge"),
+            "state_rebuilds_per_merge_c4": work4.get("state_rebuilds_per_merge"),
+        },
     )
-    print(
-        f"target: drain at concurrency 4 >= 3 merges/s (issue 41): {at4:.2f}, {'met' if at4 >= 3 else 'missed'}"
-    )
-    if work4:
-        print(
-            f"target: Spark jobs per small merge <= 2: {work4['jobs_per_merge']:.2f}, "
-            f"{'met' if work4['jobs_per_merge'] <= 2 else 'missed'}; state rebuilds per merge 0: "
-            f"{work4['state_rebuilds_per_merge']:.2f}, {'met' if work4['state_rebuilds_per_merge'] == 0 else 'missed'}"
-        )
     print(f"drain at concurrency 4: {at4:.1f} merges/s")
     print(f"CPU-seconds per merge at concurrency 4: {cpu4:.2f}")
     print(f"drain speed-up at concurrency 4 vs 1: {speedup:.1f}×")
@@ -734,6 +747,7 @@ def report(
         {
             "tables": tables,
             "segments": segments,
+            "verdicts": verdicts,
             "drains": drains,
             "steady": steady,
             "speedup_4_vs_1": speedup,
@@ -753,7 +767,7 @@ def plot(path: Path, drains: list[dict[str, Any]], steady: list[dict[str, Any]])
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     labels = [f"{d['master']}\nc={d['concurrency']}" for d in drains]
     left.bar(labels, [d["merges_per_s"] for d in drains], color="#4c72b0")
-    left.axhline(2.0, color="#c44e52", linestyle="--", label="target at c=4")
+    left.axhline(TARGETS[0].bound, color="#c44e52", linestyle="--", label="target at c=4")
     left.set_ylabel("merges drained per second")
     left.set_title("Drain")
     left.legend()

@@ -39,7 +39,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import unquote, urlparse
 
 from _common import (
@@ -53,6 +53,7 @@ from _common import (
     segment_rows,
     spark_quiet,
 )
+from _targets import Target, judge
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 
@@ -67,6 +68,11 @@ from compactor.spark.session import build_spark
 
 START = datetime(2024, 1, 1, tzinfo=UTC)
 RULE = "bench"
+# our merge against the same rows rewritten another way, keyed by that way (the pair it is in)
+TARGETS = (
+    Target("parquet", "our merge's MiB/s / a raw Parquet rewrite's", 0.85, at_most=False, unit="x"),
+    Target("opt_plain", "our merge's MiB/s / Delta's OPTIMIZE's", 1.3, at_most=False, unit="x"),
+)
 
 
 def write_table(df: DataFrame, path: Path, partitioned: bool) -> None:
@@ -119,7 +125,10 @@ def segments_of(spark: SparkSession, path: Path, table: str, rows: int) -> list[
     return out
 
 
-def timed(work: Callable[[], Any]) -> tuple[float, dict[str, Any], Any]:
+T = TypeVar("T")
+
+
+def timed(work: Callable[[], T]) -> tuple[float, dict[str, Any], T]:
     """(seconds, RSS figures in MiB, result) of `work()`."""
     with PeakRss() as rss:
         before = rss.peak_mib
@@ -466,14 +475,9 @@ def main() -> None:
         "note: pairs share our runs (the same operation on identical copies). MiB/s = input MiB / wall s,\n"
         "      medians over rounds. Peak RSS: the driver tree (Python + JVM), PSS summed every 0.2 s."
     )
-    targets = {"parquet": ("raw Parquet rewrite", 0.85), "opt_plain": ("Delta's OPTIMIZE", 1.3)}  # issue 41
-    for p in pairs:
-        if p["optimize"] in targets:
-            name, goal = targets[p["optimize"]]
-            ratio = p["ratio_ours_over_optimize"]
-            print(
-                f"target: our merge vs {name} >= {goal}x: {ratio:.2f}x, {'met' if ratio >= goal else 'missed'}"
-            )
+    ratios = {p["optimize"]: p["ratio_ours_over_optimize"] for p in pairs}
+    targets = [t for t in TARGETS if t.key in ratios]
+    verdicts = judge(targets, {t.key: ratios[t.key] for t in targets})
     ok = all(r["checksum_ok"] for r in runs)
     print(
         f"row count and checksum identical across all copies: {'yes' if ok else 'NO'} ({reference[0]:,} rows)"
@@ -500,6 +504,7 @@ def main() -> None:
             "pairs": pairs,
             "runs": runs,
             "all_checksums_match": ok,
+            "verdicts": verdicts,
             "total_seconds": total,
         },
     )

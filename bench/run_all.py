@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import RESULTS, machine_info, print_table, save_results
+from _targets import verdict_summary
 
 from compactor.dev import SHORT_RUN_JVM_OPTIONS
 
@@ -64,15 +65,7 @@ def _plan_scale(d: dict[str, Any]) -> str:
         f"{r['family']} {r['seconds']:.3f}s ({1000 * r.get('one_event_seconds', 0):.1f} ms after one load)"
         for r in rows
     )
-    slow = [r["family"] for r in rows if r.get("one_event_seconds", 0) > 0.010]
-    steep = [r["family"] for r in rows if (r.get("growth_per_10x") or 0) > 11]
-    verdict = "; ".join(
-        [
-            f"one event <= 10 ms: {'missed by ' + ', '.join(slow) if slow else 'met'}",
-            f"growth per 10x <= 11x: {'missed by ' + ', '.join(steep) if steep else 'met'}",
-        ]
-    )
-    return f"{largest:,} segments: {parts} ({verdict})"
+    return f"{largest:,} segments: {parts}"
 
 
 def _write_amplification(d: dict[str, Any]) -> str:
@@ -92,23 +85,16 @@ def _write_amplification(d: dict[str, Any]) -> str:
 def _query_benefit(d: dict[str, Any]) -> str:
     point = {s["state"].split(" (")[0]: s["queries"]["point"]["files_read"] for s in d["states"]}
     files = ", ".join(f"{state} {n}" for state, n in point.items())
-    rate = d["targets"]["merge_rate_vs_optimize"]
+    rate = d["verdicts"]["merge_rate_vs_optimize"]["value"]
     return f"point query files read: {files}; zorder merge {rate:.2f}x OPTIMIZE ZORDER BY's MiB/s"
 
 
 def _merge_throughput(d: dict[str, Any]) -> str:
     s = d["summary"]
-    target = {"parquet": 0.85, "opt_plain": 1.3}  # at 1 GiB (#41)
     return "; ".join(
         f"pair {p['pair'][0]}: ours {s[p['ours']]['mb_per_s_median']:.1f} vs "
         f"{({'parquet': 'raw Parquet', 'ours': 'ours, a task per file'}).get(p['optimize'], 'OPTIMIZE')} "
         f"{s[p['optimize']]['mb_per_s_median']:.1f} MiB/s = {p['ratio_ours_over_optimize']:.2f}x"
-        + (
-            f" (target >= {target[p['optimize']]}x: "
-            f"{'met' if p['ratio_ours_over_optimize'] >= target[p['optimize']] else 'missed'})"
-            if p["optimize"] in target
-            else ""
-        )
         for p in d["pairs"]
     ) + ("" if d.get("all_checksums_match") else "; CHECKSUM MISMATCH")
 
@@ -121,11 +107,10 @@ def _latency(d: dict[str, Any]) -> str:
     batch = sum(p["seconds"] for p in phases.values()) or 1.0
     catalog = phases.get("catalog", {}).get("seconds", 0.0) / batch
     ratio = v["p50"] / f["p50"] if f["p50"] else float("inf")
-    met = ratio <= 2 and v["p99"] <= 1000
     work = d.get("spark_work")
     return (
-        f"commit p50/p95/p99 {v['p50']:.0f}/{v['p95']:.0f}/{v['p99']:.0f} ms, {ratio:.1f}x the floor "
-        f"(target p50 <= 2x the floor, p99 <= 1000: {'met' if met else 'missed'}), result p50 {c['p50']:.0f} ms "
+        f"commit p50/p95/p99 {v['p50']:.0f}/{v['p95']:.0f}/{v['p99']:.0f} ms, {ratio:.1f}x the floor, "
+        f"result p50 {c['p50']:.0f} ms "
         f"(n={v['n']}); floor p50/p99 {f['p50']:.0f}/{f['p99']:.0f} ms; catalog {catalog:.0%} of batch time"
         + (
             f"; {work['jobs_per_merge']:.2f} Spark jobs, {work['state_rebuilds']} state rebuilds per merge cycle"
@@ -136,24 +121,16 @@ def _latency(d: dict[str, Any]) -> str:
 
 
 def _startup(d: dict[str, Any]) -> str:
-    parts = [
+    line = ", ".join(
         f"{r['tables']:,} table(s) x {r['segments'] // r['tables']:,} segments {r['total_s']:.1f}s"
         for r in d["rows"]
-    ]
-    many = {r["tables"]: r["total_s"] for r in d["rows"] if r["scenario"] == "many tables"}
-    line = (
-        ", ".join(parts)
-        + f" (target < 15 s: {'met' if all(r['total_s'] < 15 for r in d['rows']) else 'missed'}"
-        + (f"; 1,000 tables <= 5 s: {'met' if many[1000] <= 5 else 'missed'}" if 1000 in many else "")
-        + ")"
     )
     restarts = {r["start"]: r["processed"] for r in d.get("restarts", [])}
     again = restarts.get("restart after SIGKILL")
     if again is None:
         return line
     return line + (
-        f"; `compactor run` to an event: restart after SIGKILL {again:.1f}s "
-        f"(target <= 8 s: {'met' if again <= 8 else 'missed'}), cold {restarts['cold start']:.1f}s, "
+        f"; `compactor run` to an event: restart after SIGKILL {again:.1f}s, cold {restarts['cold start']:.1f}s, "
         f"waiting out the session {restarts['restart as a newcomer']:.1f}s"
     )
 
@@ -164,8 +141,7 @@ def _capacity(d: dict[str, Any]) -> str:
     work = local[4].get("spark_work") or {}
     steady = next(s for s in d["steady"] if s["concurrency"] == 4)["event_to_commit_during_big_ms"]["p99"]
     return (
-        f"drain at 4: {at4:.2f} merges/s ({'met' if at4 >= 3 else 'target 3 missed'}), "
-        f"{cpu4:.2f} CPU-s/merge ({'met' if cpu4 <= 0.4 else 'target 0.4 missed'})"
+        f"drain at 4: {at4:.2f} merges/s, {cpu4:.2f} CPU-s/merge"
         + (
             f", {work['jobs_per_merge']:.2f} Spark jobs and {work['state_rebuilds_per_merge']:.2f} state rebuilds "
             "per merge"
@@ -183,21 +159,19 @@ def _capacity(d: dict[str, Any]) -> str:
 
 def _console_pages(d: dict[str, Any]) -> str:
     cold = d["pages"]["warehouse page, cold (state copied)"]["median_s"]
-    tables, target = d["params"]["tables"], d["target_s"]
-    verdict = "met" if cold <= target else "missed"
     return (
-        f"warehouse page for {tables:,} tables {cold:.2f} s cold (<= {target:.0f} s: {verdict}); "
+        f"warehouse page for {d['params']['tables']:,} tables {cold:.2f} s cold; "
         f"longest hold of the job's lock {d['longest_lock_hold_ms']:.0f} ms"
     )
 
 
 def _upsert_scale(d: dict[str, Any]) -> str:
-    memory, targets = d["memory"], d["targets"]
+    memory = d["memory"]
     restarts = d.get("restarts") or [{}]
     restart = restarts[-1].get("restart_to_first_attempt_seconds")
     return (
-        f"key index {memory['bytes_per_key']:.1f} B a key (<= {targets['bytes_per_key']}); a load's update "
-        f"{d['update_ratio']:.2f}x in a table of 10x the keys (<= {targets['update_ratio']}x)"
+        f"key index {memory['bytes_per_key']:.1f} B a key; a load's update "
+        f"{d['update_ratio']:.2f}x in a table of 10x the keys"
         + (
             f"; restart to first attempt {restart:.1f} s at {restarts[-1]['table_keys']:,} keys"
             if restart is not None
@@ -217,8 +191,8 @@ def _years(d: dict[str, Any]) -> str:
         f"{r['never_given']}, commits without a SUCCEEDED {r['commits_without_success']}, healthy "
         f"quarantined {d['healthy_quarantined']}, failing table quarantined "
         f"{d['failing_table_quarantined_at_end']}; MiB per 1,000 merges: PSS "
-        f"{slope('rss_slope_mib_per_1000_merges')}, heap {slope('heap_slope_mib_per_1000_merges')} "
-        f"(target < 2); job exits on its own {len(d['job_exits_on_its_own'])}"
+        f"{slope('rss_slope_mib_per_1000_merges')}, heap {slope('heap_slope_mib_per_1000_merges')}; "
+        f"job exits on its own {len(d['job_exits_on_its_own'])}"
     )
 
 
@@ -228,11 +202,10 @@ def _log_upkeep(d: dict[str, Any]) -> str:
         f"{r} {o['kept_vs_fresh']:.2f}x (without checkpoints {o['bare_vs_fresh']:.2f}x)"
         for r, o in opens.items()
     )
-    verdict = "met" if all(o["kept_vs_fresh"] <= d["target_ratio"] for o in opens.values()) else "missed"
     return (
         f"{d['loads']:,} delta-rs loads, {d['merges']} merges: JSON commits since a checkpoint at most "
         f"{log['json_commits_since_checkpoint_max']} (K {log['checkpoint_every']}); cold open as kept vs "
-        f"freshly checkpointed: {ratios} (<= {d['target_ratio']}x: {verdict})"
+        f"freshly checkpointed: {ratios}"
     )
 
 
@@ -240,9 +213,9 @@ def _catalog_growth(d: dict[str, Any]) -> str:
     end = d["samples"][-1]
     return (
         f"catalog after {d['merges']:,} merges: {end['data_files']} data files, {end['log_files']} log files, "
-        f"{end['total_mib']:.1f} MiB ({d['mib_per_1000_merges_after_half']:.2f} MiB per 1,000 merges); data files "
-        f"{d['live_files_second_half_vs_first']:.2f}x live files in the second half against the first (<= 1.5x), log commits since a checkpoint "
-        f"at most {d['log_commits_since_checkpoint_max']} (<= 10)"
+        f"{end['total_mib']:.1f} MiB ({d['mib_per_1000_merges_after_half']:.2f} MiB per 1,000 merges); "
+        f"live files {d['live_files_second_half_vs_first']:.2f}x in the second half against the first, log "
+        f"commits since a checkpoint at most {d['log_commits_since_checkpoint_max']}"
     )
 
 
@@ -260,6 +233,12 @@ HEADLINES: dict[str, Callable[[dict[str, Any]], str]] = {
     "merge_throughput": _merge_throughput,
     "latency": _latency,
 }
+
+
+def _headline(script: str, data: dict[str, Any]) -> str:
+    """The script's figures in a line, then its verdicts (saved with its results)."""
+    verdicts = verdict_summary(data)
+    return HEADLINES[script](data) + (f" ({verdicts})" if verdicts else "")
 
 
 def run(name: str, quick: bool, timeout: float, logs: Path) -> dict[str, Any]:
@@ -320,7 +299,7 @@ def main() -> None:
     for r in results:
         data = _load(r["script"], args.quick) if r["status"] == "ok" else None
         try:
-            r["headline"] = HEADLINES[r["script"]](data) if data else "-"
+            r["headline"] = _headline(r["script"], data) if data else "-"
         except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
             r["headline"] = f"(summary unavailable: {exc!r})"
     print(f"\n=== summary ({'quick' if args.quick else 'full'} run)\n")
