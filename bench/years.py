@@ -528,6 +528,7 @@ class Loader:
         self.loads: dict[str, int] = dict.fromkeys(tables, 0)
         self.retries = 0
         self.waited_s = 0.0  # time the threads waited for merges to catch up
+        self.timed: list[tuple[float, float]] = []  # (when it ended, seconds it took) per load
         self.lock = threading.Lock()
         self.store_down = threading.Event()  # the object store is out of everyone's reach
         self.stopping = threading.Event()
@@ -558,9 +559,12 @@ class Loader:
                 continue
             table = mine[turn % len(mine)]
             turn += 1
+            began = time.monotonic()
             if self._load(self._loaders[index], table, self.loads[table]):
+                ended = time.monotonic()
                 with self.lock:
                     self.loads[table] += 1
+                    self.timed.append((ended, ended - began))
 
     def _load(self, loader: ArrowLoader, table: str, n: int) -> bool:
         start = JAN + timedelta(hours=n)
@@ -867,10 +871,17 @@ STEADY_WINDOW_S = 600.0
 
 
 def steady_rate(
-    times: list[float], began: float, first: float | None, last: float | None, samples: list[Sample]
+    times: list[float],
+    began: float,
+    first: float | None,
+    last: float | None,
+    samples: list[Sample],
+    loads: list[tuple[float, float]],
 ) -> dict[str, Any] | None:
     """Merges a minute in the first 10 minutes after a warm-up and in the last 10 of the loads, and
-    the backlog (merges owed) at the samples nearest each window's end; None for a run too short."""
+    the backlog (merges owed) at the samples nearest each window's end; the loads a minute and
+    the mean seconds a load took in each (`loads`: when each ended and how long it took): with
+    no backlog, the loads set the pace. None for a run too short."""
     if first is None or last is None or last - first < STEADY_WARMUP_S + 2 * STEADY_WINDOW_S:
         return None
     windows = {
@@ -883,7 +894,10 @@ def steady_rate(
         near = min(samples, key=lambda s: abs(s.seconds - (at - began)), default=None)
         return None if near is None else near.owed
 
+    in_window = {k: [d for t, d in loads if a <= t < b] for k, (a, b) in windows.items()}
     return {
+        "loads_per_min": {k: round(len(v) / (STEADY_WINDOW_S / 60), 2) for k, v in in_window.items()},
+        "seconds_per_load": {k: round(sum(v) / len(v), 3) if v else None for k, v in in_window.items()},
         "merges_per_min": {k: round(v, 2) for k, v in rates.items()},
         "last_vs_first": round(rates["last"] / rates["first"], 3) if rates["first"] else None,
         "owed_at_window_end": {k: owed_near(b) for k, (_, b) in windows.items()},
@@ -1330,7 +1344,9 @@ def report(
         "follower_restarts": r.results.restarts,
         "run_seconds": round(run_s, 1),
         "merges_per_second": round(merges / run_s, 3) if run_s else None,
-        "steady": steady_rate(r.results.success_times, r.began, r.first_merge, r.loads_stopped, r.samples),
+        "steady": steady_rate(
+            r.results.success_times, r.began, r.first_merge, r.loads_stopped, r.samples, r.loader.timed
+        ),
         "settings": {
             "cool_down_s": COOL_DOWN_S,
             "quarantine_after": QUARANTINE_AFTER,
@@ -1471,6 +1487,14 @@ def print_report(p: dict[str, Any]) -> None:
                 "merges a minute, first / last 10 min (owed)",
                 f"{rate['first']} ({owed['first']}) / {rate['last']} ({owed['last']}): {steady['last_vs_first']}x",
                 bound["steady_last_vs_first"],
+            ]
+        )
+        per_min, took = steady["loads_per_min"], steady["seconds_per_load"]
+        rows.append(
+            [
+                "loads a minute, first / last 10 min (s a load)",
+                f"{per_min['first']} ({took['first']}) / {per_min['last']} ({took['last']})",
+                "",
             ]
         )
     print_table(["check", "figure", "target"], rows, left=(0, 1, 2))
