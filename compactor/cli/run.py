@@ -110,6 +110,7 @@ def run(
     topic: a second one refuses to start, or with --standby waits and takes over when the first
     stops or dies. With more, every job started shares the shards through Kafka's group protocol."""
     from compactor.config.loading import load_config_file
+    from compactor.config.rules import JOB_POOLS
     from compactor.job.run import JobRun, Served, run_job
     from compactor.observe.console.serve import console_token
 
@@ -129,6 +130,8 @@ def run(
     )
     run_job(
         job,
-        lambda: spark_session("streaming-compactor", config, (warehouse, checkpoint), config.spark_pools()),
+        lambda: spark_session(
+            "streaming-compactor", config, (warehouse, checkpoint), config.spark_pools() | JOB_POOLS
+        ),
         say,
     )

@@ -330,6 +330,18 @@ SCALE_PROFILES: dict[str, Resources] = {
     "III": Resources(concurrency=1, weight=1, min_share=0),
 }
 
+# The job's own FAIR pools, declared beside the tables' so that `compactor run` always schedules
+# FAIR: merges without a pool of their own share Spark's "default" pool side by side (in FIFO the
+# first merge's tasks held every core), and a checkpoint ("upkeep") or a VACUUM gets half of what
+# those merges get instead of a place in the queue in front of them.
+UPKEEP_POOL = "upkeep"
+VACUUM_POOL = "vacuum"
+JOB_POOLS: dict[str, Resources] = {
+    "default": Resources(weight=2),
+    UPKEEP_POOL: Resources(),
+    VACUUM_POOL: Resources(),
+}
+
 
 def _replicas(value: Any) -> int | None:
     """Hydrolix spells replicas `3` or a range `1-5`; a range gives its upper bound."""
@@ -350,6 +362,14 @@ class PoolConfig(Frozen):
 
     name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
     """The pool's name, also the name of the Spark FAIR scheduler pool its merges run in."""
+
+    @field_validator("name")
+    @classmethod
+    def _not_the_jobs(cls, name: str) -> str:
+        if name in JOB_POOLS:
+            raise ValueError(f"pool name {name!r} is the job's own Spark pool: choose another")
+        return name
+
     min_age: Duration = timedelta(0)
     """A segment joins the pool once its age (now minus its end) reaches this."""
     max_age: Duration

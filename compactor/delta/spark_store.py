@@ -16,7 +16,7 @@ from compactor.catalog.changes import CommitRecord
 from compactor.catalog.key_index import KeyColumns, KeyRow
 from compactor.catalog.key_values import Ints
 from compactor.config.layout import LayoutConfig, UpsertConfig
-from compactor.config.rules import RuleName
+from compactor.config.rules import UPKEEP_POOL, VACUUM_POOL, RuleName
 from compactor.config.sub_partitions import SubPartitionConfig
 from compactor.config.tables import TableSettings
 from compactor.config.vacuum import VacuumConfig
@@ -315,14 +315,14 @@ class SparkTableStore:
     def checkpoint(self, table: str) -> int:
         self._unfenced()
         with (
-            self._local(POOL_PROPERTY, "upkeep"),
+            self._local(POOL_PROPERTY, UPKEEP_POOL),
             self._local(DESCRIPTION_PROPERTY, f"compactor checkpoint {table}"),
         ):
             return write_checkpoint(self.spark, table_uri(self.warehouse, table))
 
     def hold_checkpoint_interval(self, table: str, held: bool) -> bool:
         self._unfenced()
-        with self._local(POOL_PROPERTY, "upkeep"):
+        with self._local(POOL_PROPERTY, UPKEEP_POOL):
             return hold_checkpoint_interval(self.spark, table_uri(self.warehouse, table), held)
 
     def free_bytes(self, table: str) -> int | None:
@@ -330,7 +330,7 @@ class SparkTableStore:
 
     def vacuum(self, table: str, config: VacuumConfig, dry_run: bool = False) -> VacuumReport:
         self._unfenced()
-        with self._local(POOL_PROPERTY, "vacuum"):
+        with self._local(POOL_PROPERTY, VACUUM_POOL):
             return vacuum(self.spark, table_uri(self.warehouse, table), table, config, dry_run)
 
     @contextlib.contextmanager

@@ -550,3 +550,30 @@ def test_carbondata_rules_run_in_a_pool_with_two_cores_by_default() -> None:
     )
     off = load_config({"defaults": {"rules": [{"rule": "minor", "cores_while_compacting": None}]}})
     assert off.for_table("t").spark_pool("minor", None) is None
+
+
+def test_the_jobs_own_pools_are_declared_and_no_table_pool_may_take_their_names() -> None:
+    """`compactor run` declares Spark's default pool (FAIR inside, twice the weight) and the
+    maintainer's pools, so that a checkpoint never queues in front of the merges."""
+    from compactor.config.rules import JOB_POOLS
+    from compactor.spark.session import _fair_pools_file
+
+    pools = load_config({"defaults": {"rules": [{"rule": "minor"}]}}).spark_pools() | JOB_POOLS
+    xml = _fair_pools_file(pools, None).read_text()
+    for name, weight in [("default", 2), ("upkeep", 1), ("vacuum", 1), ("minor", 1)]:
+        assert f'<pool name="{name}"><schedulingMode>FAIR</schedulingMode><weight>{weight}</weight>' in xml
+    with pytest.raises(ConfigError, match="pool name 'upkeep' is the job's own Spark pool"):
+        load_config(
+            {
+                "defaults": {
+                    "rules": [
+                        {
+                            "rule": "bin_pack",
+                            "pools": [
+                                {"name": "upkeep", "max_age": "1d", "max_size": "1GB", "max_width": "1h"}
+                            ],
+                        }
+                    ]
+                }
+            }
+        )
