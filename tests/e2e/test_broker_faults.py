@@ -23,7 +23,9 @@ from compactor.kafka.settings import KafkaSettings
 from compactor.kafka.topics import ensure_topics
 from tests.helpers.streaming import JobRunner, checksum, consume_all
 
-pytestmark = pytest.mark.integration
+# The nightly run's (CI's time): tests/faults/test_rejoin.py kills and restarts a broker under the
+# real job's process in CI; this one does it under a query in the test's own driver.
+pytestmark = [pytest.mark.integration, pytest.mark.nightly]
 
 
 def wait_for(condition: Callable[[], bool], timeout: float) -> bool:

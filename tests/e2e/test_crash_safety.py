@@ -16,7 +16,7 @@ from compactor.cli.dry_run import run_plan
 from compactor.codec.events import default_codec
 from compactor.config.loading import load_config
 from compactor.delta.paths import table_uri
-from compactor.stream.faults import POINTS
+from compactor.stream.faults import AFTER_BOOKKEEPING, AFTER_PLANNING, POINTS
 from tests.helpers.jobs import TABLE, bulk_load, run_job
 from tests.helpers.streaming import checksum, consume_all, make_kafka
 
@@ -25,7 +25,14 @@ pytestmark = pytest.mark.integration
 CONFIG_YAML = "defaults:\n  rules:\n    - rule: auto_merge\n      levels: [week]\n"
 
 
-@pytest.mark.parametrize("point", POINTS)
+# The points before the commit and after the catalog's save are the nightly run's (CI's time):
+# after_commit and between_emits are the two where a restart has the most to repair.
+NIGHTLY_POINTS = {AFTER_PLANNING, AFTER_BOOKKEEPING}
+
+
+@pytest.mark.parametrize(
+    "point", [pytest.param(p, marks=pytest.mark.nightly) if p in NIGHTLY_POINTS else p for p in POINTS]
+)
 def test_a_hard_kill_at_each_fault_point_changes_nothing(
     point: str, spark: Any, kafka_bootstrap: str, unique: Callable[[str], str], tmp_path: Path
 ) -> None:
