@@ -118,6 +118,10 @@ class UnsupportedTableFeature(CompactorError):
     """The Delta table uses a feature a merge cannot preserve: turn it off or leave the table out."""
 
 
+class ContentMismatch(CompactorError):
+    """A rewrite's output does not hold exactly its inputs' rows (its certificate): not committed."""
+
+
 class CommitConflict(CompactorError):
     """Another writer committed first (Delta's optimistic concurrency): retry against the new version."""
 

@@ -45,6 +45,9 @@ class MetricsSink(Protocol):
     def on_cancelled(self, table: str) -> None:
         """A merge was cancelled (past its time bound, or by an operator) and reported failed."""
 
+    def on_refused_certificate(self, table: str) -> None:
+        """A rewrite's output did not hold its inputs' rows: it was refused before its commit."""
+
     def on_redelivered(self, table: str) -> None:
         """An event announced a segment already tracked (or merged away since)."""
 
@@ -105,6 +108,9 @@ class NoMetrics:
         pass
 
     def on_cancelled(self, table: str) -> None:
+        pass
+
+    def on_refused_certificate(self, table: str) -> None:
         pass
 
     def on_redelivered(self, table: str) -> None:

@@ -26,7 +26,7 @@ from compactor.delta.store import LoadOrder, TableStore
 from compactor.domain.events import MergeResult, MergeStatus
 from compactor.domain.plans import Commit, MergePlan
 from compactor.domain.segments import Segment
-from compactor.errors import CommitConflict, Fenced, MergeCancelled, StalePlan
+from compactor.errors import CommitConflict, ContentMismatch, Fenced, MergeCancelled, StalePlan
 from compactor.stream.cool_down import CoolDown
 from compactor.stream.faults import AFTER_BOOKKEEPING, AFTER_COMMIT, AFTER_PLANNING, fault_point, hang_point
 from compactor.stream.merging.workers import Finished
@@ -194,6 +194,9 @@ class Runner:
                     "plan %s of table %s %s; tried again after its cool-down", plan.plan_id, plan.table, error
                 )
                 return self._unsuccessful(plan, MergeStatus.FAILED, short_error(error))
+        if isinstance(error, ContentMismatch):
+            self.metrics.on_refused_certificate(plan.table)
+            log.error("plan %s of table %s: refused before its commit: %s", plan.plan_id, plan.table, error)
         self.failures.failed(plan.table, plan.plan_id, error, plan.rule, f"plan {plan.plan_id}")
         return self._unsuccessful(plan, MergeStatus.FAILED, short_error(error))
 

@@ -10,6 +10,7 @@ import pytest
 from compactor.domain.events import MergeStatus
 from compactor.domain.plans import MergePlan, make_plan
 from compactor.domain.segments import Origin, Segment
+from compactor.errors import ContentMismatch
 from tests.helpers.harness import Harness
 
 MINOR = {"defaults": {"rules": [{"rule": "minor", "level_thresholds": [3, 0]}]}}
@@ -197,3 +198,22 @@ def test_free_space_is_known_on_local_disks_only(tmp_path: Path, monkeypatch: py
     assert paths.free_bytes(f"file://{tmp_path}") == 42
     assert asked == [tmp_path, tmp_path]
     assert paths.free_bytes("s3a://bucket/warehouse/t") is None
+
+
+def test_a_merge_whose_certificate_fails_is_failed_counted_and_held_like_any_failure(
+    harness: Harness,
+) -> None:
+    harness.store.create("t")
+    handler = harness.handler(MINOR)
+    segments = [harness.day(i) for i in range(3)]
+    plan_id = _plan(segments).plan_id
+    why = f"table t: plan {plan_id} not committed: inputs 30 rows, 00000000000000aa but output 29 rows, ..."
+    harness.store.failures[plan_id] = ContentMismatch(why)
+    handler.process(harness.loaded(*segments))
+    assert harness.statuses() == [MergeStatus.FAILED]
+    assert harness.results()[0]["error"] == f"ContentMismatch: {why}"
+    registry = handler.metrics.registry  # type: ignore[attr-defined]
+    assert registry.get_sample_value("compactor_certificates_refused_total", {"table": "t"}) == 1
+    assert len(handler.catalog.segments("t")) == 3, "nothing changed"
+    (failure,) = handler.catalog.failures("t")
+    assert failure.key == plan_id and failure.until == failure.at + timedelta(minutes=5)

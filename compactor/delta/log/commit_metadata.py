@@ -2,7 +2,7 @@
 
 Loads, merges and refreshes write a small JSON document: the segments added
 (with every field), the ids removed, the plan and rule, and whether the commit
-changed rows. The catalog is folded from these records.
+changed rows; a rewrite, its content certificate. The catalog is folded from these records.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from compactor.catalog.changes import CommitRecord
+from compactor.domain.certificate import Certificate
 from compactor.domain.plans import MergePlan
 from compactor.domain.segment_json import segment_from_dict, segment_to_dict
 from compactor.domain.segments import Segment, utc
@@ -27,11 +28,13 @@ def commit_metadata(
     plan: MergePlan | None = None,
     data_change: bool = True,
     exact_sizes: bool = False,
+    certificate: Certificate | None = None,
 ) -> str:
     """The commit's userMetadata: what it did to the segment set, which plan did it, and
     whether it changed rows (False: the commit only rearranged them, `dataChange=false`).
     `exact_sizes`: the added segments' records and bytes are the commit's (a merge that moved
-    files has no write metrics to take them from)."""
+    files has no write metrics to take them from). `certificate`: the rows the rewrite read and
+    wrote, fingerprinted, for `compactor verify` to check again."""
     return json.dumps(
         {
             METADATA_KEY: 1,
@@ -44,6 +47,7 @@ def commit_metadata(
             "pool": plan.pool if plan else None,
             "data_change": data_change,
             **({"exact_sizes": True} if exact_sizes else {}),
+            **({"certificate": certificate.to_dict()} if certificate is not None else {}),
         },
         separators=(",", ":"),
     )

@@ -34,6 +34,12 @@ def arrange(frame: DataFrame, order: SortConfig | None, files: int, table: str) 
     return spread.sortWithinPartitions(*keys).drop(CURVE_KEY)
 
 
+def reads_twice(order: SortConfig | None, files: int) -> bool:
+    """Whether `arrange` reads its frame twice: a range partitioning (several sorted files, or a
+    curve's range ids) first runs a job that samples every row, then the write reads them again."""
+    return order is not None and (files > 1 or order.curve != "linear")
+
+
 def sort_each_file(frame: DataFrame, order: SortConfig | None, first: str) -> DataFrame:
     """Rows sorted within each partition by `first` (a segment id column), then by the order."""
     if order is None:

@@ -44,10 +44,12 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from compactor.config.sort import SortConfig
+from compactor.delta.content.fingerprint import arrow_fingerprint, table_columns
 from compactor.delta.features import features, row_tracking_columns
 from compactor.delta.files import HadoopFiles
 from compactor.delta.log.live_files import LiveFile
 from compactor.delta.paths import SEGMENT_COLUMN
+from compactor.domain.certificate import Certificate, total
 
 DRIVER_MERGE_MAX_BYTES = 16 << 20
 # Features that change nothing about how a file of unchanged rows is written.
@@ -149,17 +151,23 @@ def write_in_driver(
     order: SortConfig | None,
     codec: str,
     row_tracking: tuple[str, str] | None = None,
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], Certificate]:
     """Read `inputs`, write their rows as one file of segment `output_id`, and return its `add`
-    action (statistics merged from the inputs', `dataChange` left to the commit). `row_tracking`:
-    the materialised row id and row commit version columns, when the table tracks rows."""
+    action (statistics merged from the inputs', `dataChange` left to the commit) and the
+    certificate of its rows: each input's as read, the output's as handed to the Parquet writer.
+    `row_tracking`: the materialised row id and row commit version columns, when the table tracks
+    rows."""
     schema = _arrow_schema(metadata)
     assert schema is not None
-    rows = pa.concat_tables([_read(files, table_uri, f, schema, output_id, row_tracking) for f in inputs])
+    columns = table_columns(metadata)
+    read = [_read(files, table_uri, f, schema, output_id, row_tracking) for f in inputs]
+    inputs_print = total(arrow_fingerprint(t, columns) for t in read)
+    rows = pa.concat_tables(read)
     if order is not None:
         rows = rows.take(
             pc.sort_indices(rows, [(c, "ascending") for c in order.by], null_placement="at_start")
         )
+    certificate = Certificate(inputs_print, arrow_fingerprint(rows, columns))
     buffer = io.BytesIO()
     pq.write_table(
         rows,
@@ -174,7 +182,7 @@ def write_in_driver(
     name = f"part-00000-{uuid.uuid4()}.c000.{'snappy' if codec == 'snappy' else codec}.parquet"
     relative = f"{SEGMENT_COLUMN}={output_id}/{name}"
     files.write_bytes(f"{table_uri.rstrip('/')}/{relative}", data)
-    return {
+    add = {
         "path": relative,
         "partitionValues": {SEGMENT_COLUMN: output_id},
         "size": len(data),
@@ -182,6 +190,7 @@ def write_in_driver(
         "dataChange": False,
         "stats": merged_stats([json.loads(f.action)["add"]["stats"] for f in inputs], metadata),
     }
+    return add, certificate
 
 
 def _read(

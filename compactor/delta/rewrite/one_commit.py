@@ -5,7 +5,9 @@ that step they do the same thing, in the same order: open a transaction on the t
 files, confirm the plan's inputs are live at its read version (or recognise the plan's earlier
 commit, when a replayed batch or a duplicate event brings it again), check that the table's
 features allow a rewrite, produce, call the caller's guard (a fenced shard's merge must not
-commit), commit the outputs' files and the inputs' removal in ONE version, and time it all.
+commit), refuse the output unless its certificate holds (the rows it wrote are exactly the rows its
+inputs held, `domain/certificate.py`), commit the outputs' files and the inputs' removal in ONE
+version with the certificate in its metadata, and time it all.
 
 A rewrite fills in `RewriteStep`: `produce` returns the files it wrote (`Produced`), or a
 `Commit` it already made through Delta's generic overwrite, for a table the direct commit does
@@ -27,8 +29,10 @@ from compactor.delta.log.commit_metadata import commit_metadata
 from compactor.delta.log.live_files import LiveFile, LiveFileIndex, table_live_files
 from compactor.delta.log.reader import CommitFacts
 from compactor.delta.paths import table_uri
+from compactor.domain.certificate import Certificate
 from compactor.domain.plans import Commit, MergePlan
 from compactor.domain.segments import Segment
+from compactor.errors import ContentMismatch
 
 Guard = Callable[[], None]
 
@@ -47,6 +51,7 @@ class Produced:
     layout: str | None = None
     keep_checksum: bool = True
     after_commit: Callable[[int], None] | None = None
+    certificate: Certificate | None = None  # None: a rewrite that moves files without reading rows
 
 
 class RewriteStep(Protocol):
@@ -103,8 +108,18 @@ def rewrite_in_one_commit(
     if isinstance(produced, Commit):
         return produced
     outputs = produced.outputs
+    certificate = produced.certificate
+    refused = _refusal(produced)
+    if refused is not None:
+        raise ContentMismatch(f"table {plan.table}: plan {plan.plan_id} not committed: {refused}")
     metadata = commit_metadata(
-        step.kind, list(outputs), plan.input_ids, plan, produced.data_change, exact_sizes=True
+        step.kind,
+        list(outputs),
+        plan.input_ids,
+        plan,
+        produced.data_change,
+        exact_sizes=True,
+        certificate=certificate,
     )
     committing = time.monotonic()
     guard()
@@ -131,6 +146,25 @@ def rewrite_in_one_commit(
         write_ms=_ms(committing - writing),
         commit_ms=_ms(done - committing),
     )
+
+
+def _refusal(produced: Produced) -> str | None:
+    """Why the output must not be committed: its certificate does not hold, or (a rewrite that
+    keeps every row) it read more or fewer rows than the log says its inputs show a reader, as a
+    read that missed a deletion vector would (None: commit)."""
+    certificate = produced.certificate
+    if certificate is None:
+        return None
+    if not certificate.holds:
+        return certificate.mismatch()
+    visible = [f.visible for f in produced.removed]
+    shown = sum(v for v in visible if v is not None)
+    if not produced.data_change and None not in visible and certificate.inputs.rows != shown:
+        return (
+            f"the inputs' files show a reader {shown} rows by the log's statistics and deletion "
+            f"vectors, but {certificate.inputs.rows} were read"
+        )
+    return None
 
 
 def _ms(seconds: float) -> int:

@@ -91,6 +91,13 @@ METRICS: tuple[Declared, ...] = (
         "compactor_merges_cancelled", "counter", "Merges cancelled (hung, or by an operator).", T, MERGES
     ),
     Declared(
+        "compactor_certificates_refused",
+        "counter",
+        "Merges refused before their commit: the rows written were not exactly the rows read.",
+        T,
+        MERGES,
+    ),
+    Declared(
         "compactor_quarantines",
         "counter",
         "Times a table was quarantined after its merges failed in a row.",

@@ -55,6 +55,7 @@ class JobMetrics:
         self.merge_commit = histogram(r, "compactor_merge_commit_seconds", PHASE_BUCKETS)
         self.retries = counter(r, "compactor_merge_retries")
         self.cancelled = counter(r, "compactor_merges_cancelled")
+        self.refused_certificates = counter(r, "compactor_certificates_refused")
         self.redelivered = counter(r, "compactor_events_redelivered")
         self.quarantines = counter(r, "compactor_quarantines")
         self.active_merges = gauge(r, "compactor_active_merges")
@@ -141,6 +142,9 @@ class JobMetrics:
 
     def on_cancelled(self, table: str) -> None:
         self.cancelled.labels(table).inc()
+
+    def on_refused_certificate(self, table: str) -> None:
+        self.refused_certificates.labels(table).inc()
 
     def on_redelivered(self, table: str) -> None:
         self.redelivered.labels(table).inc()

@@ -1,0 +1,207 @@
+"""Row fingerprints (`domain/certificate.py`), computed where the rows already are.
+
+One row hash serves every path, so that a certificate made by one can be checked by another:
+Spark's `xxhash64` (seed 42) of the row's columns in the table's order, each column followed by
+whether it is null (xxhash64 skips a null, so without the flag a null and a missing value would
+hash alike). The segment id is left out: a merge gives every row its output's id.
+
+- In Spark, the hash is an expression summed by an `Observation` on the frame being written, so
+  the fingerprint is taken in the job that reads or writes the rows, not in another pass.
+- In the driver (small merges written with Arrow), the same hash is computed over Arrow arrays:
+  XXH64 of a 4- or 8-byte value vectorised with numpy, of strings, binaries and wide decimals
+  with the `xxhash` library, value by value (such merges are small by construction).
+
+Spark hashes a float or double as its bits with -0.0 taken as 0.0 and every NaN as one NaN,
+an integer narrower than 32 bits as a 32-bit one, a date as its day number, a timestamp as its
+microseconds, a decimal of up to 18 digits as its unscaled 64-bit integer and a wider one as the
+big-endian two's complement bytes of its unscaled value. So a merge that turns -0.0 into 0.0 is
+not seen; nothing the compactor writes does.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import xxhash
+from pyspark.sql import Column, DataFrame, Observation
+from pyspark.sql import functions as F
+
+from compactor.delta.paths import SEGMENT_COLUMN
+from compactor.domain.certificate import Fingerprint
+
+SEED = 42  # Spark's xxhash64 seed
+_P1 = np.uint64(0x9E3779B185EBCA87)
+_P2 = np.uint64(0xC2B2AE3D27D4EB4F)
+_P3 = np.uint64(0x165667B19E3779F9)
+_P4 = np.uint64(0x85EBCA77C2B2AE63)
+_P5 = np.uint64(0x27D4EB2F165667C5)
+_FLOAT_NAN = 0x7FC00000  # Java's floatToIntBits of any NaN
+_DOUBLE_NAN = 0x7FF8000000000000
+
+
+def table_columns(metadata: Mapping[str, Any]) -> list[str]:
+    """The columns a reader of the table sees, in its schema's order (Delta's `metaData`)."""
+    return [field["name"] for field in json.loads(metadata["schemaString"])["fields"]]
+
+
+def fingerprinted_columns(columns: Sequence[str]) -> list[str]:
+    """The columns a fingerprint covers, in order: all but the segment id."""
+    return [c for c in columns if c != SEGMENT_COLUMN]
+
+
+# -- Spark ------------------------------------------------------------------------------------
+
+
+def row_hash(columns: Sequence[str]) -> Column:
+    """Each row's hash, as a Spark expression (a signed 64-bit integer)."""
+    parts: list[Column] = []
+    for name in fingerprinted_columns(columns):
+        column = F.col(f"`{name}`")
+        parts += [column, column.isNull()]
+    return F.xxhash64(*parts) if parts else F.lit(SEED).cast("long")
+
+
+def observe(frame: DataFrame, columns: Sequence[str]) -> tuple[DataFrame, Observation]:
+    """`frame`, fingerprinted as the job that consumes it runs: read the result from the
+    observation (`observed`) once that job is done."""
+    observation = Observation()
+    watched = frame.observe(
+        observation,
+        F.count(F.lit(1)).alias("rows"),
+        F.coalesce(F.sum(row_hash(columns).cast("decimal(38,0)")), F.lit(0)).alias("digest"),
+    )
+    return watched, observation
+
+
+def observed(observation: Observation) -> Fingerprint:
+    """An observation's fingerprint (blocks until its job has run)."""
+    found = observation.get
+    return Fingerprint.of(int(found["rows"]), int(found["digest"]))
+
+
+def spark_fingerprint(frame: DataFrame, columns: Sequence[str]) -> Fingerprint:
+    """The fingerprint of a frame's rows, in a job of its own (for checking after the fact)."""
+    row = frame.select(
+        F.count(F.lit(1)).alias("rows"),
+        F.coalesce(F.sum(row_hash(columns).cast("decimal(38,0)")), F.lit(0)).alias("digest"),
+    ).first()
+    assert row is not None
+    return Fingerprint.of(int(row["rows"]), int(row["digest"]))
+
+
+# -- Arrow ------------------------------------------------------------------------------------
+
+
+def arrow_fingerprint(table: pa.Table, columns: Sequence[str] | None = None) -> Fingerprint:
+    """The fingerprint of an Arrow table's rows over `columns` (None: all of its columns), the
+    segment id left out; the same value Spark's `row_hash` sums for the same rows."""
+    names = fingerprinted_columns(columns if columns is not None else table.column_names)
+    hashes = np.full(table.num_rows, SEED, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for name in names:
+            array = table.column(name).combine_chunks()
+            nulls = array.is_null().to_numpy(zero_copy_only=False)
+            hashed = _hash_values(array, hashes)
+            hashes = np.where(nulls, hashes, hashed)
+            hashes = _hash_int(nulls.astype(np.uint64), hashes)
+    return Fingerprint.of(table.num_rows, int(hashes.sum(dtype=np.uint64)))
+
+
+def _hash_values(array: pa.Array, seeds: np.ndarray) -> np.ndarray:
+    """Each value's XXH64 with its row's seed, as Spark hashes the value's type (a null's result
+    is ignored by the caller)."""
+    kind = array.type
+    if pa.types.is_boolean(kind):
+        return _hash_int(_filled(array.cast(pa.uint8()), 0).astype(np.uint64), seeds)
+    if pa.types.is_date32(kind) or (pa.types.is_integer(kind) and kind.bit_width <= 32):
+        ints = array.view(pa.int32()) if pa.types.is_date32(kind) else array.cast(pa.int32())
+        return _hash_int(_filled(ints, 0).astype(np.int32).view(np.uint32).astype(np.uint64), seeds)
+    if pa.types.is_integer(kind):
+        return _hash_long(_filled(array.cast(pa.int64()), 0).astype(np.int64).view(np.uint64), seeds)
+    if pa.types.is_timestamp(kind):
+        micros = pc.cast(array, pa.timestamp("us", tz=kind.tz)).view(pa.int64())
+        return _hash_long(_filled(micros, 0).astype(np.int64).view(np.uint64), seeds)
+    if pa.types.is_float32(kind):
+        floats = _filled(array, 0.0).astype(np.float32)
+        return _hash_int(_float_bits(floats, np.uint32, _FLOAT_NAN).astype(np.uint64), seeds)
+    if pa.types.is_float64(kind):
+        return _hash_long(_float_bits(_filled(array, 0.0).astype(np.float64), np.uint64, _DOUBLE_NAN), seeds)
+    if pa.types.is_decimal(kind) and kind.precision <= 18:
+        return _hash_long(_unscaled_longs(array).view(np.uint64), seeds)
+    if pa.types.is_decimal(kind):
+        wide = [None if v is None else _java_bytes(int(v.scaleb(kind.scale))) for v in array.to_pylist()]
+        return _hash_bytes(wide, seeds)
+    if pa.types.is_string(kind) or pa.types.is_binary(kind):
+        return _hash_bytes(array.cast(pa.binary()).to_pylist(), seeds)
+    if pa.types.is_large_string(kind) or pa.types.is_large_binary(kind):
+        return _hash_bytes(array.cast(pa.large_binary()).to_pylist(), seeds)
+    raise TypeError(f"no row fingerprint for a column of type {kind}")
+
+
+def _float_bits(values: np.ndarray, bits: type[np.unsignedinteger[Any]], nan: int) -> np.ndarray:
+    """Java's `floatToIntBits`/`doubleToLongBits` after Spark's hashing rules: -0.0 as 0.0, one NaN."""
+    out = values.view(bits).copy()
+    out[values == 0] = 0
+    out[np.isnan(values)] = nan
+    return out
+
+
+def _filled(array: pa.Array, fill: object) -> np.ndarray:
+    filled: np.ndarray = np.asarray(array.fill_null(fill).to_numpy(zero_copy_only=False))
+    return filled
+
+
+def _unscaled_longs(array: pa.Array) -> np.ndarray:
+    """A decimal128 array's unscaled values (each fits 64 bits: precision <= 18): the low half
+    of each little-endian 16-byte value."""
+    data = array.buffers()[1]
+    words = np.frombuffer(data, dtype=np.int64)[2 * array.offset : 2 * (array.offset + len(array))]
+    return words[0::2].copy()
+
+
+def _java_bytes(value: int) -> bytes:
+    """Java's `BigInteger.toByteArray`: the shortest big-endian two's complement."""
+    return value.to_bytes(value.bit_length() // 8 + 1, "big", signed=True)
+
+
+def _hash_bytes(values: Sequence[bytes | None], seeds: np.ndarray) -> np.ndarray:
+    out = seeds.copy()
+    as_ints = seeds.tolist()
+    for i, value in enumerate(values):
+        if value is not None:
+            out[i] = xxhash.xxh64_intdigest(value, as_ints[i])
+    return out
+
+
+def _rotl(x: np.ndarray, r: int) -> np.ndarray:
+    return (x << np.uint64(r)) | (x >> np.uint64(64 - r))
+
+
+def _avalanche(h: np.ndarray) -> np.ndarray:
+    h = h ^ (h >> np.uint64(33))
+    h = h * _P2
+    h = h ^ (h >> np.uint64(29))
+    h = h * _P3
+    mixed: np.ndarray = h ^ (h >> np.uint64(32))
+    return mixed
+
+
+def _hash_int(values: np.ndarray, seeds: np.ndarray) -> np.ndarray:
+    """XXH64 of each 4-byte value (given as its unsigned 32 bits) with its seed."""
+    h = seeds + _P5 + np.uint64(4)
+    h = h ^ (values * _P1)
+    h = _rotl(h, 23) * _P2 + _P3
+    return _avalanche(h)
+
+
+def _hash_long(values: np.ndarray, seeds: np.ndarray) -> np.ndarray:
+    """XXH64 of each 8-byte value with its seed."""
+    h = seeds + _P5 + np.uint64(8)
+    h = h ^ (_rotl(values * _P2, 31) * _P1)
+    h = _rotl(h, 27) * _P1 + _P4
+    return _avalanche(h)

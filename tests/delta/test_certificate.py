@@ -1,0 +1,163 @@
+"""Every merge carries a content certificate, and a merge broken on purpose is refused before its
+commit: on the driver's Arrow path and on Spark's, on real Spark and Delta."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from delta.tables import DeltaTable
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from compactor.config.sort import SortConfig
+from compactor.delta.commit.transaction import DirectTransaction
+from compactor.delta.content.fingerprint import spark_fingerprint
+from compactor.delta.paths import SEGMENT_COLUMN, table_uri
+from compactor.delta.rewrite import driver_merge, merge
+from compactor.delta.rewrite.merge import execute_merge
+from compactor.delta.rewrite.merge_settings import MergeSettings
+from compactor.domain.certificate import Certificate
+from compactor.domain.plans import make_plan
+from compactor.domain.segments import Segment
+from compactor.errors import ContentMismatch
+from tests.delta.test_driver_merge import load
+
+pytestmark = pytest.mark.integration
+
+IN_DRIVER = MergeSettings()
+BY_SPARK = MergeSettings(driver_max_bytes=0)
+# two sorted files: a range partitioning samples the inputs first, so they are fingerprinted apart
+BY_SPARK_SORTED = MergeSettings(driver_max_bytes=0, order=SortConfig(by=("k",)), target_file_bytes=4096)
+PATHS = {"driver": IN_DRIVER, "spark": BY_SPARK, "spark, two sorted files": BY_SPARK_SORTED}
+
+
+def table_with(spark: Any, warehouse: Path, table: str, days: int) -> list[Segment]:
+    return [load(spark, warehouse, table, day) for day in range(days)]
+
+
+def rows_of(spark: Any, warehouse: Path, table: str) -> DataFrame:
+    return spark.read.format("delta").load(table_uri(warehouse, table))
+
+
+def version_of(spark: Any, warehouse: Path, table: str) -> int:
+    return int(DeltaTable.forPath(spark, table_uri(warehouse, table)).history(1).first()["version"])
+
+
+def recorded(spark: Any, warehouse: Path, table: str, version: int) -> Certificate:
+    history = DeltaTable.forPath(spark, table_uri(warehouse, table)).history()
+    (row,) = history.where(F.col("version") == version).select("userMetadata").collect()
+    return Certificate.from_dict(json.loads(row["userMetadata"])["certificate"])
+
+
+@pytest.mark.parametrize("path", list(PATHS))
+def test_a_merge_commits_the_certificate_of_the_rows_a_reader_saw(
+    path: str, spark: Any, warehouse: Path
+) -> None:
+    segments = table_with(spark, warehouse, "t", 3)
+    frame = rows_of(spark, warehouse, "t")
+    before = spark_fingerprint(frame, frame.columns)
+    commit = execute_merge(spark, warehouse, make_plan("t", "minor", segments), PATHS[path])
+    certificate = recorded(spark, warehouse, "t", commit.version)
+    assert certificate.inputs == certificate.output == before
+    assert before.rows == 90
+    after = rows_of(spark, warehouse, "t")
+    assert spark_fingerprint(after, after.columns) == before
+    assert {r[SEGMENT_COLUMN] for r in after.select(SEGMENT_COLUMN).distinct().collect()} == {
+        commit.outputs[0].id
+    }
+
+
+def _first_key() -> Any:
+    return F.col("k") == F.lit(1000)  # day 1's first row: in every merge of days 0-2
+
+
+SPARK_BREAKS: dict[str, Callable[[DataFrame], DataFrame]] = {
+    "a row dropped": lambda out: out.where(~_first_key()),
+    "a row written twice": lambda out: out.unionByName(out.where(_first_key())),
+    "a value changed": lambda out: out.withColumn(
+        "x", F.when(_first_key(), F.col("x") + 1).otherwise(F.col("x"))
+    ),
+}
+
+
+@pytest.mark.parametrize("path", ["spark", "spark, two sorted files"])
+@pytest.mark.parametrize("fault", list(SPARK_BREAKS))
+def test_a_spark_merge_broken_on_purpose_is_refused_before_its_commit(
+    fault: str, path: str, spark: Any, warehouse: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    segments = table_with(spark, warehouse, "t", 3)
+    version = version_of(spark, warehouse, "t")
+    layout = merge._layout
+
+    def broken(source: DataFrame, *args: Any) -> tuple[DataFrame, dict[str, str]]:
+        output, options = layout(source, *args)
+        return SPARK_BREAKS[fault](output), options
+
+    monkeypatch.setattr(merge, "_layout", broken)
+    with pytest.raises(
+        ContentMismatch, match=r"not committed: inputs 90 rows, [0-9a-f]{16} but output"
+    ) as caught:
+        execute_merge(spark, warehouse, make_plan("t", "minor", segments), PATHS[path])
+    expected = {"a row dropped": "1 row(s) fewer", "a row written twice": "1 row(s) more"}
+    assert expected.get(fault, "the same row count, different content") in str(caught.value)
+    assert version_of(spark, warehouse, "t") == version, "nothing committed"
+    ids = {
+        r[SEGMENT_COLUMN] for r in rows_of(spark, warehouse, "t").select(SEGMENT_COLUMN).distinct().collect()
+    }
+    assert ids == {s.id for s in segments}
+
+
+class _BrokenSort:
+    """`pyarrow.compute` as the driver path sees it, with a sort that loses or repeats a row."""
+
+    def __init__(self, fault: str) -> None:
+        self.fault = fault
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(pa.compute, name)
+
+    def sort_indices(self, *args: Any, **kwargs: Any) -> pa.Array:
+        indices = pa.compute.sort_indices(*args, **kwargs).to_pylist()
+        broken = indices[1:] if self.fault == "a row dropped" else [*indices, indices[0]]
+        return pa.array(broken, pa.uint64())
+
+
+@pytest.mark.parametrize("fault", ["a row dropped", "a row written twice"])
+def test_a_driver_merge_broken_on_purpose_is_refused_before_its_commit(
+    fault: str, spark: Any, warehouse: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    segments = table_with(spark, warehouse, "t", 3)
+    version = version_of(spark, warehouse, "t")
+    monkeypatch.setattr(driver_merge, "pc", _BrokenSort(fault))
+    settings = MergeSettings(order=SortConfig(by=("k",)))
+    with pytest.raises(ContentMismatch, match="not committed: inputs 90 rows"):
+        execute_merge(spark, warehouse, make_plan("t", "minor", segments), settings)
+    assert version_of(spark, warehouse, "t") == version, "nothing committed"
+
+
+def test_a_read_that_brings_a_deleted_row_back_is_refused(
+    spark: Any, warehouse: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The certificate's inputs are what the merge read; the log says what a reader sees (rows
+    less those its deletion vectors hide): a read that ignores a deletion vector reads more."""
+    segments = table_with(spark, warehouse, "t", 2)
+    uri = table_uri(warehouse, "t")
+    spark.sql(f"ALTER TABLE delta.`{uri}` SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+    DeltaTable.forPath(spark, uri).delete(F.col("k") == 5)
+    version = version_of(spark, warehouse, "t")
+    read = DirectTransaction.read
+
+    def without_vectors(self: DirectTransaction, files: Any, predicate: Any) -> DataFrame:
+        frame = read(self, files, predicate)
+        raw = spark.read.parquet(*[f"{uri}/{f.path}" for f in files])
+        return raw.select(*[F.col(c) if c in raw.columns else F.lit(None).alias(c) for c in frame.columns])
+
+    monkeypatch.setattr(DirectTransaction, "read", without_vectors)
+    with pytest.raises(ContentMismatch, match=r"show a reader 59 rows .* but 60 were read"):
+        execute_merge(spark, warehouse, make_plan("t", "minor", segments), BY_SPARK)
+    assert version_of(spark, warehouse, "t") == version, "nothing committed"
