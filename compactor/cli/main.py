@@ -25,6 +25,7 @@ from compactor.cli.table import table_group
 from compactor.cli.timeline import timeline
 from compactor.cli.upsert import upsert
 from compactor.cli.vacuum import vacuum
+from compactor.cli.verify import verify
 from compactor.errors import CompactorError, LeaseHeld, ServiceUnreachable
 from compactor.kafka.settings import LIBRDKAFKA_LOG
 
@@ -104,6 +105,7 @@ commands = (
     timeline,
     table_group,
     vacuum,
+    verify,
     config_group,
     upsert,
     events_group,
