@@ -209,6 +209,7 @@ class Codec(SchemaSet):
                 "output": _output(result.outputs[0] if result.outputs else plan.output),
                 "outputs": [_output(s) for s in result.outputs],
                 "status": result.status.value,
+                "certificate": result.certificate.to_dict() if result.certificate else None,
             },
         )
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
+from compactor.domain.certificate import Certificate
 from compactor.domain.plans import Commit, MergePlan
 from compactor.domain.segments import Segment
 
@@ -58,6 +59,7 @@ class MergeResult:
     layout: str | None = None  # the order the rewrite applied (`SortConfig.describe`)
     write_ms: int | None = None  # the commit's phases (metrics only, not in the event)
     commit_ms: int | None = None
+    certificate: Certificate | None = None  # what the merge proved before its commit
 
     @classmethod
     def succeeded(cls, plan: MergePlan, commit: Commit, at: datetime, upsert: bool = False) -> MergeResult:
@@ -83,6 +85,7 @@ class MergeResult:
             layout=commit.layout,
             write_ms=commit.write_ms,
             commit_ms=commit.commit_ms,
+            certificate=commit.certificate,
         )
 
     @classmethod

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from compactor.domain.certificate import Certificate
 from compactor.domain.segments import Origin, Segment, SegmentState, TimeRange
 from compactor.errors import InvalidRequest, InvalidSegmentError
 
@@ -121,6 +122,7 @@ class Commit:
     # the rewrite's two phases, when known: writing (and uploading) the files, then Delta's commit
     write_ms: int | None = None
     commit_ms: int | None = None
+    certificate: Certificate | None = None  # the rows it read and wrote, proven equal before it
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ from fastavro.schema import to_parsing_canonical_form
 
 from compactor.codec.events import SEGMENT_COMPLETED, Codec
 from compactor.codec.framing import MAGIC, schemas_dir
+from compactor.domain.certificate import Certificate, Fingerprint
 from compactor.domain.events import CompactionRequested, MergeResult, MergeStatus, SegmentCompleted
 from compactor.domain.plans import make_plan
 from compactor.domain.segments import Origin, Segment, TimeRange
@@ -343,3 +344,19 @@ def test_a_cancel_of_something_no_plan_id_looks_like_is_invalid(codec: Codec, pl
     assert err.value.detail.startswith(
         f"plan id {plan_id!r} is invalid: a plan id is 24 lowercase hex digits"
     )
+
+
+def test_merge_results_carry_their_certificate_and_version_4_reads_none(codec: Codec) -> None:
+    proven = Certificate(Fingerprint(90, 0x6419DD44B592D329), Fingerprint(90, 0x6419DD44B592D329))
+    certified = dataclasses.replace(_merge_result(codec, False), certificate=proven)
+    record = codec.decode_merge_result(codec.encode_merge_result(certified))
+    assert record["certificate"] == {
+        "method": "xxhash64-rows-v1",
+        "inputs": {"rows": 90, "digest": "6419dd44b592d329"},
+        "output": {"rows": 90, "digest": "6419dd44b592d329"},
+    }
+    assert Certificate.from_dict(record["certificate"]) == proven
+    plain = codec.decode_merge_result(codec.encode_merge_result(_merge_result(codec, False)))
+    assert plain["certificate"] is None
+    old = codec.decode_merge_result(_written_by("merge_result.v4.avsc", plain, without="certificate"))
+    assert old["certificate"] is None and old["layout"] == plain["layout"]

@@ -145,6 +145,7 @@ def rewrite_in_one_commit(
         layout=produced.layout,
         write_ms=_ms(committing - writing),
         commit_ms=_ms(done - committing),
+        certificate=certificate,
     )
 
 
