@@ -292,6 +292,11 @@ class OperationsConfig(Frozen):
     the driver with Arrow, with no Spark job, when its inputs allow (no deletion vectors, exact
     statistics, flat columns of primitive types, no column mapping, no curve layout); 0: every
     merge is written by Spark."""
+    certify_merges: bool = True
+    """Every merge proves, before its commit, that it wrote exactly the rows its inputs held (a
+    content certificate, checked and recorded in the commit; docs: Reading compacted tables), and
+    is refused if not. false: merges commit unchecked (for comparing costs, or as an escape hatch
+    should a certificate refuse good merges; `compactor verify` still checks them afterwards)."""
     off_peak: OffPeak | None = None
     """Optional merges run only inside this daily window (UTC, e.g. `{start: "22:00", end:
     "06:00"}`); required ones run at any time; null: optional merges run at any time."""

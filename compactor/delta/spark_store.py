@@ -77,6 +77,7 @@ class SparkTableStore:
         depth: int = RECENT_COMMITS,
         write_tasks: int | None = None,
         driver_max_bytes: int = DRIVER_MERGE_MAX_BYTES,
+        certify: bool = True,
     ) -> None:
         self.spark = spark
         self.warehouse = warehouse_uri(warehouse)
@@ -84,6 +85,7 @@ class SparkTableStore:
         self.depth = depth
         self.write_tasks = write_tasks
         self.driver_max_bytes = driver_max_bytes
+        self.certify = certify
         self._logs: dict[str, DeltaLogReader] = {}
         self._live: dict[str, LiveFileIndex] = {}
         self._merge_settings: dict[str, tuple[TableSettings, MergeSettings]] = {}  # table ->
@@ -238,7 +240,9 @@ class SparkTableStore:
         """The table's settings as its commits use them: built once, again when they change."""
         kept = self._merge_settings.get(table)
         if kept is None or kept[0] is not settings:
-            merge = MergeSettings.of(settings, self.merge_write_tasks(), self.driver_max_bytes, self.depth)
+            merge = MergeSettings.of(
+                settings, self.merge_write_tasks(), self.driver_max_bytes, self.depth, self.certify
+            )
             kept = self._merge_settings[table] = (settings, merge)
         return kept[1]
 

@@ -81,6 +81,7 @@ def build_handler(
             warehouse,
             write_tasks=config.operations.merge_write_tasks,
             driver_max_bytes=config.operations.driver_merge_max_bytes,
+            certify=config.operations.certify_merges,
         ),
         DeltaCatalogStore(spark, warehouse, scope=shard.scope if shard else None),
         config,

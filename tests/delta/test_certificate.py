@@ -3,6 +3,7 @@ commit: on the driver's Arrow path and on Spark's, on real Spark and Delta."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -161,3 +162,14 @@ def test_a_read_that_brings_a_deleted_row_back_is_refused(
     with pytest.raises(ContentMismatch, match=r"show a reader 59 rows .* but 60 were read"):
         execute_merge(spark, warehouse, make_plan("t", "minor", segments), BY_SPARK)
     assert version_of(spark, warehouse, "t") == version, "nothing committed"
+
+
+@pytest.mark.parametrize("path", ["driver", "spark"])
+def test_with_certificates_off_a_merge_commits_without_one(path: str, spark: Any, warehouse: Path) -> None:
+    """`operations.certify_merges: false`: the escape hatch, and the baseline of the benchmarks."""
+    segments = table_with(spark, warehouse, "t", 2)
+    settings = dataclasses.replace(PATHS[path], certify=False)
+    commit = execute_merge(spark, warehouse, make_plan("t", "minor", segments), settings)
+    assert commit.certificate is None and commit.records_out == 60
+    history = DeltaTable.forPath(spark, table_uri(warehouse, "t")).history(1).first()
+    assert "certificate" not in json.loads(history["userMetadata"])

@@ -151,23 +151,26 @@ def write_in_driver(
     order: SortConfig | None,
     codec: str,
     row_tracking: tuple[str, str] | None = None,
-) -> tuple[dict[str, Any], Certificate]:
+    certify: bool = True,
+) -> tuple[dict[str, Any], Certificate | None]:
     """Read `inputs`, write their rows as one file of segment `output_id`, and return its `add`
     action (statistics merged from the inputs', `dataChange` left to the commit) and the
     certificate of its rows: each input's as read, the output's as handed to the Parquet writer.
     `row_tracking`: the materialised row id and row commit version columns, when the table tracks
-    rows."""
+    rows. `certify=False`: no certificate (None), no fingerprint computed."""
     schema = _arrow_schema(metadata)
     assert schema is not None
     columns = table_columns(metadata)
     read = [_read(files, table_uri, f, schema, output_id, row_tracking) for f in inputs]
-    inputs_print = total(arrow_fingerprint(t, columns) for t in read)
+    inputs_print = total(arrow_fingerprint(t, columns) for t in read) if certify else None
     rows = pa.concat_tables(read)
     if order is not None:
         rows = rows.take(
             pc.sort_indices(rows, [(c, "ascending") for c in order.by], null_placement="at_start")
         )
-    certificate = Certificate(inputs_print, arrow_fingerprint(rows, columns))
+    certificate = (
+        Certificate(inputs_print, arrow_fingerprint(rows, columns)) if inputs_print is not None else None
+    )
     buffer = io.BytesIO()
     pq.write_table(
         rows,

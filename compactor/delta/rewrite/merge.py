@@ -110,7 +110,15 @@ class _MergeStep:
         if in_driver:  # a small merge: Arrow in the driver, no Spark job
             txn.track(inputs, segment_predicate(plan.input_ids))
             add, certificate = write_in_driver(
-                live.files, txn.path, txn.metadata, inputs, plan.output.id, order, codec, txn.row_tracking
+                live.files,
+                txn.path,
+                txn.metadata,
+                inputs,
+                plan.output.id,
+                order,
+                codec,
+                txn.row_tracking,
+                settings.certify,
             )
             adds = [add]
             txn.count_written(adds, output_size(adds, txn)[0])
@@ -122,7 +130,10 @@ class _MergeStep:
                 )
             else:
                 source = txn.read(inputs, segment_predicate(plan.input_ids))
-            adds, certificate = _certified_write(txn, source, plan, settings, codec)
+            if settings.certify:
+                adds, certificate = _certified_write(txn, source, plan, settings, codec)
+            else:
+                adds, certificate = txn.write(*_layout(source, plan, settings, codec)), None
         records, size = output_size(adds, txn)
         output = replace(plan.output, records=records, bytes=size)
         return Produced(adds, inputs, (output,), upsert is not None, describe(order), certificate=certificate)

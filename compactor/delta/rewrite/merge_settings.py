@@ -26,7 +26,8 @@ class MergeSettings:
     - `promote_min_bytes`: inputs made of files this big are moved, not rewritten (None: never);
     - `driver_max_bytes`: a plain merge this small is written by the driver with Arrow;
     - `depth`: how many of the newest commits a replay's check reads before asking Delta;
-    - `layout`, `refresh`, `config_version`, `sub_column`: what a refresh conforms to.
+    - `layout`, `refresh`, `config_version`, `sub_column`: what a refresh conforms to;
+    - `certify`: a merge proves its rows unchanged before it commits (`domain/certificate.py`).
     """
 
     upsert: UpsertConfig | None = None
@@ -40,6 +41,7 @@ class MergeSettings:
     refresh: RefreshRule | None = None
     config_version: int = 1
     sub_column: str | None = None
+    certify: bool = True
 
     @classmethod
     def of(
@@ -48,6 +50,7 @@ class MergeSettings:
         write_tasks: int | None = None,
         driver_max_bytes: int = DRIVER_MERGE_MAX_BYTES,
         depth: int = RECENT_COMMITS,
+        certify: bool = True,
     ) -> MergeSettings:
         """A table's settings as its commits use them, with the job's own options."""
         return cls(
@@ -62,6 +65,7 @@ class MergeSettings:
             refresh=next((r for r in settings.rules if isinstance(r, RefreshRule)), None),
             config_version=settings.config_version,
             sub_column=settings.sub_partition.column if settings.sub_partition else None,
+            certify=certify,
         )
 
     def refresh_rule(self, table: str) -> tuple[LayoutConfig, RefreshRule]:
