@@ -16,6 +16,8 @@ latency.py, and its driver tree's CPU time and peak resident memory are measured
   two workers (one core each) on this machine, the driver beside them. Then by two jobs of
   one core each (local[1], concurrency 2) sharing the warehouse in two shards
   (`_two_jobs.py`): the cost of sharding on one machine.
+  Then at 4 again with the merges' content certificates off (`operations.certify_merges`):
+  what proving each merge's rows costs, in CPU-seconds per merge.
 - **Steady**: pairs of loads into the same T tables (rule `minor` [2, 0]: a pair makes one
   merge), at half the drain rate measured at concurrency 1, first at concurrency 1, then at
   4 (--quick: at 4 only). Per merge: event -> commit (the second load's event is produced -> the merge's Delta
@@ -95,6 +97,12 @@ TARGETS = (
     Target("cpu_seconds_per_merge_c4", "CPU-seconds per merge at concurrency 4", 0.4),
     Target("spark_jobs_per_merge_c4", "Spark jobs per small merge", 2),
     Target("state_rebuilds_per_merge_c4", "Delta state rebuilds per merge", 0),
+    Target(
+        "certificate_cpu_ratio_c4",
+        "CPU-seconds per merge with content certificates / without (c=4)",
+        1.1,
+        unit="x",
+    ),
 )
 ROWS_PER_SEGMENT = 200
 WARM_UP_HOURS = 100_000  # the warm-up pair's hours: far from every pair the steady run loads
@@ -179,10 +187,16 @@ class Tree:
 
 
 def _job(
-    master: str, concurrency: int, level: int, warehouse: Path, kafka: KafkaSettings, shard: int | None = None
+    master: str,
+    concurrency: int,
+    level: int,
+    warehouse: Path,
+    kafka: KafkaSettings,
+    shard: int | None = None,
+    certify: bool = True,
 ) -> tuple[SparkSession, BatchHandler, JobMetrics, float, Shard | None]:
     """The job as `compactor run` wires it: Spark, the handler (recovered), its metrics (and the
-    shard it runs, if one of two). Table
+    shard it runs, if one of two); `certify=False`: its merges commit without certificates. Table
     `big` merges only when asked (its 1 GiB merge starts when the steady run says)."""
     from compactor.config.loading import load_config
     from compactor.job.wiring import build_handler
@@ -201,7 +215,7 @@ def _job(
                     "promote_files_over": None,
                 }
             },
-            "operations": {"max_concurrent_merges": concurrency},
+            "operations": {"max_concurrent_merges": concurrency, "certify_merges": certify},
         }
     )
     spark = build_spark("capacity", master=master, locations=(str(warehouse),), extra_conf=RETAIN)
@@ -231,7 +245,7 @@ def drain_worker(args: argparse.Namespace) -> dict[str, Any]:
     warehouse = Path(args.warehouse)
     segments = json.loads(Path(args.segments_file).read_text())
     spark, handler, metrics, recovery, shard = _job(
-        args.master, args.concurrency, args.level, warehouse, kafka, args.shard
+        args.master, args.concurrency, args.level, warehouse, kafka, args.shard, not args.uncertified
     )
     if not args.produced:
         producer = EventProducer(kafka)
@@ -267,6 +281,7 @@ def drain_worker(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "concurrency": args.concurrency,
         "master": args.master,
+        "certified": not args.uncertified,
         "tables": tables,
         "segments": len(segments),
         "merges": merges,
@@ -490,7 +505,7 @@ def main() -> None:
     parser.add_argument("--worker", choices=["recover", "drain", "steady"], help=argparse.SUPPRESS)
     for name in ("out", "bootstrap", "prefix", "warehouse", "segments-file", "master"):
         parser.add_argument(f"--{name}", help=argparse.SUPPRESS)
-    for name in ("concurrency", "level", "shard", "produced"):
+    for name in ("concurrency", "level", "shard", "produced", "uncertified"):
         parser.add_argument(f"--{name}", type=int, help=argparse.SUPPRESS)
     for name in ("rate", "seconds", "big-at", "timeout"):
         parser.add_argument(f"--{name}", type=float, help=argparse.SUPPRESS)
@@ -565,6 +580,15 @@ def measure(
         f"({two['merges_per_s'] / one['merges_per_s']:.2f}x one job on local[2] at c=4)",
         flush=True,
     )
+    # what the merges' content certificates cost: the drain at 4 again, with them off
+    drains.append(drain_run(work, bootstrap, "local[2]", 4, segments, certify=False))
+    off = drains[-1]
+    print(
+        f"drain local[2] c=4, no certificates: {off['merges_per_s']:.2f} merges/s, "
+        f"{off['cpu_seconds_per_merge']:.2f} CPU-s/merge "
+        f"(with them: {one['cpu_seconds_per_merge'] / off['cpu_seconds_per_merge']:.2f}x the CPU)",
+        flush=True,
+    )
     base = next(d for d in drains if d["concurrency"] == 1 and d["master"] == "local[2]")
     rate = base["merges_per_s"] / 2
     template = steady_template(work, bootstrap, tables, quick)
@@ -574,8 +598,10 @@ def measure(
     return drains, steady
 
 
-def drain_run(work: Path, bootstrap: str, master: str, concurrency: int, level: int) -> dict[str, Any]:
-    name = f"drain-{master.strip('[]').replace('[', '')}-{concurrency}"
+def drain_run(
+    work: Path, bootstrap: str, master: str, concurrency: int, level: int, certify: bool = True
+) -> dict[str, Any]:
+    name = f"drain-{master.strip('[]').replace('[', '')}-{concurrency}{'' if certify else '-uncertified'}"
     run = work / name
     shutil.copytree(work / "template", run / "warehouse")
     options: dict[str, Any] = dict(
@@ -586,6 +612,7 @@ def drain_run(work: Path, bootstrap: str, master: str, concurrency: int, level: 
         concurrency=concurrency,
         level=level,
         timeout=7200,
+        uncertified=int(not certify),
     )
     try:
         if master == "cluster":
@@ -677,7 +704,7 @@ def report(
         ],
         [
             [
-                d["master"],
+                d["master"] + ("" if d.get("certified", True) else ", no certificates"),
                 d["concurrency"],
                 d["merges"],
                 d["seconds"],
@@ -690,7 +717,9 @@ def report(
         ],
         left=(0,),
     )
-    local = {d["concurrency"]: d for d in drains if d["master"] == "local[2]"}
+    local = {d["concurrency"]: d for d in drains if d["master"] == "local[2]" and d.get("certified", True)}
+    uncertified = next(d for d in drains if not d.get("certified", True))
+    certificate_cost = local[4]["cpu_seconds_per_merge"] / uncertified["cpu_seconds_per_merge"]
     at4 = local[4]["merges_per_s"]
     speedup = at4 / local[1]["merges_per_s"]
     print()
@@ -731,6 +760,7 @@ def report(
             "cpu_seconds_per_merge_c4": cpu4,
             "spark_jobs_per_merge_c4": work4.get("jobs_per_merge"),
             "state_rebuilds_per_merge_c4": work4.get("state_rebuilds_per_merge"),
+            "certificate_cpu_ratio_c4": certificate_cost,
         },
     )
     print(f"drain at concurrency 4: {at4:.1f} merges/s")
@@ -752,6 +782,7 @@ def report(
             "steady": steady,
             "speedup_4_vs_1": speedup,
             "two_jobs_vs_one": two["merges_per_s"] / at4,
+            "certificate_cpu_ratio_c4": certificate_cost,
             "machine": machine_info(),
         },
     )

@@ -11,6 +11,8 @@ plain table with a segment_id column). Each run compacts its own fresh
   (`make_plan(..., rule="bench")`) on a partitioned copy: bookkeeping included;
 - OPTIMIZE, unpartitioned: `DeltaTable.optimize().executeCompaction()` on a plain
   copy, which bin-packs the whole table: the same end state as our merge;
+- ours without content certificates (`MergeSettings(certify=False)`): what proving the merge's
+  rows costs, against the same merge with them;
 - with --with-partitioned-optimize, also OPTIMIZE on a partitioned copy. It
   bin-packs within each partition, so it only joins each segment's own files (N
   partitions stay N files): different, smaller-grained work, shown for context.
@@ -72,6 +74,14 @@ RULE = "bench"
 TARGETS = (
     Target("parquet", "our merge's MiB/s / a raw Parquet rewrite's", 0.85, at_most=False, unit="x"),
     Target("opt_plain", "our merge's MiB/s / Delta's OPTIMIZE's", 1.3, at_most=False, unit="x"),
+    # the merge's time with certificates at most 1.15x its time without: MiB/s at least 1/1.15
+    Target(
+        "ours_uncertified",
+        "our merge's MiB/s with content certificates / without",
+        round(1 / 1.15, 2),
+        at_most=False,
+        unit="x",
+    ),
 )
 
 
@@ -144,16 +154,23 @@ def timed(work: Callable[[], T]) -> tuple[float, dict[str, Any], T]:
 
 
 def run_ours(
-    spark: SparkSession, warehouse: Path, table: str, rows: int, write_tasks: int | None = None
+    spark: SparkSession,
+    warehouse: Path,
+    table: str,
+    rows: int,
+    write_tasks: int | None = None,
+    certify: bool = True,
 ) -> dict[str, Any]:
     path = Path(table_uri(warehouse, table))
     files_before, bytes_before = files_and_bytes(spark, path)
     plan = make_plan(table, RULE, segments_of(spark, path, table, rows))
     seconds, memory, execution = timed(
-        lambda: execute_merge(spark, warehouse, plan, MergeSettings(write_tasks=write_tasks))
+        lambda: execute_merge(spark, warehouse, plan, MergeSettings(write_tasks=write_tasks, certify=certify))
     )
     return {
-        "method": "ours (execute_merge)" + (f", {write_tasks} write task(s)" if write_tasks else ""),
+        "method": "ours (execute_merge)"
+        + (f", {write_tasks} write task(s)" if write_tasks else "")
+        + ("" if certify else ", no certificate"),
         "partitioned": True,
         "input_segments": len(plan.inputs),
         **_rewrite_figures(spark, path, files_before, bytes_before, seconds, memory),
@@ -235,10 +252,11 @@ def warm_up(spark: SparkSession, root: Path, per_file: int) -> None:
     checksum(spark, root / "w_ours")
 
 
-METHODS = ("ours", "opt_part", "opt_plain", "parquet")
+METHODS = ("ours", "opt_part", "opt_plain", "parquet", "ours_uncertified")
 LABELS = {
     "ours": "ours: execute_merge, partitioned",
     "ours_job": "ours as a job writes: cores less one",
+    "ours_uncertified": "ours without content certificates",
     "opt_part": "OPTIMIZE, partitioned",
     "opt_plain": "OPTIMIZE, unpartitioned",
     "parquet": "ceiling: raw Parquet rewrite",
@@ -256,6 +274,8 @@ def run_method(
     shutil.copytree(source, wh / name)
     if method == "ours":
         run = run_ours(spark, wh, name, rows)
+    elif method == "ours_uncertified":
+        run = run_ours(spark, wh, name, rows, certify=False)
     elif method == "ours_job":
         run = run_ours(spark, wh, name, rows, write_tasks=cores_but_one(spark))
     else:
@@ -323,7 +343,9 @@ def main() -> None:
     rows = args.rows or (2_000 if args.quick else 46_000)
     repeats = args.repeats or (1 if args.quick else 2)
     payload = args.payload if args.payload is not None else (0 if args.quick else 100)
-    methods: tuple[str, ...] = METHODS if args.with_partitioned_optimize else ("ours", "opt_plain", "parquet")
+    methods: tuple[str, ...] = (
+        METHODS if args.with_partitioned_optimize else ("ours", "opt_plain", "parquet", "ours_uncertified")
+    )
     methods += ("ours_job",) if args.with_job_write_tasks else ()
     per_file = args.files_per_segment
     if rows % per_file:
@@ -340,7 +362,7 @@ def main() -> None:
         wh = scratch / "warehouse"
         wh.mkdir()
         sources = {"ours": scratch / "source_part", "opt_part": scratch / "source_part"}
-        sources["parquet"] = sources["ours_job"] = scratch / "source_part"
+        sources["parquet"] = sources["ours_job"] = sources["ours_uncertified"] = scratch / "source_part"
         sources["opt_plain"] = scratch / "source_plain"
         df = segment_rows(spark, segments, rows, per_file, START, payload=payload)
         t = time.perf_counter()
@@ -406,6 +428,14 @@ def main() -> None:
             "ours": "ours_job",
             "optimize": "ours",
             "note": "operations.merge_write_tasks' default: a core stays free for the stream",
+        }
+    )
+    all_pairs.append(
+        {
+            "pair": "5: ours with content certificates over ours without",
+            "ours": "ours",
+            "optimize": "ours_uncertified",
+            "note": "what proving the merge's rows costs (operations.certify_merges)",
         }
     )
     pairs = [p for p in all_pairs if p["ours"] in methods and p["optimize"] in methods]
