@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +23,12 @@ from compactor.delta.paths import SEGMENT_COLUMN, table_uri
 from compactor.delta.rewrite import driver_merge, merge
 from compactor.delta.rewrite.merge import execute_merge
 from compactor.delta.rewrite.merge_settings import MergeSettings
+from compactor.delta.table_ops.writes import write_segment
 from compactor.domain.certificate import Certificate
 from compactor.domain.plans import make_plan
-from compactor.domain.segments import Segment
+from compactor.domain.segments import Segment, TimeRange
 from compactor.errors import ContentMismatch
-from tests.delta.test_driver_merge import load
+from tests.delta.test_driver_merge import DAY, load
 
 pytestmark = pytest.mark.integration
 
@@ -173,3 +175,29 @@ def test_with_certificates_off_a_merge_commits_without_one(path: str, spark: Any
     assert commit.certificate is None and commit.records_out == 60
     history = DeltaTable.forPath(spark, table_uri(warehouse, "t")).history(1).first()
     assert "certificate" not in json.loads(history["userMetadata"])
+
+
+def test_a_merge_of_maps_arrays_and_structs_holds_its_certificate(spark: Any, warehouse: Path) -> None:
+    """Spark cannot hash a map: such a column is fingerprinted as its JSON text, which a merge,
+    copying each row's entries in their order, leaves unchanged."""
+    segments = []
+    for day in range(2):
+        frame = spark.range(20).select(
+            (F.col("id") + day * 100).alias("k"),
+            F.create_map(F.lit("n"), F.col("id"), F.lit("d"), F.lit(day).cast("long")).alias("tags"),
+            F.array(F.col("id"), F.lit(None).cast("long")).alias("list"),
+            F.struct(F.col("id").alias("a"), F.create_map(F.lit("x"), F.col("id")).alias("m")).alias(
+                "nested"
+            ),
+        )
+        start = DAY + timedelta(days=day)
+        segment = Segment(f"m{day}", "t", TimeRange(start, start + timedelta(days=1)), loaded_at=start)
+        segments.append(write_segment(spark, warehouse, segment, frame))
+    commit = execute_merge(spark, warehouse, make_plan("t", "minor", segments), BY_SPARK)
+    certificate = recorded(spark, warehouse, "t", commit.version)
+    assert certificate.holds and certificate.inputs.rows == 40
+    changed = rows_of(spark, warehouse, "t").withColumn(
+        "tags",
+        F.when(F.col("k") == 5, F.create_map(F.lit("n"), F.lit(6).cast("long"))).otherwise(F.col("tags")),
+    )
+    assert spark_fingerprint(changed, changed.columns) != certificate.output, "a map's change is seen"

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, Message, TopicPartition
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Row, SparkSession
 
 from compactor.dev.rows_checksum import rows_checksum
 from compactor.job.query import progress, start_query
@@ -138,9 +138,22 @@ def _comparable(value: Any) -> Any:
     # Spark hands out naive local datetimes, Arrow aware UTC ones: compare instants
     if isinstance(value, datetime):
         return value.astimezone(UTC)
+    # a struct is a Row from Spark and a dict from Arrow; a map a dict from Spark and a list of
+    # (key, value) pairs from Arrow: both as their sorted (name or key, value) pairs
+    if isinstance(value, Row):
+        return _comparable(value.asDict())
+    if isinstance(value, dict):
+        return tuple(sorted((k, _comparable(v)) for k, v in value.items()))
+    if isinstance(value, list) and value and all(_pair(v) for v in value):
+        return tuple(sorted((k, _comparable(v)) for k, v in value))
     if isinstance(value, list | tuple):  # arrays (multi-value columns)
         return tuple(_comparable(v) for v in value)
     return value
+
+
+def _pair(value: Any) -> bool:
+    """A map entry as Arrow hands it out (a Spark struct, a Row, is a tuple too)."""
+    return isinstance(value, tuple) and not isinstance(value, Row) and len(value) == 2
 
 
 def assert_delta_rs_agrees(spark: SparkSession, path: Path, readable_only: bool = False) -> None:

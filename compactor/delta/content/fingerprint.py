@@ -30,6 +30,7 @@ import pyarrow.compute as pc
 import xxhash
 from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
+from pyspark.sql.types import ArrayType, DataType, MapType, StructType, VariantType
 
 from compactor.delta.paths import SEGMENT_COLUMN
 from compactor.domain.certificate import Fingerprint
@@ -57,25 +58,40 @@ def fingerprinted_columns(columns: Sequence[str]) -> list[str]:
 # -- Spark ------------------------------------------------------------------------------------
 
 
-def row_hash(columns: Sequence[str]) -> Column:
-    """Each row's hash, as a Spark expression (a signed 64-bit integer)."""
+def row_hash(schema: StructType, columns: Sequence[str]) -> Column:
+    """Each row's hash, as a Spark expression (a signed 64-bit integer), over `columns` of a
+    frame of `schema`. A column Spark cannot hash (a map or a variant, at any depth) is hashed as
+    its JSON text: a merge copies a row's map entries in their order, so the text is the same."""
+    types = {field.name: field.dataType for field in schema.fields}
     parts: list[Column] = []
     for name in fingerprinted_columns(columns):
         column = F.col(f"`{name}`")
-        parts += [column, column.isNull()]
+        hashed = F.to_json(F.struct(column)) if _unhashable(types[name]) else column
+        parts += [hashed, column.isNull()]
     return F.xxhash64(*parts) if parts else F.lit(SEED).cast("long")
+
+
+def _unhashable(kind: DataType) -> bool:
+    if isinstance(kind, MapType | VariantType):
+        return True
+    if isinstance(kind, ArrayType):
+        return _unhashable(kind.elementType)
+    if isinstance(kind, StructType):
+        return any(_unhashable(field.dataType) for field in kind.fields)
+    return False
+
+
+def _summed(frame: DataFrame, columns: Sequence[str]) -> tuple[Column, Column]:
+    """The rows counted and their hashes summed exactly (a decimal: no overflow below 10^19 rows)."""
+    digest = F.coalesce(F.sum(row_hash(frame.schema, columns).cast("decimal(38,0)")), F.lit(0))
+    return F.count(F.lit(1)).alias("rows"), digest.alias("digest")
 
 
 def observe(frame: DataFrame, columns: Sequence[str]) -> tuple[DataFrame, Observation]:
     """`frame`, fingerprinted as the job that consumes it runs: read the result from the
     observation (`observed`) once that job is done."""
     observation = Observation()
-    watched = frame.observe(
-        observation,
-        F.count(F.lit(1)).alias("rows"),
-        F.coalesce(F.sum(row_hash(columns).cast("decimal(38,0)")), F.lit(0)).alias("digest"),
-    )
-    return watched, observation
+    return frame.observe(observation, *_summed(frame, columns)), observation
 
 
 def observed(observation: Observation) -> Fingerprint:
@@ -86,10 +102,7 @@ def observed(observation: Observation) -> Fingerprint:
 
 def spark_fingerprint(frame: DataFrame, columns: Sequence[str]) -> Fingerprint:
     """The fingerprint of a frame's rows, in a job of its own (for checking after the fact)."""
-    row = frame.select(
-        F.count(F.lit(1)).alias("rows"),
-        F.coalesce(F.sum(row_hash(columns).cast("decimal(38,0)")), F.lit(0)).alias("digest"),
-    ).first()
+    row = frame.select(*_summed(frame, columns)).first()
     assert row is not None
     return Fingerprint.of(int(row["rows"]), int(row["digest"]))
 
