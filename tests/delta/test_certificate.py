@@ -88,12 +88,22 @@ SPARK_BREAKS: dict[str, Callable[[DataFrame], DataFrame]] = {
 }
 
 
-@pytest.mark.parametrize("path", ["spark", "spark, two sorted files"])
-@pytest.mark.parametrize("fault", list(SPARK_BREAKS))
+@pytest.fixture(scope="module")
+def untouched(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Segment]]:
+    """One table of three days for the merges refused below: a refused merge commits nothing,
+    so each test finds it as it was (and checks that it does)."""
+    warehouse = tmp_path_factory.mktemp("untouched")
+    return warehouse, table_with(spark, warehouse, "t", 3)
+
+
+@pytest.mark.parametrize(
+    ("fault", "path"),
+    [(fault, "spark") for fault in SPARK_BREAKS] + [("a row dropped", "spark, two sorted files")],
+)
 def test_a_spark_merge_broken_on_purpose_is_refused_before_its_commit(
-    fault: str, path: str, spark: Any, warehouse: Path, monkeypatch: pytest.MonkeyPatch
+    fault: str, path: str, spark: Any, untouched: tuple[Path, list[Segment]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    segments = table_with(spark, warehouse, "t", 3)
+    warehouse, segments = untouched
     version = version_of(spark, warehouse, "t")
     layout = merge._layout
 
@@ -132,9 +142,9 @@ class _BrokenSort:
 
 @pytest.mark.parametrize("fault", ["a row dropped", "a row written twice"])
 def test_a_driver_merge_broken_on_purpose_is_refused_before_its_commit(
-    fault: str, spark: Any, warehouse: Path, monkeypatch: pytest.MonkeyPatch
+    fault: str, spark: Any, untouched: tuple[Path, list[Segment]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    segments = table_with(spark, warehouse, "t", 3)
+    warehouse, segments = untouched
     version = version_of(spark, warehouse, "t")
     monkeypatch.setattr(driver_merge, "pc", _BrokenSort(fault))
     settings = MergeSettings(order=SortConfig(by=("k",)))
