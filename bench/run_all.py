@@ -42,6 +42,7 @@ SCRIPTS = [
     "upsert_scale",
     "log_upkeep",
     "catalog_growth",
+    "verify_demo",
     "years",
 ]
 # whose full run is taken by hand (years.py: about 45 minutes, past any per-script timeout); the
@@ -219,7 +220,16 @@ def _catalog_growth(d: dict[str, Any]) -> str:
     )
 
 
+def _verify_demo(d: dict[str, Any]) -> str:
+    counts = d["counts"]
+    return (
+        f"verify on the demo's table: {d['merges']} merges, {counts['holds']} hold, {counts['broken']} "
+        f"broken; {d['verify_seconds']:.1f} s wall (Spark's start {d['spark_start_seconds']:.1f} s)"
+    )
+
+
 HEADLINES: dict[str, Callable[[dict[str, Any]], str]] = {
+    "verify_demo": _verify_demo,
     "years": _years,
     "catalog_growth": _catalog_growth,
     "log_upkeep": _log_upkeep,
