@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -183,12 +183,11 @@ def _java_bytes(value: int) -> bytes:
 
 
 def _hash_bytes(values: Sequence[bytes | None], seeds: np.ndarray) -> np.ndarray:
-    out = seeds.copy()
-    as_ints = seeds.tolist()
-    for i, value in enumerate(values):
-        if value is not None:
-            out[i] = xxhash.xxh64_intdigest(value, as_ints[i])
-    return out
+    """XXH64 of each value with its row's seed; a null's result is ignored by the caller, so it
+    is hashed as empty (`map` over two lists calls the C function without a Python loop)."""
+    filled = cast(Sequence[bytes], values if None not in values else [v or b"" for v in values])
+    hashed = map(xxhash.xxh64_intdigest, filled, seeds.tolist())
+    return np.fromiter(hashed, dtype=np.uint64, count=len(seeds))
 
 
 def _rotl(x: np.ndarray, r: int) -> np.ndarray:
