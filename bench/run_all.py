@@ -90,11 +90,15 @@ def _query_benefit(d: dict[str, Any]) -> str:
     return f"point query files read: {files}; zorder merge {rate:.2f}x OPTIMIZE ZORDER BY's MiB/s"
 
 
+# what our merge is compared with in each of merge_throughput's pairs (OPTIMIZE where not named)
+PARTNERS = {"parquet": "raw Parquet", "ours": "ours, a task per file", "ours_uncertified": "ours uncertified"}
+
+
 def _merge_throughput(d: dict[str, Any]) -> str:
     s = d["summary"]
     return "; ".join(
         f"pair {p['pair'][0]}: ours {s[p['ours']]['mb_per_s_median']:.1f} vs "
-        f"{({'parquet': 'raw Parquet', 'ours': 'ours, a task per file'}).get(p['optimize'], 'OPTIMIZE')} "
+        f"{PARTNERS.get(p['optimize'], 'OPTIMIZE')} "
         f"{s[p['optimize']]['mb_per_s_median']:.1f} MiB/s = {p['ratio_ours_over_optimize']:.2f}x"
         for p in d["pairs"]
     ) + ("" if d.get("all_checksums_match") else "; CHECKSUM MISMATCH")
