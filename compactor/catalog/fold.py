@@ -68,6 +68,7 @@ class SegmentCatalog:
     _retired: Newest[RetiredSegment] = field(default_factory=lambda: Newest(RETIRED_KEPT))
     _filters: dict[str, RetiredFilter] = field(default_factory=dict)
     _versions: dict[str, int] = field(default_factory=dict)
+    _committed: dict[str, int] = field(default_factory=dict)  # the job's newest commit per table
     _announced: dict[str, int] = field(default_factory=dict)
     _configs: dict[str, str] = field(default_factory=dict)  # published table configs (JSON)
     _merging_off: set[str] = field(default_factory=set)  # tables an operator disabled
@@ -142,6 +143,17 @@ class SegmentCatalog:
         copy is one step under the GIL), for a reader that only needs a recent view."""
         return self._versions.copy()
 
+    def newest_versions(self) -> dict[str, int]:
+        """Every table's newest version known to exist: its `version`, or a later commit of the
+        job's own (a merge) that the fold has not reached yet. A copy, safe without the job's
+        lock. The log's maintainer counts from it: the fold mark alone lags a table whose merges
+        outnumber its loads by every merge since the last load."""
+        newest = self._versions.copy()
+        for table, version in self._committed.copy().items():
+            if version > newest.get(table, version):
+                newest[table] = version
+        return newest
+
     def announced(self, table: str) -> int | None:
         """The newest version whose merge events were acknowledged (None: never recorded)."""
         return self._announced.get(table)
@@ -211,6 +223,8 @@ class SegmentCatalog:
             plan.plan_id,
         )
         self._executed.set(plan.table, plan.plan_id, change.version if change.version is not None else -1)
+        if change.version is not None and change.version > self._committed.get(plan.table, -1):
+            self._committed[plan.table] = change.version
         return True
 
     def _applied(self, plan: MergePlan, outputs: Iterable[Segment]) -> bool:

@@ -180,7 +180,7 @@ class BatchHandler:
         without the job's lock: under a steady load the batches and the ticker held that lock so
         much that the upkeep waiting for it wrote no checkpoint in 26 minutes (bench/years.py)."""
         if self.logs is not None and not self.merges.draining:
-            self.logs.keep(self.catalog.versions())
+            self.logs.keep(self.catalog.newest_versions())
 
     def log_line(self, table: str) -> str | None:
         """The table's Delta log as the maintainer last saw it, in words (None: not seen yet)."""

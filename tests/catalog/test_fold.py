@@ -281,3 +281,21 @@ def test_a_plan_reported_failed_is_kept_for_announcing_though_later_merges_were_
     catalog.mark_announced("sales", 6)
     assert catalog.executed_plans("sales") == []
     assert not catalog.owes("sales", failed.plan_id)
+
+
+def test_the_newest_versions_count_the_jobs_own_merges_beyond_the_fold_mark() -> None:
+    """The log's maintainer counts a table's commits from here: a merge committed after the last
+    fold (no load since) must count, or its log grows unchecked (bench/log_upkeep.py: 56 commits)."""
+    catalog = SegmentCatalog()
+    for s in (A, B, C):
+        catalog.apply(SegmentAdded(s))
+    catalog.advance("sales", 10)
+    plan = make_plan("sales", "auto_merge", [A, B])
+    catalog.apply(PlanApplied(plan, (plan.output,), version=12))
+    assert catalog.versions() == {"sales": 10}, "the fold mark stays: version 11 is not folded"
+    assert catalog.newest_versions() == {"sales": 12}
+    catalog.advance("sales", 15)
+    assert catalog.newest_versions() == {"sales": 15}
+    other = make_plan("sales", "auto_merge", [C, plan.output])
+    catalog.apply(PlanApplied(other, (other.output,), version=None))
+    assert catalog.newest_versions() == {"sales": 15}, "a replay without a version changes nothing"
