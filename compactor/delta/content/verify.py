@@ -21,13 +21,13 @@ from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from compactor.config.rules import RuleName
 from compactor.delta.content.fingerprint import spark_fingerprint
 from compactor.delta.log.commit_metadata import parse_metadata
 from compactor.delta.paths import SEGMENT_COLUMN, table_uri
 from compactor.domain.certificate import Certificate, Fingerprint
 
 Verdict = Literal["holds", "broken", "not checkable"]
-UPSERT_RULE = "upsert_compaction"
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +90,7 @@ def _check(spark: SparkSession, uri: str, table: str, version: int, meta: dict[s
     try:
         after = _segments(spark, uri, version, added)
         output = spark_fingerprint(after, after.columns)
-        upsert = rule == UPSERT_RULE
+        upsert = rule == RuleName.UPSERT_COMPACTION
         inputs = None
         if not upsert:
             before = _segments(spark, uri, version - 1, removed)
