@@ -137,26 +137,21 @@ def test_a_merge_on_a_worker_thread_commits_over_a_checkpoint_written_meanwhile(
     assert result.version == 12 and [o.id for o in result.outputs] == [plan.output.id]
 
 
-def test_a_commit_runs_with_the_jobs_session_active_on_a_thread_that_had_none(
-    spark: Any, warehouse: Path
-) -> None:
+def test_a_commit_runs_with_the_jobs_session_active_on_a_thread_that_had_none(spark: Any) -> None:
     """What the test above cannot force (Delta loads a new checkpoint's provider asynchronously,
-    and only an unfinished load needs the session): the commit's session is active in the worker's
-    thread whatever the commit's settings, and the thread is left as it was found."""
+    and only an unfinished load needs the session): the session a commit runs under is active in
+    the worker's thread whatever the commit's settings, and the thread is left as it was found."""
     import threading
 
-    from compactor.delta.log.live_files import table_live_files
+    from compactor.delta.sessions import active_session
 
-    rust_load(warehouse, "s0", 0)
-    path = table_uri(warehouse, "t")
-    txn = DirectTransaction.begin(spark, path, table_live_files(spark, path, "t"))
     sessions = spark._jvm.org.apache.spark.sql.SparkSession
     seen: list[bool] = []
 
     def commit_thread() -> None:
         sessions.clearActiveSession()
         for settings in ({}, {"spark.databricks.delta.maxCommitAttempts": "0"}):
-            with txn._session(settings):
+            with active_session(spark, settings):
                 seen.append(bool(sessions.getActiveSession().isDefined()))
             seen.append(bool(sessions.getActiveSession().isDefined()))
 

@@ -5,12 +5,13 @@ loads leave none), from Delta's own writer."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from compactor.delta.commit.log_upkeep import HELD_INTERVAL
+from compactor.delta.commit.log_upkeep import HELD_INTERVAL, write_checkpoint
 from compactor.delta.paths import table_uri
 from compactor.delta.rewrite.merge_settings import MergeSettings
 from compactor.delta.spark_store import SparkTableStore
@@ -78,3 +79,21 @@ def test_the_maintainer_checkpoints_a_table_past_its_interval(spark: Any, wareho
     assert keeper.keep({"t": 11}) == [], "not again"
     loaded = spark.read.format("delta").load(table_uri(warehouse, "t")).count()
     assert loaded == 12 * 20
+
+
+def test_a_checkpoint_delta_fails_to_write_raises(spark: Any, tmp_path: Path) -> None:
+    # a table being created: its log's folder is there, its first commit not yet. Delta's writer
+    # refuses to checkpoint it, logs that as a warning and returns as if it had written
+    (tmp_path / "t" / "_delta_log").mkdir(parents=True)
+    raised: list[BaseException] = []
+
+    def checkpoint() -> None:  # on a thread of its own, as the job's maintainer: no session active
+        try:
+            write_checkpoint(spark, table_uri(tmp_path, "t"))
+        except Exception as exc:
+            raised.append(exc)
+
+    thread = threading.Thread(target=checkpoint)
+    thread.start()
+    thread.join()
+    assert len(raised) == 1 and "DELTA_CHECKPOINT_NON_EXIST_TABLE" in str(raised[0])

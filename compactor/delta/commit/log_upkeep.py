@@ -32,12 +32,15 @@ from pyspark.sql import SparkSession
 from compactor.delta.files import HadoopFiles, jvm_class
 from compactor.delta.log.snapshot import newest_snapshot, table_property
 from compactor.delta.paths import delta_table_sql, sql_string
+from compactor.delta.sessions import active_session
 
 CHECKPOINT_HOOK = "Post commit checkpoint trigger"  # CheckpointHook.name in delta-spark 4.4
 INTERVAL_PROPERTY = "delta.checkpointInterval"
 # the interval of a table whose checkpoints the job holds: no commit of a table's lifetime reaches
 # a multiple of it in practice, and an operator reading the property recognises the value
 HELD_INTERVAL = 1_000_000
+# Delta's switch that makes a failed checkpoint raise instead of logging a warning
+THROW_ON_FAILURE = "spark.databricks.delta.checkpoint.exceptionThrowing.enabled"
 
 
 def without_inline_checkpoint(txn: Any) -> bool:
@@ -64,9 +67,12 @@ def commits_since_checkpoint(files: HadoopFiles, log_uri: str, latest: int) -> t
 
 def write_checkpoint(spark: SparkSession, table_uri: str) -> int:
     """A checkpoint of the table's newest version, with Delta's own writer (and its log cleanup);
-    the version checkpointed."""
-    delta_log, snapshot = newest_snapshot(spark, table_uri)
-    delta_log.checkpoint(snapshot, jvm_class(spark._jvm, "scala.Option").empty())
+    the version checkpointed. Delta's writer logs a failure as a warning and returns as if it had
+    written (a checkpoint is a commit's afterthought to it): here the checkpoint is the whole
+    job, so a failure raises, and the maintainer tries again in its next round."""
+    with active_session(spark, {THROW_ON_FAILURE: "true"}):
+        delta_log, snapshot = newest_snapshot(spark, table_uri)
+        delta_log.checkpoint(snapshot, jvm_class(spark._jvm, "scala.Option").empty())
     return int(snapshot.version())
 
 

@@ -52,9 +52,7 @@ import json
 import logging
 import threading
 import time
-import weakref
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -70,6 +68,7 @@ from compactor.delta.log.reader import CommitFacts
 from compactor.delta.log.reads import committed
 from compactor.delta.paths import SEGMENT_COLUMN
 from compactor.delta.predicates import in_list
+from compactor.delta.sessions import active_session
 from compactor.domain.plans import MergePlan
 from compactor.errors import CommitConflict, StalePlan, UnsupportedTableFeature
 
@@ -245,7 +244,7 @@ class DirectTransaction:
                 settings[MAX_COMMIT_ATTEMPTS] = "0"
             without_inline_checkpoint(self.txn)  # the job's maintainer writes it, off the merge path
             try:
-                with self._session(settings), conflicts_as_commit_conflict():
+                with active_session(self.spark, settings), conflicts_as_commit_conflict():
                     return int(self.txn.commit(actions, operation, scala_tags))
             except Exception as exc:
                 if not alone or VERSION_TAKEN not in str(exc):
@@ -283,27 +282,6 @@ class DirectTransaction:
         found = {name: self.txn.getMetric(name) for name in WRITE_METRICS}
         return {name: metric.get() for name, metric in found.items() if metric.isDefined()}
 
-    @contextmanager
-    def _session(self, settings: dict[str, str]) -> Iterator[None]:
-        """The commit runs with a session active in this thread: the job's, or with `settings`
-        one of the job's holding them (`commit_session`: Delta's transaction reads the active
-        session's settings). A merge's worker thread has none of its own, and Delta 4.4 needs one
-        to read a checkpoint written since the transaction began (its commit statistics load the
-        checkpoint's size): without it a merge whose commit had landed was reported failed
-        (DELTA_SPARK_SESSION_NOT_SET, found by bench/log_upkeep.py)."""
-        sessions = jvm_class(self._jvm, "org.apache.spark.sql.SparkSession")
-        previous = sessions.getActiveSession()
-        sessions.setActiveSession(
-            commit_session(self.spark, settings) if settings else self.spark._jsparkSession
-        )
-        try:
-            yield
-        finally:
-            if previous.isDefined():
-                sessions.setActiveSession(previous.get())
-            else:
-                sessions.clearActiveSession()
-
     def _actions(self, files: Sequence[LiveFile]) -> list[Any]:
         return [self._parse(f.action) for f in files]
 
@@ -319,26 +297,6 @@ class DirectTransaction:
         for item in items:
             values.add(item)
         return jvm_class(self._jvm, "scala.jdk.javaapi.CollectionConverters").asScala(values).toSeq()
-
-
-_SESSIONS: weakref.WeakKeyDictionary[SparkSession, dict[tuple[tuple[str, str], ...], Any]] = (
-    weakref.WeakKeyDictionary()
-)
-_SESSIONS_LOCK = threading.Lock()
-
-
-def commit_session(spark: SparkSession, settings: dict[str, str]) -> Any:
-    """A JVM session beside `spark`'s with `settings` on top of its own, made once per set of
-    settings and kept: a session per commit would register Spark listeners per commit."""
-    key = tuple(sorted(settings.items()))
-    with _SESSIONS_LOCK:
-        made = _SESSIONS.setdefault(spark, {})
-        session = made.get(key)
-        if session is None:
-            session = made[key] = spark._jsparkSession.newSession()
-            for name, value in settings.items():
-                session.conf().set(name, value)
-        return session
 
 
 def _checksum_newest(spark: SparkSession, live: LiveFileIndex) -> None:
