@@ -1,7 +1,8 @@
-"""`compactor config`: publish table configs to the running job."""
+"""`compactor config`: validate, show and publish table configs to the running job."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import click
@@ -15,6 +16,10 @@ from compactor.cli.options import (
 )
 from compactor.config.tables import ProjectConfig
 from compactor.errors import ConfigError
+
+MASK = "**********"  # as pydantic shows a secret
+# the keys Spark itself redacts by default (`spark.redaction.regex`): an S3 secret key, a password
+SPARK_SECRET = re.compile(r"(?i)secret|password|token|access[.]?key")
 
 
 @click.group("config")
@@ -49,6 +54,37 @@ def config_validate(config_path: Path, warehouse: str | None) -> None:
                 "them to Delta's OPTIMIZE (merge_enabled: false) or recreate them without those features"
             )
     click.echo(f"{config_path}: valid ({len(project.tables)} table(s): {names})")
+
+
+@config_group.command("show")
+@click.argument("config_path", type=click.Path(path_type=Path, dir_okay=False, exists=True))
+@click.option(
+    "--table",
+    "tables",
+    multiple=True,
+    help="Only this table's settings (repeatable); a table the file does not list shows the defaults.",
+)
+def config_show(config_path: Path, tables: tuple[str, ...]) -> None:
+    """Print FILE as the job reads it, as YAML: every default filled in, each listed table's
+    settings merged with the defaults, and every secret (passwords, `env:` values, the
+    `librdkafka`, `spark_source` and `schema_registry` values) masked as **********."""
+    import yaml
+
+    from compactor.config.loading import load_config_file
+
+    project = load_config_file(config_path)
+    shown = {
+        "kafka": project.kafka.model_dump(mode="json") if project.kafka else None,
+        "spark": {k: MASK if SPARK_SECRET.search(k) else v for k, v in project.spark.items()},
+        "operations": project.operations.model_dump(mode="json"),
+        "tables": {
+            table: project.for_table(table).model_dump(mode="json")
+            for table in (tables or project.tables or ())
+        },
+    }
+    if tables:
+        shown = {"tables": shown["tables"]}
+    click.echo(yaml.safe_dump(shown, sort_keys=False), nl=False)
 
 
 def _refused_tables(project: ProjectConfig, warehouse: str) -> list[tuple[str, str]]:

@@ -38,6 +38,7 @@ from compactor.dev.broker_process import (
     running_bootstrap,
     stop_from_dir,
 )
+from compactor.dev.broker_security import ADMIN, BrokerSecurity
 from compactor.errors import BrokerStartError
 from compactor.spark import jvm
 
@@ -62,8 +63,11 @@ class LocalKafkaBroker:
     `kill()`) comes back on the same bootstrap and clients reconnect on their own.
     """
 
-    def __init__(self, data_dir: Path, port: int | None = None) -> None:
+    def __init__(
+        self, data_dir: Path, port: int | None = None, security: BrokerSecurity | None = None
+    ) -> None:
         self.data_dir = Path(data_dir).resolve()
+        self.security = security  # None: one PLAINTEXT listener, no authorizer
         avoid = {port} if port is not None else set()
         picked = free_ports(1 if port is not None else 2, avoid)
         self.port: int = port if port is not None else picked[1]
@@ -93,8 +97,23 @@ class LocalKafkaBroker:
     def is_running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
+    def client_settings(self, user: str = ADMIN) -> dict[str, str]:
+        """librdkafka's settings for `user` (a secured broker's; a plain one has no users)."""
+        if self.security is None:
+            return {"bootstrap.servers": self.bootstrap}
+        return self.security.client(self.bootstrap, user, self.data_dir)
+
     def server_properties(self) -> dict[str, str]:
-        """The broker's configuration: one combined node, one-voter static quorum."""
+        """The broker's configuration: one combined node, one-voter static quorum; a secured
+        broker's listeners, TLS and authorizer over the plain ones."""
+        secured = (
+            self.security.server_properties(self.port, self.controller_port, self.data_dir)
+            if self.security is not None
+            else {}
+        )
+        return self._plain_properties() | secured
+
+    def _plain_properties(self) -> dict[str, str]:
         return {
             "process.roles": "broker,controller",
             "node.id": "1",
@@ -122,6 +141,8 @@ class LocalKafkaBroker:
 
     def _write_config(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        if self.security is not None:
+            self.security.write_tls(self.data_dir)
         (self.data_dir / "log4j.properties").write_text(_LOG4J.format(path=self.log_path))
         body = "".join(f"{k}={v}\n" for k, v in self.server_properties().items())
         self.properties_path.write_text(body)
@@ -176,6 +197,7 @@ class LocalKafkaBroker:
             "-c",
             str(self.properties_path),
             "--ignore-formatted",
+            *(self.security.format_args() if self.security is not None else ()),
         )
         try:
             proc = subprocess.run(
@@ -231,7 +253,7 @@ class LocalKafkaBroker:
 
     def _wait_ready(self, deadline: float) -> None:
         assert self._proc is not None
-        admin = AdminClient(probe_config(self.bootstrap))
+        admin = AdminClient({**probe_config(self.bootstrap), **self.client_settings()})
         while True:
             code = self._proc.poll()
             if code is not None:

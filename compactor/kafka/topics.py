@@ -9,20 +9,52 @@ from collections.abc import Iterable
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-from compactor.errors import ServiceUnreachable
+from compactor.errors import ConfigError, ServiceUnreachable
 from compactor.kafka.settings import KafkaSettings
 
 log = logging.getLogger(__name__)
 
 
 def require_broker(settings: KafkaSettings, timeout: float = 10.0) -> None:
-    """Fail fast, with one line, when the broker does not answer a metadata request."""
-    try:
-        AdminClient(settings.librdkafka()).list_topics(timeout=timeout)
-    except KafkaException as exc:
-        raise ServiceUnreachable(
-            f"Kafka at {settings.bootstrap_servers} did not answer within {timeout:.0f}s ({exc.args[0].str()})"
-        ) from None
+    """Fail fast, with one line, when the broker does not answer a metadata request, and at
+    once, naming the setting, when it refuses the credentials or the TLS handshake fails
+    (librdkafka would retry those for as long as it is asked)."""
+    refused: list[KafkaError] = []
+    admin = AdminClient(settings.librdkafka(error_cb=refused.append))
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            admin.list_topics(timeout=min(1.0, max(deadline - time.monotonic(), 0.1)))
+            return
+        except KafkaException as exc:
+            failure = exc.args[0]
+        admin.poll(0)  # serves the error callback
+        wrong = _settings_refused(settings, refused)
+        if wrong is not None:
+            raise ConfigError(wrong)
+        if time.monotonic() >= deadline:
+            raise ServiceUnreachable(
+                f"Kafka at {settings.bootstrap_servers} did not answer within {timeout:.0f}s ({failure.str()})"
+            )
+
+
+def _settings_refused(settings: KafkaSettings, errors: list[KafkaError]) -> str | None:
+    """What the broker's refusal says of the `kafka:` settings (None: no refusal seen)."""
+    block = settings.config
+    for error in errors:
+        if error.code() == KafkaError._AUTHENTICATION:
+            user = block.sasl_username if block else None
+            return (
+                f"Kafka at {settings.bootstrap_servers} refused the credentials of {user!r}: check "
+                "kafka.sasl_username, kafka.sasl_password and kafka.sasl_mechanism"
+                + (f" ({block.sasl_mechanism})" if block and block.sasl_mechanism else "")
+            )
+        if error.code() == KafkaError._SSL:
+            return (
+                f"the TLS handshake with Kafka at {settings.bootstrap_servers} failed: check "
+                f"kafka.ssl_ca_location and kafka.security_protocol ({error.str()})"
+            )
+    return None
 
 
 def ensure_topics(

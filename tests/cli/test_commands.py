@@ -70,6 +70,40 @@ def test_config_validate_checks_the_merged_settings_of_each_table(tmp_path: Path
     assert "table 't', key vacuum" in result.output and "shorter than Delta's safety check" in result.output
 
 
+def test_config_show_prints_the_settings_as_the_job_reads_them_with_every_secret_masked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import yaml
+
+    monkeypatch.setenv("SHOW_TEST_PASSWORD", "from-the-env-8c1f")
+    config = tmp_path / "tables.yaml"
+    config.write_text(
+        "kafka:\n  security_protocol: SASL_SSL\n  sasl_mechanism: SCRAM-SHA-512\n  sasl_username: job\n"
+        "  sasl_password: env:SHOW_TEST_PASSWORD\n  librdkafka: {ssl.key.password: in-the-file-2b9e}\n"
+        "  schema_registry: {url: 'http://registry', basic.auth.user.info: 'u:registry-3d0a'}\n"
+        "spark: {spark.hadoop.fs.s3a.secret.key: s3-secret-77aa, spark.hadoop.fs.s3a.endpoint: 'http://s3'}\n"
+        "tables:\n  a: {checkpoint_every: 20}\n"
+    )
+    result = CliRunner().invoke(main, ["config", "show", str(config)])
+    assert result.exit_code == 0, result.output
+    for secret in ("from-the-env-8c1f", "in-the-file-2b9e", "registry-3d0a", "s3-secret-77aa"):
+        assert secret not in result.output
+    shown = yaml.safe_load(result.output)
+    masked = "**********"
+    assert shown["kafka"]["sasl_username"] == "job" and shown["kafka"]["sasl_password"] == masked
+    assert shown["kafka"]["librdkafka"] == {"ssl.key.password": masked}
+    assert shown["spark"] == {
+        "spark.hadoop.fs.s3a.secret.key": masked,
+        "spark.hadoop.fs.s3a.endpoint": "http://s3",
+    }
+    assert shown["tables"]["a"]["checkpoint_every"] == 20, "the table's own over the defaults"
+    assert shown["operations"]["max_concurrent_merges"] == 4, "defaults filled in"
+    only = yaml.safe_load(CliRunner().invoke(main, ["config", "show", str(config), "--table", "b"]).output)
+    assert list(only) == ["tables"] and only["tables"]["b"]["checkpoint_every"] == 10, (
+        "unlisted: the defaults"
+    )
+
+
 def test_version() -> None:
     from importlib.metadata import version
 

@@ -1,0 +1,207 @@
+"""The local broker's secured mode: TLS, SCRAM users and ACLs, as a production cluster has them.
+
+`LocalKafkaBroker(..., security=BrokerSecurity(...))` serves clients on one SASL_SSL listener
+only: TLS with a certificate made for the broker by a CA of its own (written under the broker's
+data directory, `ca.pem` for the clients), SCRAM-SHA-512 users created when the storage is
+formatted (KIP-900, so they exist before the first start), and Kafka's `StandardAuthorizer`
+with no access unless an ACL grants it. `admin` is the super user the broker itself and the
+tests' set-up use; every other principal gets what `grant` gives it.
+
+The controller listener (the broker's own link to its quorum, 127.0.0.1 only) authenticates with
+SASL/PLAIN as `admin`: SCRAM users live in the metadata log the controller serves, so a
+controller cannot check them before it has read that log.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka.admin import AdminClient
+
+# the ACL types by their modules: confluent_kafka.admin re-exports them without `__all__`
+from confluent_kafka.admin._acl import AclBinding, AclOperation, AclPermissionType
+from confluent_kafka.admin._resource import ResourcePatternType, ResourceType
+
+from compactor.errors import BrokerStartError
+
+ADMIN = "admin"
+MECHANISM = "SCRAM-SHA-512"
+SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
+TLS_DIR = "tls"
+
+
+@dataclass(frozen=True)
+class Grant:
+    """One ACL: `principal` may do `operations` on a topic or group named `name` (or every name
+    starting with it, `prefixed`)."""
+
+    principal: str
+    resource: str  # "topic" or "group"
+    name: str
+    operations: tuple[str, ...]  # Kafka's operation names: READ, WRITE, DESCRIBE, CREATE, ALL
+    prefixed: bool = False
+
+
+@dataclass(frozen=True)
+class BrokerSecurity:
+    """Users (name -> password, `admin` among them) of a secured local broker."""
+
+    users: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if ADMIN not in self.users:
+            raise ValueError(f"users: the broker's own user {ADMIN!r} needs a password")
+        for name, password in self.users.items():
+            if not name or any(c in name + password for c in ',=[]"'):
+                raise ValueError(f'users: {name!r}: names and passwords may not hold , = [ ] or "')
+
+    def ca_path(self, data_dir: Path) -> Path:
+        """The PEM file of the CA that signed the broker's certificate: the clients' trust."""
+        return data_dir / TLS_DIR / "ca.pem"
+
+    def write_tls(self, data_dir: Path) -> None:
+        """The CA and the broker's key and certificate (for 127.0.0.1 and localhost), made once."""
+        tls = data_dir / TLS_DIR
+        if (tls / "broker.pem").exists():
+            return
+        tls.mkdir(parents=True, exist_ok=True)
+        ca_pem, broker_pem = _certificates()
+        self.ca_path(data_dir).write_bytes(ca_pem)
+        (tls / "broker.pem").write_bytes(broker_pem)
+
+    def server_properties(self, port: int, controller_port: int, data_dir: Path) -> dict[str, str]:
+        """The broker's listeners, TLS, SASL and authorizer settings."""
+        admin = _quoted(self.users[ADMIN])
+        tls = data_dir / TLS_DIR
+        return {
+            "listeners": f"SASL_SSL://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
+            "advertised.listeners": f"SASL_SSL://127.0.0.1:{port}",
+            "listener.security.protocol.map": "SASL_SSL:SASL_SSL,CONTROLLER:SASL_PLAINTEXT",
+            "inter.broker.listener.name": "SASL_SSL",
+            "sasl.enabled.mechanisms": MECHANISM,
+            "sasl.mechanism.inter.broker.protocol": MECHANISM,
+            "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": (
+                f'{SCRAM_MODULE} required username="{ADMIN}" password="{admin}";'
+            ),
+            "sasl.mechanism.controller.protocol": "PLAIN",
+            "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.controller.plain.sasl.jaas.config": (
+                f'{PLAIN_MODULE} required username="{ADMIN}" password="{admin}" user_{ADMIN}="{admin}";'
+            ),
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(tls / "broker.pem"),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(self.ca_path(data_dir)),
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": f"User:{ADMIN}",
+            "allow.everyone.if.no.acl.found": "false",
+        }
+
+    def format_args(self) -> list[str]:
+        """StorageTool's arguments that create every user's SCRAM credential at format time."""
+        args: list[str] = []
+        for name, password in sorted(self.users.items()):
+            args += ["--add-scram", f"{MECHANISM}=[name={name},password={password}]"]
+        return args
+
+    def client(self, bootstrap: str, user: str, data_dir: Path) -> dict[str, str]:
+        """librdkafka's settings for `user` on this broker."""
+        return {
+            "bootstrap.servers": bootstrap,
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanisms": MECHANISM,
+            "sasl.username": user,
+            "sasl.password": self.users[user],
+            "ssl.ca.location": str(self.ca_path(data_dir)),
+        }
+
+    def kafka_block(self, user: str, data_dir: Path) -> dict[str, Any]:
+        """The config file's `kafka:` block for `user` on this broker (passwords in clear: tests
+        and the demo only; a deployment reads them with `env:NAME`)."""
+        return {
+            "security_protocol": "SASL_SSL",
+            "sasl_mechanism": MECHANISM,
+            "sasl_username": user,
+            "sasl_password": self.users[user],
+            "ssl_ca_location": str(self.ca_path(data_dir)),
+        }
+
+
+def grant(admin_settings: Mapping[str, str], grants: Iterable[Grant], timeout: float = 30) -> None:
+    """Create the ACLs, as the broker's `admin`."""
+    bindings = [
+        AclBinding(
+            ResourceType.TOPIC if g.resource == "topic" else ResourceType.GROUP,
+            g.name,
+            ResourcePatternType.PREFIXED if g.prefixed else ResourcePatternType.LITERAL,
+            f"User:{g.principal}",
+            "*",
+            AclOperation[operation],
+            AclPermissionType.ALLOW,
+        )
+        for g in grants
+        for operation in g.operations
+    ]
+    admin = AdminClient(dict(admin_settings))
+    for binding, future in admin.create_acls(bindings, request_timeout=timeout).items():
+        try:
+            future.result(timeout)
+        except Exception as exc:
+            raise BrokerStartError(f"creating the ACL {binding} failed: {exc}") from exc
+
+
+def _quoted(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def _certificates() -> tuple[bytes, bytes]:
+    """A CA's certificate, and the broker's unencrypted PKCS#8 key with its certificate."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.datetime.now(datetime.UTC)
+    valid = (now - datetime.timedelta(minutes=5), now + datetime.timedelta(days=365))
+    ca_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "compactor local test CA")])
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(valid[0])
+        .not_valid_after(valid[1])
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    broker = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(valid[0])
+        .not_valid_after(valid[1])
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
+            ),
+            critical=False,
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    pem = serialization.Encoding.PEM
+    key_pem = key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    return ca.public_bytes(pem), key_pem + broker.public_bytes(pem)

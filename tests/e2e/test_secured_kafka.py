@@ -1,0 +1,197 @@
+"""The job on a Kafka that requires SASL_SSL (SCRAM-SHA-512 over TLS) and grants by ACL only: the
+job, a loader and a results consumer each with a principal of its own and what it needs and no
+more; a principal that may not write the segments topic cannot steer the job; a wrong password
+fails in seconds with one line; no password reaches a log line, a status page or `config show`.
+
+The broker is the project's local KRaft broker in its secured mode (`BrokerSecurity`), started
+once for the module; every test uses topics of its own."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from compactor.client.results import ResultsFollower
+from compactor.config.loading import load_config
+from compactor.dev.broker_security import BrokerSecurity, Grant, grant
+from compactor.dev.kafka_broker import LocalKafkaBroker
+from compactor.kafka.settings import KafkaSettings
+from compactor.kafka.topics import ensure_topics
+from tests.helpers.jobs import COMPACTOR, TABLE, bulk_load
+
+pytestmark = pytest.mark.integration
+
+# passwords no output may show; each is long and unusual enough that a match is no accident
+PASSWORDS = {
+    "admin": "adm1n-Secret-7f3a",
+    "compactor": "j0b-Secret-91c2",
+    "loader": "l0ader-Secret-44be",
+    "reader": "r3ader-Secret-0d17",
+    "intruder": "intrud3r-Secret-5aa9",
+}
+JOB_PASSWORD_ENV = "COMPACTOR_TEST_KAFKA_PASSWORD"
+RULES = {"defaults": {"rules": [{"rule": "auto_merge", "levels": ["week"]}]}}
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafkaBroker]:
+    broker = LocalKafkaBroker(tmp_path_factory.mktemp("secured-kafka"), security=BrokerSecurity(PASSWORDS))
+    broker.start(timeout=120)
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+def settings(broker: LocalKafkaBroker, user: str, prefix: str, password: str | None = None) -> KafkaSettings:
+    """`user`'s Kafka settings for the topics of one test (`prefix`)."""
+    block = broker.security.kafka_block(user, broker.data_dir) if broker.security else {}
+    if password is not None:
+        block["sasl_password"] = password
+    config = load_config({**RULES, "kafka": {**block, "topics": {"advice": f"{prefix}.advice"}}})
+    return KafkaSettings(
+        broker.bootstrap, f"{prefix}.segments", f"{prefix}.results", f"{prefix}.dead", config.kafka
+    )
+
+
+def job_grants(prefix: str) -> list[Grant]:
+    """What the job needs: its topics (the lease's `<segments>.controller` and the advice topic
+    it creates), its consumer groups (the lease's, the results read-back's, Spark's source)."""
+    return [
+        Grant("compactor", "topic", prefix, ("READ", "WRITE", "DESCRIBE", "CREATE"), prefixed=True),
+        Grant("compactor", "group", "compactor-", ("READ", "DESCRIBE"), prefixed=True),
+        Grant("compactor", "group", "spark-kafka-source-", ("READ", "DESCRIBE"), prefixed=True),
+    ]
+
+
+@pytest.fixture
+def topics(secured: LocalKafkaBroker, unique: Callable[[str], str]) -> str:
+    """A prefix of this test's topics, created by `admin`, with each principal's ACLs."""
+    prefix = unique("sec")
+    admin = settings(secured, "admin", prefix)
+    ensure_topics(admin, [*admin.topics[:3]])
+    grant(
+        secured.client_settings(),
+        [
+            *job_grants(prefix),
+            Grant("loader", "topic", f"{prefix}.segments", ("WRITE", "DESCRIBE")),
+            Grant("reader", "topic", f"{prefix}.results", ("READ", "DESCRIBE")),
+            Grant("reader", "group", "reader-", ("READ",), prefixed=True),
+            Grant("intruder", "topic", f"{prefix}.results", ("READ", "DESCRIBE")),
+        ],
+    )
+    return prefix
+
+
+def job_config(tmp_path: Path, secured: LocalKafkaBroker, prefix: str) -> Path:
+    """The job's config file: its password read from the environment, never written down."""
+    block = secured.security.kafka_block("compactor", secured.data_dir) if secured.security else {}
+    block["sasl_password"] = f"env:{JOB_PASSWORD_ENV}"
+    path = tmp_path / "tables.yaml"
+    path.write_text(yaml.safe_dump({**RULES, "kafka": {**block, "topics": {"advice": f"{prefix}.advice"}}}))
+    return path
+
+
+def cli(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [COMPACTOR, *args], capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})}
+    )
+
+
+def assert_no_secret(text: str, where: str) -> None:
+    shown = [user for user, password in PASSWORDS.items() if password in text]
+    assert not shown, f"{where} shows the password of {shown}"
+
+
+def test_a_week_merges_end_to_end_with_a_principal_for_each_party(
+    spark: Any, secured: LocalKafkaBroker, topics: str, tmp_path: Path
+) -> None:
+    warehouse = tmp_path / "warehouse"
+    bulk_load(spark, warehouse, settings(secured, "loader", topics), days=7, rows=10)
+    config = job_config(tmp_path, secured, topics)
+    job = settings(secured, "compactor", topics)
+    os.environ[JOB_PASSWORD_ENV] = PASSWORDS["compactor"]
+    try:
+        done = cli(  # at INFO (-v): every line the job logs is searched for a secret
+            "-v", "run", "--config", str(config), "--warehouse", str(warehouse),
+            "--checkpoint", str(tmp_path / "cp"), "--bootstrap-servers", secured.bootstrap,
+            "--segments-topic", job.segments_topic, "--results-topic", job.results_topic,
+            "--dead-letter-topic", job.dead_letter_topic, "--until-idle",
+            timeout=600,
+        )  # fmt: skip
+        status = cli(
+            "status", "--config", str(config), "--warehouse", str(warehouse),
+            "--bootstrap-servers", secured.bootstrap, "--segments-topic", job.segments_topic,
+        )  # fmt: skip
+        shown = cli("config", "show", str(config))
+    finally:
+        del os.environ[JOB_PASSWORD_ENV]
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert spark.read.format("delta").load(str(warehouse / TABLE)).count() == 70
+
+    reader = settings(secured, "reader", topics)
+    with ResultsFollower(
+        "reader-e2e", kafka_config=secured.client_settings("reader"), results_topic=reader.results_topic
+    ) as results:
+        (result,) = list(results.follow(idle_timeout=15))
+    assert (result["table"], str(result["status"]), result["records_out"]) == (TABLE, "SUCCEEDED", 70)
+    assert sorted(result["inputs"]) == [f"d{d:02d}" for d in range(7)]
+
+    assert status.returncode == 0 and TABLE in status.stdout, status.stderr
+    assert shown.returncode == 0 and "sasl_password" in shown.stdout, shown.stderr
+    for text, where in (
+        (done.stdout + done.stderr, "the job's log"),
+        (status.stdout + status.stderr, "compactor status"),
+        (shown.stdout + shown.stderr, "compactor config show"),
+    ):
+        assert_no_secret(text, where)
+
+
+def test_a_principal_that_may_not_write_the_segments_topic_cannot_steer_the_job(
+    secured: LocalKafkaBroker, topics: str, tmp_path: Path
+) -> None:
+    intruder = settings(secured, "intruder", topics)
+    config = tmp_path / "intruder.yaml"
+    block = secured.security.kafka_block("intruder", secured.data_dir) if secured.security else {}
+    config.write_text(yaml.safe_dump({**RULES, "kafka": block}))
+    began = time.monotonic()
+    refused = cli(
+        "table", "disable", TABLE, "--config", str(config), "--bootstrap-servers", secured.bootstrap,
+        "--segments-topic", intruder.segments_topic,
+    )  # fmt: skip
+    assert time.monotonic() - began < 30
+    assert refused.returncode != 0
+    lines = refused.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in refused.stderr, refused.stderr
+    assert "authorization failed" in lines[0].lower() and intruder.segments_topic in lines[0], lines[0]
+    assert_no_secret(refused.stdout + refused.stderr, "the refusal")
+
+
+def test_a_wrong_password_fails_in_seconds_with_one_line_naming_the_setting(
+    secured: LocalKafkaBroker, topics: str, tmp_path: Path
+) -> None:
+    wrong = "not-the-Password-0000"
+    config = tmp_path / "wrong.yaml"
+    block = secured.security.kafka_block("loader", secured.data_dir) if secured.security else {}
+    config.write_text(yaml.safe_dump({**RULES, "kafka": {**block, "sasl_password": wrong}}))
+    began = time.monotonic()
+    failed = cli(
+        "table", "disable", TABLE, "--config", str(config), "--bootstrap-servers", secured.bootstrap,
+        "--segments-topic", f"{topics}.segments",
+    )  # fmt: skip
+    assert time.monotonic() - began < 30
+    assert failed.returncode != 0
+    lines = failed.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in failed.stderr, failed.stderr
+    assert "kafka.sasl_password" in lines[0] and "'loader'" in lines[0], lines[0]
+    assert wrong not in failed.stdout + failed.stderr
+    assert_no_secret(failed.stdout + failed.stderr, "the failure")
