@@ -27,5 +27,6 @@ def whole_configs() -> list[Block]:
 @pytest.mark.parametrize("block", whole_configs(), ids=lambda b: b.where)
 def test_a_config_shown_in_the_docs_loads(block: Block, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KAFKA_PASSWORD", "secret")  # the examples' `env:` secrets
+    monkeypatch.setenv("KAFKA_KEY_PASSWORD", "secret")
     monkeypatch.setenv("REGISTRY_USER_INFO", "user:secret")
     load_config(yaml.safe_load(block.text), block.where)
