@@ -31,4 +31,4 @@ COPY examples/tables.yaml /etc/compactor/tables.yaml
 USER compactor
 ENTRYPOINT ["compactor", "-v"]
 EXPOSE 9108
-CMD ["run", "--config", "/etc/compactor/tables.yaml", "--warehouse", "/data/warehouse", "--checkpoint", "/data/checkpoint", "--metrics-port", "9108"]
+CMD ["run", "--config", "/etc/compactor/tables.yaml", "--warehouse", "/data/warehouse", "--checkpoint", "/data/checkpoint", "--metrics-port", "9108", "--metrics-host", "0.0.0.0"]

@@ -10,6 +10,7 @@ import click
 
 from compactor.cli.options import (
     config_option,
+    console_exposure_options,
     jobs_checkpoint_option,
     kafka_settings,
     say,
@@ -61,6 +62,7 @@ TOKEN_HELP = (
     show_default=True,
     help="Seconds between two readings of the warehouse.",
 )
+@console_exposure_options
 @spark_options
 def console(
     config_path: Path,
@@ -72,6 +74,8 @@ def console(
     segments_topic: str,
     checkpoint: str,
     refresh: float,
+    console_allowed_hosts: tuple[str, ...],
+    console_behind_tls_proxy: bool,
 ) -> None:
     """Serve the web console: every table's status, its timeline, plans and merges, the shards and
     the dead letters; with a token, controls that publish what `compactor table` and `compactor
@@ -81,6 +85,7 @@ def console(
     from compactor.config.loading import load_config_file
     from compactor.delta.spark_store import SparkTableStore
     from compactor.kafka.topics import require_broker
+    from compactor.observe.console.guard import ConsoleGuard, allowed_hosts
     from compactor.observe.console.serve import console_token, shard_rows, warehouse_console
     from compactor.observe.metrics.server import ProbeServer
     from compactor.observe.status.warehouse_status import shard_section
@@ -97,7 +102,8 @@ def console(
     def shards() -> list[ShardRow] | None:
         return shard_rows(shard_section(spark, warehouse, segments_topic, checkpoint, store, kafka), {})
 
-    served = warehouse_console(spark, warehouse, project, store, kafka, shards, token, refresh)
+    guard = ConsoleGuard(allowed_hosts(host, console_allowed_hosts), console_behind_tls_proxy)
+    served = warehouse_console(spark, warehouse, project, store, kafka, shards, token, refresh, guard)
     server = ProbeServer(CollectorRegistry(), {}, host, port, console=served.app).start()
     mode = "read-only" if token is None else "controls for the token's holder"
     say(f"console: http://{host}:{server.port}/ ({mode}); Ctrl-C stops")

@@ -66,6 +66,25 @@ jobs_checkpoint_option = click.option(
 rule_choice = click.Choice(RULE_NAMES)
 
 
+def console_exposure_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """`--console-allowed-host` and `--console-behind-tls-proxy`: the names the console answers
+    (beside the loopback names and the address it binds) and whether a TLS proxy fronts it."""
+    command = click.option(
+        "--console-behind-tls-proxy",
+        is_flag=True,
+        help="A TLS-terminating proxy fronts the console: its session cookie is Secure, and the "
+        "proxy's X-Forwarded-For, -Proto and -Host headers are believed (one proxy hop).",
+    )(command)
+    return click.option(
+        "--console-allowed-host",
+        "console_allowed_hosts",
+        multiple=True,
+        metavar="NAME",
+        help="A host name the console answers besides localhost and the address it binds (repeatable): "
+        "the name browsers or the proxy use. Requests for any other Host get 421 (DNS rebinding).",
+    )(command)
+
+
 def config_option(required: bool, text: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     return click.option(
         "--config",

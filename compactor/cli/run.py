@@ -10,6 +10,7 @@ from compactor.cli.options import (
     DEFAULT_HOME,
     bootstrap_option,
     config_option,
+    console_exposure_options,
     kafka_settings,
     say,
     segments_topic_option,
@@ -47,7 +48,12 @@ from compactor.kafka.settings import DEFAULT_DEAD_LETTER_TOPIC, DEFAULT_RESULTS_
     help="Serve /metrics, /healthz and /ready on this port (0: any free one); default: the config's "
     "operations.metrics_port, else none.",
 )
-@click.option("--metrics-host", default="0.0.0.0", show_default=True, help="Address the metrics port binds.")
+@click.option(
+    "--metrics-host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address the metrics port binds; 0.0.0.0 for a scraper on another host (the container image does).",
+)
 @click.option(
     "--console-port",
     type=click.IntRange(0, 65535),
@@ -85,6 +91,7 @@ from compactor.kafka.settings import DEFAULT_DEAD_LETTER_TOPIC, DEFAULT_RESULTS_
     "default: one derived from the host, the warehouse, the topic and the checkpoint. Two live jobs must not "
     "share one: the later one to join takes it, and the other stops (exit 4).",
 )
+@console_exposure_options
 @spark_options
 def run(
     config_path: Path,
@@ -100,6 +107,8 @@ def run(
     console_port: int | None,
     console_host: str,
     console_token_spec: str | None,
+    console_allowed_hosts: tuple[str, ...],
+    console_behind_tls_proxy: bool,
     standby: bool,
     reshard: bool,
     instance_id: str | None,
@@ -112,6 +121,7 @@ def run(
     from compactor.config.loading import load_config_file
     from compactor.config.rules import JOB_POOLS
     from compactor.job.run import JobRun, Served, run_job
+    from compactor.observe.console.guard import ConsoleGuard, allowed_hosts
     from compactor.observe.console.serve import console_token
 
     token = console_token(console_token_spec)  # before anything starts: a bad token fails in seconds
@@ -123,7 +133,12 @@ def run(
         warehouse,
         checkpoint,
         until_idle=until_idle,
-        served=Served((metrics_port, metrics_host), (console_port, console_host), token),
+        served=Served(
+            (metrics_port, metrics_host),
+            (console_port, console_host),
+            token,
+            ConsoleGuard(allowed_hosts(console_host, console_allowed_hosts), console_behind_tls_proxy),
+        ),
         standby=standby,
         reshard=reshard,
         instance_id=instance_id,

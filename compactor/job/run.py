@@ -9,7 +9,7 @@ import logging
 import signal
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from compactor.config.tables import ProjectConfig
@@ -20,6 +20,7 @@ from compactor.job.shard_jobs import ShardedJob
 from compactor.kafka.lease import ControllerLease
 from compactor.kafka.settings import KafkaSettings
 from compactor.kafka.shards import ShardLayout
+from compactor.observe.console.guard import ConsoleGuard
 
 # on a stop, merges in flight get this long to finish; the rest are planned again at the next start
 STOP_GRACE_S = 60.0
@@ -201,6 +202,7 @@ class Served:
     metrics_at: tuple[int | None, str]
     console_at: tuple[int | None, str]
     token: str | None
+    guard: ConsoleGuard = field(default_factory=ConsoleGuard)  # the names the console answers
 
     def console(
         self,
@@ -226,7 +228,7 @@ class Served:
             return shard_rows(section, queries)
 
         return job_console(
-            config, kafka, lambda: [s.handler for s in list(running.values())], shards, self.token
+            config, kafka, lambda: [s.handler for s in list(running.values())], shards, self.token, self.guard
         )
 
     def start(self, config: ProjectConfig, registry: Any, checks: Any, console: Any, say: Say) -> list[Any]:

@@ -51,6 +51,7 @@ def test_the_job_serves_its_console_beside_its_metrics_on_one_port(
     job = start_job(
         config, warehouse, tmp_path / "cp", kafka_bootstrap, kafka, port,
         "--console-port", str(port), "--console-token", f"env:{TOKEN_ENV}",
+        "--console-allowed-host", "compactor.internal",
     )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
     try:
@@ -67,6 +68,14 @@ def test_the_job_serves_its_console_beside_its_metrics_on_one_port(
         ], "metrics on the same port"
         assert get(f"{base}/healthz") == (200, "ok\n")
         assert get(f"{base}/tables/nope")[0] == 404
+        rebound = urllib.request.Request(f"{base}/tables/{TABLE}", headers={"Host": f"evil.example:{port}"})
+        try:
+            urllib.request.urlopen(rebound, timeout=10)
+            raise AssertionError("a page served for another site's host name")
+        except urllib.error.HTTPError as exc:
+            assert exc.code == 421
+        named = urllib.request.Request(f"{base}/", headers={"Host": f"compactor.internal:{port}"})
+        assert urllib.request.urlopen(named, timeout=10).status == 200, "--console-allowed-host"
     finally:
         output = stop(job)
     assert f"console: http://127.0.0.1:{port}/ (controls for the token's holder" in output

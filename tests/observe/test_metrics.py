@@ -153,6 +153,48 @@ def test_probes_answer_health_readiness_and_metrics(harness: Harness) -> None:
         server.stop()
 
 
+def test_clients_that_connect_and_send_nothing_hold_no_worker_and_the_port_closes_on_stop(
+    harness: Harness,
+) -> None:
+    """Slowloris: more silent connections than the server has workers. wsgiref's threading server
+    gave each a thread of the driver; waitress reads requests asynchronously and hands a worker
+    only whole ones, so no thread is added and the probes still answer at once."""
+    import socket
+    import threading
+    import time
+
+    from compactor.observe.metrics.server import THREADS
+
+    server = ProbeServer(harness.handler(MINOR).metrics.registry, {}, "127.0.0.1", 0).start()
+    urllib.request.urlopen(f"http://127.0.0.1:{server.port}/healthz", timeout=5).read()  # workers up
+    threads = threading.active_count()
+    silent = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(THREADS * 4)]
+    for connection in silent:
+        connection.sendall(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # never finished
+    time.sleep(0.5)
+    try:
+        assert threading.active_count() == threads, "no thread per connection"
+        began = time.monotonic()
+        assert urllib.request.urlopen(f"http://127.0.0.1:{server.port}/healthz", timeout=5).read() == b"ok\n"
+        assert time.monotonic() - began < 2
+    finally:
+        for connection in silent:
+            connection.close()
+        server.stop()
+    try:
+        socket.create_connection(("127.0.0.1", server.port), timeout=2).close()
+        raise AssertionError("the port still answers after stop()")
+    except OSError:
+        pass
+
+
+def test_the_metrics_port_binds_the_loopback_address_unless_told() -> None:
+    from compactor.cli.run import run
+
+    (host,) = [p for p in run.params if p.name == "metrics_host"]
+    assert host.default == "127.0.0.1"
+
+
 def test_the_grafana_dashboard_plots_only_metrics_the_job_exports(harness: Harness) -> None:
     import json
     import re

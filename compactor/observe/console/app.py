@@ -1,8 +1,9 @@
 """The console's web application (Flask, server-rendered, htmx for the parts that refresh).
 
 Safe by default: read-only unless a token is configured; with one, an operator logs in with it
-(compared in constant time) and gets a session whose controls are POST forms carrying a
-per-session CSRF token. Templates escape every value (Jinja's autoescape); a strict Content
+(compared in constant time, wrong tries throttled per client) and gets a session, ended when idle
+or old, whose controls are POST forms carrying a per-session CSRF token. Requests for a `Host`
+that is not one of the console's own names are refused (`guard.py`). Templates escape every value (Jinja's autoescape); a strict Content
 Security Policy allows the console's own script and style only. No page shows a secret: table
 configs hold none, and the Kafka settings are never rendered.
 """
@@ -12,17 +13,20 @@ from __future__ import annotations
 import hmac
 import os
 import secrets
+import time
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from flask import Flask, Response, abort, redirect, render_template, request, session, url_for
+from werkzeug.middleware.proxy_fix import ProxyFix
 from werkzeug.wrappers import Response as BaseResponse
 
 from compactor.domain.plans import validate_plan_id
 from compactor.errors import CompactorError
 from compactor.observe.console.controls import Controls, Sent
+from compactor.observe.console.guard import ConsoleGuard, SignInThrottle, host_name
 from compactor.observe.console.snapshot import SORT_KEYS
 from compactor.observe.console.sources import ConsoleSource
 from compactor.observe.console.timeline_svg import timeline_svg
@@ -39,24 +43,42 @@ def console_app(
     controls: Controls | None = None,
     token: str | None = None,
     secret_key: bytes | None = None,
+    guard: ConsoleGuard | None = None,
+    clock: Callable[[], float] = time.time,
 ) -> Flask:
     """The console over `source`; `tail` follows the results and dead letters, `controls`
     publishes control events (both None without a broker); `token`: None for a read-only
-    console."""
+    console; `guard`: the names it answers and its sessions' limits."""
+    guard = guard or ConsoleGuard()
     app = Flask(__name__, template_folder=str(HERE / "templates"), static_folder=str(HERE / "static"))
     app.config.update(
         SECRET_KEY=secret_key or os.urandom(32),
         SESSION_COOKIE_HTTPONLY=True,
         SESSION_COOKIE_SAMESITE="Strict",
+        SESSION_COOKIE_SECURE=guard.behind_tls_proxy,
         MAX_CONTENT_LENGTH=64 * 1024,
     )
+    if guard.behind_tls_proxy:  # the client's address, scheme and host as the proxy saw them
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=1, x_proto=1, x_host=1)  # type: ignore[method-assign]
     app.jinja_env.filters.update(size=_size, when=_when, pct=lambda v: f"{v:.0%}")
 
     def authorised() -> bool:
         return token is not None and session.get("operator") is True
 
+    @app.before_request
+    def guarded() -> None:
+        if host_name(request.host) not in guard.hosts:
+            abort(421, f"this console does not answer for the host {host_name(request.host)!r}")
+        if session.get("operator") is True:
+            now = clock()
+            began, seen = float(session.get("since", 0)), float(session.get("seen", 0))
+            if now - seen > guard.idle.total_seconds() or now - began > guard.longest.total_seconds():
+                session.clear()  # signed out: idle, or signed in too long ago
+            elif not request.path.startswith("/fragments/"):  # a page's own refresh is not a visit
+                session["seen"] = now
+
     _add_pages(app, source, tail, controls)
-    _add_operator(app, source, controls, token, authorised)
+    _add_operator(app, source, controls, token, authorised, clock)
 
     @app.context_processor
     def common() -> dict[str, Any]:
@@ -79,6 +101,8 @@ def console_app(
     @app.errorhandler(400)
     @app.errorhandler(403)
     @app.errorhandler(404)
+    @app.errorhandler(421)
+    @app.errorhandler(429)
     @app.errorhandler(503)
     def problem(error: Any) -> tuple[str, int]:
         return render_template("problem.html", error=error), error.code
@@ -152,22 +176,30 @@ def _add_operator(
     controls: Controls | None,
     token: str | None,
     authorised: Callable[[], bool],
+    clock: Callable[[], float],
 ) -> None:
     """Signing in with the token, and the controls: POST forms checked for the session's CSRF
     token, each publishing one control event."""
+    throttle = SignInThrottle()
 
     @app.route("/login", methods=["GET", "POST"])
-    def login() -> str | BaseResponse:
+    def login() -> str | BaseResponse | tuple[str, int, dict[str, str]]:
         if token is None:
             return render_template("login.html", problem="this console is read-only: it has no token")
         if request.method == "POST":
+            client, now = request.remote_addr or "?", clock()
+            wait = throttle.wait(client, now)
+            if wait > 0:
+                problem = f"too many wrong tokens from your address: try again in {wait:.0f} s"
+                return render_template("login.html", problem=problem), 429, {"Retry-After": f"{wait:.0f}"}
             given = request.form.get("token", "")
             if hmac.compare_digest(given.encode(), token.encode()):
+                throttle.succeeded(client)
                 session.clear()
-                session["operator"] = True
-                session["csrf"] = secrets.token_urlsafe(32)
+                session.update(operator=True, csrf=secrets.token_urlsafe(32), since=now, seen=now)
                 return redirect(url_for("warehouse"), code=303)
-            return render_template("login.html", problem="that token is not this console's"), 403  # type: ignore[return-value]
+            throttle.failed(client, now)
+            return render_template("login.html", problem="that token is not this console's"), 403, {}
         return render_template("login.html", problem=None)
 
     @app.post("/logout")

@@ -17,6 +17,7 @@ from compactor.kafka.settings import KafkaSettings
 from compactor.kafka.shards import ShardLayout
 from compactor.observe.console.app import console_app
 from compactor.observe.console.controls import Controls
+from compactor.observe.console.guard import ConsoleGuard
 from compactor.observe.console.snapshot import ShardRow
 from compactor.observe.console.sources import ConsoleSource, JobSource, WarehouseSource
 from compactor.observe.console.topic_tail import TopicTail
@@ -71,12 +72,13 @@ def job_console(
     handlers: Callable[[], Sequence[BatchHandler]],
     shards: Callable[[], list[ShardRow] | None],
     token: str | None,
+    guard: ConsoleGuard | None = None,
 ) -> Console:
     """The console of a running job: its handlers' state, its broker's topics, its controls."""
     tail = TopicTail(kafka, codec_for(kafka)).start()
     controls = Controls(kafka, codec_for(kafka))
     source = JobSource(handlers, config, tail, shards)
-    return Console(console_app(source, tail, controls, token), source, tail, controls)
+    return Console(console_app(source, tail, controls, token, guard=guard), source, tail, controls)
 
 
 def warehouse_console(
@@ -88,13 +90,14 @@ def warehouse_console(
     shards: Callable[[], list[ShardRow] | None],
     token: str | None,
     refresh: float,
+    guard: ConsoleGuard | None = None,
 ) -> Console:
     """The console of a warehouse with no job of its own; without `kafka`, the pages that need the
     broker say so and no control is offered."""
     tail = TopicTail(kafka, codec_for(kafka)).start() if kafka is not None else None
     controls = Controls(kafka, codec_for(kafka)) if kafka is not None else None
     source = WarehouseSource(spark, warehouse, config, store, tail, shards, refresh).start()
-    return Console(console_app(source, tail, controls, token), source, tail, controls)
+    return Console(console_app(source, tail, controls, token, guard=guard), source, tail, controls)
 
 
 def shard_rows(

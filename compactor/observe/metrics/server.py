@@ -4,32 +4,33 @@ operator's console on every other path of that port when it is given one.
 prometheus_client's WSGI app answers `/metrics`; the two probes answer
 `200 ok` or `503` with the first check that failed, so a Kubernetes probe or an
 operator's curl says why the job is not ready.
+
+The server is waitress, inside the job's driver: a fixed pool of `THREADS` workers (a flood of
+requests queues, it never starts a thread per connection as wsgiref's threading server did), at
+most `CONNECTION_LIMIT` open connections, and a connection idle for `CHANNEL_TIMEOUT_S` closed,
+so a client that opens connections and sends nothing (slowloris) holds no worker. Waitress is
+pure Python, kept up by the Pylons project, and serves any WSGI app (Flask's and
+prometheus_client's alike); cheroot would do too, with more to configure for the same bounds.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from socketserver import ThreadingMixIn
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, make_wsgi_app
+from waitress.server import create_server
+
+THREADS = 4  # requests served at once; the rest wait in waitress's queue
+CONNECTION_LIMIT = 64  # open connections at once; more wait in the kernel's backlog
+CHANNEL_TIMEOUT_S = 30  # a connection that sends nothing for this long is closed
 
 # A readiness check: its name and a function saying None when fine, else what is wrong.
 Check = Callable[[], str | None]
 
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
-
-
-class _ThreadingServer(ThreadingMixIn, WSGIServer):
-    daemon_threads = True
-
-
-class _QuietHandler(WSGIRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:  # scrapes every 15 s are not news
-        pass
 
 
 class ProbeServer:
@@ -46,19 +47,27 @@ class ProbeServer:
         self._metrics = make_wsgi_app(registry)
         self._checks = checks
         self._console = console  # every other path, when the console shares this server
-        self._server = make_server(host, port, self._app, _ThreadingServer, handler_class=_QuietHandler)
-        self.port = self._server.server_port
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, name="compactor-probes", daemon=True
+        self._server: Any = create_server(
+            self._app,
+            host=host,
+            port=port,
+            threads=THREADS,
+            connection_limit=CONNECTION_LIMIT,
+            channel_timeout=CHANNEL_TIMEOUT_S,
+            ident="compactor",
+            clear_untrusted_proxy_headers=False,  # the console's ProxyFix decides whom to believe
         )
+        listening = getattr(self._server, "effective_port", None)  # several sockets: the first's
+        self.port: int = listening if listening is not None else self._server.effective_listen[0][1]
+        self._thread = threading.Thread(target=self._server.run, name="compactor-probes", daemon=True)
 
     def start(self) -> ProbeServer:
         self._thread.start()
         return self
 
     def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        self._server.close()
+        self._thread.join(5)
 
     def _app(self, environ: dict[str, Any], respond: Callable[..., Any]) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "/")

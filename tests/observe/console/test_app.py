@@ -6,6 +6,8 @@ session's CSRF token, POST only, and each control publishing the CLI's control e
 from __future__ import annotations
 
 import re
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
@@ -20,6 +22,7 @@ from compactor.domain.segments import Segment, TimeRange
 from compactor.kafka.settings import KafkaSettings
 from compactor.observe.console.app import console_app
 from compactor.observe.console.controls import Controls
+from compactor.observe.console.guard import FREE_TRIES, ConsoleGuard, allowed_hosts
 from compactor.observe.console.snapshot import (
     DeadLetterRow,
     MergeRow,
@@ -112,10 +115,12 @@ KAFKA = KafkaSettings(
 )
 
 
-def client(token: str | None = TOKEN) -> FlaskClient:
+def client(
+    token: str | None = TOKEN, guard: ConsoleGuard | None = None, clock: Callable[[], float] = time.time
+) -> FlaskClient:
     Producer.sent = []
     controls = Controls(KAFKA, default_codec(), producer=Producer)  # type: ignore[arg-type]
-    app = console_app(Source(), Tail(), controls, token)  # type: ignore[arg-type]
+    app = console_app(Source(), Tail(), controls, token, guard=guard, clock=clock)  # type: ignore[arg-type]
     app.testing = True
     return app.test_client()
 
@@ -207,3 +212,81 @@ def test_the_warehouse_page_sorts_filters_and_pages() -> None:
     assert re.findall(r'<tr data-table="([^"]+)"', web.get("/?q=t11").text) == [f"t11{i}" for i in range(10)]
     least = web.get("/").text.split('id="least-healthy"')[1].split("</table>")[0]
     assert re.findall(r">(t\d+)</a>", least) == [f"t{i:03d}" for i in range(10)]
+
+
+def test_a_host_not_among_the_consoles_names_is_refused() -> None:
+    """DNS rebinding: a page of evil.example whose name resolves to the console's address."""
+    web = client(guard=ConsoleGuard(hosts=allowed_hosts("127.0.0.1", ["compactor.internal"])))
+    assert web.get("/", headers={"Host": "127.0.0.1:8080"}).status_code == 200
+    assert web.get("/", headers={"Host": "localhost"}).status_code == 200
+    assert web.get("/tables/t", headers={"Host": "Compactor.Internal:443"}).status_code == 200
+    refused = web.get("/dead-letters/0/1", headers={"Host": "evil.example:8080"})
+    assert refused.status_code == 421 and "evil.example" in refused.text and "00 01" not in refused.text
+    login = web.post("/login", data={"token": TOKEN}, headers={"Host": "evil.example"})
+    assert login.status_code == 421 and "Set-Cookie" not in login.headers
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def signed_in(web: FlaskClient) -> bool:
+    return "disable merging" in web.get("/tables/t").text
+
+
+def test_a_session_ends_when_idle_and_when_old_and_a_pages_refresh_is_no_visit() -> None:
+    clock = Clock()
+    guard = ConsoleGuard(idle=timedelta(minutes=30), longest=timedelta(hours=12))
+    web = client(guard=guard, clock=clock)
+    assert web.post("/login", data={"token": TOKEN}).status_code == 303 and signed_in(web)
+    for _ in range(3):  # a tab left open: its fragments refresh every few seconds
+        clock.now += 20 * 60
+        web.get("/fragments/tables/t")
+    assert not signed_in(web), "idle for 60 minutes although the page refreshed itself"
+
+    web.post("/login", data={"token": TOKEN})
+    for _ in range(24 * 2):  # busy all day: a visit every 25 minutes
+        clock.now += 25 * 60
+        if not signed_in(web):
+            break
+    assert clock.now - 1_000_000.0 > 12 * 3600 - 25 * 60, "held until its longest"
+    assert not signed_in(web)
+
+
+def test_wrong_tokens_are_throttled_per_client() -> None:
+    clock = Clock()
+    web = client(clock=clock)
+    other = {"REMOTE_ADDR": "10.0.0.9"}
+    for _ in range(FREE_TRIES):
+        assert web.post("/login", data={"token": "wrong"}).status_code == 403
+    waited = web.post("/login", data={"token": TOKEN})
+    assert waited.status_code == 429 and waited.headers["Retry-After"] == "1", "even the right token waits"
+    assert web.post("/login", data={"token": TOKEN}, environ_base=other).status_code == 303, "per client"
+    clock.now += 1
+    assert web.post("/login", data={"token": "wrong"}).status_code == 403
+    assert web.post("/login", data={"token": "wrong"}).headers["Retry-After"] == "2", "each wait doubles"
+    clock.now += 2
+    assert web.post("/login", data={"token": TOKEN}).status_code == 303
+    assert web.post("/login", data={"token": "wrong"}).status_code == 403, "a right token clears the count"
+
+
+def test_the_session_cookie_is_secure_behind_a_tls_proxy_whose_headers_are_believed() -> None:
+    plain = client().post("/login", data={"token": TOKEN})
+    assert "Secure" not in plain.headers["Set-Cookie"] and "HttpOnly" in plain.headers["Set-Cookie"]
+    guard = ConsoleGuard(hosts=allowed_hosts("127.0.0.1", ["compactor.example.com"]), behind_tls_proxy=True)
+    web = client(guard=guard)
+    proxied = {
+        "X-Forwarded-Proto": "https",
+        "X-Forwarded-Host": "compactor.example.com",
+        "X-Forwarded-For": "10.1.1.1",
+    }
+    answer = web.post("/login", data={"token": TOKEN}, headers=proxied)
+    assert answer.status_code == 303 and "; Secure" in answer.headers["Set-Cookie"]
+    for _ in range(FREE_TRIES + 1):  # the client's address as the proxy gives it is the one throttled
+        web.post("/login", data={"token": "wrong"}, headers={**proxied, "X-Forwarded-For": "10.6.6.6"})
+    assert web.post("/login", data={"token": TOKEN}, headers=proxied).status_code == 303
+    assert web.get("/", headers={**proxied, "X-Forwarded-Host": "evil.example"}).status_code == 421
