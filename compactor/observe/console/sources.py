@@ -27,6 +27,7 @@ from compactor.domain.clock import now_utc
 from compactor.domain.plans import Decision, MergePlan
 from compactor.domain.segments import Segment
 from compactor.errors import CompactorError, Rejected
+from compactor.observe.console.histories import Histories
 from compactor.observe.console.snapshot import (
     MergeRow,
     PlanRow,
@@ -102,6 +103,7 @@ class JobSource:
         self.tail = tail
         self._shards = shards
         self.fresh_for = fresh_for
+        self.histories = Histories()  # a table page's refresh reads only the commits since the last
         self._latest: tuple[float, Warehouse] | None = None
         self._reading = threading.Lock()
 
@@ -142,7 +144,7 @@ class JobSource:
             failures = _failures(handler.catalog.failures(name), now)
             settings = handler.configs.for_table(name)
             log_line = handler.log_line(name)
-        history = handler.keeper.store.history(name)
+        history = self.histories.of(handler.keeper.store, name)
         detail = _detail(
             _row(copied), segments, history, running, failures, settings, self.project, self.tail, now
         )
@@ -231,6 +233,7 @@ class WarehouseSource:
         self.tail = tail
         self._shards = shards
         self.refresh = refresh
+        self.histories = Histories()
         self._latest = Warehouse(
             (), _totals([], None, now_utc(), None), now_utc(), ("reading the warehouse",)
         )
@@ -282,7 +285,7 @@ class WarehouseSource:
         return _detail(
             _status_row(status),
             list(status.segments),
-            self.store.history(name),
+            self.histories.of(self.store, name),
             [],
             failures,
             settings,
