@@ -1,6 +1,6 @@
 """The job on a Kafka that requires SASL_SSL (SCRAM-SHA-512 over TLS) and grants by ACL only: the
-job, a loader and a results consumer each with a principal of its own and what it needs and no
-more; a principal that may not write the segments topic cannot steer the job; a wrong password
+job (Spark's Kafka source, its producers, the lease, the console's tail), a loader and a results
+consumer each with a principal of its own and what it needs and no more; a principal that may not write the segments topic cannot steer the job; a wrong password
 fails in seconds with one line; no password reaches a log line, a status page or `config show`.
 
 The broker is the project's local KRaft broker in its secured mode (`BrokerSecurity`), started
@@ -22,8 +22,10 @@ from compactor.client.results import ResultsFollower
 from compactor.config.loading import load_config
 from compactor.dev.broker_security import BrokerSecurity, Grant, grant
 from compactor.dev.kafka_broker import LocalKafkaBroker
+from compactor.kafka.codecs import codec_for
 from compactor.kafka.settings import KafkaSettings
 from compactor.kafka.topics import ensure_topics
+from compactor.observe.console.topic_tail import TopicTail
 from tests.helpers.jobs import COMPACTOR, TABLE, bulk_load
 
 pytestmark = pytest.mark.integration
@@ -145,6 +147,15 @@ def test_a_week_merges_end_to_end_with_a_principal_for_each_party(
         (result,) = list(results.follow(idle_timeout=15))
     assert (result["table"], str(result["status"]), result["records_out"]) == (TABLE, "SUCCEEDED", 70)
     assert sorted(result["inputs"]) == [f"d{d:02d}" for d in range(7)]
+
+    tail = TopicTail(job, codec_for(job)).start()  # the console's, as the job's principal
+    try:
+        deadline = time.monotonic() + 60
+        while not tail.merges(TABLE) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert tail.problem is None and [m.table for m in tail.merges()] == [TABLE]
+    finally:
+        tail.stop()
 
     assert status.returncode == 0 and TABLE in status.stdout, status.stderr
     assert shown.returncode == 0 and "sasl_password" in shown.stdout, shown.stderr
