@@ -167,27 +167,23 @@ def _copy_tables(handler: BatchHandler, tables: Sequence[str], now: datetime) ->
     view, control, due = handler.view(), handler.control, handler.planner.due
     found = []
     for table in tables:
-        segments = handler.catalog.segments(table)
         if handler.catalog.version(table) is None:
             continue  # left the warehouse since the names were read
-        try:
-            max_debt = handler.configs.for_table(table).max_debt
-        except Rejected:
-            max_debt = None
-        outlook = control.outlook(table, now, max_debt)
+        facts = live_facts(view, table)  # its debt, bytes and objective, each read once
+        outlook = control.outlook(table, now, facts.objective)
         when = due.get(table)
         found.append(
             _Copied(
                 table,
-                len(segments),
-                sum(s.bytes for s in segments),
-                live_facts(view, table),
+                len(handler.catalog.segments(table)),
+                facts.total_bytes,
+                facts,
                 outlook.eta if outlook else None,
                 outlook.stuck if outlook else False,
                 outlook.drain_bytes_per_hour if outlook else None,
-                control.debt(table).bytes,
+                facts.awaiting_bytes,
                 when.at if when else None,
-                handler.catalog.merging_enabled(table),
+                facts.merging_enabled,
             )
         )
     return found
