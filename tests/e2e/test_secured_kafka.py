@@ -26,6 +26,7 @@ from compactor.kafka.codecs import codec_for
 from compactor.kafka.settings import KafkaSettings
 from compactor.kafka.topics import ensure_topics
 from compactor.observe.console.topic_tail import TopicTail
+from compactor.observe.metrics.readiness import Readiness
 from tests.helpers.jobs import COMPACTOR, TABLE, bulk_load
 
 pytestmark = pytest.mark.integration
@@ -206,3 +207,7 @@ def test_a_wrong_password_fails_in_seconds_with_one_line_naming_the_setting(
     assert "kafka.sasl_password" in lines[0] and "'loader'" in lines[0], lines[0]
     assert wrong not in failed.stdout + failed.stderr
     assert_no_secret(failed.stdout + failed.stderr, "the failure")
+
+    # a running job whose password was rotated on the broker: /ready says why, it does not fail
+    problem = Readiness(settings(secured, "loader", topics, password=wrong)).broker()
+    assert problem is not None and "kafka.sasl_password" in problem and wrong not in problem

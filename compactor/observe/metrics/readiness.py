@@ -21,7 +21,7 @@ from pyspark.sql.streaming.listener import (
     StreamingQueryProgress,
 )
 
-from compactor.errors import ServiceUnreachable
+from compactor.errors import ConfigError, ServiceUnreachable
 from compactor.kafka.settings import KafkaSettings
 from compactor.kafka.topics import require_broker
 from compactor.stream.control import Control
@@ -50,7 +50,7 @@ class Readiness:
             try:
                 require_broker(self._kafka, timeout=2)
                 problem = None
-            except ServiceUnreachable as exc:
+            except (ServiceUnreachable, ConfigError) as exc:  # unreachable, or refusing our credentials
                 problem = str(exc)
             self._broker = (time.monotonic(), problem)
             return problem
