@@ -7,13 +7,18 @@ the job's own state, never the tables, for these pages): 10,000 tables, a third 
 their loads, so the rows differ. The console (`JobSource`, served by the job's metrics server over HTTP on 127.0.0.1) is then asked
 for its pages:
 
-- the warehouse page cold: the job's state copied (256 tables per hold of the handler's lock),
-  every row's status and health computed, sorted and the first 50 rendered;
+- the warehouse page cold: the first one, which waits for the copy of the job's state (256
+  tables per hold of the handler's lock, every row's status and health computed), sorted and
+  its first 50 rows rendered;
+- the warehouse page when that copy is stale: a copy quicker than 0.25 s is made again while the
+  page waits, a slower one (a large warehouse) is replaced in the background while the page is
+  served from it; the copy's own time, and so how often the console may make one (at most a
+  tenth of one core), are printed;
 - the same page warm (read again within the 2 s the copy is kept), sorted by another column,
   filtered by name, and its last page; the live fragment a browser polls every 5 s;
 - a table's page.
 
-Each figure is the median of `--repeat` requests (cold: a fresh copy each time). The longest
+Each figure is the median of `--repeat` requests. The longest
 hold of the handler's lock during the copies is the most a micro-batch waits for the console.
 
 Run: .venv/bin/python bench/console_pages.py [--quick]   (quick: 1,000 tables)
@@ -39,7 +44,7 @@ from prometheus_client import CollectorRegistry
 
 from compactor.config.loading import load_config
 from compactor.observe.console.app import console_app
-from compactor.observe.console.sources import JobSource
+from compactor.observe.console.sources import COPY_SHARE, FRESH_FOR_S, JobSource
 from compactor.observe.metrics.server import ProbeServer
 from compactor.stream.triggers import Trigger
 from tests.helpers.harness import Harness
@@ -48,7 +53,7 @@ if TYPE_CHECKING:
     from compactor.stream.fair_lock import FairRLock
     from compactor.stream.handler import BatchHandler
 
-TARGETS = (Target("warehouse_page_cold_s", "the warehouse page's median, cold", 1.0, unit=" s"),)
+TARGETS = (Target("warehouse_page_s", "the warehouse page's median, its copy stale", 1.0, unit=" s"),)
 CONFIG: dict[str, Any] = {"defaults": {"rules": [{"rule": "minor", "level_thresholds": [3, 0]}]}}
 
 
@@ -117,8 +122,12 @@ def main() -> None:
         ]
         cold_url, warm_url = (f"http://127.0.0.1:{s.port}" for s in servers)
         timed_get(warm_url + "/")  # the warm source's one copy
+        first = [timed_get(cold_url + "/")]  # the cold source's first copy
+        stale = [timed_get(cold_url + "/") for _ in range(args.repeat)]
+        copy_s = cold._latest.took if cold._latest is not None else float("nan")
         figures = {
-            "warehouse page, cold (state copied)": [timed_get(cold_url + "/") for _ in range(args.repeat)],
+            "warehouse page, cold (waits for its copy)": first,
+            "warehouse page, its copy stale": stale,
             "warehouse page, warm": [timed_get(warm_url + "/") for _ in range(args.repeat)],
             "sorted by name, descending": [
                 timed_get(warm_url + "/?sort=table&desc=1") for _ in range(args.repeat)
@@ -133,10 +142,13 @@ def main() -> None:
     rows = [[name, statistics.median(times), max(times)] for name, times in figures.items()]
     print(f"\n{tables:,} tables (stream built in {built:.0f}s)")
     print_table(["page", "median s", "max s"], rows)
-    cold_median = statistics.median(figures["warehouse page, cold (state copied)"])
+    page_median = statistics.median(figures["warehouse page, its copy stale"])
     longest_hold = max(lock.holds) if lock.holds else 0.0
-    print()
-    verdicts = judge(TARGETS, {"warehouse_page_cold_s": cold_median})
+    print(
+        f"\nthe copy of the job's state: {copy_s:.2f} s, so at most one every "
+        f"{max(FRESH_FOR_S, copy_s / COPY_SHARE):.1f} s (a page is at most that old plus one copy)"
+    )
+    verdicts = judge(TARGETS, {"warehouse_page_s": page_median})
     print(
         f"longest hold of the job's lock by the console: {1000 * longest_hold:.1f} ms "
         f"(a batch waits at most this long; {len(lock.holds)} holds)"
@@ -152,6 +164,7 @@ def main() -> None:
             },
             "verdicts": verdicts,
             "longest_lock_hold_ms": 1000 * longest_hold,
+            "copy_s": copy_s,
         },
     )
 

@@ -163,10 +163,11 @@ def _capacity(d: dict[str, Any]) -> str:
 
 
 def _console_pages(d: dict[str, Any]) -> str:
-    cold = d["pages"]["warehouse page, cold (state copied)"]["median_s"]
+    cold = d["pages"]["warehouse page, cold (waits for its copy)"]["median_s"]
+    stale = d["pages"]["warehouse page, its copy stale"]["median_s"]
     return (
-        f"warehouse page for {d['params']['tables']:,} tables {cold:.2f} s cold; "
-        f"longest hold of the job's lock {d['longest_lock_hold_ms']:.0f} ms"
+        f"warehouse page for {d['params']['tables']:,} tables {cold:.2f} s cold, {stale:.2f} s after "
+        f"(its copy {d['copy_s']:.2f} s); longest hold of the job's lock {d['longest_lock_hold_ms']:.0f} ms"
     )
 
 

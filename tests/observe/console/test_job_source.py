@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 from typing import Any
 
 from markupsafe import escape
@@ -117,3 +118,42 @@ def test_a_tables_page_says_how_far_its_log_is_from_its_checkpoint(harness: Harn
     assert note.startswith("log: 0 commit(s) since the checkpoint at version ")
     assert "the job's maintainer wrote 1 checkpoint(s)" in note
     assert str(escape(note)) in console_app(source).test_client().get("/tables/t").text
+
+
+def test_a_slow_copy_is_replaced_behind_the_page_and_copies_are_spaced_by_their_cost() -> None:
+    """A large warehouse: the page is served from the last copy while the next one is made in the
+    background, and copies are at least `took / COPY_SHARE` apart however often pages are asked."""
+    from compactor.observe.console.sources import COPY_SHARE, WAIT_FOR_COPY_S, _Copy
+
+    source = JobSource(lambda: [], load_config(CONFIG), fresh_for=0.0)
+    made: list[object] = []
+    release = threading.Event()
+
+    def slow_read() -> Any:
+        if made:  # every copy but the first waits for the test
+            release.wait(10)
+        else:
+            time.sleep(WAIT_FOR_COPY_S * 1.2)
+        made.append(object())
+        return made[-1]
+
+    source._read = slow_read  # type: ignore[method-assign]
+    first = source.warehouse()
+    assert made == [first], "the first page waits for the first copy"
+    assert source._latest is not None
+    source._latest = replace(source._latest, at=time.monotonic() - 10)  # stale by now
+    began = time.monotonic()
+    assert source.warehouse() is first and source.warehouse() is first, "served from the last copy"
+    assert time.monotonic() - began < 0.1, "without waiting for the next"
+    assert len(made) == 1
+    release.set()
+    deadline = time.monotonic() + 10
+    while len(made) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.05)
+    assert source.warehouse() is made[1], "the background copy replaced it"
+    assert len(made) == 2, "one copy for many views"
+
+    took = 0.3
+    assert not _Copy(first, time.monotonic() - 0.9 * took / COPY_SHARE, took).stale(0.0)  # type: ignore[arg-type]
+    assert _Copy(first, time.monotonic() - 1.1 * took / COPY_SHARE, took).stale(0.0)  # type: ignore[arg-type]
