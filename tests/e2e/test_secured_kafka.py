@@ -188,7 +188,7 @@ def test_a_principal_that_may_not_write_the_segments_topic_cannot_steer_the_job(
     assert_no_secret(refused.stdout + refused.stderr, "the refusal")
 
 
-def test_a_wrong_password_fails_in_seconds_with_one_line_naming_the_setting(
+def test_wrong_credentials_or_trust_fail_in_seconds_with_one_line_naming_the_setting(
     secured: LocalKafkaBroker, topics: str, tmp_path: Path
 ) -> None:
     wrong = "not-the-Password-0000"
@@ -207,6 +207,18 @@ def test_a_wrong_password_fails_in_seconds_with_one_line_naming_the_setting(
     assert "kafka.sasl_password" in lines[0] and "'loader'" in lines[0], lines[0]
     assert wrong not in failed.stdout + failed.stderr
     assert_no_secret(failed.stdout + failed.stderr, "the failure")
+
+    # the broker's CA not given: the system's CAs do not trust it
+    untrusting = tmp_path / "untrusting.yaml"
+    untrusting.write_text(yaml.safe_dump({**RULES, "kafka": {**block, "ssl_ca_location": None}}))
+    began = time.monotonic()
+    failed = cli(
+        "table", "disable", TABLE, "--config", str(untrusting), "--bootstrap-servers", secured.bootstrap,
+        "--segments-topic", f"{topics}.segments",
+    )  # fmt: skip
+    assert time.monotonic() - began < 30 and failed.returncode != 0
+    lines = failed.stderr.strip().splitlines()
+    assert len(lines) == 1 and "kafka.ssl_ca_location" in lines[0], failed.stderr
 
     # a running job whose password was rotated on the broker: /ready says why, it does not fail
     problem = Readiness(settings(secured, "loader", topics, password=wrong)).broker()
