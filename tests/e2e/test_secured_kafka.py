@@ -168,57 +168,45 @@ def test_a_week_merges_end_to_end_with_a_principal_for_each_party(
         assert_no_secret(text, where)
 
 
+def refused_disable(secured: LocalKafkaBroker, segments: str, kafka: dict[str, Any], config: Path) -> str:
+    """`compactor table disable` with `kafka` as its `kafka:` block: it must fail within seconds
+    with one line and no traceback; that line."""
+    config.write_text(yaml.safe_dump({**RULES, "kafka": kafka}))
+    began = time.monotonic()
+    failed = cli(
+        "table", "disable", TABLE, "--config", str(config), "--bootstrap-servers", secured.bootstrap,
+        "--segments-topic", segments,
+    )  # fmt: skip
+    assert time.monotonic() - began < 30 and failed.returncode != 0
+    lines = failed.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in failed.stderr, failed.stderr
+    assert_no_secret(failed.stdout + failed.stderr, "the refusal")
+    return lines[0]
+
+
 def test_a_principal_that_may_not_write_the_segments_topic_cannot_steer_the_job(
     secured: LocalKafkaBroker, topics: str, tmp_path: Path
 ) -> None:
-    intruder = settings(secured, "intruder", topics)
-    config = tmp_path / "intruder.yaml"
+    segments = f"{topics}.segments"
     block = secured.security.kafka_block("intruder", secured.data_dir) if secured.security else {}
-    config.write_text(yaml.safe_dump({**RULES, "kafka": block}))
-    began = time.monotonic()
-    refused = cli(
-        "table", "disable", TABLE, "--config", str(config), "--bootstrap-servers", secured.bootstrap,
-        "--segments-topic", intruder.segments_topic,
-    )  # fmt: skip
-    assert time.monotonic() - began < 30
-    assert refused.returncode != 0
-    lines = refused.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in refused.stderr, refused.stderr
-    assert "authorization failed" in lines[0].lower() and intruder.segments_topic in lines[0], lines[0]
-    assert_no_secret(refused.stdout + refused.stderr, "the refusal")
+    line = refused_disable(secured, segments, block, tmp_path / "intruder.yaml")
+    assert "authorization failed" in line.lower() and segments in line, line
 
 
 def test_wrong_credentials_or_trust_fail_in_seconds_with_one_line_naming_the_setting(
     secured: LocalKafkaBroker, topics: str, tmp_path: Path
 ) -> None:
     wrong = "not-the-Password-0000"
-    config = tmp_path / "wrong.yaml"
+    segments = f"{topics}.segments"
     block = secured.security.kafka_block("loader", secured.data_dir) if secured.security else {}
-    config.write_text(yaml.safe_dump({**RULES, "kafka": {**block, "sasl_password": wrong}}))
-    began = time.monotonic()
-    failed = cli(
-        "table", "disable", TABLE, "--config", str(config), "--bootstrap-servers", secured.bootstrap,
-        "--segments-topic", f"{topics}.segments",
-    )  # fmt: skip
-    assert time.monotonic() - began < 30
-    assert failed.returncode != 0
-    lines = failed.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in failed.stderr, failed.stderr
-    assert "kafka.sasl_password" in lines[0] and "'loader'" in lines[0], lines[0]
-    assert wrong not in failed.stdout + failed.stderr
-    assert_no_secret(failed.stdout + failed.stderr, "the failure")
+    line = refused_disable(secured, segments, {**block, "sasl_password": wrong}, tmp_path / "wrong.yaml")
+    assert "kafka.sasl_password" in line and "'loader'" in line and wrong not in line, line
 
     # the broker's CA not given: the system's CAs do not trust it
-    untrusting = tmp_path / "untrusting.yaml"
-    untrusting.write_text(yaml.safe_dump({**RULES, "kafka": {**block, "ssl_ca_location": None}}))
-    began = time.monotonic()
-    failed = cli(
-        "table", "disable", TABLE, "--config", str(untrusting), "--bootstrap-servers", secured.bootstrap,
-        "--segments-topic", f"{topics}.segments",
-    )  # fmt: skip
-    assert time.monotonic() - began < 30 and failed.returncode != 0
-    lines = failed.stderr.strip().splitlines()
-    assert len(lines) == 1 and "kafka.ssl_ca_location" in lines[0], failed.stderr
+    line = refused_disable(
+        secured, segments, {**block, "ssl_ca_location": None}, tmp_path / "untrusting.yaml"
+    )
+    assert "kafka.ssl_ca_location" in line, line
 
     # a running job whose password was rotated on the broker: /ready says why, it does not fail
     problem = Readiness(settings(secured, "loader", topics, password=wrong)).broker()
