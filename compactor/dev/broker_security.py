@@ -110,17 +110,6 @@ class BrokerSecurity:
             args += ["--add-scram", f"{MECHANISM}=[name={name},password={password}]"]
         return args
 
-    def client(self, bootstrap: str, user: str, data_dir: Path) -> dict[str, str]:
-        """librdkafka's settings for `user` on this broker."""
-        return {
-            "bootstrap.servers": bootstrap,
-            "security.protocol": "SASL_SSL",
-            "sasl.mechanisms": MECHANISM,
-            "sasl.username": user,
-            "sasl.password": self.users[user],
-            "ssl.ca.location": str(self.ca_path(data_dir)),
-        }
-
     def kafka_block(self, user: str, data_dir: Path) -> dict[str, Any]:
         """The config file's `kafka:` block for `user` on this broker (passwords in clear: tests
         and the demo only; a deployment reads them with `env:NAME`)."""

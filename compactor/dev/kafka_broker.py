@@ -17,10 +17,12 @@ import subprocess
 import time
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
+from compactor.config.kafka import KafkaConfig
 from compactor.dev.broker_process import (
     CLUSTER_ID_FILE,
     JAVA_HEAP,
@@ -40,6 +42,7 @@ from compactor.dev.broker_process import (
 )
 from compactor.dev.broker_security import ADMIN, BrokerSecurity
 from compactor.errors import BrokerStartError
+from compactor.kafka.settings import librdkafka_security
 from compactor.spark import jvm
 
 log = logging.getLogger(__name__)
@@ -97,11 +100,16 @@ class LocalKafkaBroker:
     def is_running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
+    def kafka_block(self, user: str = ADMIN) -> dict[str, Any]:
+        """The config file's `kafka:` block for `user` (a secured broker's; a plain one has no
+        users, and the block is empty)."""
+        return self.security.kafka_block(user, self.data_dir) if self.security is not None else {}
+
     def client_settings(self, user: str = ADMIN) -> dict[str, str]:
-        """librdkafka's settings for `user` (a secured broker's; a plain one has no users)."""
-        if self.security is None:
-            return {"bootstrap.servers": self.bootstrap}
-        return self.security.client(self.bootstrap, user, self.data_dir)
+        """librdkafka's settings for `user`: its `kafka:` block mapped as every client maps it."""
+        block = self.kafka_block(user)
+        secured = librdkafka_security(KafkaConfig.model_validate(block)) if block else {}
+        return {"bootstrap.servers": self.bootstrap, **secured}
 
     def server_properties(self) -> dict[str, str]:
         """The broker's configuration: one combined node, one-voter static quorum; a secured

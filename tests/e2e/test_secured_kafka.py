@@ -55,7 +55,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafkaBrok
 
 def settings(broker: LocalKafkaBroker, user: str, prefix: str, password: str | None = None) -> KafkaSettings:
     """`user`'s Kafka settings for the topics of one test (`prefix`)."""
-    block = broker.security.kafka_block(user, broker.data_dir) if broker.security else {}
+    block = broker.kafka_block(user)
     if password is not None:
         block["sasl_password"] = password
     config = load_config({**RULES, "kafka": {**block, "topics": {"advice": f"{prefix}.advice"}}})
@@ -95,7 +95,7 @@ def topics(secured: LocalKafkaBroker, unique: Callable[[str], str]) -> str:
 
 def job_config(tmp_path: Path, secured: LocalKafkaBroker, prefix: str) -> Path:
     """The job's config file: its password read from the environment, never written down."""
-    block = secured.security.kafka_block("compactor", secured.data_dir) if secured.security else {}
+    block = secured.kafka_block("compactor")
     block["sasl_password"] = f"env:{JOB_PASSWORD_ENV}"
     path = tmp_path / "tables.yaml"
     path.write_text(yaml.safe_dump({**RULES, "kafka": {**block, "topics": {"advice": f"{prefix}.advice"}}}))
@@ -188,7 +188,7 @@ def test_a_principal_that_may_not_write_the_segments_topic_cannot_steer_the_job(
     secured: LocalKafkaBroker, topics: str, tmp_path: Path
 ) -> None:
     segments = f"{topics}.segments"
-    block = secured.security.kafka_block("intruder", secured.data_dir) if secured.security else {}
+    block = secured.kafka_block("intruder")
     line = refused_disable(secured, segments, block, tmp_path / "intruder.yaml")
     assert "authorization failed" in line.lower() and segments in line, line
 
@@ -198,7 +198,7 @@ def test_wrong_credentials_or_trust_fail_in_seconds_with_one_line_naming_the_set
 ) -> None:
     wrong = "not-the-Password-0000"
     segments = f"{topics}.segments"
-    block = secured.security.kafka_block("loader", secured.data_dir) if secured.security else {}
+    block = secured.kafka_block("loader")
     line = refused_disable(secured, segments, {**block, "sasl_password": wrong}, tmp_path / "wrong.yaml")
     assert "kafka.sasl_password" in line and "'loader'" in line and wrong not in line, line
 
