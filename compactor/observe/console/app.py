@@ -3,9 +3,10 @@
 Safe by default: read-only unless a token is configured; with one, an operator logs in with it
 (compared in constant time, wrong tries throttled per client) and gets a session, ended when idle
 or old, whose controls are POST forms carrying a per-session CSRF token. Requests for a `Host`
-that is not one of the console's own names are refused (`guard.py`). Templates escape every value (Jinja's autoescape); a strict Content
-Security Policy allows the console's own script and style only. No page shows a secret: table
-configs hold none, and the Kafka settings are never rendered.
+that is not one of the console's own names are refused (`guard.py`). Templates escape every
+value (Jinja's autoescape); a strict Content Security Policy allows the console's own script and
+style only. No page shows a secret: table configs hold none, and the Kafka settings are never
+rendered.
 """
 
 from __future__ import annotations
