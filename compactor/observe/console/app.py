@@ -68,8 +68,9 @@ def console_app(
 
     @app.before_request
     def guarded() -> None:
-        if host_name(request.host) not in guard.hosts:
-            abort(421, f"this console does not answer for the host {host_name(request.host)!r}")
+        host = host_name(request.host)
+        if host not in guard.hosts:
+            abort(421, f"this console does not answer for the host {host!r}")
         if session.get("operator") is True:
             now = clock()
             began, seen = float(session.get("since", 0)), float(session.get("seen", 0))

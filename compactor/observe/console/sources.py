@@ -157,7 +157,8 @@ class JobSource:
     def _copy(self) -> _Copy:
         began = time.monotonic()
         warehouse = self._read()
-        return _Copy(warehouse, time.monotonic(), time.monotonic() - began)
+        ended = time.monotonic()
+        return _Copy(warehouse, ended, ended - began)
 
     def knows(self, name: str) -> bool:
         return any(h.catalog.version(name) is not None for h in self.handlers())
