@@ -163,10 +163,13 @@ def _capacity(d: dict[str, Any]) -> str:
 
 
 def _console_pages(d: dict[str, Any]) -> str:
-    cold = d["pages"]["warehouse page, cold (waits for its copy)"]["median_s"]
-    stale = d["pages"]["warehouse page, its copy stale"]["median_s"]
+    pages = d["pages"]
+    first = pages["warehouse page, the first after a start"]["median_s"]
+    rows = pages["  ... until it has its rows"]["median_s"]
+    stale = pages["warehouse page, its copy stale"]["median_s"]
     return (
-        f"warehouse page for {d['params']['tables']:,} tables {cold:.2f} s cold, {stale:.2f} s after "
+        f"warehouse page for {d['params']['tables']:,} tables {first:.2f} s first "
+        f"(its rows after {rows:.2f} s), {stale:.2f} s after "
         f"(its copy {d['copy_s']:.2f} s); longest hold of the job's lock {d['longest_lock_hold_ms']:.0f} ms"
     )
 

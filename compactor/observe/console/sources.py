@@ -10,10 +10,11 @@
 Both keep the warehouse page as one `Warehouse` value, replaced whole when a refresh ends, so a
 page request only reads it: the page for 10,000 tables costs sorting and rendering 50 rows.
 
-A job's copy costs about 30 us a table (3 s at 100,000 tables, on the job's driver). So a copy
-that took longer than `WAIT_FOR_COPY_S` is replaced in the background while pages are served
-from it (the page says "as of" when), and copies are at least `took / COPY_SHARE` apart: the
-console spends at most a tenth of one core on them, however many browsers poll.
+A job's copy costs about 30-55 us a table (3-6 s at 100,000 tables, on the job's driver). So a
+copy that took longer than `WAIT_FOR_COPY_S` is replaced in the background while pages are
+served from it (the page says "as of" when), and copies are at least `took / COPY_SHARE` apart:
+the console spends at most a tenth of one core on them, however many browsers poll. The first
+copy is made behind the page too: until it ends, the page says so instead of waiting.
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ log = logging.getLogger(__name__)
 CHUNK = 256  # tables copied per hold of a handler's lock
 FRESH_FOR_S = 2.0  # a running job's warehouse page is read again at most this often
 WAIT_FOR_COPY_S = 0.25  # a copy quicker than this is made while the page waits; a slower one behind it
+FIRST_COPY_WAIT_S = 0.5  # the longest the first page waits for the first copy before it says so
 COPY_SHARE = 0.1  # the most of one core the console's copies of the job's state may take
 RECENT = timedelta(hours=6)  # a timeline outlines what merges wrote this recently
 RATE_WINDOW = timedelta(minutes=10)  # merges per minute are counted over this window
@@ -131,17 +133,33 @@ class JobSource:
     def warehouse(self) -> Warehouse:
         """The warehouse as of at most `fresh_for` seconds ago, or as of the last copy while a
         slow one (a large warehouse) is replaced in the background: pages polled by many
-        browsers copy the job's state once per period, not once per request."""
+        browsers copy the job's state once per period, not once per request. No page waits
+        longer than `WAIT_FOR_COPY_S` for a slow copy: before the first one ends, the page says
+        it is being made (its live fragment fills in when it is done)."""
         with self._reading:
             latest = self._latest
-            if latest is None or (latest.stale(self.fresh_for) and latest.took < WAIT_FOR_COPY_S):
-                latest = self._latest = self._copy()
-            elif latest.stale(self.fresh_for) and self._refreshing is None:
-                self._refreshing = threading.Thread(
-                    target=self._refresh, name="compactor-console-copy", daemon=True
-                )
-                self._refreshing.start()
+            if latest is not None and not latest.stale(self.fresh_for):
+                return latest.warehouse
+            if latest is not None and latest.took < WAIT_FOR_COPY_S:
+                self._latest = self._copy()
+                return self._latest.warehouse
+            copying = self._refreshing or self._start_refresh()
+        if latest is not None:
             return latest.warehouse
+        copying.join(FIRST_COPY_WAIT_S)  # a small warehouse's first copy is on the first page
+        with self._reading:
+            if self._latest is not None:
+                return self._latest.warehouse
+        now = now_utc()
+        tables = sum(h.catalog.table_count for h in self.handlers())
+        note = f"copying the job's state of {tables:,} table(s); the rows appear when it is done"
+        return Warehouse((), _totals([], None, now, None), now, (note,))
+
+    def _start_refresh(self) -> threading.Thread:
+        """A copy behind the pages (the caller holds `_reading`)."""
+        self._refreshing = threading.Thread(target=self._refresh, name="compactor-console-copy", daemon=True)
+        self._refreshing.start()
+        return self._refreshing
 
     def _refresh(self) -> None:
         try:

@@ -121,35 +121,49 @@ def test_a_tables_page_says_how_far_its_log_is_from_its_checkpoint(harness: Harn
 
 
 def test_a_slow_copy_is_replaced_behind_the_page_and_copies_are_spaced_by_their_cost() -> None:
-    """A large warehouse: the page is served from the last copy while the next one is made in the
-    background, and copies are at least `took / COPY_SHARE` apart however often pages are asked."""
-    from compactor.observe.console.sources import COPY_SHARE, WAIT_FOR_COPY_S, _Copy
+    """A large warehouse: no page waits for its copy. The first page says the copy is being made,
+    later ones are served from the last copy while the next one is made in the background, and
+    copies are at least `took / COPY_SHARE` apart however often pages are asked."""
+    from compactor.observe.console.sources import COPY_SHARE, FIRST_COPY_WAIT_S, WAIT_FOR_COPY_S, _Copy
 
     source = JobSource(lambda: [], load_config(CONFIG), fresh_for=0.0)
     made: list[object] = []
     release = threading.Event()
 
-    def slow_read() -> Any:  # every copy slow; each but the first waits for the test too
-        if made:
-            release.wait(10)
+    def slow_read() -> Any:  # every copy slow, and waiting for the test
+        release.wait(10)
         time.sleep(WAIT_FOR_COPY_S * 1.2)
         made.append(object())
         return made[-1]
 
+    def copied(count: int) -> None:
+        deadline = time.monotonic() + 10
+        while len(made) < count and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.05)
+
     source._read = slow_read  # type: ignore[method-assign]
+    began = time.monotonic()
+    placeholder = source.warehouse()
+    assert FIRST_COPY_WAIT_S <= time.monotonic() - began < 5, "the first page waits a moment, no more"
+    assert placeholder.rows == () and placeholder.notes == (
+        "copying the job's state of 0 table(s); the rows appear when it is done",
+    )
+    assert source.warehouse().notes == placeholder.notes and made == [], "one first copy, not one a page"
+    release.set()
+    copied(1)
     first = source.warehouse()
-    assert made == [first], "the first page waits for the first copy"
+    assert made == [first], "the first copy, made behind the pages"
+    release.clear()
+
     assert source._latest is not None
-    source._latest = replace(source._latest, at=time.monotonic() - 10)  # stale by now
+    source._latest = replace(source._latest, at=time.monotonic() - 1000)  # stale by now
     began = time.monotonic()
     assert source.warehouse() is first and source.warehouse() is first, "served from the last copy"
     assert time.monotonic() - began < 5, "without waiting for the next (it waits 10 s for the test)"
     assert len(made) == 1
     release.set()
-    deadline = time.monotonic() + 10
-    while len(made) < 2 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    time.sleep(0.05)
+    copied(2)
     assert source.warehouse() is made[1], "the background copy replaced it"
     assert source.warehouse() is made[1] and len(made) == 2, "not stale until ten times its cost"
 
