@@ -52,7 +52,7 @@ def test_every_merge_holds_and_a_file_replaced_under_its_name_is_found(
     in_driver, by_spark = merged(spark, warehouse)
     result = verify(warehouse, "t")
     assert result.exit_code == 0, result.output
-    assert result.output == "t: 2 merge commit(s) from version 0: 2 hold, 0 broken, 0 not checkable\n"
+    assert result.output == "t: 2 rewrite commit(s) from version 0: 2 hold, 0 broken, 0 not checkable\n"
     document = json.loads(verify(warehouse, "t", "--json").output)
     assert [(m["version"], m["verdict"]) for m in document["merges"]] == [
         (in_driver.version, "holds"),
@@ -76,7 +76,7 @@ def test_every_merge_holds_and_a_file_replaced_under_its_name_is_found(
     )
     assert "its output reads 90 rows, " in first and f"now, certified 90 rows, {certified['digest']}" in first
     assert "its inputs" not in first, "the inputs, read at the version before, are as certified"
-    assert summary == "t: 2 merge commit(s) from version 0: 1 hold, 1 broken, 0 not checkable"
+    assert summary == "t: 2 rewrite commit(s) from version 0: 1 hold, 1 broken, 0 not checkable"
 
     later = verify(warehouse, "t", "--since", str(in_driver.version + 1))
     assert later.exit_code == 0 and later.output.endswith("1 hold, 0 broken, 0 not checkable\n")

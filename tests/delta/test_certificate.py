@@ -1,5 +1,5 @@
-"""Every merge carries a content certificate, and a merge broken on purpose is refused before its
-commit: on the driver's Arrow path and on Spark's, on real Spark and Delta."""
+"""Every merge and refresh carries a content certificate, and one broken on purpose is refused
+before its commit: on the driver's Arrow path and on Spark's, on real Spark and Delta."""
 
 from __future__ import annotations
 
@@ -16,13 +16,17 @@ from delta.tables import DeltaTable
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from compactor.config.loading import load_config
 from compactor.config.sort import SortConfig
 from compactor.delta.commit.transaction import DirectTransaction
 from compactor.delta.content.fingerprint import spark_fingerprint
+from compactor.delta.content.verify import verify_table
 from compactor.delta.paths import SEGMENT_COLUMN, table_uri
-from compactor.delta.rewrite import driver_merge, merge
+from compactor.delta.rewrite import driver_merge, merge, refresh
+from compactor.delta.rewrite.arrange import sort_each_file
 from compactor.delta.rewrite.merge import execute_merge
 from compactor.delta.rewrite.merge_settings import MergeSettings
+from compactor.delta.rewrite.refresh import execute_refresh
 from compactor.delta.table_ops.writes import write_segment
 from compactor.domain.certificate import Certificate
 from compactor.domain.plans import make_plan
@@ -211,3 +215,98 @@ def test_a_merge_of_maps_arrays_and_structs_holds_its_certificate(spark: Any, wa
         F.when(F.col("k") == 5, F.create_map(F.lit("n"), F.lit(6).cast("long"))).otherwise(F.col("tags")),
     )
     assert spark_fingerprint(changed, changed.columns) != certificate.output, "a map's change is seen"
+
+
+# -- refresh ----------------------------------------------------------------------------------
+
+REFRESH_LAYOUT = {
+    "time_column": "ts",
+    "bucket_time_period": "1d",
+    "columns": {"ts": {"type": "timestamp"}, "k": {"type": "bigint"}, "v": {"type": "double"}},
+}
+REFRESH_RULES: dict[str, dict[str, Any]] = {
+    "concat": {},
+    "rounded": {"round_bucket_time_period": "1h"},
+    "dedup": {"merge_type": "dedup", "round_bucket_time_period": "1d"},
+    "rollup": {"merge_type": "rollup", "round_bucket_time_period": "1d", "aggregations": {"v": "sum"}},
+}
+
+
+def refresh_settings(rule: dict[str, Any]) -> MergeSettings:
+    config = load_config(
+        {
+            "tables": {
+                "t": {
+                    "config_version": 2,
+                    "layout": REFRESH_LAYOUT,
+                    "rules": [{"rule": "refresh", "trigger": "manual", **rule}],
+                }
+            }
+        }
+    )
+    return MergeSettings.of(config.for_table("t"))
+
+
+def refresh_table(spark: Any, warehouse: Path) -> list[Segment]:
+    """Two hourly loads of ten rows, keys 0-4 twice each in the second (dedup and rollup fold them)."""
+    segments = []
+    for hour in range(2):
+        start = DAY + timedelta(hours=hour)
+        data = spark.range(10).select(
+            F.timestamp_seconds(F.lit(int(start.timestamp())) + F.col("id") * 60).alias("ts"),
+            (F.col("id") % 5 if hour else F.col("id") + 100).alias("k"),
+            (F.col("id") * 0.5).alias("v"),
+        )
+        segment = Segment(f"h{hour}", "t", TimeRange(start, start + timedelta(hours=1)), loaded_at=start)
+        segments.append(write_segment(spark, warehouse, segment, data))
+    return segments
+
+
+@pytest.mark.parametrize("kind", list(REFRESH_RULES))
+def test_a_refresh_certifies_the_rows_its_rule_makes_of_the_inputs(
+    kind: str, spark: Any, warehouse: Path
+) -> None:
+    segments = refresh_table(spark, warehouse)
+    before = rows_of(spark, warehouse, "t")
+    read = spark_fingerprint(before, before.columns)
+    plan = make_plan("t", "refresh", segments, allow_single=True)
+    commit = execute_refresh(spark, warehouse, plan, refresh_settings(REFRESH_RULES[kind]))
+    certificate = recorded(spark, warehouse, "t", commit.version)
+    after = rows_of(spark, warehouse, "t")
+    assert certificate.holds and certificate.output == spark_fingerprint(after, after.columns)
+    assert commit.certificate == certificate
+    expected_rows = {"concat": 20, "rounded": 20, "dedup": 20, "rollup": 15}[kind]
+    assert certificate.output.rows == after.count() == expected_rows
+    if kind == "concat":  # the rows as they were: the certificate is the inputs' own fingerprint
+        assert certificate.inputs == read
+    else:
+        assert certificate.inputs != read
+    (checked,) = verify_table(spark, warehouse, "t")  # and `compactor verify` finds it holding
+    assert (checked.version, checked.rule, checked.verdict) == (commit.version, "refresh", "holds")
+    assert checked.inputs == (read if kind == "concat" else None) and checked.output == certificate.output
+
+
+REFRESH_BREAKS: dict[str, Callable[[DataFrame], DataFrame]] = {
+    "a row dropped": lambda out: out.where(F.col("k") != F.lit(3)),
+    "a row written twice": lambda out: out.unionByName(out.where(F.col("k") == F.lit(103))),
+    "a value changed": lambda out: out.withColumn(
+        "v", F.when(F.col("k") == F.lit(103), F.col("v") + 1).otherwise(F.col("v"))
+    ),
+}
+
+
+@pytest.mark.parametrize("fault", list(REFRESH_BREAKS))
+def test_a_refresh_broken_on_purpose_is_refused_before_its_commit(
+    fault: str, spark: Any, warehouse: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    segments = refresh_table(spark, warehouse)
+    version = version_of(spark, warehouse, "t")
+
+    def broken(frame: DataFrame, *args: Any) -> DataFrame:
+        return REFRESH_BREAKS[fault](sort_each_file(frame, *args))
+
+    monkeypatch.setattr(refresh, "sort_each_file", broken)
+    plan = make_plan("t", "refresh", segments, allow_single=True)
+    with pytest.raises(ContentMismatch, match=r"not committed: inputs 20 rows, [0-9a-f]{16} but output"):
+        execute_refresh(spark, warehouse, plan, refresh_settings({}))
+    assert version_of(spark, warehouse, "t") == version, "nothing committed"

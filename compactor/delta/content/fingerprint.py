@@ -81,10 +81,15 @@ def _unhashable(kind: DataType) -> bool:
     return False
 
 
+def hash_sum(frame: DataFrame, columns: Sequence[str]) -> Column:
+    """An aggregate: the rows' hashes summed exactly (a decimal: no overflow below 10^19 rows), to
+    take with the row count in an aggregation the rewrite already runs (`Fingerprint.of`)."""
+    return F.coalesce(F.sum(row_hash(frame.schema, columns).cast("decimal(38,0)")), F.lit(0))
+
+
 def _summed(frame: DataFrame, columns: Sequence[str]) -> tuple[Column, Column]:
-    """The rows counted and their hashes summed exactly (a decimal: no overflow below 10^19 rows)."""
-    digest = F.coalesce(F.sum(row_hash(frame.schema, columns).cast("decimal(38,0)")), F.lit(0))
-    return F.count(F.lit(1)).alias("rows"), digest.alias("digest")
+    """The rows counted and their hashes summed exactly."""
+    return F.count(F.lit(1)).alias("rows"), hash_sum(frame, columns).alias("digest")
 
 
 def observe(frame: DataFrame, columns: Sequence[str]) -> tuple[DataFrame, Observation]:

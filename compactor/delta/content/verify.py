@@ -1,13 +1,14 @@
-"""Checking a table's merges after the fact: each merge commit's inputs read again at the version
-before it and its output at its own version (time travel), fingerprinted, and compared with the
-certificate it committed (`compactor verify`).
+"""Checking a table's rewrites after the fact: each merge or refresh commit's inputs read again
+at the version before it and its output at its own version (time travel), fingerprinted, and
+compared with the certificate it committed (`compactor verify`).
 
 The inputs are the rows of the segments the commit removed, the output those of the segments it
 added, as a reader sees them then (deletion vectors of that version applied). A merge committed
 without a certificate (before certificates, or a promotion that moved files) is checked inputs
-against output. An upsert merge drops superseded rows on purpose: only its output is checked,
-against its certificate. A commit whose versions Delta no longer keeps (log retention, VACUUM)
-is reported as not checkable, not as broken.
+against output. An upsert merge drops superseded rows on purpose, and a refresh that changes
+rows (a rollup, rounded times, a new column) certifies the rows its rule made of the inputs:
+only their output is checked, against the certificate. A commit whose versions Delta no longer
+keeps (log retention, VACUUM) is reported as not checkable, not as broken.
 """
 
 from __future__ import annotations
@@ -28,11 +29,12 @@ from compactor.delta.paths import SEGMENT_COLUMN, table_uri
 from compactor.domain.certificate import Certificate, Fingerprint
 
 Verdict = Literal["holds", "broken", "not checkable"]
+CHECKED = ("merge", "refresh")  # the rewrites whose commits carry a certificate
 
 
 @dataclass(frozen=True, slots=True)
 class Checked:
-    """One merge commit, checked."""
+    """One merge or refresh commit, checked."""
 
     table: str
     version: int
@@ -63,12 +65,12 @@ class Checked:
 
 
 def verify_table(spark: SparkSession, warehouse: Path | str, table: str, since: int = 0) -> Iterator[Checked]:
-    """Every merge commit of `table` from version `since` on, oldest first, checked."""
+    """Every merge and refresh commit of `table` from version `since` on, oldest first, checked."""
     uri = table_uri(warehouse, table)
     history = DeltaTable.forPath(spark, uri).history().select("version", "userMetadata").collect()
     for row in sorted(history, key=lambda r: int(r["version"])):
         version, meta = int(row["version"]), parse_metadata(row["userMetadata"])
-        if version < since or meta is None or meta.get("op") != "merge":
+        if version < since or meta is None or meta.get("op") not in CHECKED:
             continue
         yield _check(spark, uri, table, version, meta)
 
@@ -90,9 +92,12 @@ def _check(spark: SparkSession, uri: str, table: str, version: int, meta: dict[s
     try:
         after = _segments(spark, uri, version, added)
         output = spark_fingerprint(after, after.columns)
-        upsert = rule == RuleName.UPSERT_COMPACTION
+        # rows dropped or changed on purpose: the inputs as read are not the certified ones
+        transformed = rule == RuleName.UPSERT_COMPACTION or (
+            meta.get("op") == "refresh" and meta.get("data_change", True)
+        )
         inputs = None
-        if not upsert:
+        if not transformed:
             before = _segments(spark, uri, version - 1, removed)
             inputs = spark_fingerprint(before, before.columns)
     except Exception as exc:  # a version or a file Delta no longer keeps
@@ -101,7 +106,7 @@ def _check(spark: SparkSession, uri: str, table: str, version: int, meta: dict[s
         )
     if certificate is None:
         if inputs is None:
-            return found("not checkable", "an upsert merge without a certificate", output=output)
+            return found("not checkable", "rows changed on purpose, no certificate", output=output)
         if inputs != output:
             return found("broken", f"inputs {inputs} but output {output}", inputs, output)
         return found("holds", f"{output.rows} rows, no certificate: inputs against output", inputs, output)
@@ -110,7 +115,7 @@ def _check(spark: SparkSession, uri: str, table: str, version: int, meta: dict[s
         problems.append(f"its output reads {output} now, certified {certificate.output}")
     if inputs is not None and inputs != certificate.inputs:
         problems.append(f"its inputs read {inputs} at version {version - 1}, certified {certificate.inputs}")
-    if not upsert and not certificate.holds:
+    if not certificate.holds:
         problems.append(f"its certificate does not hold: {certificate.mismatch()}")
     if problems:
         return found("broken", "; ".join(problems), inputs, output)

@@ -21,6 +21,7 @@ from compactor.config.layout import LayoutConfig
 from compactor.config.rules import RefreshRule
 from compactor.config.sort import describe
 from compactor.delta.commit.transaction import DirectTransaction, segment_predicate
+from compactor.delta.content.fingerprint import hash_sum, observe, observed, table_columns
 from compactor.delta.features import overwrite_refusal
 from compactor.delta.log.commit_metadata import commit_metadata, plan_marker
 from compactor.delta.log.live_files import LiveFile, LiveFileIndex
@@ -32,6 +33,7 @@ from compactor.delta.rewrite.conform import changes_data, conform
 from compactor.delta.rewrite.index_check import partition_id
 from compactor.delta.rewrite.merge_settings import MergeSettings
 from compactor.delta.rewrite.one_commit import Produced, rewrite_in_one_commit
+from compactor.domain.certificate import Certificate, Fingerprint
 from compactor.domain.layout import refresh_output_prefix
 from compactor.domain.plans import Commit, MergePlan
 from compactor.domain.segments import Origin, Segment, TimeRange
@@ -65,6 +67,12 @@ def execute_refresh(
     keeps neither row ids nor identity values: on a table with row tracking or an identity
     column such a refresh is refused (`UnsupportedTableFeature`), and nothing is committed.
     Rows keep their row ids and commit versions as `conform` says.
+
+    A direct refresh is certified (`settings.certify`): the rows the rule's transformation makes
+    of the inputs (cast, rounded, rolled up or de-duplicated, as a reader sees the inputs) are
+    fingerprinted in the aggregation that sizes the outputs, the rows handed to Delta's writer in
+    the write's own job, and the commit happens only if the two are equal. The transformation
+    itself is the rule's: a rollup's sums are what `conform` computes.
     """
     step = _RefreshStep(spark, plan, settings)
     return rewrite_in_one_commit(spark, warehouse, plan, settings.depth, step, live, guard)
@@ -112,12 +120,19 @@ class _RefreshStep:
             direct, source = False, _snapshot_rows(spark, txn.path, plan)
             rows = conform(source, layout, rule)
         data_change = changes_data(source, rows, rule, plan.table_wide, tracking or ())
+        # certified: the rows the rule's transformation made of the inputs, against those written
+        columns = table_columns(txn.metadata) if direct and settings.certify else None
         keyed = _keyed(rows, plan, layout, rule, whole).persist()
         try:
-            outputs = _outputs(keyed, plan, layout, settings.config_version, settings.sub_column, whole)
+            outputs, conformed = _outputs(
+                keyed, plan, layout, settings.config_version, settings.sub_column, whole, columns
+            )
             data = sort_each_file(
                 keyed.drop(*_KEYS).repartition(F.col(SEGMENT_COLUMN)), order, SEGMENT_COLUMN
             )
+            written = None
+            if columns is not None:
+                data, written = observe(data, columns)
             codec = layout.compression if layout.compression != "uncompressed" else "none"
             with _session_conf(
                 spark, "parquet.enable.dictionary", str(layout.encoding == "dictionary").lower()
@@ -130,7 +145,14 @@ class _RefreshStep:
         finally:
             keyed.unpersist()
         if direct:
-            return Produced(adds, inputs, _sized(outputs, adds), data_change, describe(order))
+            certificate = (
+                Certificate(conformed, observed(written))
+                if conformed is not None and written is not None
+                else None
+            )
+            return Produced(
+                adds, inputs, _sized(outputs, adds), data_change, describe(order), certificate=certificate
+            )
         facts = live.log.written(plan_marker(plan.plan_id))
         elapsed = int((time.monotonic() - started) * 1000)
         return Commit(
@@ -245,18 +267,26 @@ def _outputs(
     config_version: int,
     sub_column: str | None,
     whole: bool = False,
-) -> tuple[Segment, ...]:
+    columns: list[str] | None = None,
+) -> tuple[tuple[Segment, ...], Fingerprint | None]:
     """The segments the rewrite writes, one per output id, with their exact row counts and, for a
-    sub-partitioned table, the values their rows hold (the column may have changed)."""
+    sub-partitioned table, the values their rows hold (the column may have changed); and, given
+    the table's `columns`, the fingerprint of the rows to write, taken in the same aggregation."""
     period = timedelta(seconds=layout.bucket_time_period.total_seconds())
     built_with = layout_record(layout, config_version)
     values = F.collect_set(F.col(sub_column).cast("string")) if sub_column in keyed.columns else F.lit(None)
+    digest = hash_sum(keyed, columns) if columns is not None else F.lit(0)
     summary = (
         keyed.groupBy(SEGMENT_COLUMN, "__bucket")
-        .agg(F.count("*").alias("count"), values.alias("values"))
+        .agg(F.count("*").alias("count"), values.alias("values"), digest.alias("digest"))
         .collect()
     )
-    return tuple(
+    fingerprint = (
+        Fingerprint.of(sum(int(r["count"]) for r in summary), sum(int(r["digest"]) for r in summary))
+        if columns is not None
+        else None
+    )
+    segments = tuple(
         Segment(
             id=r[SEGMENT_COLUMN],
             table=plan.table,
@@ -271,6 +301,7 @@ def _outputs(
         )
         for r in sorted(summary, key=lambda r: r[SEGMENT_COLUMN])
     )
+    return segments, fingerprint
 
 
 def _version(spark: SparkSession, path: str) -> int:
