@@ -39,11 +39,11 @@ from compactor.delta.rewrite.driver_merge import DRIVER_MERGE_MAX_BYTES
 from compactor.delta.rewrite.index_check import index_facts
 from compactor.delta.rewrite.merge import execute_merge
 from compactor.delta.rewrite.merge_settings import MergeSettings
+from compactor.delta.rewrite.purge import purge_deleted_rows
 from compactor.delta.rewrite.refresh import execute_refresh
 from compactor.delta.rewrite.upsert import key_rows, key_rows_of_keys
 from compactor.delta.store import LoadOrder, SnapshotWriter, StoredSnapshot, TableChanges, VacuumReport
 from compactor.delta.table_ops import properties
-from compactor.delta.table_ops.purge import purge_deleted_rows
 from compactor.delta.table_ops.sub_partition_delete import delete_sub_partition
 from compactor.delta.table_ops.vacuum import vacuum
 from compactor.delta.warehouse.key_index_snapshots import KeyIndexSnapshots
@@ -264,7 +264,9 @@ class SparkTableStore:
         self._unfenced()
         label = f"compactor purge {segments[0].table} {','.join(s.id for s in segments)}"
         with self._local(DESCRIPTION_PROPERTY, label), conflicts_as_commit_conflict():
-            purge_deleted_rows(self.spark, self.warehouse, segments)
+            purge_deleted_rows(
+                self.spark, self.warehouse, segments, self.live_files(segments[0].table), self.certify
+            )
 
     def committed_version(self, table: str, plan_id: str) -> int | None:
         found = self.log(table).find(plan_marker(plan_id), self.depth)

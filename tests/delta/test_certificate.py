@@ -1,5 +1,5 @@
-"""Every merge and refresh carries a content certificate, and one broken on purpose is refused
-before its commit: on the driver's Arrow path and on Spark's, on real Spark and Delta."""
+"""Every merge, refresh and purge carries a content certificate, and one broken on purpose is
+refused before its commit: on the driver's Arrow path and on Spark's, on real Spark and Delta."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from compactor.delta.rewrite import driver_merge, merge, refresh
 from compactor.delta.rewrite.arrange import sort_each_file
 from compactor.delta.rewrite.merge import execute_merge
 from compactor.delta.rewrite.merge_settings import MergeSettings
+from compactor.delta.rewrite.purge import purge_deleted_rows
 from compactor.delta.rewrite.refresh import execute_refresh
 from compactor.delta.table_ops.writes import write_segment
 from compactor.domain.certificate import Certificate
@@ -309,4 +310,69 @@ def test_a_refresh_broken_on_purpose_is_refused_before_its_commit(
     plan = make_plan("t", "refresh", segments, allow_single=True)
     with pytest.raises(ContentMismatch, match=r"not committed: inputs 20 rows, [0-9a-f]{16} but output"):
         execute_refresh(spark, warehouse, plan, refresh_settings({}))
+    assert version_of(spark, warehouse, "t") == version, "nothing committed"
+
+
+# -- purge ------------------------------------------------------------------------------------
+
+
+def with_a_deleted_row(spark: Any, warehouse: Path) -> list[Segment]:
+    """Two days; another writer's DELETE of one row of day 1, in a deletion vector."""
+    segments = table_with(spark, warehouse, "t", 2)
+    uri = table_uri(warehouse, "t")
+    spark.sql(f"ALTER TABLE delta.`{uri}` SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+    DeltaTable.forPath(spark, uri).delete(F.col("k") == 1005)
+    return segments
+
+
+def test_a_purge_certifies_the_rows_a_reader_saw(spark: Any, warehouse: Path) -> None:
+    segments = with_a_deleted_row(spark, warehouse)
+    before = rows_of(spark, warehouse, "t")
+    seen = spark_fingerprint(before, before.columns)
+    version = purge_deleted_rows(spark, warehouse, segments)
+    assert version == version_of(spark, warehouse, "t")
+    certificate = recorded(spark, warehouse, "t", version)
+    carrier = spark.read.parquet(*vector_files(spark, warehouse, version - 1)).where(F.col("k") != 1005)
+    assert certificate.inputs == certificate.output == spark_fingerprint(carrier, before.columns)
+    assert certificate.inputs.rows == carrier.count() > 0, "the rows of the one file with a vector"
+    after = rows_of(spark, warehouse, "t")
+    assert spark_fingerprint(after, after.columns) == seen and seen.rows == 59
+    history = DeltaTable.forPath(spark, table_uri(warehouse, "t")).history(1).first()
+    assert history["operation"] == "REORG" and '"op":"purge"' in history["userMetadata"]
+    assert vector_files(spark, warehouse, version) == []
+    assert purge_deleted_rows(spark, warehouse, segments) is None, "no vector left: nothing to commit"
+
+
+def vector_files(spark: Any, warehouse: Path, version: int) -> list[str]:
+    """The table's live files that carry a deletion vector at `version`, from its log."""
+    live: dict[str, bool] = {}
+    for commit in sorted((warehouse / "t" / "_delta_log").glob("*.json")):
+        if int(commit.stem) > version:
+            break
+        actions = [json.loads(line) for line in commit.read_text().splitlines()]
+        for action in actions:  # a commit's removes first: a vector re-adds the path it removes
+            if "remove" in action:
+                live.pop(action["remove"]["path"], None)
+        for action in actions:
+            if "add" in action:
+                live[action["add"]["path"]] = action["add"].get("deletionVector") is not None
+    return [f"{table_uri(warehouse, 't')}/{path}" for path, vector in live.items() if vector]
+
+
+def test_a_purge_that_brings_a_deleted_row_back_is_refused(
+    spark: Any, warehouse: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    segments = with_a_deleted_row(spark, warehouse)
+    uri = table_uri(warehouse, "t")
+    version = version_of(spark, warehouse, "t")
+    read = DirectTransaction.read
+
+    def without_vectors(self: DirectTransaction, files: Any, predicate: Any) -> DataFrame:
+        frame = read(self, files, predicate)
+        raw = spark.read.parquet(*[f"{uri}/{f.path}" for f in files])
+        return raw.select(*[F.col(c) if c in raw.columns else F.lit(None).alias(c) for c in frame.columns])
+
+    monkeypatch.setattr(DirectTransaction, "read", without_vectors)
+    with pytest.raises(ContentMismatch, match=r"purge of d0, d1 not committed: .* show a reader 14 rows"):
+        purge_deleted_rows(spark, warehouse, segments)
     assert version_of(spark, warehouse, "t") == version, "nothing committed"

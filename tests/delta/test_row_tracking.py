@@ -23,9 +23,9 @@ from compactor.delta.log.commit_metadata import commit_metadata
 from compactor.delta.paths import table_uri
 from compactor.delta.rewrite.merge import execute_merge
 from compactor.delta.rewrite.merge_settings import MergeSettings
+from compactor.delta.rewrite.purge import purge_deleted_rows
 from compactor.delta.rewrite.refresh import execute_refresh
 from compactor.delta.rewrite.upsert import latest_rows
-from compactor.delta.table_ops.purge import purge_deleted_rows
 from compactor.domain.plans import Commit, make_plan
 from compactor.domain.segments import Segment, TimeRange
 from compactor.errors import UnsupportedTableFeature

@@ -75,6 +75,7 @@ from compactor.errors import CommitConflict, StalePlan, UnsupportedTableFeature
 log = logging.getLogger(__name__)
 
 WRITE_CHECKSUM = "spark.databricks.delta.writeChecksumFile.enabled"
+USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"  # a SQL command's, from the session
 INCREMENTAL_CHECKSUM = "spark.databricks.delta.incremental.commit.enabled"
 MAX_COMMIT_ATTEMPTS = "spark.databricks.delta.maxCommitAttempts"
 VERSION_TAKEN = "DELTA_MAX_COMMIT_RETRIES_EXCEEDED"  # a lone attempt found its version taken
@@ -209,29 +210,38 @@ class DirectTransaction:
         user_metadata: str,
         replaced: Sequence[str],
         keep_checksum: bool = True,
+        purge: bool = False,
     ) -> int:
         """Commit the `adds` and the removal of `removes` in one version; its number.
 
         `replaced`: the segment ids the commit replaces, named in its history as the predicate
         of an overwrite. `keep_checksum=False`: the commit's actions would mislead Delta's
         incremental checksum (a file added again under another segment), so none is written.
-        Delta's conflicts become `CommitConflict`.
+        `purge`: the files were rewritten without their deleted rows, recorded in the history as
+        Delta's own purge (`REORG ... APPLY (PURGE)`) is. Delta's conflicts become `CommitConflict`.
         """
         now = int(time.time() * 1000)
         added = [self._parse(json.dumps({"add": {**a, "dataChange": data_change}})) for a in adds]
         removed = [self._parse(f.action).removeWithTimestamp(now, data_change) for f in removes]
+        operations = jvm_class(self._jvm, "org.apache.spark.sql.delta.DeltaOperations")
         option = jvm_class(self._jvm, "scala.Option")
-        operation = jvm_class(self._jvm, "org.apache.spark.sql.delta.DeltaOperations").Write(
-            jvm_class(self._jvm, "org.apache.spark.sql.SaveMode").Overwrite,
-            option.apply(self._seq([SEGMENT_COLUMN])),
-            option.apply(f"{SEGMENT_COLUMN} IN ({in_list(replaced)})"),
-            option.apply(user_metadata),
-            option.empty(),
-            option.empty(),
-            option.empty(),
-            option.empty(),
-            option.empty(),
-        )
+        if purge:  # Delta takes its userMetadata from the session's configuration
+            segments = self.spark.range(0).select(F.lit("").alias(SEGMENT_COLUMN))
+            filtered = segments.where(segment_predicate(replaced))  # the predicate as Catalyst's
+            predicate = filtered._jdf.queryExecution().analyzed().condition()
+            operation = operations.Reorg(self._seq([predicate]), True)
+        else:
+            operation = operations.Write(
+                jvm_class(self._jvm, "org.apache.spark.sql.SaveMode").Overwrite,
+                option.apply(self._seq([SEGMENT_COLUMN])),
+                option.apply(f"{SEGMENT_COLUMN} IN ({in_list(replaced)})"),
+                option.apply(user_metadata),
+                option.empty(),
+                option.empty(),
+                option.empty(),
+                option.empty(),
+                option.empty(),
+            )
         tags = {PRESERVED_ROW_TRACKING: "true"} if self.row_tracking is not None else {}
         scala_tags = scala_map(self._jvm, tags)
         actions = self._seq([*added, *removed])
@@ -240,6 +250,8 @@ class DirectTransaction:
             alone = restartable and restart < RESTARTS
             checksum = keep_checksum and bool(self.txn.snapshot().checksumOpt().isDefined())
             settings = {} if checksum else {WRITE_CHECKSUM: "false", INCREMENTAL_CHECKSUM: "false"}
+            if purge:
+                settings[USER_METADATA] = user_metadata
             if alone:
                 settings[MAX_COMMIT_ATTEMPTS] = "0"
             without_inline_checkpoint(self.txn)  # the job's maintainer writes it, off the merge path

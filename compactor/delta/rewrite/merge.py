@@ -102,7 +102,7 @@ class _MergeStep:
             moved = promote(txn, plan, files, settings.promote_min_bytes)
             if moved is not None:
                 return moved
-        codec = _codec_of(spark, inputs, txn.path)
+        codec = codec_of(spark, inputs, txn.path)
         driver_max = min(settings.driver_max_bytes, settings.target_file_bytes)
         in_driver = upsert is None and not refusal(
             txn.protocol, txn.metadata, inputs, plan.output.id, order, driver_max
@@ -206,7 +206,7 @@ def _overwrite_merge(
         spark, DeltaTable.forPath(spark, path), list(plan.input_ids), settings.upsert, load_order
     )
     files = sorted(source.inputFiles())
-    codec = _codec_of(spark, [], path, files[0] if files else None)
+    codec = codec_of(spark, [], path, files[0] if files else None)
     output, options = _layout(source, plan, settings, codec)
     data_change = settings.upsert is not None
     writing = time.time()
@@ -258,7 +258,7 @@ def _source(
     return table.toDF().where(F.col(SEGMENT_COLUMN).isin(inputs))
 
 
-def _codec_of(spark: SparkSession, inputs: list[LiveFile], path: str, file: str | None = None) -> str:
+def codec_of(spark: SparkSession, inputs: list[LiveFile], path: str, file: str | None = None) -> str:
     """The compression codec of the inputs' files (a file's footer: no Spark job), so that a
     merge keeps the table's codec whoever wrote it; Spark's default when there is none to read.
     `file`: an absolute path to read instead (the generic overwrite's input files)."""

@@ -109,7 +109,7 @@ def rewrite_in_one_commit(
         return produced
     outputs = produced.outputs
     certificate = produced.certificate
-    refused = _refusal(produced)
+    refused = certificate_refusal(produced)
     if refused is not None:
         raise ContentMismatch(f"table {plan.table}: plan {plan.plan_id} not committed: {refused}")
     metadata = commit_metadata(
@@ -149,7 +149,7 @@ def rewrite_in_one_commit(
     )
 
 
-def _refusal(produced: Produced) -> str | None:
+def certificate_refusal(produced: Produced) -> str | None:
     """Why the output must not be committed: its certificate does not hold, or (a rewrite that
     keeps every row) it read more or fewer rows than the log says its inputs show a reader, as a
     read that missed a deletion vector would (None: commit)."""
