@@ -40,9 +40,9 @@ from compactor.dev.broker_process import (
     running_bootstrap,
     stop_from_dir,
 )
-from compactor.dev.broker_security import ADMIN, BrokerSecurity
+from compactor.dev.broker_security import ADMIN, MECHANISM, MUTUAL_TLS, BrokerSecurity
 from compactor.errors import BrokerStartError
-from compactor.kafka.settings import librdkafka_security
+from compactor.kafka.settings import KafkaSettings
 from compactor.spark import jvm
 
 log = logging.getLogger(__name__)
@@ -72,9 +72,10 @@ class LocalKafkaBroker:
         self.data_dir = Path(data_dir).resolve()
         self.security = security  # None: one PLAINTEXT listener, no authorizer
         avoid = {port} if port is not None else set()
-        picked = free_ports(1 if port is not None else 2, avoid)
-        self.port: int = port if port is not None else picked[1]
+        picked = free_ports(2 if port is not None else 3, avoid)
+        self.port: int = port if port is not None else picked[2]
         self.controller_port: int = picked[0]
+        self.tls_port: int = picked[1]  # a secured broker's mutual-TLS listener
         self._proc: subprocess.Popen[bytes] | None = None
 
     # -- paths and state -------------------------------------------------
@@ -100,22 +101,29 @@ class LocalKafkaBroker:
     def is_running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
-    def kafka_block(self, user: str = ADMIN) -> dict[str, Any]:
-        """The config file's `kafka:` block for `user` (a secured broker's; a plain one has no
-        users, and the block is empty)."""
-        return self.security.kafka_block(user, self.data_dir) if self.security is not None else {}
+    def bootstrap_for(self, way_in: str = MECHANISM) -> str:
+        """Where clients signing in `way_in` connect: a secured broker's mutual-TLS listener has a
+        port of its own."""
+        return f"127.0.0.1:{self.tls_port}" if way_in == MUTUAL_TLS else self.bootstrap
 
-    def client_settings(self, user: str = ADMIN) -> dict[str, str]:
+    def kafka_block(self, user: str = ADMIN, way_in: str = MECHANISM) -> dict[str, Any]:
+        """The config file's `kafka:` block for `user` signing in `way_in` (a secured broker's; a
+        plain one has no users, and the block is empty)."""
+        if self.security is None:
+            return {}
+        return self.security.kafka_block(user, self.data_dir, way_in)
+
+    def client_settings(self, user: str = ADMIN, way_in: str = MECHANISM) -> dict[str, Any]:
         """librdkafka's settings for `user`: its `kafka:` block mapped as every client maps it."""
-        block = self.kafka_block(user)
-        secured = librdkafka_security(KafkaConfig.model_validate(block)) if block else {}
-        return {"bootstrap.servers": self.bootstrap, **secured}
+        block = self.kafka_block(user, way_in)
+        config = KafkaConfig.model_validate(block) if block else None
+        return KafkaSettings(self.bootstrap_for(way_in), config=config).librdkafka()
 
     def server_properties(self) -> dict[str, str]:
         """The broker's configuration: one combined node, one-voter static quorum; a secured
         broker's listeners, TLS and authorizer over the plain ones."""
         secured = (
-            self.security.server_properties(self.port, self.controller_port, self.data_dir)
+            self.security.server_properties(self.port, self.controller_port, self.data_dir, self.tls_port)
             if self.security is not None
             else {}
         )

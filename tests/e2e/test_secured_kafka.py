@@ -1,7 +1,9 @@
 """The job on a Kafka that requires SASL_SSL (SCRAM-SHA-512 over TLS) and grants by ACL only: the
 job (Spark's Kafka source, its producers, the lease, the console's tail), a loader and a results
-consumer each with a principal of its own and what it needs and no more; a principal that may not write the segments topic cannot steer the job; a wrong password
-fails in seconds with one line; no password reaches a log line, a status page or `config show`.
+consumer each with a principal of its own and what it needs and no more; a principal that may
+not write the segments topic cannot steer the job; a wrong password fails in seconds with one
+line; no password reaches a log line, a status page or `config show`. SASL/PLAIN and mutual TLS
+sign in as the deploying guide writes them.
 
 The broker is the project's local KRaft broker in its secured mode (`BrokerSecurity`), started
 once for the module; every test uses topics of its own."""
@@ -12,17 +14,24 @@ import os
 import subprocess
 import time
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from confluent_kafka import Consumer
 
 from compactor.client.results import ResultsFollower
+from compactor.codec.events import default_codec
 from compactor.config.loading import load_config
-from compactor.dev.broker_security import BrokerSecurity, Grant, grant
+from compactor.dev.broker_security import MECHANISM, MUTUAL_TLS, PLAIN, BrokerSecurity, Grant, grant
 from compactor.dev.kafka_broker import LocalKafkaBroker
+from compactor.domain.clock import now_utc
+from compactor.domain.events import SegmentCompleted
+from compactor.domain.segments import Segment, TimeRange
 from compactor.kafka.codecs import codec_for
+from compactor.kafka.producer import EventProducer
 from compactor.kafka.settings import KafkaSettings
 from compactor.kafka.topics import ensure_topics
 from compactor.observe.console.topic_tail import TopicTail
@@ -53,14 +62,20 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKafkaBrok
         broker.stop()
 
 
-def settings(broker: LocalKafkaBroker, user: str, prefix: str, password: str | None = None) -> KafkaSettings:
-    """`user`'s Kafka settings for the topics of one test (`prefix`)."""
-    block = broker.kafka_block(user)
+def settings(
+    broker: LocalKafkaBroker, user: str, prefix: str, password: str | None = None, way_in: str = MECHANISM
+) -> KafkaSettings:
+    """`user`'s Kafka settings for the topics of one test (`prefix`), signing in `way_in`."""
+    block = broker.kafka_block(user, way_in)
     if password is not None:
         block["sasl_password"] = password
     config = load_config({**RULES, "kafka": {**block, "topics": {"advice": f"{prefix}.advice"}}})
     return KafkaSettings(
-        broker.bootstrap, f"{prefix}.segments", f"{prefix}.results", f"{prefix}.dead", config.kafka
+        broker.bootstrap_for(way_in),
+        f"{prefix}.segments",
+        f"{prefix}.results",
+        f"{prefix}.dead",
+        config.kafka,
     )
 
 
@@ -168,14 +183,16 @@ def test_a_week_merges_end_to_end_with_a_principal_for_each_party(
         assert_no_secret(text, where)
 
 
-def refused_disable(secured: LocalKafkaBroker, segments: str, kafka: dict[str, Any], config: Path) -> str:
+def refused_disable(
+    secured: LocalKafkaBroker, segments: str, kafka: dict[str, Any], config: Path, way_in: str = MECHANISM
+) -> str:
     """`compactor table disable` with `kafka` as its `kafka:` block: it must fail within seconds
     with one line and no traceback; that line."""
     config.write_text(yaml.safe_dump({**RULES, "kafka": kafka}))
     began = time.monotonic()
     failed = cli(
-        "table", "disable", TABLE, "--config", str(config), "--bootstrap-servers", secured.bootstrap,
-        "--segments-topic", segments,
+        "table", "disable", TABLE, "--config", str(config),
+        "--bootstrap-servers", secured.bootstrap_for(way_in), "--segments-topic", segments,
     )  # fmt: skip
     assert time.monotonic() - began < 30 and failed.returncode != 0
     lines = failed.stderr.strip().splitlines()
@@ -211,3 +228,46 @@ def test_wrong_credentials_or_trust_fail_in_seconds_with_one_line_naming_the_set
     # a running job whose password was rotated on the broker: /ready says why, it does not fail
     problem = Readiness(settings(secured, "loader", topics, password=wrong)).broker()
     assert problem is not None and "kafka.sasl_password" in problem and wrong not in problem
+
+
+def test_plain_and_mutual_tls_sign_in_as_the_deploying_guide_writes_them(
+    spark: Any, secured: LocalKafkaBroker, topics: str, tmp_path: Path
+) -> None:
+    """The guide's two other ways in, on the same broker and ACLs: a loader publishes over
+    SASL/PLAIN; the job's principal reads the segments topic over mutual TLS, with librdkafka and
+    with Spark's Kafka source (its certificate's common name is its principal); a certificate
+    whose principal may not write the segments topic cannot steer the job."""
+    loader = settings(secured, "loader", topics, way_in=PLAIN)
+    start = now_utc().replace(microsecond=0)
+    segment = Segment("d00", TABLE, TimeRange(start, start + timedelta(days=1)), loaded_at=start, records=1)
+    payload = default_codec().encode_segment_completed(SegmentCompleted(segment, start))
+    producer = EventProducer(loader)
+    try:
+        producer.send_all([(loader.segments_topic, TABLE, payload, None)])
+    finally:
+        producer.close()
+
+    job = settings(secured, "compactor", topics, way_in=MUTUAL_TLS)
+    read = (
+        spark.read.format("kafka")
+        .options(**job.spark_options())
+        .option("subscribe", job.segments_topic)
+        .option("startingOffsets", "earliest")
+        .load()
+    )
+    assert [bytes(r.value) for r in read.collect()] == [payload], "Spark's source, by certificate"
+    consumer = Consumer(
+        job.librdkafka(**{"group.id": f"compactor-{topics}", "auto.offset.reset": "earliest"})
+    )
+    try:
+        consumer.subscribe([job.segments_topic])
+        deadline, got = time.monotonic() + 60, None
+        while got is None and time.monotonic() < deadline:
+            got = consumer.poll(1.0)
+        assert got is not None and got.error() is None and got.value() == payload, "librdkafka"
+    finally:
+        consumer.close()
+
+    block = secured.kafka_block("intruder", MUTUAL_TLS)
+    line = refused_disable(secured, job.segments_topic, block, tmp_path / "intruder.yaml", MUTUAL_TLS)
+    assert "authorization failed" in line.lower() and job.segments_topic in line, line
