@@ -12,18 +12,21 @@ from typing import Any
 import pytest
 from delta.tables import DeltaTable
 from deltalake import DeltaTable as RustDeltaTable
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
 from compactor.client.loader import sample_rows
 from compactor.delta.commit.transaction import DirectTransaction
 from compactor.delta.log.reads import read_commits, segment_sizes, segments_with_rows
 from compactor.delta.paths import table_uri
+from compactor.delta.rewrite import promote
 from compactor.delta.rewrite.merge import execute_merge
 from compactor.delta.rewrite.merge_settings import MergeSettings
 from compactor.delta.table_ops.writes import write_segment
 from compactor.dev.rows_checksum import rows_checksum
 from compactor.domain.plans import make_plan
 from compactor.domain.segments import Segment, TimeRange
-from compactor.errors import CommitConflict
+from compactor.errors import CommitConflict, ContentMismatch
 from tests.delta.test_log_reads import reader
 
 pytestmark = pytest.mark.integration
@@ -116,6 +119,34 @@ def test_only_the_small_inputs_are_rewritten_in_the_same_commit(spark: Any, ware
     assert written.startswith(f"t/segment_id={plan.output.id}/")
     (record,) = [c for c in read_commits(spark, warehouse, "t") if c.op == "merge"]
     assert record.version == commit.version and not record.data_change
+
+
+def test_a_promotion_that_loses_a_row_is_refused_before_its_commit(
+    spark: Any, warehouse: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rewritten small inputs are certified as a merge; the whole output must hold the rows
+    the log says the inputs show (a written file whose statistics count fewer rows here)."""
+    big = [load(spark, warehouse, n, rows=2000) for n in range(2)]
+    threshold = min((warehouse / f).stat().st_size for f in data_files(warehouse))
+    plan = make_plan("t", "auto_merge", [*big, load(spark, warehouse, 2, rows=10)], level="month")
+    settings = MergeSettings(promote_min_bytes=threshold)
+    version = DeltaTable.forPath(spark, table_uri(warehouse, "t")).history(1).first()["version"]
+    rewrite = promote._rewrite
+
+    def changing(rows: DataFrame, *args: Any) -> tuple[DataFrame, dict[str, str]]:
+        output, options = rewrite(rows, *args)
+        return output.withColumn("customer_id", F.col("customer_id") + 1), options
+
+    with monkeypatch.context() as patched:
+        patched.setattr(promote, "_rewrite", changing)
+        with pytest.raises(ContentMismatch, match=r"inputs 10 rows, [0-9a-f]{16} but output 10 rows"):
+            execute_merge(spark, warehouse, plan, settings)
+    with monkeypatch.context() as patched:
+        patched.setattr(promote, "_rows", lambda add: 9)
+        with pytest.raises(ContentMismatch, match=r"show a reader 4010 rows by the log, but .* hold 4009"):
+            execute_merge(spark, warehouse, plan, settings)
+    assert DeltaTable.forPath(spark, table_uri(warehouse, "t")).history(1).first()["version"] == version
+    assert execute_merge(spark, warehouse, plan, settings).records_out == 4010, "unpatched, it commits"
 
 
 def test_a_small_file_in_every_input_means_a_rewrite(spark: Any, warehouse: Path) -> None:

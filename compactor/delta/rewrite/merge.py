@@ -99,7 +99,7 @@ class _MergeStep:
             return _overwrite_merge(spark, txn.path, plan, settings, self.load_order, live.log)
         inputs = [f for sid in plan.input_ids for f in files.get(sid, [])]
         if upsert is None and settings.promote_min_bytes is not None:
-            moved = promote(txn, plan, files, settings.promote_min_bytes)
+            moved = promote(txn, plan, files, settings.promote_min_bytes, settings.certify)
             if moved is not None:
                 return moved
         codec = codec_of(spark, inputs, txn.path)

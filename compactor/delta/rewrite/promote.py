@@ -13,6 +13,11 @@ re-adds each input file with the output's `segment_id` and `dataChange=false`:
 - the transaction reads the inputs' files, so a concurrent delete of one of them fails the
   commit as a conflict.
 
+The rewritten small inputs are certified as a merge's rows are (`domain/certificate.py`). The
+moved files are not read, so the commit records no certificate; it must show a reader exactly the
+rows its inputs did by the log (each moved file's count less its deletion vector's, and the written
+files' statistics), or nothing is committed.
+
 A file keeps its path: its directory names the segment it was loaded as, which only readers
 that guess partitions from paths instead of reading the Delta log would misread.
 
@@ -37,16 +42,19 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from compactor.delta.commit.checksum_file import write_checksum_after
 from compactor.delta.commit.transaction import DirectTransaction, segment_predicate
+from compactor.delta.content.fingerprint import observe, observed, table_columns
 from compactor.delta.features import features
 from compactor.delta.log.live_files import LiveFile
 from compactor.delta.paths import SEGMENT_COLUMN, TARGET_FILE_BYTES
-from compactor.delta.rewrite.one_commit import Produced
+from compactor.delta.rewrite.one_commit import Produced, certificate_refusal
+from compactor.domain.certificate import Certificate
 from compactor.domain.plans import MergePlan
+from compactor.errors import ContentMismatch
 
 # A file at least this large is kept as it is: a rewrite would not make it better sized.
 PROMOTE_MIN_FILE_BYTES = TARGET_FILE_BYTES // 2
@@ -57,12 +65,18 @@ def promote(
     plan: MergePlan,
     files: Mapping[str, list[LiveFile]],
     min_file_bytes: int = PROMOTE_MIN_FILE_BYTES,
+    certify: bool = True,
 ) -> Produced | None:
     """The plan's output in `txn` made by moving the files of its well-sized inputs (every file
     at least `min_file_bytes`) into the output segment and rewriting only the other inputs, for
     `one_commit` to commit; None (nothing written) when no input is well sized, or a file has no
     row count (the caller rewrites everything, as before). `files`: the inputs' live files, by
-    segment."""
+    segment.
+
+    The rows of the small inputs are certified as a merge's (`certify`); the moved files' rows are
+    not read, so the commit records no certificate: its whole output must hold as many rows as the
+    log says the inputs show a reader (the moved files' counts and the written files'
+    statistics), or `ContentMismatch` and nothing is committed."""
     kept = [
         sid for sid in plan.input_ids if files.get(sid) and all(f.size >= min_file_bytes for f in files[sid])
     ]
@@ -73,9 +87,15 @@ def promote(
     small = [f for f in every if f.segment not in kept]
     predicate = segment_predicate(plan.input_ids)
     txn.track(every, predicate)  # every input is read: a concurrent delete of any one conflicts
-    written = txn.write(*_rewrite(txn.read(small, predicate), plan, small)) if small else []
+    written = _rewritten(txn, plan, small, predicate, certify) if small else []
     new_files = moved + written
     records = sum(f.visible or 0 for sid in kept for f in files[sid]) + sum(_rows(a) for a in written)
+    shown = sum(f.visible or 0 for f in every)
+    if records != shown:
+        raise ContentMismatch(
+            f"table {plan.table}: plan {plan.plan_id} not committed: its inputs show a reader {shown} "
+            f"rows by the log, but the files moved and written hold {records}"
+        )
     output = replace(plan.output, records=records, bytes=sum(int(a["size"]) for a in new_files))
 
     def checksum(version: int) -> None:
@@ -83,6 +103,27 @@ def promote(
             write_checksum_after(txn.spark, txn.path, txn.read_version, version, added=written, removed=small)
 
     return Produced(new_files, small, (output,), False, keep_checksum=False, after_commit=checksum)
+
+
+def _rewritten(
+    txn: DirectTransaction, plan: MergePlan, small: list[LiveFile], predicate: Column, certify: bool
+) -> list[dict[str, Any]]:
+    """The small inputs' rows written into the output segment; certified as a merge is (the
+    rows read, as many as the log says they show, are the rows handed to the writer), or
+    `ContentMismatch` and nothing written is committed."""
+    rows = txn.read(small, predicate)
+    if not certify:
+        return txn.write(*_rewrite(rows, plan, small))
+    columns = table_columns(txn.metadata)
+    rows, read = observe(rows, columns)
+    output, options = _rewrite(rows, plan, small)
+    output, handed = observe(output, columns)
+    written = txn.write(output, options)
+    certificate = Certificate(observed(read), observed(handed))
+    refused = certificate_refusal(Produced(written, small, (), False, certificate=certificate))
+    if refused is not None:
+        raise ContentMismatch(f"table {plan.table}: plan {plan.plan_id} not committed: {refused}")
+    return written
 
 
 def _moved(file: LiveFile, segment_id: str) -> dict[str, Any]:
