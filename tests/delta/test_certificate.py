@@ -158,16 +158,19 @@ def test_a_driver_merge_broken_on_purpose_is_refused_before_its_commit(
     assert version_of(spark, warehouse, "t") == version, "nothing committed"
 
 
-def test_a_read_that_brings_a_deleted_row_back_is_refused(
-    spark: Any, warehouse: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The certificate's inputs are what the merge read; the log says what a reader sees (rows
-    less those its deletion vectors hide): a read that ignores a deletion vector reads more."""
+def with_a_deleted_row(spark: Any, warehouse: Path, key: int = 1005) -> list[Segment]:
+    """Two days; another writer's DELETE of the row of `key` (day 1's by default), in a deletion
+    vector."""
     segments = table_with(spark, warehouse, "t", 2)
     uri = table_uri(warehouse, "t")
     spark.sql(f"ALTER TABLE delta.`{uri}` SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
-    DeltaTable.forPath(spark, uri).delete(F.col("k") == 5)
-    version = version_of(spark, warehouse, "t")
+    DeltaTable.forPath(spark, uri).delete(F.col("k") == key)
+    return segments
+
+
+def reads_ignoring_vectors(spark: Any, warehouse: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every transaction's read made to bring the rows deletion vectors hide back."""
+    uri = table_uri(warehouse, "t")
     read = DirectTransaction.read
 
     def without_vectors(self: DirectTransaction, files: Any, predicate: Any) -> DataFrame:
@@ -176,6 +179,16 @@ def test_a_read_that_brings_a_deleted_row_back_is_refused(
         return raw.select(*[F.col(c) if c in raw.columns else F.lit(None).alias(c) for c in frame.columns])
 
     monkeypatch.setattr(DirectTransaction, "read", without_vectors)
+
+
+def test_a_read_that_brings_a_deleted_row_back_is_refused(
+    spark: Any, warehouse: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The certificate's inputs are what the merge read; the log says what a reader sees (rows
+    less those its deletion vectors hide): a read that ignores a deletion vector reads more."""
+    segments = with_a_deleted_row(spark, warehouse, key=5)
+    version = version_of(spark, warehouse, "t")
+    reads_ignoring_vectors(spark, warehouse, monkeypatch)
     with pytest.raises(ContentMismatch, match=r"show a reader 59 rows .* but 60 were read"):
         execute_merge(spark, warehouse, make_plan("t", "minor", segments), BY_SPARK)
     assert version_of(spark, warehouse, "t") == version, "nothing committed"
@@ -315,15 +328,6 @@ def test_a_refresh_broken_on_purpose_is_refused_before_its_commit(
 # -- purge ------------------------------------------------------------------------------------
 
 
-def with_a_deleted_row(spark: Any, warehouse: Path) -> list[Segment]:
-    """Two days; another writer's DELETE of one row of day 1, in a deletion vector."""
-    segments = table_with(spark, warehouse, "t", 2)
-    uri = table_uri(warehouse, "t")
-    spark.sql(f"ALTER TABLE delta.`{uri}` SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
-    DeltaTable.forPath(spark, uri).delete(F.col("k") == 1005)
-    return segments
-
-
 def test_a_purge_certifies_the_rows_a_reader_saw(spark: Any, warehouse: Path) -> None:
     segments = with_a_deleted_row(spark, warehouse)
     before = rows_of(spark, warehouse, "t")
@@ -362,16 +366,8 @@ def test_a_purge_that_brings_a_deleted_row_back_is_refused(
     spark: Any, warehouse: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     segments = with_a_deleted_row(spark, warehouse)
-    uri = table_uri(warehouse, "t")
     version = version_of(spark, warehouse, "t")
-    read = DirectTransaction.read
-
-    def without_vectors(self: DirectTransaction, files: Any, predicate: Any) -> DataFrame:
-        frame = read(self, files, predicate)
-        raw = spark.read.parquet(*[f"{uri}/{f.path}" for f in files])
-        return raw.select(*[F.col(c) if c in raw.columns else F.lit(None).alias(c) for c in frame.columns])
-
-    monkeypatch.setattr(DirectTransaction, "read", without_vectors)
+    reads_ignoring_vectors(spark, warehouse, monkeypatch)
     with pytest.raises(ContentMismatch, match=r"purge of d0, d1 not committed: .* show a reader 14 rows"):
         purge_deleted_rows(spark, warehouse, segments)
     assert version_of(spark, warehouse, "t") == version, "nothing committed"
