@@ -52,7 +52,8 @@ def purge_deleted_rows(
     certify: bool = True,
 ) -> int | None:
     """Rewrite the files of one table's segments that carry deletion vectors, without the rows
-    they hide, in one commit; its version (None: no file had a vector, nothing committed).
+    they hide, in one commit; its version (None: no file had a vector and nothing was committed,
+    or Delta's REORG committed it on a table the direct commit does not serve).
 
     The commit's metadata records the segments with their hidden rows gone, so the catalog folds
     it like our other commits. `live`: the table's live files, kept by the caller (None: read
