@@ -1,4 +1,4 @@
-"""`compactor verify`: check a table's merge and refresh commits against their content certificates."""
+"""`compactor verify`: check a table's rewrite commits against their content certificates."""
 
 from __future__ import annotations
 
@@ -20,17 +20,17 @@ BROKEN = 1  # a merge's rows are not what its inputs held, or not what it certif
     type=click.IntRange(min=0),
     default=0,
     show_default=True,
-    help="Check the merge and refresh commits from this table version on.",
+    help="Check the merge, refresh and purge commits from this table version on.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document instead of lines.")
 @config_option(required=False, text="Config whose `spark:` block reaches the warehouse")
 @warehouse_option
 @spark_options
 def verify(table: str, since: int, as_json: bool, config_path: Path | None, warehouse: str) -> None:
-    """Re-read every merge and refresh commit of TABLE still in Delta's log: its inputs at the
-    version before, its output at its own (time travel), fingerprinted and checked against the
-    certificate it committed. One line per commit that does not hold or cannot be checked, then a
-    summary; exit status 1 when any does not hold."""
+    """Re-read every merge, refresh and purge commit of TABLE still in Delta's log: its inputs at
+    the version before, its output at its own (time travel), fingerprinted and checked against
+    the certificate it committed. One line per commit that does not hold or cannot be checked,
+    then a summary; exit status 1 when any does not hold."""
     from compactor.config.loading import load_config_file
     from compactor.delta.content.verify import verify_table
     from compactor.delta.spark_store import SparkTableStore

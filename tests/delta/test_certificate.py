@@ -344,6 +344,9 @@ def test_a_purge_certifies_the_rows_a_reader_saw(spark: Any, warehouse: Path) ->
     assert history["operation"] == "REORG" and '"op":"purge"' in history["userMetadata"]
     assert vector_files(spark, warehouse, version) == []
     assert purge_deleted_rows(spark, warehouse, segments) is None, "no vector left: nothing to commit"
+    (checked,) = verify_table(spark, warehouse, "t")  # its segments' rows before and after it
+    assert (checked.version, checked.verdict, checked.inputs) == (version, "holds", seen)
+    assert checked.detail == "59 rows, its segments before and after"
 
 
 def vector_files(spark: Any, warehouse: Path, version: int) -> list[str]:

@@ -1,5 +1,5 @@
-"""Checking a table's rewrites after the fact: each merge or refresh commit's inputs read again
-at the version before it and its output at its own version (time travel), fingerprinted, and
+"""Checking a table's rewrites after the fact: each merge, refresh or purge commit's inputs read
+again at the version before it and its output at its own version (time travel), fingerprinted, and
 compared with the certificate it committed (`compactor verify`).
 
 The inputs are the rows of the segments the commit removed, the output those of the segments it
@@ -7,8 +7,10 @@ added, as a reader sees them then (deletion vectors of that version applied). A 
 without a certificate (before certificates, or a promotion that moved files) is checked inputs
 against output. An upsert merge drops superseded rows on purpose, and a refresh that changes
 rows (a rollup, rounded times, a new column) certifies the rows its rule made of the inputs:
-only their output is checked, against the certificate. A commit whose versions Delta no longer
-keeps (log retention, VACUUM) is reported as not checkable, not as broken.
+only their output is checked, against the certificate. A purge keeps every row its segments show:
+they are read before and after it and compared (its certificate covers only the files it
+rewrote, and must hold). A commit whose versions Delta no longer keeps (log retention, VACUUM)
+is reported as not checkable, not as broken.
 """
 
 from __future__ import annotations
@@ -29,12 +31,12 @@ from compactor.delta.paths import SEGMENT_COLUMN, table_uri
 from compactor.domain.certificate import Certificate, Fingerprint
 
 Verdict = Literal["holds", "broken", "not checkable"]
-CHECKED = ("merge", "refresh")  # the rewrites whose commits carry a certificate
+CHECKED = ("merge", "refresh", "purge")  # the rewrites whose commits carry a certificate
 
 
 @dataclass(frozen=True, slots=True)
 class Checked:
-    """One merge or refresh commit, checked."""
+    """One rewrite commit (a merge, refresh or purge), checked."""
 
     table: str
     version: int
@@ -65,7 +67,7 @@ class Checked:
 
 
 def verify_table(spark: SparkSession, warehouse: Path | str, table: str, since: int = 0) -> Iterator[Checked]:
-    """Every merge and refresh commit of `table` from version `since` on, oldest first, checked."""
+    """Every merge, refresh and purge commit of `table` from version `since` on, oldest first, checked."""
     uri = table_uri(warehouse, table)
     history = DeltaTable.forPath(spark, uri).history().select("version", "userMetadata").collect()
     for row in sorted(history, key=lambda r: int(r["version"])):
@@ -77,8 +79,10 @@ def verify_table(spark: SparkSession, warehouse: Path | str, table: str, since: 
 
 def _check(spark: SparkSession, uri: str, table: str, version: int, meta: dict[str, Any]) -> Checked:
     plan_id, rule = meta.get("plan_id"), meta.get("rule")
-    removed = [str(s) for s in meta.get("removed", [])]
     added = [str(s["id"]) for s in meta.get("added", [])]
+    # a purge rewrites files within its segments: they show the same rows before and after it
+    purge = meta.get("op") == "purge"
+    removed = added if purge else [str(s) for s in meta.get("removed", [])]
 
     def found(
         verdict: Verdict, detail: str, inputs: Fingerprint | None = None, output: Fingerprint | None = None
@@ -104,12 +108,15 @@ def _check(spark: SparkSession, uri: str, table: str, version: int, meta: dict[s
         return found(
             "not checkable", f"reading versions {version - 1} and {version} failed: {_first_line(exc)}"
         )
-    if certificate is None:
+    if purge and certificate is not None and not certificate.holds:
+        return found("broken", f"its certificate does not hold: {certificate.mismatch()}", inputs, output)
+    if certificate is None or purge:  # a purge's certificate covers only the files it rewrote
         if inputs is None:
             return found("not checkable", "rows changed on purpose, no certificate", output=output)
         if inputs != output:
             return found("broken", f"inputs {inputs} but output {output}", inputs, output)
-        return found("holds", f"{output.rows} rows, no certificate: inputs against output", inputs, output)
+        how = "its segments before and after" if purge else "no certificate: inputs against output"
+        return found("holds", f"{output.rows} rows, {how}", inputs, output)
     problems = []
     if output != certificate.output:
         problems.append(f"its output reads {output} now, certified {certificate.output}")
