@@ -11,13 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from delta.tables import DeltaTable
-from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from compactor.config.layout import UpsertConfig
 from compactor.config.sort import SortConfig, describe
 from compactor.delta.commit.transaction import DirectTransaction, segment_predicate
-from compactor.delta.content.fingerprint import observe, observed, spark_fingerprint, table_columns
 from compactor.delta.log.commit_metadata import commit_metadata, plan_marker
 from compactor.delta.log.live_files import LiveFile, LiveFileIndex
 from compactor.delta.log.reader import CommitFacts, DeltaLogReader
@@ -27,10 +26,9 @@ from compactor.delta.rewrite.arrange import arrange, reads_twice
 from compactor.delta.rewrite.driver_merge import refusal, write_in_driver
 from compactor.delta.rewrite.index_check import footer
 from compactor.delta.rewrite.merge_settings import MergeSettings
-from compactor.delta.rewrite.one_commit import Produced, rewrite_in_one_commit
+from compactor.delta.rewrite.one_commit import Produced, certified_write, rewrite_in_one_commit
 from compactor.delta.rewrite.promote import promote
 from compactor.delta.rewrite.upsert import LoadOrder, order_frame, valid_rows_of
-from compactor.domain.certificate import Certificate, Fingerprint
 from compactor.domain.plans import Commit, MergePlan
 
 DEFAULT_SETTINGS = MergeSettings()  # a table with no merge options of its own (tests, tools)
@@ -131,30 +129,17 @@ class _MergeStep:
             else:
                 source = txn.read(inputs, segment_predicate(plan.input_ids))
             if settings.certify:
-                adds, certificate = _certified_write(txn, source, plan, settings, codec)
+                adds, certificate = certified_write(
+                    txn,
+                    source,
+                    lambda rows: _layout(rows, plan, settings, codec),
+                    reads_twice(settings.order, _file_count(plan, settings)),
+                )
             else:
                 adds, certificate = txn.write(*_layout(source, plan, settings, codec)), None
         records, size = output_size(adds, txn)
         output = replace(plan.output, records=records, bytes=size)
         return Produced(adds, inputs, (output,), upsert is not None, describe(order), certificate=certificate)
-
-
-def _certified_write(
-    txn: DirectTransaction, source: DataFrame, plan: MergePlan, settings: MergeSettings, codec: str
-) -> tuple[list[dict[str, Any]], Certificate]:
-    """Write the rows of `source` in the settings' layout, fingerprinted as read and as handed
-    to Delta's writer, both in the write's own job; a layout that samples its input first (a
-    range partitioning) would count the read twice, so there the inputs take a job of their own."""
-    columns = table_columns(txn.metadata)
-    if reads_twice(settings.order, _file_count(plan, settings)):
-        read_print: Fingerprint | Observation = spark_fingerprint(source, columns)
-    else:
-        source, read_print = observe(source, columns)
-    output, options = _layout(source, plan, settings, codec)
-    output, written = observe(output, columns)
-    adds = txn.write(output, options)
-    inputs = read_print if isinstance(read_print, Fingerprint) else observed(read_print)
-    return adds, Certificate(inputs, observed(written))
 
 
 def _file_count(plan: MergePlan, settings: MergeSettings) -> int:

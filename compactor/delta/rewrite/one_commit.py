@@ -22,19 +22,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, Observation, SparkSession
 
 from compactor.delta.commit.transaction import DirectTransaction, live_inputs
+from compactor.delta.content.fingerprint import observe, observed, spark_fingerprint, table_columns
 from compactor.delta.log.commit_metadata import commit_metadata
 from compactor.delta.log.live_files import LiveFile, LiveFileIndex, table_live_files
 from compactor.delta.log.reader import CommitFacts
 from compactor.delta.paths import table_uri
-from compactor.domain.certificate import Certificate
+from compactor.domain.certificate import Certificate, Fingerprint
 from compactor.domain.plans import Commit, MergePlan
 from compactor.domain.segments import Segment
 from compactor.errors import ContentMismatch
 
 Guard = Callable[[], None]
+# a rewrite's layout: the rows as read -> the rows to write, and the writer's options
+Layout = Callable[[DataFrame], tuple[DataFrame, dict[str, str]]]
 
 
 @dataclass(frozen=True)
@@ -147,6 +150,25 @@ def rewrite_in_one_commit(
         commit_ms=_ms(done - committing),
         certificate=certificate,
     )
+
+
+def certified_write(
+    txn: DirectTransaction, source: DataFrame, lay_out: Layout, read_apart: bool = False
+) -> tuple[list[dict[str, Any]], Certificate]:
+    """Write the rows of `source` as `lay_out` arranges them, fingerprinted as read and as handed
+    to Delta's writer, both in the write's own job; `read_apart`: a layout that samples its input
+    first (a range partitioning) would count the read twice, so there the inputs take a job of
+    their own."""
+    columns = table_columns(txn.metadata)
+    if read_apart:
+        read_print: Fingerprint | Observation = spark_fingerprint(source, columns)
+    else:
+        source, read_print = observe(source, columns)
+    output, options = lay_out(source)
+    output, written = observe(output, columns)
+    adds = txn.write(output, options)
+    inputs = read_print if isinstance(read_print, Fingerprint) else observed(read_print)
+    return adds, Certificate(inputs, observed(written))
 
 
 def certificate_refusal(produced: Produced) -> str | None:

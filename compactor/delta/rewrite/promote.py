@@ -47,12 +47,10 @@ from pyspark.sql import functions as F
 
 from compactor.delta.commit.checksum_file import write_checksum_after
 from compactor.delta.commit.transaction import DirectTransaction, segment_predicate
-from compactor.delta.content.fingerprint import observe, observed, table_columns
 from compactor.delta.features import features
 from compactor.delta.log.live_files import LiveFile
 from compactor.delta.paths import SEGMENT_COLUMN, TARGET_FILE_BYTES
-from compactor.delta.rewrite.one_commit import Produced, certificate_refusal
-from compactor.domain.certificate import Certificate
+from compactor.delta.rewrite.one_commit import Produced, certificate_refusal, certified_write
 from compactor.domain.plans import MergePlan
 from compactor.errors import ContentMismatch
 
@@ -114,12 +112,7 @@ def _rewritten(
     rows = txn.read(small, predicate)
     if not certify:
         return txn.write(*_rewrite(rows, plan, small))
-    columns = table_columns(txn.metadata)
-    rows, read = observe(rows, columns)
-    output, options = _rewrite(rows, plan, small)
-    output, handed = observe(output, columns)
-    written = txn.write(output, options)
-    certificate = Certificate(observed(read), observed(handed))
+    written, certificate = certified_write(txn, rows, lambda read: _rewrite(read, plan, small))
     refused = certificate_refusal(Produced(written, small, (), False, certificate=certificate))
     if refused is not None:
         raise ContentMismatch(f"table {plan.table}: plan {plan.plan_id} not committed: {refused}")

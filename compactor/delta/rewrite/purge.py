@@ -29,14 +29,13 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from compactor.delta.commit.transaction import USER_METADATA, DirectTransaction, segment_predicate
-from compactor.delta.content.fingerprint import observe, observed, table_columns
 from compactor.delta.features import refused_features
 from compactor.delta.log.commit_metadata import commit_metadata
 from compactor.delta.log.live_files import LiveFileIndex, table_live_files
 from compactor.delta.paths import SEGMENT_COLUMN, delta_table_sql, table_uri
 from compactor.delta.predicates import in_list
 from compactor.delta.rewrite.merge import codec_of, output_size
-from compactor.delta.rewrite.one_commit import Produced, certificate_refusal
+from compactor.delta.rewrite.one_commit import Produced, certificate_refusal, certified_write
 from compactor.domain.certificate import Certificate
 from compactor.domain.segments import Segment
 from compactor.errors import ContentMismatch
@@ -77,14 +76,11 @@ def purge_deleted_rows(
     predicate = segment_predicate(ids)
     rows = txn.read(files, predicate)
     options = {"compression": codec_of(spark, files, uri)}
+    certificate: Certificate | None = None
     if certify:
-        columns = table_columns(txn.metadata)
-        rows, read = observe(rows, columns)
-        rows, handed = observe(rows, columns)
-        adds = txn.write(rows, options)
-        certificate: Certificate | None = Certificate(observed(read), observed(handed))
+        adds, certificate = certified_write(txn, rows, lambda read: (read, options))
     else:
-        adds, certificate = txn.write(rows, options), None
+        adds = txn.write(rows, options)
     refused = certificate_refusal(Produced(adds, files, (), False, certificate=certificate))
     written = output_size(adds, txn)[0]
     if refused is None and certificate is not None and written != certificate.output.rows:
