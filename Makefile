@@ -69,8 +69,9 @@ audit: $(STAMP)
 		$$(sed -n 's/^\([A-Za-z][A-Za-z0-9-]*\).*/--ignore-vuln \1/p' .pip-audit-ignore)
 
 # The object stores' connectors are resolved once, before the test workers would each fetch them.
-# Three workers, each with its own Spark and broker: on two cores the e2e tests spend much of
-# their time waiting (job start-ups, sessions, brokers), and a third worker fills it (27 -> 22 min).
+# Three workers, each with its own Spark, sharing one broker (tests/conftest.py): on two cores the
+# e2e tests spend much of their time waiting (job start-ups, sessions), and a third worker fills it
+# (27 -> 22 min).
 # tests/conftest.py sorts the slow folders first; xdist's load scheduling would hand each worker
 # a first block of a quarter of its share (about 100 tests), so one worker got every e2e test:
 # `--maxschedchunk 2` hands them out two at a time instead. Worksteal gave each worker a block and

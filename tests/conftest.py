@@ -54,6 +54,9 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if docker is not None:
         yield from docker
         return
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        yield _shared_broker(tmp_path_factory.getbasetemp().parent)
+        return
     from compactor.dev.kafka_broker import LocalKafkaBroker
 
     broker = LocalKafkaBroker(tmp_path_factory.mktemp("kafka"))
@@ -62,6 +65,33 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield bootstrap
     finally:
         broker.stop()
+
+
+SHARED_BROKER = "shared-kafka"
+
+
+def _shared_broker(run_dir: Path) -> str:
+    """The test workers' one broker: the first worker to ask starts it, the others find it, and the
+    controller stops it when the run ends (pytest_sessionfinish). A broker per worker cost each
+    worker a JVM start and its idle CPU for the whole run; tests never share a topic or a group."""
+    from filelock import FileLock
+
+    from compactor.dev.broker_process import running_bootstrap
+    from compactor.dev.kafka_broker import LocalKafkaBroker
+
+    with FileLock(run_dir / f"{SHARED_BROKER}.lock"):
+        return running_bootstrap(run_dir / SHARED_BROKER) or LocalKafkaBroker(run_dir / SHARED_BROKER).start()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The controller of a run with workers stops the broker they shared (none: nothing to do)."""
+    if hasattr(session.config, "workerinput"):
+        return
+    factory = getattr(session.config, "_tmp_path_factory", None)
+    if factory is not None:
+        from compactor.dev.broker_process import stop_from_dir
+
+        stop_from_dir(factory.getbasetemp() / SHARED_BROKER)
 
 
 # the suite's JVMs live minutes: JIT settings for that (a SPARK_SUBMIT_OPTS of your own wins)
