@@ -39,8 +39,16 @@ pytestmark = pytest.mark.integration
 HOUR = datetime(2024, 5, 1, tzinfo=UTC)
 
 
-def rust_load(warehouse: Path, sid: str, hour: int, rows: int = 20, table: str = "t") -> Segment:
-    """A load as delta-rs writes it: one commit with the load record, no checksum file."""
+def rust_load(
+    warehouse: Path,
+    sid: str,
+    hour: int,
+    rows: int = 20,
+    table: str = "t",
+    configuration: dict[str, str] | None = None,
+) -> Segment:
+    """A load as delta-rs writes it: one commit with the load record, no checksum file.
+    `configuration`: the table's properties, when this load creates it."""
     start = HOUR + timedelta(hours=hour)
     segment = Segment(sid, table, TimeRange(start, start + timedelta(hours=1)), loaded_at=start, records=rows)
     data = pa.table(
@@ -56,6 +64,7 @@ def rust_load(warehouse: Path, sid: str, hour: int, rows: int = 20, table: str =
         data,
         mode="append",
         partition_by=["segment_id"],
+        configuration=configuration,
         commit_properties=CommitProperties(
             custom_metadata={"userMetadata": commit_metadata("load", [segment])}
         ),
@@ -226,15 +235,18 @@ def test_a_merge_raises_no_exception_across_py4j(
     assert converted == []
 
 
-def test_sixty_merges_leave_no_transaction_id_and_a_checkpoint_agrees_with_the_checksums(
+def test_merges_leave_no_transaction_id_and_a_checkpoint_agrees_with_the_checksums(
     spark: Any, warehouse: Path
 ) -> None:
     """A table merged again and again: its live SetTransactions stay at none, and the checkpoint
-    delta-rs writes at its 100th version validates the checksums the merges left."""
-    current = rust_load(warehouse, "s0", 0, rows=2)
+    delta-rs writes at the table's interval validates the checksums the merges left."""
+    # interval 10, not delta-rs's default 100: delta-rs checkpoints a commit of its own that ends
+    # an interval (versions 9 and 19, loads), and the merges leave theirs to the job's maintainer
+    interval = 10
+    current = rust_load(warehouse, "s0", 0, rows=2, configuration={"delta.checkpointInterval": str(interval)})
     log = DeltaLogReader(HadoopFiles(spark), table_uri(warehouse, "t"), "t")
     live = LiveFileIndex(log, log.files)
-    merges = 60  # 121 versions: past delta-rs's checkpoint interval (100)
+    merges = interval  # 21 versions: past the interval twice
     for i in range(1, merges + 1):
         new = rust_load(warehouse, f"s{i}", i, rows=2)
         plan = make_plan("t", "minor", [current, new])
@@ -243,7 +255,9 @@ def test_sixty_merges_leave_no_transaction_id_and_a_checkpoint_agrees_with_the_c
     state = snapshot(spark, warehouse)
     assert state.setTransactions().size() == 0
     assert int(state.version()) == 2 * merges
-    assert (warehouse / "t" / "_delta_log" / "_last_checkpoint").exists()
+    last = json.loads((warehouse / "t" / "_delta_log" / "_last_checkpoint").read_text())
+    assert last["version"] == 2 * merges - 1, "delta-rs checkpointed its last load"
+    assert int(state.logSegment().checkpointProvider().version()) == last["version"], "read from it"
     assert bool(state.validateChecksum(spark._jvm.org.apache.spark.api.python.PythonUtils.toScalaMap({})))
     assert spark.read.format("delta").load(table_uri(warehouse, "t")).count() == 2 * (merges + 1)
 

@@ -28,6 +28,9 @@ pytestmark = pytest.mark.integration
 JAN = datetime(2024, 1, 1, tzinfo=UTC)
 
 
+# nightly (CI's time): CI covers it in tests/e2e/test_catalog_retention.py (the same two events
+# after a restart, over a log cleaned up) and tests/stream/test_recovery.py's reused-id test
+@pytest.mark.nightly
 def test_a_merged_away_id_announced_again_is_dead_lettered_and_its_exact_redelivery_ignored(
     spark: Any, kafka_bootstrap: str, unique: Callable[[str], str], warehouse: Path, tmp_path: Path
 ) -> None:

@@ -1,11 +1,12 @@
 """The catalog outlives the Delta log: a table whose old commit files were cleaned up still merges
-its whole month after a restart of the real job, because segment facts live in the catalog store."""
+a week of loads whose commits are gone after a restart of the real job, because segment facts live
+in the catalog store."""
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -18,7 +19,7 @@ from compactor.delta.log.reads import read_commits
 from compactor.delta.warehouse.catalog_table import DeltaCatalogStore
 from compactor.domain.clock import now_utc
 from compactor.domain.events import SegmentCompleted
-from compactor.domain.segments import TimeRange
+from compactor.domain.segments import Segment, TimeRange
 from compactor.kafka.producer import EventProducer
 from tests.helpers.sales import TABLE, create_table, handler_for, load_days, read_table
 from tests.helpers.streaming import JobRunner, checksum, consume_all, make_kafka
@@ -41,7 +42,11 @@ def age(log_dir: Path, days: int = 2) -> None:
         os.utime(f, (then, then))
 
 
-def test_a_month_merges_after_a_restart_although_the_log_lost_its_first_commits(
+def in_time_order(segments: Iterable[Segment]) -> list[Segment]:
+    return sorted(segments, key=lambda s: s.start)
+
+
+def test_a_week_merges_after_a_restart_although_the_log_lost_its_first_commits(
     spark: Any, kafka_bootstrap: str, unique: Callable[[str], str], warehouse: Path, tmp_path: Path
 ) -> None:
     kafka = make_kafka(kafka_bootstrap, unique)
@@ -50,7 +55,8 @@ def test_a_month_merges_after_a_restart_although_the_log_lost_its_first_commits(
     loaded = load_days(spark, warehouse, kafka, JAN, 10, rows=5)
     handler = handler_for(spark, warehouse, kafka, ["week", "month"])
     JobRunner(spark, handler, kafka, tmp_path / "cp").run_until_quiet()
-    assert len(handler.catalog.segments(TABLE)) == 4, "the first week merged; Jan 8-10 wait"
+    week1, *waiting = in_time_order(handler.catalog.segments(TABLE))
+    assert (week1.start, week1.end) == (JAN, JAN + timedelta(days=7)) and len(waiting) == 3, "Jan 8-10 wait"
 
     age(log_dir)
     load_days(spark, warehouse, kafka, JAN + timedelta(days=10), 2, rows=5)  # checkpoints clean the log up
@@ -60,33 +66,41 @@ def test_a_month_merges_after_a_restart_although_the_log_lost_its_first_commits(
 
     restarted = handler_for(spark, warehouse, kafka, ["week", "month"])  # a new job, same checkpoint
     assert restarted.catalog.get(TABLE, "d20240108") is not None, "the catalog still knows it"
-    load_days(spark, warehouse, kafka, JAN + timedelta(days=12), 19, rows=5)
+    # Jan 13-14 complete the second week, which holds Jan 8: its merge needs the catalog's facts
+    load_days(spark, warehouse, kafka, JAN + timedelta(days=12), 2, rows=5)
     before = checksum(read_table(spark, warehouse))
-    assert before[0] == 31 * 5
+    assert before[0] == 14 * 5
     JobRunner(spark, restarted, kafka, tmp_path / "cp").run_until_quiet()
 
-    (month,) = restarted.catalog.segments(TABLE)
-    assert (month.start, month.end) == (JAN, datetime(2024, 2, 1, tzinfo=UTC))
+    first, week2 = in_time_order(restarted.catalog.segments(TABLE))
+    assert first.id == week1.id, "the first week, merged before the restart, stands"
+    assert (week2.start, week2.end) == (JAN + timedelta(days=7), JAN + timedelta(days=14))
+    assert restarted.catalog.get(TABLE, "d20240108") is None, "Jan 8 merged into the second week"
     assert checksum(read_table(spark, warehouse)) == before
-    assert {r.segment_id for r in read_table(spark, warehouse).select("segment_id").distinct().collect()} == {
-        month.id
-    }
+    weeks = {week1.id, week2.id}
+    ids = {r.segment_id for r in read_table(spark, warehouse).select("segment_id").distinct().collect()}
+    assert ids == weeks
     stored = DeltaCatalogStore(spark, warehouse).load()
-    assert [s.id for s in stored.segments[TABLE]] == [month.id]
+    assert [s.id for s in in_time_order(stored.segments[TABLE])] == [week1.id, week2.id]
     assert stored.marks[TABLE].version == restarted.keeper.store.latest_version(TABLE)
 
     # a producer re-sends Jan 2's event (merged away before the restart, its commit long gone
     # from the log), then reuses its id for other data: the first is harmless, the second refused
+    # for its id, although its range, over the first week's, would be refused too
     jan2 = next(s for s in loaded if s.id == "d20240102")
     codec = default_codec()
-    reused = replace(jan2, range=TimeRange(JAN + timedelta(days=40), JAN + timedelta(days=41)))
+    reused = replace(jan2, range=TimeRange(JAN + timedelta(days=1), JAN + timedelta(days=3)))
     EventProducer(kafka).send_all(
         [(kafka.segments_topic, TABLE, codec.encode_segment_completed(SegmentCompleted(s, now_utc())), None)
          for s in (jan2, reused)]
     )  # fmt: skip
-    JobRunner(
-        spark, handler_for(spark, warehouse, kafka, ["week", "month"]), kafka, tmp_path / "cp"
-    ).run_until_quiet()
+    again = handler_for(spark, warehouse, kafka, ["week", "month"])
+    JobRunner(spark, again, kafka, tmp_path / "cp").run_until_quiet()
     (dead,) = consume_all(kafka_bootstrap, kafka.dead_letter_topic)
-    assert dict(dead.headers())["compactor.dead_letter.reason"] == b"duplicate_segment_id"
+    headers = {k: v.decode() for k, v in dead.headers() or []}
+    assert headers["compactor.dead_letter.reason"] == "duplicate_segment_id"
+    assert "was merged away" in headers["compactor.dead_letter.detail"]
+    assert "a segment id is never reused" in headers["compactor.dead_letter.detail"]
     assert codec.decode_segment_completed(dead.value()).segment == reused
+    assert {s.id for s in again.catalog.segments(TABLE)} == weeks, "neither event added a segment"
+    assert checksum(read_table(spark, warehouse)) == before, "nor changed a row"

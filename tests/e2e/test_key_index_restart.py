@@ -1,7 +1,7 @@
-"""A job restarted beside an upsert table of a million keys takes its key index back from the
-snapshot on the warehouse: its first upsert attempt reads the rows of the load that came after
-the snapshot and no row of the segments the snapshot covers; the counts, and the compacted
-table, are exact (real Spark, Delta and Kafka)."""
+"""A job restarted beside an upsert table of 200,000 keys takes its key index back from the
+snapshot on the warehouse (more than one piece of `HadoopFiles.chunk_bytes`): its first upsert
+attempt reads the rows of the load that came after the snapshot and no row of the segments the
+snapshot covers; the counts, and the compacted table, are exact (real Spark, Delta and Kafka)."""
 
 from __future__ import annotations
 
@@ -24,8 +24,9 @@ from tests.helpers.streaming import JobRunner
 
 pytestmark = pytest.mark.integration
 
-KEYS = 1_000_000
-PARTS = 4  # the million keys come in four loads
+# ~28 bytes a key in a snapshot: 200,000 keys are more than one piece of a snapshot's transfer
+KEYS = 200_000
+PARTS = 4  # the keys come in four loads
 CONFIG = load_config(
     {
         "tables": {
@@ -54,6 +55,7 @@ def test_a_restart_reads_back_the_key_index_and_only_the_load_since(
     assert [call.segment_ids for call in first.calls][:1] == [None], "the first job reads the table once"
     snapshot = KeyIndexSnapshots(handler.keeper.store.files, warehouse).describe(TABLE)
     assert snapshot is not None and snapshot["keys"] == KEYS
+    assert snapshot["bytes"] > handler.keeper.store.files.chunk_bytes, "saved and taken back in pieces"
     assert "snapshot of version" in key_index_line(snapshot)
     handler.drain(60)
 

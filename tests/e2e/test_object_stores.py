@@ -23,8 +23,8 @@ from compactor.config.loading import load_config
 from compactor.delta.paths import table_uri
 from compactor.delta.warehouse.catalog_table import DeltaCatalogStore
 from compactor.kafka.producer import EventProducer
-from tests.helpers.jobs import run_job
-from tests.helpers.sales import TABLE, handler_for, load_days
+from tests.helpers.jobs import bulk_load, run_job
+from tests.helpers.sales import TABLE, handler_for, load_days, merge_versions
 from tests.helpers.streaming import JobRunner, checksum, consume_all, make_kafka
 
 pytestmark = pytest.mark.integration
@@ -42,7 +42,8 @@ def test_loads_a_week_cascade_a_crash_and_a_restart_on_an_object_store(
     store = request.getfixturevalue(store_name)  # S3Server or GcsServer: location() and spark_conf()
     kafka = make_kafka(kafka_bootstrap, unique)
     warehouse, checkpoint = store.location(unique("warehouse")), store.location(unique("checkpoint"))
-    loaded = load_days(spark, warehouse, kafka, JAN, 14, rows=5)
+    # two weeks in one append (a load per day on an object store: the loader test below)
+    loaded = bulk_load(spark, warehouse, kafka, days=14, rows=5, table=TABLE)
     table = lambda: spark.read.format("delta").load(table_uri(warehouse, TABLE))  # noqa: E731
     before = checksum(table())
     config = tmp_path / "tables.yaml"
@@ -68,6 +69,8 @@ def test_loads_a_week_cascade_a_crash_and_a_restart_on_an_object_store(
     ]
     assert {r["plan_id"] for r in results} == {m["plan_id"] for m in expected["merges"]}
     assert {r["status"].value for r in results} == {"SUCCEEDED"}
+    assert len(merge_versions(spark, warehouse)) == len(expected["merges"]), "no merge executed twice"
+    assert consume_all(kafka_bootstrap, kafka.dead_letter_topic) == []
     stored = DeltaCatalogStore(spark, warehouse).load()
     assert {s.id for s in stored.segments[TABLE]} == ids, "the catalog lives in the store's warehouse too"
 

@@ -2,8 +2,8 @@
 real Kafka, Spark and Delta (issue 50's matrix).
 
 Each table is created by delta-spark with one feature on (or by delta-rs with its defaults) and
-loaded for a week, day by day; one job merges every table's week. Per table: the week is one
-segment, the rows and an order-independent checksum equal what was loaded, the protocol's
+loaded for a day in three 8-hour segments; one job merges every table's day. Per table: the day is
+one segment, the rows and an order-independent checksum equal what was loaded, the protocol's
 features and the table's properties are unchanged; the row-tracking table's rows keep their row
 ids and commit versions, the identity table's rows keep their values and a load after the merge
 gets fresh ones. A liquid-clustered table is refused with why (see test_clustered_tables).
@@ -32,6 +32,7 @@ from tests.helpers.streaming import JobRunner, checksum, make_kafka
 pytestmark = pytest.mark.integration
 
 MONDAY = datetime(2024, 1, 1, tzinfo=UTC)
+LOADS, SPAN = 3, timedelta(hours=8)  # a day in three loads: one merge per table, its inputs from 3 commits
 COLUMNS = "event_time TIMESTAMP, customer_id INT, amount DECIMAL(10,2), segment_id STRING"
 KINDS: dict[str, dict[str, str]] = {
     "plain": {},
@@ -89,25 +90,27 @@ def test_one_job_compacts_every_table_kind_exactly(
     tables = {**KINDS, IDENTITY: {}}
     paths = {table: create(spark, warehouse, table, properties) for table, properties in tables.items()}
     producer = EventProducer(kafka)
-    for day in range(7):
-        start = MONDAY + timedelta(days=day)
+    for load in range(LOADS):
+        start = MONDAY + load * SPAN
         for table in tables:
-            rows = sample_rows(spark, start, start + timedelta(days=1), 10, seed=day)
+            rows = sample_rows(spark, start, start + SPAN, 10, seed=load)
             load_segment(
-                spark, warehouse, kafka, producer, table, rows, start, start + timedelta(days=1),
-                segment_id=f"d{day}",
-            )  # fmt: skip
-        if day == 3:  # mid-week: another writer deletes rows (deletion vectors)
+                spark, warehouse, kafka, producer, table, rows, start, start + SPAN, segment_id=f"h{load}"
+            )
+        if load == 1:  # mid-day: another writer deletes rows of the loads so far (deletion vectors)
             spark.sql(f"DELETE FROM delta.`{paths['deletion_vectors']}` WHERE customer_id % 3 = 0")
     producer.close()
-    # the week's files hold ints; the table's column is widened to a long under them
+    # the v2-checkpoint table's last load checkpointed it (interval 3): the merge reads that
+    v2_log = warehouse / "v2_checkpoints" / "_delta_log"
+    assert [f.name for f in v2_log.glob(f"{LOADS:020d}.checkpoint.*.*")], "a v2 checkpoint (uuid-named)"
+    # the day's files hold ints; the table's column is widened to a long under them
     spark.sql(f"ALTER TABLE delta.`{paths['type_widening']}` ALTER COLUMN customer_id TYPE BIGINT")
     with ArrowLoader(str(warehouse), kafka_bootstrap, segments_topic=kafka.segments_topic) as loader:
-        for day in range(7):  # delta-rs with its defaults: protocol 1/2, no checkpoints of its own
-            start = MONDAY + timedelta(days=day)
-            times = pa.array([start + timedelta(hours=h) for h in range(10)], pa.timestamp("us", tz="UTC"))
+        for load in range(LOADS):  # delta-rs with its defaults: protocol 1/2, no checkpoints of its own
+            start = MONDAY + load * SPAN
+            times = pa.array([start + h * SPAN / 10 for h in range(10)], pa.timestamp("us", tz="UTC"))
             data = pa.table({"event_time": times, "customer_id": pa.array(range(10), pa.int32())})
-            loader.load(RUST, data, start, start + timedelta(days=1), segment_id=f"d{day}")
+            loader.load(RUST, data, start, start + SPAN, segment_id=f"h{load}")
     paths[RUST] = table_uri(warehouse, RUST)
 
     before = {t: checksum(spark.read.format("delta").load(p)) for t, p in paths.items()}
@@ -116,14 +119,14 @@ def test_one_job_compacts_every_table_kind_exactly(
     identities = sorted(r.id for r in spark.read.format("delta").load(paths[IDENTITY]).collect())
     mark = identity_mark(spark, paths[IDENTITY])
 
-    config = load_config({"defaults": {"rules": [{"rule": "auto_merge", "levels": ["week"]}]}})
+    config = load_config({"defaults": {"rules": [{"rule": "auto_merge", "levels": ["day"]}]}})
     handler = build_handler(spark, config, warehouse, kafka)
     JobRunner(spark, handler, kafka, tmp_path / "checkpoint").run_until_quiet()
 
     for table, path in paths.items():
         segments = handler.catalog.segments(table)
-        assert [(s.range.start, s.range.end) for s in segments] == [(MONDAY, MONDAY + timedelta(days=7))], (
-            f"{table}: the week merged"
+        assert [(s.range.start, s.range.end) for s in segments] == [(MONDAY, MONDAY + LOADS * SPAN)], (
+            f"{table}: the day merged"
         )
         assert checksum(spark.read.format("delta").load(path)) == before[table], f"{table}: rows exact"
         assert shape(spark, path) == shapes[table], f"{table}: features and properties unchanged"
