@@ -302,7 +302,18 @@ class SparkTableStore:
         return index_facts(self.spark, self.warehouse, table, segment, layout, sub_column)
 
     def refusal(self, table: str) -> str | None:
-        """From the table's newest protocol and metadata (no state rebuild)."""
+        """From the table's newest protocol and metadata as its live files hold them: read from
+        its log by the driver, as the table's first merge reads them anyway. Delta's snapshot
+        would cost a Spark job on a version without a checksum (every load delta-rs writes), once
+        per table on its first merge after a start; it is asked only when the log holds neither."""
+        log_reader = self.log(table)
+        live = self.live_files(table).at(log_reader.latest_version())
+        if live.protocol is not None and live.metadata is not None:
+            refused = refused_features(live.protocol, live.metadata)
+            return "; ".join(refused) if refused else None
+        return self._snapshot_refusal(table)
+
+    def _snapshot_refusal(self, table: str) -> str | None:
         jvm: Any = self.spark._jvm
         delta_log = jvm_class(jvm, "org.apache.spark.sql.delta.DeltaLog").forTable(
             self.spark._jsparkSession, table_uri(self.warehouse, table)
