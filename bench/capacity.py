@@ -35,7 +35,6 @@ Saves bench/results/capacity[_quick].json and bench/results/capacity[_quick].png
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import random
 import shutil
@@ -45,14 +44,12 @@ import tempfile
 import threading
 import time
 import uuid
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import psutil
-import pyarrow as pa
 from _common import (
     MIB,
     PeakRss,
@@ -63,14 +60,13 @@ from _common import (
     print_table,
     save_results,
 )
+from _loads import START, Tree, bench_topics, completed, segment_table, write_segments
 from _targets import Target, judge
 from _two_jobs import shard_setup, shard_tables, two_job_drain
-from deltalake import CommitProperties, DeltaTable, write_deltalake
+from deltalake import DeltaTable
 
 from compactor.codec.events import default_codec
-from compactor.delta.log.commit_metadata import commit_metadata
-from compactor.domain.events import CompactionRequested, SegmentCompleted
-from compactor.domain.segments import Segment, TimeRange
+from compactor.domain.events import CompactionRequested
 from compactor.observe.metrics.spark_work import RETAIN, SparkWork
 from compactor.observe.metrics.spark_work import describe as describe_work
 
@@ -83,7 +79,6 @@ if TYPE_CHECKING:
     from compactor.observe.metrics.job_metrics import JobMetrics
     from compactor.stream.handler import BatchHandler
 
-START = datetime(2024, 1, 1, tzinfo=UTC)
 TARGETS = (
     Target("drain_c4", "drain at concurrency 4", 3.0, at_most=False, unit=" merges/s"),
     Target("speedup_4_vs_1", "drain speed-up at concurrency 4 vs 1", 1.5, at_most=False, unit="x"),
@@ -112,78 +107,7 @@ TRIGGER = "500 milliseconds"
 BENCH = Path(__file__).parent
 
 
-# -- segments written by delta-rs -----------------------------------------------------------------
-
-
-def _rows(sids: list[str], starts: list[datetime], rows: int, payload: int = 0) -> pa.Table:
-    """`rows` rows per segment, event times spread over the segment's hour; `payload` random
-    bytes a row make a segment as large as wanted (they do not compress)."""
-    n = rows * len(sids)
-    rng = np.random.default_rng(len(sids) * 7919 + rows)
-    offsets = np.tile(np.arange(rows) * (3600 // max(rows, 1)), len(sids)).astype("int64")
-    base = np.repeat(np.array([int(s.timestamp()) for s in starts], dtype="int64"), rows)
-    columns: dict[str, Any] = {
-        "event_time": pa.array((base + offsets) * 1_000_000, pa.timestamp("us", tz="UTC")),
-        "customer_id": pa.array(rng.integers(0, 100_000, n), pa.int32()),
-        "amount": pa.array(rng.integers(0, 1_000_000, n) / 100, pa.float64()),
-    }
-    if payload:
-        blob = rng.integers(0, 256, n * payload, dtype=np.uint8).tobytes()
-        columns["payload"] = pa.array([blob[i * payload : (i + 1) * payload] for i in range(n)], pa.binary())
-    columns["segment_id"] = pa.array(np.repeat(np.array(sids, dtype=object), rows), pa.string())
-    return pa.table(columns)
-
-
-def write_segments(path: str, table: str, hours: list[int], rows: int, payload: int = 0) -> list[Segment]:
-    """One delta-rs append holding these segments (partitioned by segment_id), with the load record
-    the job reads in its userMetadata; returned with exact records and bytes."""
-    sids = [f"{table}-h{h:05d}" for h in hours]
-    starts = [START + timedelta(hours=h) for h in hours]
-    now = datetime.now(UTC)
-    segments = [
-        Segment(sid, table, TimeRange(s, s + timedelta(hours=1)), now, rows)
-        for sid, s in zip(sids, starts, strict=True)
-    ]
-    write_deltalake(
-        path,
-        _rows(sids, starts, rows, payload),
-        partition_by=["segment_id"],
-        mode="append",
-        commit_properties=CommitProperties(
-            custom_metadata={"userMetadata": commit_metadata("load", segments)}
-        ),
-    )
-    sizes: dict[str, int] = {}
-    for action in pa.table(DeltaTable(path).get_add_actions(flatten=True)).to_pylist():
-        sid = action.get("partition.segment_id")
-        sizes[sid] = sizes.get(sid, 0) + int(action["size_bytes"])
-    return [Segment(s.id, s.table, s.range, s.loaded_at, rows, bytes=sizes[s.id]) for s in segments]
-
-
-def completed(segments: list[Segment]) -> list[tuple[str, str, bytes, None]]:
-    codec = default_codec()
-    return [
-        (s.table, s.table, codec.encode_segment_completed(SegmentCompleted(s, s.loaded_at)), None)
-        for s in segments
-    ]
-
-
 # -- one run in a process of its own -------------------------------------------------------------
-
-
-@dataclass
-class Tree:
-    """CPU seconds of this process and its children (the JVM), read at two moments."""
-
-    process: psutil.Process
-
-    def cpu(self) -> float:
-        total = 0.0
-        for p in [self.process, *self.process.children(recursive=True)]:
-            with contextlib.suppress(psutil.Error):
-                t = p.cpu_times()
-                total += t.user + t.system + getattr(t, "children_user", 0) + getattr(t, "children_system", 0)
-        return total
 
 
 def _job(
@@ -241,7 +165,7 @@ def drain_worker(args: argparse.Namespace) -> dict[str, Any]:
     from compactor.job.query import start_query
     from compactor.kafka.producer import EventProducer
 
-    kafka = _kafka_settings(args.bootstrap, args.prefix)
+    kafka = bench_topics(args.bootstrap, args.prefix)
     warehouse = Path(args.warehouse)
     segments = json.loads(Path(args.segments_file).read_text())
     spark, handler, metrics, recovery, shard = _job(
@@ -307,7 +231,7 @@ def steady_worker(args: argparse.Namespace) -> dict[str, Any]:
     from compactor.job.query import start_query
     from compactor.kafka.producer import EventProducer
 
-    kafka = _kafka_settings(args.bootstrap, args.prefix)
+    kafka = bench_topics(args.bootstrap, args.prefix)
     warehouse = Path(args.warehouse)
     big = json.loads(Path(args.segments_file).read_text())  # the 1 GiB table's two events
     ask = default_codec().encode_compaction_requested(
@@ -442,20 +366,6 @@ def _slope(points: list[tuple[float, int]]) -> float:
     return float(np.polyfit(xs, ys, 1)[0])
 
 
-def _kafka_settings(bootstrap: str, prefix: str) -> KafkaSettings:
-    from compactor.kafka.settings import KafkaSettings
-    from compactor.kafka.topics import ensure_topics
-
-    kafka = KafkaSettings(
-        bootstrap,
-        segments_topic=f"{prefix}-segments",
-        results_topic=f"{prefix}-results",
-        dead_letter_topic=f"{prefix}-dead",
-    )
-    ensure_topics(kafka, [kafka.segments_topic, kafka.results_topic, kafka.dead_letter_topic])
-    return kafka
-
-
 # -- the orchestration ------------------------------------------------------------------------------
 
 
@@ -520,7 +430,7 @@ def main() -> None:
 def recover_worker(args: argparse.Namespace) -> dict[str, Any]:
     """The job's start-up on a fresh warehouse: every table read once into the catalog, which is
     saved with it; the runs start from copies, as a job restarted on a known warehouse does."""
-    kafka = _kafka_settings(args.bootstrap, args.prefix)
+    kafka = bench_topics(args.bootstrap, args.prefix)
     _, handler, _, seconds, _ = _job(args.master or "local[2]", 1, args.level, Path(args.warehouse), kafka)
     handler.close()
     return {"recovery_seconds": seconds, "tables": len(handler.catalog.table_names)}
@@ -629,7 +539,7 @@ def steady_template(work: Path, bootstrap: str, tables: int, quick: bool) -> Pat
     """The steady runs' warehouse: T empty tables and `big`, read once by a job's start-up."""
     template = work / "steady-template"
     template.mkdir(parents=True)
-    schema = _rows(["x"], [START], 1).schema
+    schema = segment_table(["x"], [START], 1).schema
     for i in range(tables):  # empty tables, known to the job before the loads begin
         DeltaTable.create(str(template / f"t{i:04d}"), schema, partition_by=["segment_id"])
     big = prepare_big(template) if not quick else _small_big(template)

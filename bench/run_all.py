@@ -38,6 +38,7 @@ SCRIPTS = [
     "latency",
     "startup",
     "capacity",
+    "freshness",
     "console_pages",
     "upsert_scale",
     "log_upkeep",
@@ -236,7 +237,19 @@ def _verify_demo(d: dict[str, Any]) -> str:
     )
 
 
+def _freshness(d: dict[str, Any]) -> str:
+    steps = ", ".join(
+        f"{s['rate_per_s']:g}/s p99 {s['wait_s']['p99'] or 0:.2f} s{'' if s['within_target'] else ' (over)'}"
+        for s in d["steps"]
+    )
+    best = (
+        f"highest sustained {d['rate_per_s']:g} loads/s" if d["rate_per_s"] else "no step within the target"
+    )
+    return f"{d['tables']} tables, eligible -> commit by load rate: {steps}; {best}, headroom {100 * d['headroom']:.0f}%"
+
+
 HEADLINES: dict[str, Callable[[dict[str, Any]], str]] = {
+    "freshness": _freshness,
     "verify_demo": _verify_demo,
     "years": _years,
     "catalog_growth": _catalog_growth,
