@@ -46,9 +46,9 @@ SCRIPTS = [
     "verify_demo",
     "years",
 ]
-# whose full run is taken by hand (years.py: about 45 minutes, past any per-script timeout); the
-# full suite runs them only when named with --only, the smoke run always
-BY_HAND = {"years"}
+# whose full run is taken by hand (years.py: about 45 minutes, freshness.py about 21, past the
+# per-script timeout); the full suite runs them only when named with --only, the smoke run always
+BY_HAND = {"years", "freshness"}
 
 
 def _load(name: str, quick: bool) -> dict[str, Any] | None:
