@@ -90,8 +90,9 @@ def completed(segments: list[Segment]) -> list[tuple[str, str, bytes, None]]:
     ]
 
 
-def bench_topics(bootstrap: str, prefix: str) -> KafkaSettings:
-    """The job's three topics, named after `prefix` and created."""
+def bench_topics(bootstrap: str, prefix: str, shards: int | None = None) -> KafkaSettings:
+    """The job's three topics, named after `prefix` and created; with `shards`, the segments
+    topic alone, with a partition per shard (the jobs create the others)."""
     from compactor.kafka.settings import KafkaSettings
     from compactor.kafka.topics import ensure_topics
 
@@ -101,7 +102,10 @@ def bench_topics(bootstrap: str, prefix: str) -> KafkaSettings:
         results_topic=f"{prefix}-results",
         dead_letter_topic=f"{prefix}-dead",
     )
-    ensure_topics(kafka, [kafka.segments_topic, kafka.results_topic, kafka.dead_letter_topic])
+    if shards is not None:
+        ensure_topics(kafka, [kafka.segments_topic], partitions=shards)
+    else:
+        ensure_topics(kafka, [kafka.segments_topic, kafka.results_topic, kafka.dead_letter_topic])
     return kafka
 
 

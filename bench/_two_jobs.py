@@ -15,6 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from _loads import bench_topics
+
 if TYPE_CHECKING:
     from compactor.config.tables import ProjectConfig
     from compactor.job.query import Shard
@@ -55,19 +57,11 @@ def two_job_drain(
 ) -> dict[str, Any]:
     """Both jobs started together on one copy of the backlog; their results combined."""
     from compactor.kafka.producer import EventProducer
-    from compactor.kafka.settings import KafkaSettings
-    from compactor.kafka.topics import ensure_topics
 
     run = work / "drain-two-jobs"
     shutil.copytree(work / "template", run / "warehouse")
     prefix = f"cap-{uuid.uuid4().hex[:8]}"
-    kafka = KafkaSettings(
-        bootstrap,
-        segments_topic=f"{prefix}-segments",
-        results_topic=f"{prefix}-results",
-        dead_letter_topic=f"{prefix}-dead",
-    )
-    ensure_topics(kafka, [kafka.segments_topic], partitions=SHARDS)
+    kafka = bench_topics(bootstrap, prefix, shards=SHARDS)
     producer = EventProducer(kafka)  # keyed by table, Kafka's partitioner: each table in its shard
     producer.send_all([(kafka.segments_topic, t, bytes.fromhex(v), None) for t, v in events])
     producer.close()

@@ -68,6 +68,7 @@ from _common import (
     segment_rows,
     spark_quiet,
 )
+from _loads import bench_topics
 from _targets import Target, judge
 from confluent_kafka import Consumer, TopicPartition
 from pyspark.sql import DataFrame, SparkSession
@@ -85,7 +86,6 @@ from compactor.job.query import start_query
 from compactor.job.wiring import build_handler
 from compactor.kafka.producer import EventProducer
 from compactor.kafka.settings import KafkaSettings
-from compactor.kafka.topics import ensure_topics
 from compactor.observe.metrics.job_metrics import JobMetrics
 from compactor.observe.metrics.spark_work import RETAIN, SparkWork
 from compactor.observe.metrics.spark_work import describe as describe_work
@@ -490,14 +490,7 @@ def main() -> None:
         if not bootstrap:
             broker = LocalKafkaBroker(scratch / "kafka")
             bootstrap = broker.start()
-        suffix = uuid.uuid4().hex[:8]
-        kafka = KafkaSettings(
-            bootstrap,
-            segments_topic=f"bench.segments.{suffix}",
-            results_topic=f"bench.results.{suffix}",
-            dead_letter_topic=f"bench.dead-letter.{suffix}",
-        )
-        ensure_topics(kafka, [kafka.segments_topic, kafka.results_topic, kafka.dead_letter_topic])
+        kafka = bench_topics(bootstrap, f"bench-latency-{uuid.uuid4().hex[:8]}")
         with PeakRss(exclude=[broker.pid] if broker and broker.pid else []) as rss:
             spark = build_spark("bench-latency", master="local[2]", extra_conf=RETAIN)
             spark_quiet(spark)
