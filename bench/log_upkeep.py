@@ -5,7 +5,7 @@ reader replays them all. Here one job (`compactor run`, local[2]) merges such a 
 [2, 0]: two loads make one merge) and keeps its log: its maintainer checkpoints the table when
 more than `checkpoint_every` (K = 10) JSON commits have piled up since the last checkpoint, off
 the merge's commit path. One table under a local warehouse takes N loads through `ArrowLoader`
-(1,000; --quick: 60), each waiting while more than 12 merges are owed (the pace the job keeps).
+(1,000; --quick: 40), each waiting while more than 12 merges are owed (the pace the job keeps).
 
 A sampler reads the table's `_delta_log` every 0.2 s: the newest version, the newest
 checkpoint's, and the JSON commits since it; the most it saw is printed against K plus the
@@ -198,7 +198,7 @@ def main() -> None:
         "--keep", action="store_true", help="keep the work directory (the job's log, the table)"
     )
     args = parser.parse_args()
-    loads = args.loads or (60 if args.quick else 1000)
+    loads = args.loads or (40 if args.quick else 1000)
     work = Path(tempfile.mkdtemp(prefix="compactor-log-upkeep-"))
     try:
         payload = run(work, loads)
