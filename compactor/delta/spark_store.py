@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import threading
 from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
 from pyspark.sql import SparkSession
 
@@ -28,7 +26,7 @@ from compactor.delta.commit.log_upkeep import (
 )
 from compactor.delta.commit.plan_transactions import PlanTransactionExpiry
 from compactor.delta.features import direct_commit_refusal, refused_features
-from compactor.delta.files import HadoopFiles, jvm_class
+from compactor.delta.files import HadoopFiles
 from compactor.delta.log import reads
 from compactor.delta.log.commit_metadata import plan_marker
 from compactor.delta.log.live_files import LiveFileIndex
@@ -50,7 +48,7 @@ from compactor.delta.warehouse.key_index_snapshots import KeyIndexSnapshots
 from compactor.domain.layout import IndexFacts
 from compactor.domain.plans import Commit, MergePlan
 from compactor.domain.segments import RowCount, Segment
-from compactor.errors import Fenced, LogGap
+from compactor.errors import CompactorError, Fenced, LogGap
 
 POOL_PROPERTY = "spark.scheduler.pool"
 DESCRIPTION_PROPERTY = "spark.job.description"  # shown with the job in the UI and event log
@@ -305,24 +303,14 @@ class SparkTableStore:
         """From the table's newest protocol and metadata as its live files hold them: read from
         its log by the driver, as the table's first merge reads them anyway. Delta's snapshot
         would cost a Spark job on a version without a checksum (every load delta-rs writes), once
-        per table on its first merge after a start; it is asked only when the log holds neither."""
-        log_reader = self.log(table)
-        live = self.live_files(table).at(log_reader.latest_version())
-        if live.protocol is not None and live.metadata is not None:
-            refused = refused_features(live.protocol, live.metadata)
-            return "; ".join(refused) if refused else None
-        return self._snapshot_refusal(table)
-
-    def _snapshot_refusal(self, table: str) -> str | None:
-        jvm: Any = self.spark._jvm
-        delta_log = jvm_class(jvm, "org.apache.spark.sql.delta.DeltaLog").forTable(
-            self.spark._jsparkSession, table_uri(self.warehouse, table)
-        )
-        option = jvm_class(jvm, "scala.Option")
-        snapshot = delta_log.update(False, option.empty(), option.empty())
-        protocol = json.loads(snapshot.protocol().json())["protocol"]
-        metadata = json.loads(snapshot.metadata().json())["metaData"]
-        refused = refused_features(protocol, metadata)
+        per table on its first merge after a start. Every form the live files come from (the
+        log's checkpoints and commits, or Delta's state when the driver cannot read them) holds
+        both actions: a table without them is no Delta table, as Delta itself would say."""
+        version = self.log(table).latest_version()
+        live = self.live_files(table).at(version)
+        if live.protocol is None or live.metadata is None:
+            raise CompactorError(f"table {table}: its log at version {version} holds no protocol or metadata")
+        refused = refused_features(live.protocol, live.metadata)
         return "; ".join(refused) if refused else None
 
     def last_checkpoint(self, table: str) -> int:
