@@ -40,6 +40,7 @@ import time
 import urllib.request
 import uuid
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -224,10 +225,12 @@ def poisson(loads: Loads, tables: list[str], rate: float, seconds: float, rng: r
 # -- what the logs say ------------------------------------------------------------------------
 
 
-def merges(warehouse: Path) -> list[dict[str, Any]]:
-    """Every merge commit of every table: when its log file was written, its inputs and output."""
+def merges(warehouse: Path, tables: Collection[str] | None = None) -> list[dict[str, Any]]:
+    """Every merge commit of every table (of `tables` only, if given): when its log file was
+    written, its inputs and output."""
     found = []
-    for table in sorted(p for p in warehouse.iterdir() if (p / "_delta_log").is_dir()):
+    names = sorted(tables) if tables is not None else sorted(p.name for p in warehouse.iterdir())
+    for table in (warehouse / n for n in names if (warehouse / n / "_delta_log").is_dir()):
         for path in sorted((table / "_delta_log").glob("*.json")):
             for line in path.read_text().splitlines():
                 info = json.loads(line).get("commitInfo")
@@ -286,7 +289,13 @@ def run(shape: Shape, work: Path, bootstrap: str) -> dict[str, Any]:
     job = Job(run_args(conf, warehouse, work / "checkpoint", kafka), work / "job.log", free_port())
     began = time.time()
     job.start()
-    wait_for(lambda: len({m["table"] for m in merges(warehouse)}) >= shape.tables, job, 1800, "warm-up")
+    unmerged = set(tables)  # each poll reads only the logs of tables still waiting for a merge
+
+    def warm() -> bool:
+        unmerged.difference_update(m["table"] for m in merges(warehouse, unmerged))
+        return not unmerged
+
+    wait_for(warm, job, 1800, "warm-up")
     wait_for(job.settled, job, 600, "idle after the warm-up")
     warm_s = time.time() - began
     print(f"  warm: every table merged once, {warm_s:.0f}s after the job's start", flush=True)
