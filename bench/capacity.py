@@ -15,7 +15,7 @@ latency.py, and its driver tree's CPU time and peak resident memory are measured
   batch phases. At concurrency 1, 4 and 8 on local[2], and at 4 on a standalone cluster of
   two workers (one core each) on this machine, the driver beside them. Then by two jobs of
   one core each (local[1], concurrency 2) sharing the warehouse in two shards
-  (`_two_jobs.py`): the cost of sharding on one machine.
+  (`harness/two_jobs.py`): the cost of sharding on one machine.
   Then at 4 again with the merges' content certificates off (`operations.certify_merges`):
   what proving each merge's rows costs, in CPU-seconds per merge.
 - **Steady**: pairs of loads into the same T tables (rule `minor` [2, 0]: a pair makes one
@@ -50,20 +50,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import psutil
-from _common import (
-    MIB,
-    PeakRss,
-    bench_parser,
-    kafka_bootstrap,
-    machine_info,
-    percentiles,
-    print_table,
-    save_results,
-)
-from _loads import START, Tree, bench_topics, completed, segment_table, write_segments
-from _targets import Target, judge
-from _two_jobs import shard_setup, shard_tables, two_job_drain
 from deltalake import DeltaTable
+from harness.loads import START, bench_topics, completed, segment_table, write_segments
+from harness.probes import PeakRss, Tree
+from harness.report import MIB, bench_parser, machine_info, percentiles, print_table, save_results
+from harness.services import kafka_bootstrap
+from harness.targets import Target, judge
+from harness.two_jobs import shard_setup, shard_tables, two_job_drain
 
 from compactor.codec.events import default_codec
 from compactor.domain.events import CompactionRequested

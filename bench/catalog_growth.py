@@ -30,8 +30,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from _common import MIB, bench_parser, print_table, save_results
-from _targets import Target, judge
+from harness.report import MIB, bench_parser, print_table, save_results
+from harness.targets import Target, judge
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

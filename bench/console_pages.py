@@ -36,8 +36,8 @@ import urllib.request
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from _common import bench_parser, machine_info, print_table, save_results
-from _targets import Target, judge
+from harness.report import bench_parser, machine_info, print_table, save_results
+from harness.targets import Target, judge
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the in-memory store of tests/helpers
 

@@ -32,12 +32,8 @@ import json
 import os
 import random
 import shutil
-import signal
-import subprocess
-import sys
 import tempfile
 import time
-import urllib.request
 import uuid
 from collections import Counter
 from collections.abc import Collection
@@ -48,22 +44,15 @@ from typing import Any
 
 import numpy as np
 import yaml
-from _common import (
-    bench_parser,
-    kafka_bootstrap,
-    machine_info,
-    percentiles,
-    print_table,
-    run_args,
-    save_results,
-)
-from _loads import Tree, bench_topics, completed, write_segments
-from _targets import Target, judge
+from harness.job_process import JobProcess, run_args
+from harness.loads import bench_topics, completed, write_segments
+from harness.report import bench_parser, machine_info, percentiles, print_table, save_results
+from harness.services import kafka_bootstrap
+from harness.targets import Target, judge
 
 from compactor.kafka.producer import EventProducer
 from compactor.kafka.settings import KafkaSettings
 
-COMPACTOR = str(Path(sys.executable).with_name("compactor"))
 P99_TARGET_S = 3.0
 TARGETS = (Target("p99_s", "p99 eligible -> commit at the highest sustained rate", P99_TARGET_S, unit=" s"),)
 WIDTH = timedelta(hours=6)  # a load's span: four make a day
@@ -105,77 +94,6 @@ def config(tables: list[str], concurrency: int) -> dict[str, Any]:
         "tables": {t: pack for t in tables if kind(t) == "pack"},
         "operations": {"max_concurrent_merges": concurrency},
     }
-
-
-# -- the job ------------------------------------------------------------------------------------
-
-
-class Job:
-    """`compactor run` in a process of its own, its /metrics read for idleness."""
-
-    def __init__(self, args: list[str], log: Path, port: int) -> None:
-        self.args, self.log, self.port = args, log, port
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        with self.log.open("ab") as out:
-            self.proc = subprocess.Popen(
-                [COMPACTOR, "run", *self.args, "--metrics-port", str(self.port)],
-                stdout=out,
-                stderr=out,
-                start_new_session=True,
-            )
-
-    def tree(self) -> Tree:
-        import psutil
-
-        assert self.proc is not None
-        return Tree(psutil.Process(self.proc.pid))
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def idle(self) -> bool:
-        """No merge running and no event behind, as its own metrics say."""
-        from prometheus_client.parser import text_string_to_metric_families
-
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as page:
-                text = page.read().decode()
-        except OSError:
-            return False
-        busy = 0.0
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                if sample.name in ("compactor_active_merges", "compactor_consumer_lag_events"):
-                    busy += sample.value
-        return busy == 0
-
-    def settled(self) -> bool:
-        """Idle twice, two seconds apart: a merge's own completion event is on its way back for a
-        moment after its commit."""
-        if not self.idle():
-            return False
-        time.sleep(2.0)
-        return self.idle()
-
-    def stop(self, grace: float = 60) -> int | None:
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=grace)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
-
-
-def free_port() -> int:
-    from compactor.dev.broker_process import free_ports
-
-    return int(free_ports(1, set())[0])
 
 
 # -- the loads --------------------------------------------------------------------------------
@@ -286,7 +204,7 @@ def run(shape: Shape, work: Path, bootstrap: str) -> dict[str, Any]:
     print(f"  writing each table's first merge ({shape.tables} tables) ...", flush=True)
     for t in tables:
         loads.load(t, FIRST_LOADS[kind(t)])
-    job = Job(run_args(conf, warehouse, work / "checkpoint", kafka), work / "job.log", free_port())
+    job = JobProcess(run_args(conf, warehouse, work / "checkpoint", kafka), work / "job.log")
     began = time.time()
     job.start()
     unmerged = set(tables)  # each poll reads only the logs of tables still waiting for a merge
@@ -329,7 +247,7 @@ def machine_idle() -> float:
     return float(psutil.cpu_times().idle)
 
 
-def wait_for(check: Any, job: Job, timeout: float, what: str, fail: bool = True) -> bool:
+def wait_for(check: Any, job: JobProcess, timeout: float, what: str, fail: bool = True) -> bool:
     deadline = time.time() + timeout
     while time.time() < deadline:
         if not job.alive():

@@ -57,20 +57,12 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from _common import (
-    MIB,
-    PeakRss,
-    bench_parser,
-    machine_info,
-    percentiles,
-    print_table,
-    save_results,
-    segment_rows,
-    spark_quiet,
-)
-from _loads import bench_topics
-from _targets import Target, judge
 from confluent_kafka import Consumer, TopicPartition
+from harness.loads import bench_topics
+from harness.probes import PeakRss
+from harness.report import MIB, bench_parser, machine_info, percentiles, print_table, save_results
+from harness.spark_rows import segment_rows, spark_quiet
+from harness.targets import Target, judge
 from pyspark.sql import DataFrame, SparkSession
 
 from compactor.codec.events import default_codec

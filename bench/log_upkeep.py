@@ -37,9 +37,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from _common import bench_parser, kafka_bootstrap, print_table, run_args, save_results
-from _restart import TimedJob
-from _targets import Target, judge
+from harness.job_process import JobProcess, run_args
+from harness.report import bench_parser, print_table, save_results
+from harness.services import kafka_bootstrap
+from harness.targets import Target, judge
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -229,10 +230,10 @@ def run(work: Path, loads: int) -> dict[str, Any]:
         prefix = f"log-upkeep-{uuid.uuid4().hex[:6]}"
         kafka = KafkaSettings(bootstrap, f"{prefix}.segments", f"{prefix}.results", f"{prefix}.dead")
         ensure_topics(kafka, [kafka.segments_topic, kafka.results_topic, kafka.dead_letter_topic])
-        job = TimedJob(
+        job = JobProcess(
             [*run_args(config, warehouse, work / "checkpoint", kafka), "--master", "local[2]"],
             work / "job.log",
-        )
+        ).start()
         sampler = threading.Thread(target=watch.run, daemon=True)
         sampler.start()
         loader = ArrowLoader(
@@ -245,8 +246,8 @@ def run(work: Path, loads: int) -> dict[str, Any]:
             drained = drain(watch, loads, timeout=600)
             time.sleep(3 * 5)  # the maintainer's round after the last merge
             watch.sample()
-            gauge = job.metric("compactor_log_commits_since_checkpoint")
-            checkpoints = sum(job.metric("compactor_checkpoints_total").values())
+            gauge = job.samples("compactor_log_commits_since_checkpoint")
+            checkpoints = job.metric("compactor_checkpoints_total")
         finally:
             watch.stop.set()
             loader.close()

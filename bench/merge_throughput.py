@@ -44,19 +44,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import unquote, urlparse
 
-from _common import (
-    MIB,
-    PAYLOAD_MAX,
-    PeakRss,
-    bench_parser,
-    machine_info,
-    print_table,
-    save_results,
-    segment_rows,
-    spark_quiet,
-)
-from _targets import Target, judge
 from delta.tables import DeltaTable
+from harness.probes import PeakRss
+from harness.report import MIB, bench_parser, machine_info, print_table, save_results
+from harness.spark_rows import PAYLOAD_MAX, segment_rows, spark_quiet
+from harness.targets import Target, judge
 from pyspark.sql import DataFrame, SparkSession
 
 from compactor.delta.paths import SEGMENT_COLUMN, TARGET_FILE_BYTES, table_uri

@@ -40,8 +40,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from _common import save_results
-from _targets import Target, judge
+from harness.report import save_results
+from harness.targets import Target, judge
 
 from compactor.config.built_with import layout_record
 from compactor.config.layout import LayoutConfig

@@ -43,18 +43,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from _common import (
-    MIB,
-    PeakRss,
-    bench_parser,
-    machine_info,
-    print_table,
-    save_results,
-    segment_rows,
-    spark_quiet,
-)
-from _targets import Target, judge
 from delta.tables import DeltaTable
+from harness.probes import PeakRss
+from harness.report import MIB, bench_parser, machine_info, print_table, save_results
+from harness.spark_rows import segment_rows, spark_quiet
+from harness.targets import Target, judge
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 

@@ -24,8 +24,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _common import RESULTS, machine_info, print_table, save_results
-from _targets import verdict_summary
+from harness.report import RESULTS, machine_info, print_table, save_results
+from harness.targets import verdict_summary
 
 from compactor.dev import SHORT_RUN_JVM_OPTIONS
 

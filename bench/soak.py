@@ -8,12 +8,9 @@ consumer lag at the end; saves bench/results/soak.json. Run:
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import platform
 import random
-import signal
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -22,21 +19,20 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from _common import run_args
 from confluent_kafka import Consumer, TopicPartition
 from delta.tables import DeltaTable
+from harness.job_process import COMPACTOR, JobProcess, run_args
+from harness.report import bench_parser, save_results
+from harness.services import kafka_bootstrap
 from pyspark.sql import functions as F
 
 from compactor.client.loader import load_segment, sample_rows
 from compactor.delta.paths import table_uri
-from compactor.dev.kafka_broker import LocalKafkaBroker
 from compactor.kafka.producer import EventProducer
 from compactor.kafka.settings import KafkaSettings
 from compactor.kafka.topics import ensure_topics
 from compactor.spark.session import build_spark
 
-RESULTS = Path(__file__).parent / "results"
-COMPACTOR = str(Path(sys.executable).parent / "compactor")
 CONFIG = "defaults:\n  rules:\n    - rule: auto_merge\n      levels: [day, week]\n"
 
 
@@ -58,63 +54,71 @@ def checkpoint_offset(checkpoint: Path, topic: str) -> int:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = bench_parser(__doc__, "one minute")
     parser.add_argument("--minutes", type=float, default=10.0)
     parser.add_argument("--kill-every", type=float, default=45.0, help="seconds between SIGKILLs of the job")
-    parser.add_argument("--quick", action="store_true", help="one minute, for a smoke run")
     args = parser.parse_args()
     minutes = 1.0 if args.quick else args.minutes
     work = Path(tempfile.mkdtemp(prefix="compactor-soak-"))
-    broker = None
-    bootstrap = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
-    if not bootstrap:
-        broker = LocalKafkaBroker(work / "kafka")
-        bootstrap = broker.start()
+    try:
+        with kafka_bootstrap(work) as bootstrap:
+            figures = soak(work, bootstrap, minutes, args.kill_every)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    for key, value in figures.items():
+        print(f"{key:<22} {value}")
+    save_results("soak", args.quick, {"figures": figures})
+    if not figures["rows_conserved"] or figures["dead_letters"] != figures["bad_events"]:
+        sys.exit(1)
+
+
+def soak(work: Path, bootstrap: str, minutes: float, kill_every: float) -> dict[str, Any]:
     kafka = KafkaSettings(bootstrap, "soak.segments", "soak.results", "soak.dead")
     ensure_topics(kafka, [kafka.segments_topic, kafka.results_topic, kafka.dead_letter_topic])
     spark = build_spark("compactor-soak", master="local[1]")
     spark.sparkContext.setLogLevel("ERROR")
     warehouse, checkpoint = work / "warehouse", work / "checkpoint"
     (work / "tables.yaml").write_text(CONFIG)
-    job_args = [COMPACTOR, "run", *run_args(work / "tables.yaml", warehouse, checkpoint, kafka)]
-    log = open(work / "job.log", "a")  # noqa: SIM115 - kept open across restarts
-    job = subprocess.Popen(job_args, stdout=log, stderr=subprocess.STDOUT)
+    job_args = run_args(work / "tables.yaml", warehouse, checkpoint, kafka)
+    job = JobProcess(job_args, work / "job.log").start()
     producer, rng = EventProducer(kafka), random.Random(11)
     loaded_rows = loads = bad = kills = 0
     started = last_kill = time.monotonic()
     hour = datetime(2024, 1, 1, tzinfo=UTC)
-    while time.monotonic() - started < minutes * 60:
-        rows = sample_rows(spark, hour, hour + timedelta(hours=1), 20, seed=loads)
-        load_segment(
-            spark,
-            warehouse,
-            kafka,
-            producer,
-            "soak",
-            rows,
-            hour,
-            hour + timedelta(hours=1),
-            segment_id=f"h{loads:05d}",
+    try:
+        while time.monotonic() - started < minutes * 60:
+            rows = sample_rows(spark, hour, hour + timedelta(hours=1), 20, seed=loads)
+            load_segment(
+                spark,
+                warehouse,
+                kafka,
+                producer,
+                "soak",
+                rows,
+                hour,
+                hour + timedelta(hours=1),
+                segment_id=f"h{loads:05d}",
+            )
+            loads, loaded_rows, hour = loads + 1, loaded_rows + 20, hour + timedelta(hours=1)
+            junk = [(kafka.segments_topic, "soak", rng.randbytes(16), None) for _ in range(20)]
+            producer.send_all(junk)
+            bad += len(junk)
+            if time.monotonic() - last_kill > kill_every:
+                job.kill()
+                kills, last_kill = kills + 1, time.monotonic()
+                job.start()
+    finally:
+        job.kill()
+    with job.log.open("a") as log:
+        drained = subprocess.run(
+            [COMPACTOR, "run", *job_args, "--until-idle"], stdout=log, stderr=subprocess.STDOUT, check=False
         )
-        loads, loaded_rows, hour = loads + 1, loaded_rows + 20, hour + timedelta(hours=1)
-        junk = [(kafka.segments_topic, "soak", rng.randbytes(16), None) for _ in range(20)]
-        producer.send_all(junk)
-        bad += len(junk)
-        if time.monotonic() - last_kill > args.kill_every:
-            job.send_signal(signal.SIGKILL)
-            job.wait()
-            kills, last_kill = kills + 1, time.monotonic()
-            job = subprocess.Popen(job_args, stdout=log, stderr=subprocess.STDOUT)
-    job.send_signal(signal.SIGKILL)
-    job.wait()
-    drained = subprocess.run([*job_args, "--until-idle"], stdout=log, stderr=subprocess.STDOUT, check=False)
     table = spark.read.format("delta").load(table_uri(warehouse, "soak"))
     rows_now = table.count()
     history = DeltaTable.forPath(spark, table_uri(warehouse, "soak")).history().collect()
     merges = sum(1 for r in history if r.userMetadata and '"op":"merge"' in r.userMetadata)
-    log.close()
-    text = (work / "job.log").read_text()
-    figures: dict[str, Any] = {
+    text = job.log.read_text()
+    figures = {
         "minutes": minutes,
         "loads": loads,
         "events_produced": loads + bad + merges,
@@ -131,22 +135,8 @@ def main() -> None:
         and table.select(F.col("segment_id")).count() == loaded_rows,
         "drain_exit_code": drained.returncode,
     }
-    for key, value in figures.items():
-        print(f"{key:<22} {value}")
-    RESULTS.mkdir(exist_ok=True)
-    machine = {
-        "python": platform.python_version(),
-        "cpus": os.cpu_count(),
-        "when": datetime.now(UTC).isoformat(),
-    }
-    out = RESULTS / ("soak_quick.json" if args.quick else "soak.json")
-    out.write_text(json.dumps({"machine": machine, "figures": figures}, indent=2))
-    print(f"saved {out}; job log {work / 'job.log'}")
     spark.stop()
-    if broker:
-        broker.stop()
-    if not figures["rows_conserved"] or figures["dead_letters"] != bad:
-        sys.exit(1)
+    return figures
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ follows the live segments, not the history. Measured: the recovery that
 `build_handler` runs (catalog read, every table's log caught up), then one
 batch with one real load event (admission, planning, the catalog saved).
 
-Then `compactor run` itself on 1,000 segments (`_restart.py`): from spawn to
+Then `compactor run` itself on 1,000 segments (`harness/restart.py`): from spawn to
 an event processed, cold and restarted after a SIGKILL (the same seat, so the
 same static name in the lease's group), beside a restart that has to wait out
 the dead process's session.
@@ -37,8 +37,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from _common import RESULTS, Stopwatch, bench_parser, print_table, save_results, spark_quiet
-from _targets import Target, judge
+from harness.report import RESULTS, Stopwatch, bench_parser, print_table, save_results
+from harness.spark_rows import spark_quiet
+from harness.targets import Target, judge
 
 from compactor.catalog.store import CatalogChanges, TableMark
 from compactor.client.loader import sample_rows
@@ -280,8 +281,8 @@ def main() -> None:
 
 def restart_part(spark: SparkSession, root: Path, segments: int) -> list[dict[str, Any]]:
     """`compactor run` itself, from spawn to an event processed: cold, and restarted after a SIGKILL."""
-    from _common import kafka_bootstrap
-    from _restart import restart_figures
+    from harness.restart import restart_figures
+    from harness.services import kafka_bootstrap
 
     root.mkdir(parents=True)
     warehouse = str(root / "warehouse")

@@ -44,8 +44,9 @@ from typing import Any
 
 import numpy as np
 import psutil
-from _common import machine_info, save_results, spark_quiet
-from _targets import Target, judge
+from harness.report import machine_info, save_results
+from harness.spark_rows import spark_quiet
+from harness.targets import Target, judge
 
 from compactor.catalog.key_index import KeyIndex, KeyRow
 from compactor.domain.clock import now_utc

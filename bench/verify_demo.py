@@ -25,8 +25,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import bench_parser, kafka_bootstrap, machine_info, save_results
-from _targets import Target, judge
+from harness.report import bench_parser, machine_info, save_results
+from harness.services import kafka_bootstrap
+from harness.targets import Target, judge
 
 from compactor.dev.demo import TABLE, run_demo
 

@@ -45,7 +45,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
-from _common import MIB, RESULTS, machine_info, print_table, save_results
+from harness.report import MIB, RESULTS, machine_info, print_table, save_results
 
 from compactor.config.loading import load_config
 from compactor.delta.rewrite.promote import PROMOTE_MIN_FILE_BYTES

@@ -37,25 +37,31 @@ import os
 import re
 import shutil
 import signal
-import socket
-import subprocess
-import sys
 import tempfile
 import threading
 import time
-import urllib.request
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-import psutil
-from _common import MIB, bench_parser, machine_info, print_table, run_args, save_results
-from _targets import Target, judge
+from harness.job_process import START_BANNER, JobProcess, run_args
+from harness.probes import (
+    heap_after_gc_mib,
+    jvm_native_mib,
+    jvm_thread_names,
+    pss_mib,
+    spark_conf_dir,
+    threads,
+)
+from harness.report import bench_parser, machine_info, print_table, save_results
+from harness.results import FollowedResults, merge_commits, raw_results, results_check
+from harness.services import ProxiedS3, kafka_broker
+from harness.targets import Target, judge
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -65,9 +71,6 @@ if TYPE_CHECKING:
     from compactor.dev.kafka_broker import LocalKafkaBroker
     from compactor.kafka.settings import KafkaSettings
 
-COMPACTOR = str(Path(sys.executable).with_name("compactor"))
-MOTO = str(Path(sys.executable).with_name("moto_server"))
-REPO = Path(__file__).resolve().parent.parent
 BUCKET = "bench-years"
 WAREHOUSE = "warehouse"
 ROWS = 20  # rows a load
@@ -140,12 +143,6 @@ FULL = Shape(
 )  # fmt: skip
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def config_yaml(proxy_port: int) -> str:
     """`minor [2, 2]`: two loads make a level-1 segment, two of those a final level-2 one (3 merges
     per 4 loads). S3A reaches the store through the proxy with few retries, so that a cut link
@@ -171,235 +168,14 @@ def config_yaml(proxy_port: int) -> str:
     )
 
 
-# -- the services --------------------------------------------------------------------------------
-
-
+@dataclass(frozen=True)
 class Services:
-    """moto's S3 server (a process of its own), Toxiproxy in front of it, and a Kafka broker."""
+    """The object store (the job behind a proxy, loaders straight), and the Kafka broker: this run's
+    own unless KAFKA_BOOTSTRAP_SERVERS names one (then no broker is paused)."""
 
-    def __init__(self, work: Path) -> None:
-        self.work = work
-        self.procs: list[subprocess.Popen[bytes]] = []
-        self.broker: LocalKafkaBroker | None = None
-        self.s3_port, self.toxi_port, self.proxy_port = free_port(), free_port(), free_port()
-        self.bootstrap = ""
-
-    def start(self) -> Services:
-        os.environ.setdefault("AWS_ACCESS_KEY_ID", "compactor-bench")
-        os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "compactor-bench")
-        os.environ.setdefault("AWS_REGION", "us-east-1")
-        toxiproxy = os.environ.get("TOXIPROXY_SERVER") or str(REPO / ".tools" / "toxiproxy-server")
-        with open(self.work / "services.log", "ab") as log:
-            for command, env in (
-                ([MOTO, "-H", "127.0.0.1", "-p", str(self.s3_port)], os.environ),
-                (
-                    [toxiproxy, "-host", "127.0.0.1", "-port", str(self.toxi_port)],
-                    {**os.environ, "LOG_LEVEL": "error"},
-                ),
-            ):
-                self.procs.append(
-                    subprocess.Popen(command, stdout=log, stderr=log, env=env, start_new_session=True)
-                )
-        self._wait(lambda: self.s3().list_buckets() is not None, "moto's S3 server")
-        self._wait(lambda: self.toxi("GET", "/version") is not None, "Toxiproxy")
-        self.s3().create_bucket(Bucket=BUCKET)
-        upstream = f"127.0.0.1:{self.s3_port}"
-        self.toxi(
-            "POST", "/proxies", {"name": "s3", "listen": f"127.0.0.1:{self.proxy_port}", "upstream": upstream}
-        )
-        configured = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
-        if configured:
-            self.bootstrap = configured
-        else:
-            from compactor.dev.kafka_broker import LocalKafkaBroker
-
-            self.broker = LocalKafkaBroker(self.work / "kafka")
-            self.bootstrap = self.broker.start()
-        return self
-
-    def _wait(self, check: Callable[[], bool], what: str) -> None:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if check():
-                    return
-            except Exception:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"{what} did not start: see {self.work / 'services.log'}") from None
-            time.sleep(0.2)
-
-    def s3(self) -> Any:
-        """A boto3 client straight to the S3 server (not through the proxy)."""
-        import boto3
-
-        return boto3.client("s3", endpoint_url=f"http://127.0.0.1:{self.s3_port}", region_name="us-east-1")
-
-    def storage_options(self) -> dict[str, str]:
-        """delta-rs straight to the S3 server. Its commits are create-if-absent (If-None-Match), as
-        the job's are (its conditional-put log store): neither replaces a commit of the other
-        (docs/deploying.md, several writers on S3)."""
-        return {
-            "AWS_ENDPOINT_URL": f"http://127.0.0.1:{self.s3_port}",
-            "AWS_ALLOW_HTTP": "true",
-            "AWS_REGION": "us-east-1",
-            "conditional_put": "etag",
-        }
-
-    def toxi(self, method: str, path: str, body: dict[str, Any] | None = None) -> str:
-        data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(f"http://127.0.0.1:{self.toxi_port}{path}", data=data, method=method)
-        request.add_header("Content-Type", "application/json")
-        with urllib.request.urlopen(request, timeout=10) as answer:
-            return str(answer.read().decode())
-
-    @contextlib.contextmanager
-    def store_cut(self) -> Iterator[None]:
-        """The job's link to the object store down: open connections closed, new ones refused."""
-        self.toxi("POST", "/proxies/s3", {"enabled": False})
-        try:
-            yield
-        finally:
-            self.toxi("POST", "/proxies/s3", {"enabled": True})
-
-    def dump(self, into: Path) -> None:
-        """Every object of the bucket into a local folder (--keep: the warehouse outlives the run)."""
-        s3 = self.s3()
-        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET):
-            for item in page.get("Contents", []):
-                if item["Key"].endswith("/"):  # a directory marker
-                    continue
-                target = into / item["Key"]
-                with contextlib.suppress(OSError):  # a marker without its slash, where a folder is
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    s3.download_file(BUCKET, item["Key"], str(target))
-
-    def stop(self) -> None:
-        if self.broker is not None:
-            if self.broker.pid is not None:  # None: it never started
-                with contextlib.suppress(Exception):
-                    os.kill(self.broker.pid, signal.SIGCONT)
-            self.broker.stop()
-        for proc in self.procs:
-            if proc.poll() is None:
-                proc.terminate()
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    proc.wait(timeout=10)
-
-
-# -- the job -------------------------------------------------------------------------------------
-
-
-class Job:
-    """`compactor run` in a process group of its own (its JVM with it), started again on one
-    checkpoint; its output appended to one log over all its starts."""
-
-    def __init__(self, args: list[str], log: Path, env: dict[str, str]) -> None:
-        self.args, self.log, self.env = args, log, env
-        self.port = 0
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.starts = 0
-        self.exits: list[dict[str, Any]] = []  # the job ended on its own
-
-    def start(self) -> None:
-        self.port = free_port()
-        self.starts += 1
-        with open(self.log, "ab") as out:
-            out.write(
-                f"\n===== years.py: start {self.starts} at {datetime.now(UTC):%H:%M:%S} =====\n".encode()
-            )
-            self.proc = subprocess.Popen(
-                [
-                    COMPACTOR,
-                    "run",
-                    *self.args,
-                    "--metrics-port",
-                    str(self.port),
-                    "--metrics-host",
-                    "127.0.0.1",
-                ],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env=self.env,
-                start_new_session=True,
-            )
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def serving(self) -> bool:
-        """Its shard's query runs: started since the job's last start, not failed or lost since."""
-        text = self.log.read_text(errors="replace").rsplit("===== years.py: start", 1)[-1]
-        up = text.rfind("shard 0: running (started")
-        down = max(text.rfind("the streaming query failed"), text.rfind("lost shard(s)"))
-        return self.alive() and up > down
-
-    def exited(self, merges: int) -> None:
-        """The job ended on its own: note how, from the end of its log (its one line, else the last
-        exception)."""
-        assert self.proc is not None
-        lines = self.log.read_text(errors="replace").rsplit("===== years.py: start", 1)[-1].splitlines()
-        said = [line for line in lines if line.startswith("error: ")]
-        raised = [line for line in lines if re.match(r"^[\w.]+(Error|Exception)\b", line)]
-        error = (said or raised or ["?"])[-1][:300]
-        stopping = [line for line in lines if line.endswith("; stopping")]  # the lease's reason, if any
-        self.exits.append(
-            {"start": self.starts, "code": self.proc.returncode, "at_merges": merges, "error": error}
-            | ({"why": stopping[-1][-300:]} if stopping else {})
-        )
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGKILL)  # its JVM, if it outlived it
-
-    def kill(self) -> None:
-        """SIGKILL the job and its JVM: no goodbye to anyone."""
-        if self.proc is None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
-
-    def stop(self, grace: float) -> int | None:
-        """SIGTERM, as an orchestrator stops it; SIGKILL after `grace` seconds."""
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.wait(timeout=grace)
-        code = self.proc.poll()
-        self.kill()
-        return code
-
-    def metrics(self) -> dict[str, float]:
-        """Every sample of the job's /metrics, by name and labels ({} while it does not answer)."""
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as page:
-                text = page.read().decode()
-        except OSError:
-            return {}
-        found: dict[str, float] = {}
-        for line in text.splitlines():
-            name, _, value = line.rpartition(" ")
-            if line and not line.startswith("#"):
-                with contextlib.suppress(ValueError):
-                    found[name] = float(value)
-        return found
-
-    def pids(self) -> tuple[int | None, int | None]:
-        """The job's Python process and its JVM (the java child pyspark started)."""
-        if self.proc is None or self.proc.poll() is not None:
-            return None, None
-        try:
-            children = psutil.Process(self.proc.pid).children(recursive=True)
-        except psutil.Error:
-            return self.proc.pid, None
-        return self.proc.pid, next((c.pid for c in children if _name(c) == "java"), None)
-
-
-def _name(proc: psutil.Process) -> str:
-    try:
-        return str(proc.name())
-    except psutil.Error:
-        return ""
+    store: ProxiedS3
+    bootstrap: str
+    broker: LocalKafkaBroker | None
 
 
 # -- loads and results ---------------------------------------------------------------------------
@@ -425,79 +201,6 @@ def expected_merges(loads: int) -> int:
     return loads // 2 + loads // 4
 
 
-class Results(threading.Thread):
-    """A `ResultsFollower` taking every result, as a consumer of the results topic does; `restart`
-    closes it and opens another in the same group (a consumer restarted beside the job)."""
-
-    def __init__(self, kafka: KafkaSettings) -> None:
-        super().__init__(name="years-results", daemon=True)
-        self.kafka = kafka
-        self.group = f"years-follower-{uuid.uuid4().hex[:8]}"
-        self.given: list[tuple[str, str, str]] = []  # (plan id, status, table), as given out
-        self.restarts = 0
-        self.success_times: list[float] = []  # monotonic seconds of each SUCCEEDED result given out
-        self._succeeded = 0
-        self._healthy: set[str] = set()
-        self._lock = threading.Lock()
-        self._stopping = threading.Event()
-        self._restart = threading.Event()
-
-    def successes(self) -> int:
-        """SUCCEEDED results given out so far (merges)."""
-        with self._lock:
-            return self._succeeded
-
-    def healthy_successes(self) -> int:
-        with self._lock:
-            return len(self._healthy)
-
-    def outcomes(self) -> int:
-        with self._lock:
-            return len(self.given)
-
-    def restart(self) -> None:
-        self._restart.set()
-
-    def run(self) -> None:
-        from compactor.client.results import ResultsFollower
-
-        while not self._stopping.is_set():
-            try:
-                topic = self.kafka.results_topic
-                with ResultsFollower(
-                    self.group, self.kafka.bootstrap_servers, results_topic=topic
-                ) as follower:
-                    while not (self._stopping.is_set() or self._restart.is_set()):
-                        for result in follower.follow(idle_timeout=1.0):
-                            self._take(result)
-                            if self._restart.is_set():
-                                break
-            except Exception as exc:  # the broker paused under it: a new follower in the same group
-                print(f"  results follower: {type(exc).__name__}: {str(exc)[:160]}; a new one", flush=True)
-                self._stopping.wait(1.0)
-            if not self._stopping.is_set():
-                self._restart.clear()
-                self.restarts += 1
-
-    def _take(self, result: dict[str, Any]) -> None:
-        status = _status(result)
-        with self._lock:
-            self.given.append((str(result["plan_id"]), status, str(result["table"])))
-            if status == "SUCCEEDED":
-                self._succeeded += 1
-                self.success_times.append(time.monotonic())
-                if result["table"] != BROKEN:
-                    self._healthy.add(str(result["plan_id"]))
-
-    def close(self) -> None:
-        self._stopping.set()
-        self.join(timeout=60)
-
-
-def _status(result: dict[str, Any]) -> str:
-    return str(getattr(result["status"], "value", result["status"]))
-
-
 class Loader:
     """Loads round-robin over the tables through `ArrowLoader`, on `threads` threads (each its own
     loader and share of the tables), as long as the merges keep up (they wait while more than
@@ -509,7 +212,7 @@ class Loader:
         services: Services,
         kafka: KafkaSettings,
         tables: list[str],
-        results: Results,
+        results: FollowedResults,
         max_owed: int,
         threads: int,
     ) -> None:
@@ -519,7 +222,7 @@ class Loader:
             return ArrowLoader(
                 f"s3a://{BUCKET}/{WAREHOUSE}",
                 kafka.bootstrap_servers,
-                storage_options=services.storage_options(),
+                storage_options=services.store.storage_options(),
                 segments_topic=kafka.segments_topic,
                 results_topic=kafka.results_topic,
             )
@@ -596,85 +299,6 @@ class Loader:
 # -- samples -------------------------------------------------------------------------------------
 
 
-def pss_mib(pid: int | None) -> float | None:
-    if pid is None:
-        return None
-    try:
-        return float(psutil.Process(pid).memory_full_info().pss) / MIB
-    except (psutil.Error, AttributeError):
-        return None
-
-
-def threads(pid: int | None) -> int | None:
-    if pid is None:
-        return None
-    with contextlib.suppress(OSError):
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("Threads:"):
-                return int(line.split()[1])
-    return None
-
-
-def heap_after_gc_mib(pid: int | None) -> float | None:
-    """The JVM heap in use right after a full GC (`jcmd GC.run`, then `GC.heap_info`)."""
-    if pid is None:
-        return None
-    try:
-        subprocess.run(["jcmd", str(pid), "GC.run"], capture_output=True, timeout=120, check=True)
-        info = subprocess.run(["jcmd", str(pid), "GC.heap_info"], capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    found = re.search(r"total \d+K, used (\d+)K", info.stdout)
-    return int(found.group(1)) / 1024 if found else None
-
-
-# The job's JVM commits and touches its whole heap at start and tracks its native memory, so that
-# the JVM's PSS grows only with what is not heap: G1 growing toward its maximum would otherwise
-# read as a steady climb that stops only at -Xmx. The heap itself is measured after a full GC.
-JVM_OPTIONS = "-Xms1g -XX:+AlwaysPreTouch -XX:NativeMemoryTracking=summary"
-
-
-def spark_conf_dir(work: Path) -> Path:
-    """A SPARK_CONF_DIR whose spark-defaults.conf starts the job's driver with `JVM_OPTIONS`
-    (its heap stays Spark's default maximum, 1 GiB)."""
-    conf = work / "spark-conf"
-    conf.mkdir(exist_ok=True)
-    (conf / "spark-defaults.conf").write_text(f"spark.driver.extraJavaOptions {JVM_OPTIONS}\n")
-    return conf
-
-
-def jvm_native_mib(pid: int | None) -> float | None:
-    """The JVM's committed memory besides its heap (`jcmd VM.native_memory summary`): metaspace,
-    code, threads, GC structures, buffers; what PSS growth of a pre-touched heap is made of."""
-    if pid is None:
-        return None
-    try:
-        out = subprocess.run(
-            ["jcmd", str(pid), "VM.native_memory", "summary"], capture_output=True, text=True, timeout=60
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    total = re.search(r"Total: reserved=\d+KB, committed=(\d+)KB", out)
-    heap = re.search(r"Java Heap \(reserved=\d+KB, committed=(\d+)KB\)", out)
-    if total is None or heap is None:
-        return None
-    return (int(total.group(1)) - int(heap.group(1))) / 1024
-
-
-def jvm_thread_names(pid: int | None) -> dict[str, int]:
-    """The JVM's live threads by name, digits folded (`jcmd Thread.print`): what a growing count is."""
-    if pid is None:
-        return {}
-    try:
-        out = subprocess.run(
-            ["jcmd", str(pid), "Thread.print"], capture_output=True, text=True, timeout=60
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return {}
-    names = re.findall(r'^"([^"]*)"', out, re.M)
-    return dict(Counter(re.sub(r"\d+", "N", n) for n in names).most_common(12))
-
-
 @dataclass
 class Sample:
     """The job's driver, every `sample_every` merges."""
@@ -721,7 +345,7 @@ def slope_per_1000(
 def file_counts(services: Services, tables: list[str]) -> dict[str, Any]:
     """Files under `_compactor/` (by folder); per table and for the catalog table, the commits in
     its log since its last checkpoint, and its log's files in all."""
-    s3 = services.s3()
+    s3 = services.store.s3()
     keys: list[str] = []
     for page in s3.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=f"{WAREHOUSE}/"):
         keys.extend(o["Key"] for o in page.get("Contents", []))
@@ -783,7 +407,7 @@ def conservation(
         want = want[keep]
         uri = f"s3://{BUCKET}/{WAREHOUSE}/{table}"
         got = (
-            DeltaTable(uri, storage_options=services.storage_options())
+            DeltaTable(uri, storage_options=services.store.storage_options())
             .to_pyarrow_table(columns=["load", "k", "v", "note"])
             .to_pandas()
         )
@@ -799,71 +423,6 @@ def conservation(
             "deleted": sum(1 for t, _, _ in deleted if t == table),
         }
     return per_table
-
-
-def raw_results(kafka: KafkaSettings) -> list[dict[str, Any]]:
-    """Every record of the results topic, decoded, as the job sent it (repeats included)."""
-    from confluent_kafka import Consumer
-
-    from compactor.codec.events import default_codec
-    from compactor.kafka.polling import messages
-
-    settings = {
-        "bootstrap.servers": kafka.bootstrap_servers,
-        "group.id": f"years-raw-{uuid.uuid4().hex}",
-        "auto.offset.reset": "earliest",
-        "enable.auto.commit": False,
-    }
-    consumer = Consumer(settings)
-    consumer.subscribe([kafka.results_topic])
-    codec = default_codec()
-    try:
-        return [codec.decode_merge_result(m.value()) for m in messages(consumer, idle_timeout=10.0)]
-    finally:
-        consumer.close()
-
-
-def merge_commits(services: Services, tables: list[str]) -> Counter[str]:
-    """Plan id -> the merge commits naming it, over every table's history."""
-    from deltalake import DeltaTable
-
-    from compactor.delta.log.commit_metadata import parse_metadata
-
-    found: Counter[str] = Counter()
-    for table in tables:
-        with contextlib.suppress(Exception):  # a table never loaded
-            uri = f"s3://{BUCKET}/{WAREHOUSE}/{table}"
-            for commit in DeltaTable(uri, storage_options=services.storage_options()).history():
-                meta = parse_metadata(commit.get("userMetadata"))
-                if meta and meta.get("op") == "merge" and meta.get("plan_id"):
-                    found[str(meta["plan_id"])] += 1
-    return found
-
-
-def results_check(
-    given: list[tuple[str, str, str]], raw: list[dict[str, Any]], commits: Counter[str]
-) -> dict[str, Any]:
-    """Each (plan, status) the job sent given to the follower exactly once; each SUCCEEDED plan
-    committed exactly once, and each merge commit announced as SUCCEEDED."""
-    outcomes = {(str(r["plan_id"]), _status(r)) for r in raw}
-    handed = Counter((p, s) for p, s, _ in given)
-    succeeded = {p for p, s in outcomes if s == "SUCCEEDED"}
-    return {
-        "results_sent": len(raw),
-        "outcomes": len(outcomes),
-        "by_status": dict(Counter(s for _, s in outcomes)),
-        "given_to_follower": sum(handed.values()),
-        "given_twice": sum(c - 1 for c in handed.values()),
-        "never_given": len(outcomes - set(handed)),
-        "succeeded_plans": len(succeeded),
-        "succeeded_without_commit": len(succeeded - set(commits)),
-        "commits_without_success": len(set(commits) - succeeded),
-        "plans_committed_twice": sum(1 for c in commits.values() if c > 1),
-        "examples": {
-            "succeeded_without_commit": sorted(succeeded - set(commits))[:5],
-            "committed_without_success": sorted(set(commits) - succeeded)[:5],
-        },
-    }
 
 
 STEADY_WARMUP_S = 300.0  # after the first merge, before the first window
@@ -909,11 +468,7 @@ def plan_trails(text: str, plan_ids: list[str], most: int = 12) -> dict[str, lis
     a failed check needs to be told apart from a slow one on a machine far away (CI)."""
     trails: dict[str, list[str]] = {}
     for plan_id in plan_ids:
-        lines = [
-            line[:300]
-            for line in text.splitlines()
-            if plan_id in line or line.startswith("===== years.py: start")
-        ]
+        lines = [line[:300] for line in text.splitlines() if plan_id in line or line.startswith(START_BANNER)]
         trails[plan_id] = lines[-most:]
     return trails
 
@@ -965,8 +520,8 @@ class Run:
     kafka: KafkaSettings
     healthy: list[str]
     tables: list[str]
-    job: Job
-    results: Results
+    job: JobProcess
+    results: FollowedResults
     loader: Loader
     samples: list[Sample] = field(default_factory=list)
     faults: list[dict[str, Any]] = field(default_factory=list)
@@ -1023,7 +578,7 @@ class Run:
         if kind == "outage":
             self.loader.store_down.set()  # the loaders cannot reach it either; what they sent is still to do
             try:
-                with self.services.store_cut():
+                with self.services.store.store_cut():
                     time.sleep(self.shape.outage_s)
             finally:
                 self.loader.store_down.clear()
@@ -1066,12 +621,12 @@ class Run:
         predicate = f"load = {n} AND k < {cut}"
         for tries in range(1, 21):
             try:
-                DeltaTable(uri, storage_options=self.services.storage_options()).delete(predicate)
+                DeltaTable(uri, storage_options=self.services.store.storage_options()).delete(predicate)
             except Exception as exc:  # a merge committed first: read the table again and retry
                 print(f"  delete: {type(exc).__name__}: {str(exc)[:120]}; again", flush=True)
                 time.sleep(0.5)
                 continue
-            left = DeltaTable(uri, storage_options=self.services.storage_options()).to_pyarrow_table(
+            left = DeltaTable(uri, storage_options=self.services.store.storage_options()).to_pyarrow_table(
                 columns=["k"], filters=[("load", "=", n), ("k", "<", cut)]
             )
             if left.num_rows == 0:
@@ -1085,17 +640,17 @@ class Run:
         began, last, quiet_since = time.monotonic(), -1, time.monotonic()
         while time.monotonic() - began < self.shape.drain_s:
             if not self.job.alive():
-                self.job.exited(self.merges())
+                self.job.note_exit(at_merges=self.merges())
                 self.started_again()
             now = self.results.outcomes()
             if now != last:
                 last, quiet_since = now, time.monotonic()
-            elif time.monotonic() - quiet_since >= 16 * COOL_DOWN_S + 4:
-                metrics = self.job.metrics()
-                running = sum(v for k, v in metrics.items() if k.startswith("compactor_active_merges"))
-                lag = sum(v for k, v in metrics.items() if k.startswith("compactor_consumer_lag_events"))
-                if metrics and running == 0 and lag == 0 and self.job.serving():
-                    return True
+            elif (
+                time.monotonic() - quiet_since >= 16 * COOL_DOWN_S + 4
+                and self.job.idle()
+                and self.job.serving()
+            ):
+                return True
             time.sleep(1)
         return False
 
@@ -1136,14 +691,15 @@ def main() -> None:
         flush=True,
     )
     began = time.monotonic()
-    services = Services(work)
+    store = ProxiedS3(work, BUCKET)
     try:
-        services.start()
-        payload = run(shape, work, services)
-        if args.keep:
-            services.dump(work / "bucket")
+        with kafka_broker(work) as (bootstrap, broker):
+            store.start()
+            payload = run(shape, work, Services(store, bootstrap, broker))
+            if args.keep:
+                store.dump(work / "bucket")
     finally:
-        services.stop()
+        store.stop()
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
     payload["total_seconds"] = round(time.monotonic() - began, 1)
@@ -1165,7 +721,7 @@ def run(shape: Shape, work: Path, services: Services) -> dict[str, Any]:
     kafka = KafkaSettings(services.bootstrap, f"{prefix}.segments", f"{prefix}.results", f"{prefix}.dead")
     ensure_topics(kafka, [kafka.segments_topic, kafka.results_topic, kafka.dead_letter_topic])
     config = work / "tables.yaml"
-    config.write_text(config_yaml(services.proxy_port))
+    config.write_text(config_yaml(services.store.proxy_port))
     # the driver's hang outlasts its bound (its thread comes back later); the task's is cancelled
     driver, task = f"{3 * MERGE_TIMEOUT_S}:{shape.hang_every}", f"3600:{shape.hang_every}"
     hang = f"{HANG_DRIVER}:driver:{driver},{HANG_TASK}:task:{task}"
@@ -1179,10 +735,10 @@ def run(shape: Shape, work: Path, services: Services) -> dict[str, Any]:
         "--master",
         "local[2]",
     ]
-    results = Results(kafka)
+    results = FollowedResults(kafka, healthy=lambda table: table != BROKEN)
     tables = [*healthy, BROKEN]
     loader = Loader(services, kafka, tables, results, max(6, 2 * shape.tables), shape.loaders)
-    r = Run(shape, services, kafka, healthy, tables, Job(args, work / "job.log", env), results, loader)
+    r = Run(shape, services, kafka, healthy, tables, JobProcess(args, work / "job.log", env), results, loader)
     plan = schedule(shape)
     # on a slow machine each fault also strikes at its share of `minutes`; but only once the job
     # has merged again since the last fault (or exit) and run `fault_gap_s` since, and none in the
@@ -1202,7 +758,7 @@ def run(shape: Shape, work: Path, services: Services) -> dict[str, Any]:
     try:
         while True:
             if not r.job.alive():
-                r.job.exited(r.merges())
+                r.job.note_exit(at_merges=r.merges())
                 print(f"  the job exited by itself: {r.job.exits[-1]}; started again", flush=True)
                 r.started_again()
                 recovered_at, healthy_since = r.merges() + 1, None
@@ -1264,7 +820,13 @@ def report(
     shape = r.shape
     rows = conservation(r.services, r.loader.loads, r.deleted)
     raw = raw_results(r.kafka)
-    results = results_check(r.results.given, raw, merge_commits(r.services, r.tables))
+    results = results_check(
+        r.results.given,
+        raw,
+        merge_commits(
+            [f"s3://{BUCKET}/{WAREHOUSE}/{t}" for t in r.tables], r.services.store.storage_options()
+        ),
+    )
     job_log = r.job.log.read_text(errors="replace")
     logged = log_findings(job_log, r.healthy)
     examples = results["examples"]

@@ -3,22 +3,14 @@ and not yet committed."""
 
 from __future__ import annotations
 
-import importlib
-import sys
-from pathlib import Path
-
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+from tests.bench import bench_module
 
 
 @pytest.fixture(scope="module")
 def freshness():  # type: ignore[no-untyped-def]
-    sys.path.insert(0, str(BENCH))
-    try:
-        yield importlib.import_module("freshness")
-    finally:
-        sys.path.remove(str(BENCH))
+    return bench_module("freshness")
 
 
 def merge(table: str, committed: float, removed: list[str], added: str) -> dict[str, object]:

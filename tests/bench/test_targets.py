@@ -1,20 +1,13 @@
-"""The benchmarks' targets as data (bench/_targets.py): each judged once, printed as one line,
+"""The benchmarks' targets as data (bench/harness/targets.py): each judged once, printed as one line,
 saved as a verdict, and summed up for run_all's table without judging again."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-_spec = importlib.util.spec_from_file_location("_targets", BENCH / "_targets.py")
-assert _spec is not None and _spec.loader is not None
-targets = importlib.util.module_from_spec(_spec)
-sys.modules["_targets"] = targets
-_spec.loader.exec_module(targets)
+from tests.bench import bench_module
+
+targets = bench_module("harness.targets")
 Target, judge, verdict_summary = targets.Target, targets.judge, targets.verdict_summary
 
 RATE = Target("rate", "merges drained a second", 3.0, at_most=False, unit=" merges/s")

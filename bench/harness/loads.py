@@ -1,12 +1,10 @@
 """Loads as a producer outside Spark makes them: segments written by delta-rs with the load record
-the job reads, their `SegmentCompleted` events, the benchmark's own topics, and the CPU time of a
-process tree. Shared by the benchmarks that keep loading off the job's CPU (capacity, freshness).
+the job reads, their `SegmentCompleted` events, and the benchmark's own topics. Shared by the
+benchmarks that keep loading off the job's CPU (capacity, freshness).
 """
 
 from __future__ import annotations
 
-import contextlib
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -20,8 +18,6 @@ from compactor.domain.events import SegmentCompleted
 from compactor.domain.segments import Segment, TimeRange
 
 if TYPE_CHECKING:
-    import psutil
-
     from compactor.kafka.settings import KafkaSettings
 
 START = datetime(2024, 1, 1, tzinfo=UTC)
@@ -107,20 +103,3 @@ def bench_topics(bootstrap: str, prefix: str, shards: int | None = None) -> Kafk
     else:
         ensure_topics(kafka, [kafka.segments_topic, kafka.results_topic, kafka.dead_letter_topic])
     return kafka
-
-
-@dataclass
-class Tree:
-    """CPU seconds of this process and its children (the JVM), read at two moments."""
-
-    process: psutil.Process
-
-    def cpu(self) -> float:
-        import psutil  # the bench extra's: the loaders above serve tests without it
-
-        total = 0.0
-        for p in [self.process, *self.process.children(recursive=True)]:
-            with contextlib.suppress(psutil.Error):
-                t = p.cpu_times()
-                total += t.user + t.system + getattr(t, "children_user", 0) + getattr(t, "children_system", 0)
-        return total

@@ -15,98 +15,46 @@ and the query started (`compactor running`), and the first event's work done (th
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
-import socket
-import subprocess
-import sys
-import threading
 import time
-import urllib.request
 import uuid
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from _common import run_args
+from harness.job_process import JobProcess, run_args
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from compactor.kafka.settings import KafkaSettings
 
-COMPACTOR = str(Path(sys.executable).with_name("compactor"))
 MARKS = {"spark": "spark: master", "layout": "compactor running", "started": "shard 0: running"}
 TIMEOUT_S = 300.0
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def until_processed(job: JobProcess) -> dict[str, Any]:
+    """Spawn -> each of the job's marks, and -> the first event's work done (its
+    `compactor_events_total`), with the seconds its batches spent in each phase."""
+    while job.metric("compactor_events_total") < 1:
+        if not job.alive():
+            raise RuntimeError(f"the job exited with {job.proc and job.proc.returncode}: see {job.log}")
+        if time.monotonic() - job.started_at > TIMEOUT_S:
+            raise RuntimeError(f"no event processed in {TIMEOUT_S:.0f}s: see {job.log}")
+        time.sleep(0.1)
+    processed = time.monotonic() - job.started_at
+    return job.marks_at | {"processed": processed, "phases": batch_phases(job.metrics())}
 
 
-class TimedJob:
-    """`compactor run` with the time each of its marks appeared, counted from the spawn."""
-
-    def __init__(self, args: list[str], log: Path) -> None:
-        self.port = free_port()
-        self.log = log
-        self.marks: dict[str, float] = {}
-        self.spawned = time.monotonic()
-        self.process = subprocess.Popen(
-            [COMPACTOR, "run", *args, "--metrics-port", str(self.port), "--metrics-host", "127.0.0.1"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=True,
-        )
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        with open(self.log, "a") as out:
-            for line in self.process.stdout:
-                out.write(line)
-                for mark, text in MARKS.items():
-                    if text in line and mark not in self.marks:
-                        self.marks[mark] = time.monotonic() - self.spawned
-
-    def metric(self, prefix: str) -> dict[str, float]:
-        """Each sample whose line starts with `prefix`, by its labels."""
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=2) as page:
-                text = page.read().decode()
-        except OSError:
-            return {}
-        samples = (x.rsplit(" ", 1) for x in text.splitlines() if x.startswith(prefix))
-        return {name.removeprefix(prefix): float(value) for name, value in samples}
-
-    def events(self) -> float:
-        return sum(self.metric("compactor_events_total").values())
-
-    def batch_phases(self) -> dict[str, float]:
-        """Seconds the batches so far spent in each phase (one batch: the first event's)."""
-        sums = self.metric("compactor_batch_phase_seconds_sum")
-        found = {k.split('phase="')[1].split('"')[0]: v for k, v in sums.items() if 'phase="' in k}
-        return found | {"batch": sum(self.metric("compactor_batch_duration_seconds_sum").values())}
-
-    def until_processed(self) -> dict[str, Any]:
-        """Spawn -> each mark, and -> the first event's work done."""
-        while self.events() < 1:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"the job exited with {self.process.returncode}: see {self.log}")
-            if time.monotonic() - self.spawned > TIMEOUT_S:
-                raise RuntimeError(f"no event processed in {TIMEOUT_S:.0f}s: see {self.log}")
-            time.sleep(0.1)
-        return self.marks | {"processed": time.monotonic() - self.spawned, "phases": self.batch_phases()}
-
-    def kill(self) -> None:
-        """SIGKILL the job and its Spark: no goodbye to anyone."""
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.wait()
+def batch_phases(metrics: dict[str, float]) -> dict[str, float]:
+    """Seconds the batches so far spent in each phase, and in all."""
+    phases = {
+        k.split('phase="')[1].split('"')[0]: v
+        for k, v in metrics.items()
+        if k.startswith("compactor_batch_phase_seconds_sum{") and 'phase="' in k
+    }
+    total = sum(v for k, v in metrics.items() if k.split("{")[0] == "compactor_batch_duration_seconds_sum")
+    return phases | {"batch": total}
 
 
 def send_load(spark: SparkSession, kafka: KafkaSettings, warehouse: str, n: int, start: datetime) -> None:
@@ -149,9 +97,9 @@ def restart_figures(
             seat = take_seat(
                 f"{lease_group(kafka, warehouse_uri(warehouse))}\n{warehouse_uri(str(checkpoint))}"
             )
-        job = TimedJob(args, root / "restart-jobs.log")
+        job = JobProcess(args, root / "restart-jobs.log", marks=MARKS).start()
         try:
-            rows.append({"start": start} | job.until_processed())
+            rows.append({"start": start} | until_processed(job))
             time.sleep(3)  # the batch's offsets committed: the next start reads only the new event
         finally:
             job.kill()

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from _loads import bench_topics
+from harness.loads import bench_topics
 
 if TYPE_CHECKING:
     from compactor.config.tables import ProjectConfig
