@@ -186,14 +186,26 @@ def spark_session(
     fair_pools: Mapping[str, Resources] | None = None,
 ) -> Any:
     """The command's SparkSession: the user's Spark settings, the config's `spark:` block, the CLI's."""
+    return spark_builder(app_name, config, locations, fair_pools)()
+
+
+def spark_builder(
+    app_name: str,
+    config: ProjectConfig | None,
+    locations: tuple[str, ...],
+    fair_pools: Mapping[str, Resources] | None = None,
+) -> Callable[[], Any]:
+    """`spark_session`, to be built later and on any thread: the command line's Spark options are
+    read now, from click's context, which only the command's own thread has."""
     from compactor.spark.session import build_spark
 
     meta = click.get_current_context().meta
-    return build_spark(
+    master, overrides = meta.get("spark_master"), meta.get("spark_conf")
+    return lambda: build_spark(
         app_name,
-        master=meta.get("spark_master"),
+        master=master,
         extra_conf=config.spark if config is not None else None,
         fair_pools=fair_pools or {},
         locations=locations,
-        overrides=meta.get("spark_conf"),
+        overrides=overrides,
     )

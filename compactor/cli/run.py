@@ -14,8 +14,8 @@ from compactor.cli.options import (
     kafka_settings,
     say,
     segments_topic_option,
+    spark_builder,
     spark_options,
-    spark_session,
     warehouse_option,
 )
 from compactor.kafka.settings import DEFAULT_DEAD_LETTER_TOPIC, DEFAULT_RESULTS_TOPIC
@@ -145,7 +145,7 @@ def run(
     )
     run_job(
         job,
-        lambda: spark_session(
+        spark_builder(
             "streaming-compactor", config, (warehouse, checkpoint), config.spark_pools() | JOB_POOLS
         ),
         say,

@@ -1,4 +1,4 @@
-"""`compactor run` from its settings to its stop: the lease taken, Spark started, the shards'
+"""`compactor run` from its settings to its stop: the lease taken while Spark starts, the shards'
 layout settled, metrics, probes and the console served, and the shards run as the lease gives and
 takes them (or, `until_idle`, each drained once). The command line (`cli/run.py`) only gathers the
 settings; lines for the operator go through the `say` it passes."""
@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compactor.config.tables import ProjectConfig
+from compactor.delta.files import jvm_class
 from compactor.delta.paths import warehouse_uri
 from compactor.delta.warehouse.shard_record import ShardRecord
 from compactor.errors import ConfigError, ShardCountMismatch
@@ -28,6 +29,7 @@ STOP_GRACE_S = 60.0
 OPERATOR_LOGGERS = ("compactor.stream.runner", "compactor.job.summary")
 
 Say = Callable[[str], None]
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,10 @@ def run_job(job: JobRun, spark_session: Callable[[], Any], say: Say) -> None:
     dies. With more, every job started shares the shards through Kafka's group protocol."""
     for name in OPERATOR_LOGGERS:
         logging.getLogger(name).setLevel(logging.INFO)
-    # before Spark: a refused job exits in seconds
+    # Spark starts beside the lease: its JVM's start-up, most of a restart's seconds, overlaps
+    # the group join. Nothing touches the warehouse until the lease is held, and a refused job
+    # exits without waiting for Spark.
+    spark = SparkStart(spark_session)
     shards = job.config.operations.shards
     warehouse = warehouse_uri(job.warehouse)
     _refuse_other_counts(job.kafka, warehouse, shards)
@@ -63,9 +68,49 @@ def run_job(job: JobRun, spark_session: Callable[[], Any], say: Say) -> None:
     lease = ControllerLease(job.kafka, warehouse, shards, checkpoint=identity, instance_id=job.instance_id)
     lease.acquire(job.standby or job.config.operations.standby, waiting=say)
     try:
-        _run(job, lease, spark_session, say)
+        _run(job, lease, spark.session, say)
     finally:
         lease.close()
+
+
+def warm_up(spark: Any) -> None:
+    """One tiny job through Spark's whole path (planning, code generation, scheduling, a task, its
+    result back to the driver) while the job recovers: a fresh JVM's first job costs about two
+    seconds of class loading and compiling, which the first batch would otherwise pay."""
+    try:
+        spark.range(4).selectExpr("cast(id * 2 as string) as text").collect()
+    except Exception as exc:  # only a head start: the batches run the same path anyway
+        log.debug("warming Spark up failed: %s", exc)
+
+
+class SparkStart:
+    """A SparkSession built on a thread of its own from the moment it is made; `session()` waits
+    for it and raises what building it raised. Once built, the thread goes on to `then` (the
+    warm-up) without holding anyone up. The thread is a daemon: a job refused its lease exits at
+    once, and the JVM, whose stdin closes with this process, ends with it."""
+
+    def __init__(self, build: Callable[[], Any], then: Callable[[Any], None] = warm_up) -> None:
+        self._build, self._then = build, then
+        self._built = threading.Event()
+        self._session: Any = None
+        self._error: BaseException | None = None
+        threading.Thread(target=self._run, name="spark-start", daemon=True).start()
+
+    def _run(self) -> None:
+        try:
+            self._session = self._build()
+        except BaseException as exc:  # raised again in the thread that asks for the session
+            self._error = exc
+        finally:
+            self._built.set()
+        if self._error is None:
+            self._then(self._session)
+
+    def session(self) -> Any:
+        self._built.wait()
+        if self._error is not None:
+            raise self._error
+        return self._session
 
 
 def _refuse_other_counts(kafka: KafkaSettings, warehouse: str, shards: int) -> None:
@@ -89,6 +134,9 @@ def _run(job: JobRun, lease: ControllerLease, spark_session: Callable[[], Any], 
     from compactor.observe.metrics.shard_metrics import ShardMetrics
 
     spark = spark_session()
+    # the JVM keeps the active session per thread, and Spark was built on another: this one
+    # gets it as if it had built it (Delta reads its settings from the active session)
+    jvm_class(spark._jvm, "org.apache.spark.sql.SparkSession").setActiveSession(spark._jsparkSession)
     context = spark.sparkContext
     say(f"spark: master {context.master}, UI {context.uiWebUrl or 'off'}")
     layout, record = _layout(spark, config, kafka, warehouse, checkpoint, job.reshard)
