@@ -240,3 +240,56 @@ def test_a_read_only_console_offers_no_control_and_no_markup_runs(
     finally:
         console.close()
         handler.close()
+
+
+def test_a_rebound_host_name_and_wrong_tokens_are_turned_away_in_the_browser(
+    browser: Browser, tmp_path: Path
+) -> None:
+    """DNS rebinding as a browser meets it: a name of another site resolving to the console's
+    address (Chromium's resolver mapped) is refused with 421, so its page never reads the
+    console; a sign-in form sent with wrong tokens gets a wait after a few, then its session."""
+    from compactor.observe.console.app import console_app
+    from compactor.observe.console.guard import FREE_TRIES, ConsoleGuard, allowed_hosts
+    from compactor.observe.console.sources import JobSource
+    from tests.helpers.harness import Harness
+
+    harness = Harness(tmp_path)
+    harness.store.create("sales")
+    rules = {"defaults": {"rules": [{"rule": "minor", "level_thresholds": [3, 0]}]}}
+    handler = harness.handler(rules)
+    handler.process(harness.loaded(harness.day(0, sid="s0", table="sales")))
+    source = JobSource(lambda: [handler], load_config(rules))
+    guard = ConsoleGuard(hosts=allowed_hosts("127.0.0.1", ["compactor.internal"]))
+    server = ProbeServer(
+        CollectorRegistry(), {}, "127.0.0.1", 0, console=console_app(source, token=TOKEN, guard=guard)
+    )
+    server.start()
+    port = server.port
+    resolve = "MAP rebind.example 127.0.0.1, MAP compactor.internal 127.0.0.1"
+    mapped = browser.browser_type.launch(
+        executable_path=CHROMIUM, headless=True, args=["--no-sandbox", f"--host-resolver-rules={resolve}"]
+    )
+    try:
+        page = mapped.new_page()
+        page.goto(f"http://compactor.internal:{port}/tables/sales")
+        expect(page.locator("#table-name")).to_have_text("sales")
+
+        answer = page.goto(f"http://rebind.example:{port}/tables/sales")
+        assert answer is not None and answer.status == 421
+        assert page.locator("#table-name").count() == 0, "no page of the console under another name"
+
+        page.goto(f"http://127.0.0.1:{port}/login")
+        statuses = []
+        for _ in range(FREE_TRIES + 1):
+            page.fill("#token", "a wrong token")
+            with page.expect_response(
+                lambda r: r.url.endswith("/login") and r.request.method == "POST"
+            ) as sent:
+                page.click("#sign-in-button")
+            statuses.append(sent.value.status)
+            page.goto(f"http://127.0.0.1:{port}/login")
+        assert statuses == [403] * FREE_TRIES + [429], statuses
+    finally:
+        mapped.close()
+        server.stop()
+        handler.close()

@@ -47,7 +47,7 @@ def test_the_job_serves_its_console_beside_its_metrics_on_one_port(
     config = tmp_path / "tables.yaml"
     config.write_text(CONFIG_YAML)
     (port,) = free_ports(1, set())
-    os.environ[TOKEN_ENV] = "t" * 24
+    token = os.environ[TOKEN_ENV] = "console-token-7f3a9c2e1b5d"
     job = start_job(
         config, warehouse, tmp_path / "cp", kafka_bootstrap, kafka, port,
         "--console-port", str(port), "--console-token", f"env:{TOKEN_ENV}",
@@ -79,6 +79,7 @@ def test_the_job_serves_its_console_beside_its_metrics_on_one_port(
     finally:
         output = stop(job)
     assert f"console: http://127.0.0.1:{port}/ (controls for the token's holder" in output
+    assert token not in output, "the console's token is never logged"
 
 
 def test_compactor_console_serves_a_warehouse_without_a_job_or_a_broker(

@@ -188,6 +188,51 @@ def test_clients_that_connect_and_send_nothing_hold_no_worker_and_the_port_close
         pass
 
 
+def test_a_connection_idle_past_the_timeout_is_closed_by_the_server(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import socket
+    import time
+
+    from compactor.observe.metrics import server as probes
+
+    monkeypatch.setattr(probes, "CHANNEL_TIMEOUT_S", 1)
+    server = ProbeServer(harness.handler(MINOR).metrics.registry, {}, "127.0.0.1", 0).start()
+    try:
+        silent = socket.create_connection(("127.0.0.1", server.port))
+        silent.sendall(b"GET /metrics HTTP/1.1\r\n")  # never finished
+        silent.settimeout(10)
+        began = time.monotonic()
+        assert silent.recv(1024) == b"", "closed by the server, nothing answered"
+        assert 1 <= time.monotonic() - began < 8
+        silent.close()
+    finally:
+        server.stop()
+
+
+def test_connections_past_the_limit_wait_until_one_closes(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import socket
+
+    from compactor.observe.metrics import server as probes
+
+    # waitress counts its own listening socket and its wake-up pipe among the connections
+    monkeypatch.setattr(probes, "CONNECTION_LIMIT", 2 + 2)
+    server = ProbeServer(harness.handler(MINOR).metrics.registry, {}, "127.0.0.1", 0).start()
+    url = f"http://127.0.0.1:{server.port}/healthz"
+    held = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(2)]
+    try:
+        with pytest.raises(OSError):  # accepted by the kernel, never read by the server
+            urllib.request.urlopen(url, timeout=2).read()
+        held.pop().close()
+        assert urllib.request.urlopen(url, timeout=5).read() == b"ok\n"
+    finally:
+        for connection in held:
+            connection.close()
+        server.stop()
+
+
 def test_the_metrics_port_binds_the_loopback_address_unless_told() -> None:
     from compactor.cli.run import run
 

@@ -23,7 +23,7 @@ from prometheus_client import CollectorRegistry, make_wsgi_app
 from waitress.server import create_server
 
 THREADS = 4  # requests served at once; the rest wait in waitress's queue
-CONNECTION_LIMIT = 64  # open connections at once; more wait in the kernel's backlog
+CONNECTION_LIMIT = 64  # open sockets at once, waitress's own two among them; more wait in the backlog
 CHANNEL_TIMEOUT_S = 30  # a connection that sends nothing for this long is closed
 
 # A readiness check: its name and a function saying None when fine, else what is wrong.
@@ -54,6 +54,7 @@ class ProbeServer:
             threads=THREADS,
             connection_limit=CONNECTION_LIMIT,
             channel_timeout=CHANNEL_TIMEOUT_S,
+            cleanup_interval=CHANNEL_TIMEOUT_S,  # how often idle connections are looked for
             ident="compactor",
             clear_untrusted_proxy_headers=False,  # the console's ProxyFix decides whom to believe
         )

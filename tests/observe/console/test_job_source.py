@@ -170,3 +170,25 @@ def test_a_slow_copy_is_replaced_behind_the_page_and_copies_are_spaced_by_their_
     took = 0.3
     assert not _Copy(first, time.monotonic() - 0.9 * took / COPY_SHARE, took).stale(0.0)  # type: ignore[arg-type]
     assert _Copy(first, time.monotonic() - 1.1 * took / COPY_SHARE, took).stale(0.0)  # type: ignore[arg-type]
+
+
+def test_a_tables_page_refreshed_reads_its_whole_history_once(harness: Harness, monkeypatch: Any) -> None:
+    """The page polls every 2 seconds: after the first view, only the commits since are read."""
+    harness.store.create("t")
+    handler = harness.handler(CONFIG)
+    handler.process(harness.loaded(*(harness.day(i, sid=f"t{i}") for i in range(2))))
+    whole_reads: list[str] = []
+    read_history = harness.store.history
+
+    def counted(table: str) -> Any:
+        whole_reads.append(table)
+        return read_history(table)
+
+    monkeypatch.setattr(harness.store, "history", counted)
+    source = JobSource(lambda: [handler], load_config(CONFIG), fresh_for=0.0)
+    first = source.table("t")
+    assert first is not None and whole_reads == ["t"]
+    handler.process(harness.loaded(harness.day(2, sid="t2")))  # a third load: a merge commits
+    again = source.table("t")
+    assert again is not None and whole_reads == ["t"], "refreshed from the commits since, not whole"
+    assert (len(first.merges), len(again.merges)) == (0, 1), "the merge's commit is on the page"
