@@ -133,6 +133,35 @@ def test_the_driver_computes_the_fingerprint_spark_computes(spark: Any, table: p
     assert spark_fingerprint(frame, frame.columns) == arrow_fingerprint(table)
 
 
+# Unscaled values at the edges of a byte of two's complement, where a negative value needs one
+# byte less than its magnitude's bits suggest (found by the test above: -0.128 in a decimal(25,3))
+EDGES = [
+    "-0.128", "-0.129", "0.127", "0.128", "-32.768", "-32.769", "32.767", "32.768",
+    "-8388.608", "8388.608", "0.000", "-0.001", "0.255", "-0.256",
+]  # fmt: skip
+
+
+@pytest.mark.integration
+def test_wide_decimals_at_the_edges_of_a_byte_hash_as_spark_hashes_them(spark: Any) -> None:
+    values = [Decimal(v) for v in EDGES]
+    table = pa.table({"w": pa.array(values, pa.decimal128(25, 3))})
+    frame = spark.createDataFrame([(v,) for v in values], "w decimal(25,3)")
+    for i in range(len(values)):
+        one = table.slice(i, 1)
+        assert spark_fingerprint(frame.where(frame.w == values[i]), ["w"]) == arrow_fingerprint(one), EDGES[i]
+
+
+def test_java_s_byte_array_of_a_big_integer_is_the_shortest_twos_complement() -> None:
+    from compactor.delta.content.fingerprint import _java_bytes
+
+    java = {  # BigInteger.valueOf(v).toByteArray()
+        0: b"\x00", -1: b"\xff", 127: b"\x7f", 128: b"\x00\x80", -128: b"\x80", -129: b"\xff\x7f",
+        255: b"\x00\xff", -256: b"\xff\x00", 32767: b"\x7f\xff", -32768: b"\x80\x00",
+        -32769: b"\xff\x7f\xff", 2**63: b"\x00\x80" + b"\x00" * 7, -(2**63): b"\x80" + b"\x00" * 7,
+    }  # fmt: skip
+    assert {v: _java_bytes(v) for v in java} == java
+
+
 def test_the_fingerprint_of_every_type_with_nan_negative_zero_and_wide_decimals() -> None:
     """Fixed values whose fingerprint was checked against Spark (the test above): a change in
     how a type is hashed shows here without Spark."""

@@ -183,8 +183,11 @@ def _unscaled_longs(array: pa.Array) -> np.ndarray:
 
 
 def _java_bytes(value: int) -> bytes:
-    """Java's `BigInteger.toByteArray`: the shortest big-endian two's complement."""
-    return value.to_bytes(value.bit_length() // 8 + 1, "big", signed=True)
+    """Java's `BigInteger.toByteArray`: the shortest big-endian two's complement, with room for
+    the sign bit. Java's `bitLength` of a negative value is that of its complement: -128 takes
+    one byte (0x80), where Python's `bit_length` (of its magnitude) would ask for two."""
+    bits = value.bit_length() if value >= 0 else (~value).bit_length()
+    return value.to_bytes(bits // 8 + 1, "big", signed=True)
 
 
 def _hash_bytes(values: Sequence[bytes | None], seeds: np.ndarray) -> np.ndarray:
