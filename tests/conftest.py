@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from compactor.dev import SHORT_RUN_JVM_OPTIONS
 
@@ -96,6 +97,11 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 # the suite's JVMs live minutes: JIT settings for that (a SPARK_SUBMIT_OPTS of your own wins)
 os.environ.setdefault("SPARK_SUBMIT_OPTS", SHORT_RUN_JVM_OPTIONS)
+
+# A property test's failure prints the blob that replays it (`@reproduce_failure`): CI starts
+# without Hypothesis's example database, so a rare draw it fails on is otherwise seen only once.
+settings.register_profile("compactor", print_blob=True)
+settings.load_profile("compactor")
 
 
 @pytest.fixture(scope="session")
