@@ -142,6 +142,18 @@ EDGES = [
 
 
 @pytest.mark.integration
+def test_decimals_of_38_digits_hash_as_spark_hashes_them(spark: Any) -> None:
+    """Past a Python Decimal's 28 digits of context, where scaling one rounds it."""
+    values = [
+        Decimal("12345678901234567890123456789012.345678"),
+        Decimal("-99999999999999999999999999999999.999999"),
+    ]
+    table = pa.table({"x": pa.array(values, pa.decimal128(38, 6))})
+    frame = spark.createDataFrame([(v,) for v in values], "x decimal(38,6)")
+    assert spark_fingerprint(frame, ["x"]) == arrow_fingerprint(table)
+
+
+@pytest.mark.integration
 def test_wide_decimals_at_the_edges_of_a_byte_hash_as_spark_hashes_them(spark: Any) -> None:
     values = [Decimal(v) for v in EDGES]
     table = pa.table({"w": pa.array(values, pa.decimal128(25, 3))})

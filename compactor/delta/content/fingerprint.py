@@ -152,7 +152,10 @@ def _hash_values(array: pa.Array, seeds: np.ndarray) -> np.ndarray:
     if pa.types.is_decimal(kind) and kind.precision <= 18:
         return _hash_long(_unscaled_longs(array).view(np.uint64), seeds)
     if pa.types.is_decimal(kind):
-        wide = [None if v is None else _java_bytes(int(v.scaleb(kind.scale))) for v in array.to_pylist()]
+        nulls = array.is_null().to_pylist()
+        wide = [
+            None if null else _java_bytes(v) for v, null in zip(_unscaled_ints(array), nulls, strict=True)
+        ]
         return _hash_bytes(wide, seeds)
     if pa.types.is_string(kind) or pa.types.is_binary(kind):
         return _hash_bytes(array.cast(pa.binary()).to_pylist(), seeds)
@@ -180,6 +183,17 @@ def _unscaled_longs(array: pa.Array) -> np.ndarray:
     data = array.buffers()[1]
     words = np.frombuffer(data, dtype=np.int64)[2 * array.offset : 2 * (array.offset + len(array))]
     return words[0::2].copy()
+
+
+def _unscaled_ints(array: pa.Array) -> list[int]:
+    """A decimal array's unscaled values, exact (read from its little-endian words: a Python
+    `Decimal` rounds past its context's 28 digits, and Spark's decimals hold 38)."""
+    width = array.type.byte_width
+    data = array.buffers()[1]
+    if data is None:
+        return [0] * len(array)
+    raw = memoryview(data)[width * array.offset : width * (array.offset + len(array))]
+    return [int.from_bytes(raw[i : i + width], "little", signed=True) for i in range(0, len(raw), width)]
 
 
 def _java_bytes(value: int) -> bytes:
