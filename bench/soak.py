@@ -60,16 +60,15 @@ def main() -> None:
     args = parser.parse_args()
     minutes = 1.0 if args.quick else args.minutes
     work = Path(tempfile.mkdtemp(prefix="compactor-soak-"))
-    try:
-        with kafka_bootstrap(work) as bootstrap:
-            figures = soak(work, bootstrap, minutes, args.kill_every)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    with kafka_bootstrap(work) as bootstrap:
+        figures = soak(work, bootstrap, minutes, args.kill_every)
     for key, value in figures.items():
         print(f"{key:<22} {value}")
     save_results("soak", args.quick, {"figures": figures})
     if not figures["rows_conserved"] or figures["dead_letters"] != figures["bad_events"]:
+        print(f"FAILED: the job's log and the warehouse are kept in {work}")
         sys.exit(1)
+    shutil.rmtree(work, ignore_errors=True)  # kept when the run fails or raises, for its log
 
 
 def soak(work: Path, bootstrap: str, minutes: float, kill_every: float) -> dict[str, Any]:

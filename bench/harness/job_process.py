@@ -109,15 +109,26 @@ class JobProcess:
         return self
 
     def _copy(self, proc: subprocess.Popen[str]) -> None:
-        """The job's output into the log, line by line, noting when each mark first shows."""
+        """The job's output into the log, line by line, noting when each mark first shows. The
+        pipe is read to its end whatever happens to the log: a full pipe would stop the job."""
         assert proc.stdout is not None
-        with self.log.open("a") as out:
-            for line in proc.stdout:
+        out: Any = self.log.open("a")
+        for line in proc.stdout:
+            for mark, text in self.marks.items():
+                if mark not in self.marks_at and text in line:
+                    self.marks_at[mark] = time.monotonic() - self.started_at
+            if out is None:
+                continue
+            try:
                 out.write(line)
                 out.flush()
-                for mark, text in self.marks.items():
-                    if mark not in self.marks_at and text in line:
-                        self.marks_at[mark] = time.monotonic() - self.started_at
+            except OSError as exc:  # a full disk: the rest of the output is dropped, said once
+                print(f"the job's log {self.log} stopped: {exc}", file=sys.stderr, flush=True)
+                with contextlib.suppress(OSError):
+                    out.close()
+                out = None
+        if out is not None:
+            out.close()
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

@@ -94,7 +94,8 @@ class SparkStart:
         self._built = threading.Event()
         self._session: Any = None
         self._error: BaseException | None = None
-        threading.Thread(target=self._run, name="spark-start", daemon=True).start()
+        self.thread = threading.Thread(target=self._run, name="spark-start", daemon=True)
+        self.thread.start()
 
     def _run(self) -> None:
         try:

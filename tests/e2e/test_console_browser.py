@@ -247,7 +247,8 @@ def test_a_rebound_host_name_and_wrong_tokens_are_turned_away_in_the_browser(
 ) -> None:
     """DNS rebinding as a browser meets it: a name of another site resolving to the console's
     address (Chromium's resolver mapped) is refused with 421, so its page never reads the
-    console; a sign-in form sent with wrong tokens gets a wait after a few, then its session."""
+    console; a sign-in form sent with wrong tokens gets a wait after a few. The console's clock
+    stands still, so the wait does not run out while a slow machine fills the form again."""
     from compactor.observe.console.app import console_app
     from compactor.observe.console.guard import FREE_TRIES, ConsoleGuard, allowed_hosts
     from compactor.observe.console.sources import JobSource
@@ -261,7 +262,11 @@ def test_a_rebound_host_name_and_wrong_tokens_are_turned_away_in_the_browser(
     source = JobSource(lambda: [handler], load_config(rules))
     guard = ConsoleGuard(hosts=allowed_hosts("127.0.0.1", ["compactor.internal"]))
     server = ProbeServer(
-        CollectorRegistry(), {}, "127.0.0.1", 0, console=console_app(source, token=TOKEN, guard=guard)
+        CollectorRegistry(),
+        {},
+        "127.0.0.1",
+        0,
+        console=console_app(source, token=TOKEN, guard=guard, clock=lambda: 1e9),
     )
     server.start()
     port = server.port
