@@ -51,17 +51,17 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import psutil
 from deltalake import DeltaTable
+
+from compactor.codec.events import default_codec
+from compactor.domain.events import CompactionRequested
+from compactor.observe.metrics.spark_work import RETAIN, SparkWork
+from compactor.observe.metrics.spark_work import describe as describe_work
 from harness.loads import START, bench_topics, completed, segment_table, write_segments
 from harness.probes import PeakRss, Tree
 from harness.report import MIB, bench_parser, machine_info, percentiles, print_table, save_results
 from harness.services import kafka_bootstrap
 from harness.targets import Target, judge
 from harness.two_jobs import shard_setup, shard_tables, two_job_drain
-
-from compactor.codec.events import default_codec
-from compactor.domain.events import CompactionRequested
-from compactor.observe.metrics.spark_work import RETAIN, SparkWork
-from compactor.observe.metrics.spark_work import describe as describe_work
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -44,14 +44,14 @@ from typing import Any
 
 import numpy as np
 import yaml
+
+from compactor.kafka.producer import EventProducer
+from compactor.kafka.settings import KafkaSettings
 from harness.job_process import JobProcess, run_args
 from harness.loads import bench_topics, completed, write_segments
 from harness.report import bench_parser, machine_info, percentiles, print_table, save_results
 from harness.services import kafka_bootstrap
 from harness.targets import Target, judge
-
-from compactor.kafka.producer import EventProducer
-from compactor.kafka.settings import KafkaSettings
 
 P99_TARGET_S = 3.0
 TARGETS = (Target("p99_s", "p99 eligible -> commit at the highest sustained rate", P99_TARGET_S, unit=" s"),)

@@ -58,11 +58,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import Consumer, TopicPartition
-from harness.loads import bench_topics
-from harness.probes import PeakRss
-from harness.report import MIB, bench_parser, machine_info, percentiles, print_table, save_results
-from harness.spark_rows import segment_rows, spark_quiet
-from harness.targets import Target, judge
 from pyspark.sql import DataFrame, SparkSession
 
 from compactor.codec.events import default_codec
@@ -83,6 +78,11 @@ from compactor.observe.metrics.spark_work import RETAIN, SparkWork
 from compactor.observe.metrics.spark_work import describe as describe_work
 from compactor.spark.session import build_spark
 from compactor.stream.reporting import BATCH_PHASES
+from harness.loads import bench_topics
+from harness.probes import PeakRss
+from harness.report import MIB, bench_parser, machine_info, percentiles, print_table, save_results
+from harness.spark_rows import segment_rows, spark_quiet
+from harness.targets import Target, judge
 
 if TYPE_CHECKING:
     from compactor.config.tables import ProjectConfig

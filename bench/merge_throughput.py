@@ -45,10 +45,6 @@ from typing import Any, TypeVar
 from urllib.parse import unquote, urlparse
 
 from delta.tables import DeltaTable
-from harness.probes import PeakRss
-from harness.report import MIB, bench_parser, machine_info, print_table, save_results
-from harness.spark_rows import PAYLOAD_MAX, segment_rows, spark_quiet
-from harness.targets import Target, judge
 from pyspark.sql import DataFrame, SparkSession
 
 from compactor.delta.paths import SEGMENT_COLUMN, TARGET_FILE_BYTES, table_uri
@@ -59,6 +55,10 @@ from compactor.dev.rows_checksum import rows_checksum
 from compactor.domain.plans import make_plan
 from compactor.domain.segments import Segment, TimeRange
 from compactor.spark.session import build_spark
+from harness.probes import PeakRss
+from harness.report import MIB, bench_parser, machine_info, print_table, save_results
+from harness.spark_rows import PAYLOAD_MAX, segment_rows, spark_quiet
+from harness.targets import Target, judge
 
 START = datetime(2024, 1, 1, tzinfo=UTC)
 RULE = "bench"

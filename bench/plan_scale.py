@@ -40,9 +40,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from harness.report import save_results
-from harness.targets import Target, judge
-
 from compactor.config.built_with import layout_record
 from compactor.config.layout import LayoutConfig
 from compactor.config.loading import load_config
@@ -50,6 +47,8 @@ from compactor.config.tables import TableSettings
 from compactor.domain.columns import TableSegments
 from compactor.domain.segments import Segment, TimeRange
 from compactor.rules.engine import evaluate
+from harness.report import save_results
+from harness.targets import Target, judge
 
 RESULTS = Path(__file__).parent / "results"
 START = datetime(2020, 1, 1, tzinfo=UTC)

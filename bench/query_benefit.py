@@ -44,10 +44,6 @@ from pathlib import Path
 from typing import Any
 
 from delta.tables import DeltaTable
-from harness.probes import PeakRss
-from harness.report import MIB, bench_parser, machine_info, print_table, save_results
-from harness.spark_rows import segment_rows, spark_quiet
-from harness.targets import Target, judge
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -58,6 +54,10 @@ from compactor.delta.rewrite.merge_settings import MergeSettings
 from compactor.domain.plans import make_plan
 from compactor.domain.segments import Segment, TimeRange
 from compactor.spark.session import build_spark
+from harness.probes import PeakRss
+from harness.report import MIB, bench_parser, machine_info, print_table, save_results
+from harness.spark_rows import segment_rows, spark_quiet
+from harness.targets import Target, judge
 
 START = datetime(2024, 1, 1, tzinfo=UTC)
 TABLE = "events"

@@ -24,10 +24,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from compactor.dev import SHORT_RUN_JVM_OPTIONS
 from harness.report import RESULTS, machine_info, print_table, save_results
 from harness.targets import verdict_summary
-
-from compactor.dev import SHORT_RUN_JVM_OPTIONS
 
 BENCH = Path(__file__).parent
 SCRIPTS = [

@@ -21,9 +21,6 @@ from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 from delta.tables import DeltaTable
-from harness.job_process import COMPACTOR, JobProcess, run_args
-from harness.report import bench_parser, save_results
-from harness.services import kafka_bootstrap
 from pyspark.sql import functions as F
 
 from compactor.client.loader import load_segment, sample_rows
@@ -32,6 +29,9 @@ from compactor.kafka.producer import EventProducer
 from compactor.kafka.settings import KafkaSettings
 from compactor.kafka.topics import ensure_topics
 from compactor.spark.session import build_spark
+from harness.job_process import COMPACTOR, JobProcess, run_args
+from harness.report import bench_parser, save_results
+from harness.services import kafka_bootstrap
 
 CONFIG = "defaults:\n  rules:\n    - rule: auto_merge\n      levels: [day, week]\n"
 

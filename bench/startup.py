@@ -37,10 +37,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.report import RESULTS, Stopwatch, bench_parser, print_table, save_results
-from harness.spark_rows import spark_quiet
-from harness.targets import Target, judge
-
 from compactor.catalog.store import CatalogChanges, TableMark
 from compactor.client.loader import sample_rows
 from compactor.codec.events import default_codec
@@ -55,6 +51,9 @@ from compactor.job.wiring import assemble
 from compactor.kafka.settings import KafkaSettings
 from compactor.spark.session import build_spark
 from compactor.stream.triggers import Envelope
+from harness.report import RESULTS, Stopwatch, bench_parser, print_table, save_results
+from harness.spark_rows import spark_quiet
+from harness.targets import Target, judge
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -44,13 +44,13 @@ from typing import Any
 
 import numpy as np
 import psutil
-from harness.report import machine_info, save_results
-from harness.spark_rows import spark_quiet
-from harness.targets import Target, judge
 
 from compactor.catalog.key_index import KeyIndex, KeyRow
 from compactor.domain.clock import now_utc
 from compactor.domain.segments import Segment, TimeRange
+from harness.report import machine_info, save_results
+from harness.spark_rows import spark_quiet
+from harness.targets import Target, judge
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 BUILD_LOAD = 1_000_000  # keys per load while a table is built

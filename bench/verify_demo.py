@@ -25,11 +25,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from compactor.dev.demo import TABLE, run_demo
 from harness.report import bench_parser, machine_info, save_results
 from harness.services import kafka_bootstrap
 from harness.targets import Target, judge
-
-from compactor.dev.demo import TABLE, run_demo
 
 TARGETS = (
     Target("not_holding", "merge commits that do not hold", 0),

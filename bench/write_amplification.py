@@ -45,13 +45,13 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
-from harness.report import MIB, RESULTS, machine_info, print_table, save_results
 
 from compactor.config.loading import load_config
 from compactor.delta.rewrite.promote import PROMOTE_MIN_FILE_BYTES
 from compactor.domain.segments import Segment, TimeRange
 from compactor.rules.late_data import is_fold
 from compactor.rules.simulation import Simulation
+from harness.report import MIB, RESULTS, machine_info, print_table, save_results
 
 START = datetime(2024, 4, 1, tzinfo=UTC)  # April has 30 days: the month bucket completes
 TABLE = "wa"

@@ -16,6 +16,7 @@ from pathlib import Path
 from types import TracebackType
 
 import psutil
+
 from harness.report import MIB
 
 
