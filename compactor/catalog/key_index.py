@@ -592,6 +592,26 @@ class KeyIndex:
             holder.wins += 1
             self._touched.add(holder.segment_id)
 
+    def winners_of(self, segment_ids: Collection[str]) -> tuple[int, int] | None:
+        """How many keys `segment_ids` win, and their winners' row hashes summed modulo 2^64:
+        what a merge of those segments must keep, counted apart from the merge (a certificate's
+        second opinion: `domain.certificate.Winners`). None when the index does not hold one of
+        them. A pass over the keys (about 0.1 s at 10M keys as columns; the dict is slower)."""
+        if not set(segment_ids) <= self._holders.keys():
+            return None
+        wanted = {id(self._holders[sid]) for sid in segment_ids}
+        if self._winners is not None:
+            rows = [row for _, _, row, held in self._winners.values() if id(held.root()) in wanted]
+            return len(rows), sum(rows) & ((1 << 64) - 1)
+        chosen = np.fromiter((id(h.root()) in wanted for h in self._read), bool, len(self._read))
+        count, total = 0, np.uint64(0)
+        for run in self._runs.runs:
+            kept = chosen[run.holders]
+            count += int(kept.sum())
+            with np.errstate(over="ignore"):
+                total += run.rows[kept].view(np.uint64).sum(dtype=np.uint64)
+        return count, int(total)
+
     def invalid(self) -> dict[str, int]:
         """Invalid (superseded) rows per segment the index holds; segments without any left out."""
         counts = {sid: self._count(sid) for sid in self._holders}

@@ -45,6 +45,7 @@ from compactor.delta.table_ops import properties
 from compactor.delta.table_ops.sub_partition_delete import delete_sub_partition
 from compactor.delta.table_ops.vacuum import vacuum
 from compactor.delta.warehouse.key_index_snapshots import KeyIndexSnapshots
+from compactor.domain.certificate import IndexedWinners
 from compactor.domain.layout import IndexFacts
 from compactor.domain.plans import Commit, MergePlan
 from compactor.domain.segments import RowCount, Segment
@@ -156,7 +157,13 @@ class SparkTableStore:
         self._unfenced()
         properties.save_table_config(self.spark, self.warehouse, table, settings_json)
 
-    def commit(self, plan: MergePlan, settings: TableSettings, load_order: LoadOrder | None = None) -> Commit:
+    def commit(
+        self,
+        plan: MergePlan,
+        settings: TableSettings,
+        load_order: LoadOrder | None = None,
+        winners: IndexedWinners | None = None,
+    ) -> Commit:
         """The plan's commit, run in its FAIR scheduler pool (bin-pack pools, CarbonData cores),
         its Spark jobs labelled with the table and plan and grouped under the plan, conflicts
         typed. A table found carrying per-plan transaction ids of earlier versions gets their
@@ -170,7 +177,7 @@ class SparkTableStore:
             conflicts_as_commit_conflict(),
             self._attempt(plan.plan_id) as guard,
         ):
-            committed = self._execute(plan, settings, load_order, guard)
+            committed = self._execute(plan, settings, load_order, winners, guard)
         try:  # bookkeeping after the commit: a failure here must not report a commit as failed
             live = self.live_files(plan.table)
             self._plan_ids.settle(plan.table, table_uri(self.warehouse, plan.table), live.legacy_app_ids())
@@ -226,13 +233,14 @@ class SparkTableStore:
         plan: MergePlan,
         settings: TableSettings,
         load_order: LoadOrder | None,
+        winners: IndexedWinners | None,
         guard: Callable[[], None],
     ) -> Commit:
         merge = self.merge_settings(plan.table, settings)
         live = self.live_files(plan.table)
         if plan.rule == RuleName.REFRESH:
             return execute_refresh(self.spark, self.warehouse, plan, merge, live, guard)
-        return execute_merge(self.spark, self.warehouse, plan, merge, live, load_order, guard)
+        return execute_merge(self.spark, self.warehouse, plan, merge, live, load_order, guard, winners)
 
     def merge_settings(self, table: str, settings: TableSettings) -> MergeSettings:
         """The table's settings as its commits use them: built once, again when they change."""

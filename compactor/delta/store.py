@@ -24,6 +24,7 @@ from compactor.config.layout import LayoutConfig, UpsertConfig
 from compactor.config.sub_partitions import SubPartitionConfig
 from compactor.config.tables import TableSettings
 from compactor.config.vacuum import VacuumConfig
+from compactor.domain.certificate import IndexedWinners
 from compactor.domain.layout import IndexFacts
 from compactor.domain.plans import Commit, MergePlan
 from compactor.domain.segments import RowCount, Segment
@@ -93,9 +94,16 @@ class TableStore(Protocol):
     def record_config(self, table: str, settings_json: str) -> None:
         """Record a published table config with the table, so a restart keeps it."""
 
-    def commit(self, plan: MergePlan, settings: TableSettings, load_order: LoadOrder | None = None) -> Commit:
+    def commit(
+        self,
+        plan: MergePlan,
+        settings: TableSettings,
+        load_order: LoadOrder | None = None,
+        winners: IndexedWinners | None = None,
+    ) -> Commit:
         """Execute a plan as ONE commit (idempotent: a replay returns the earlier commit).
-        Upsert tables judge ties by `load_order` (segment id -> load time). Safe to call from
+        Upsert tables judge ties by `load_order` (segment id -> load time), and a merge of one is
+        checked against `winners`, what its key index said the inputs win. Safe to call from
         several threads at once, for plans of different tables or disjoint plans of one.
         `Fenced` once `fence` was called, however far the commit had got."""
 

@@ -68,39 +68,109 @@ def total(parts: Iterable[Fingerprint]) -> Fingerprint:
     return found
 
 
+def _difference(first: Fingerprint, then: Fingerprint) -> str:
+    rows = then.rows - first.rows
+    if not rows:
+        return "the same row count, different content"
+    return f"{abs(rows)} row(s) {'more' if rows > 0 else 'fewer'}"
+
+
+# The upsert second opinion's row hash: the key index's (xxhash64 of a row's data columns, the one
+# ties are broken by), which is not the certificate's.
+WINNERS_METHOD = "xxhash64-winners-v1"
+
+
+@dataclass(frozen=True, slots=True)
+class Winners:
+    """An upsert merge's second opinion on which rows it keeps: the winners its inputs hold by the
+    key index (kept current load by load in the driver, apart from the merge's own ranking in
+    Spark) against the rows the merge kept. A merge that kept a key's loser instead of its winner
+    passes the certificate (it wrote what it chose) but fails this."""
+
+    index: Fingerprint  # the keys the inputs win by the index, with the winners' row hashes
+    kept: Fingerprint  # the rows the merge kept, hashed as the index hashes them
+
+    @property
+    def holds(self) -> bool:
+        return self.index == self.kept
+
+    def mismatch(self) -> str | None:
+        if self.holds:
+            return None
+        return (
+            f"the key index says the inputs win {self.index} but the merge kept {self.kept}: "
+            f"{_difference(self.index, self.kept)}"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"method": WINNERS_METHOD, "index": self.index.to_dict(), "kept": self.kept.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Winners:
+        index, kept = data.get("index"), data.get("kept")
+        if not isinstance(index, Mapping) or not isinstance(kept, Mapping):
+            raise ValueError("a winners check needs the index's and the kept rows' fingerprints")
+        return cls(Fingerprint.from_dict(index), Fingerprint.from_dict(kept))
+
+
+@dataclass(frozen=True, slots=True)
+class IndexedWinners:
+    """What an upsert table's key index said, when a merge was handed out, the merge's inputs win
+    (`Winners.index`), and the table as the index knew it then: every live segment and its rows.
+    A merge whose read finds the table otherwise (a load since, rows deleted since) cannot be
+    judged by it, and goes without the winners check."""
+
+    winners: Fingerprint
+    segments: Mapping[str, int]  # segment id -> its rows, every live segment the index held
+
+    def applies_to(self, rows_by_segment: Mapping[str, int | None]) -> bool:
+        """Does the table a merge read (its segments' visible rows) match what the index knew?"""
+        return dict(rows_by_segment) == dict(self.segments)
+
+
 @dataclass(frozen=True, slots=True)
 class Certificate:
-    """A rewrite's proof: its inputs' rows as a reader saw them, and the rows it wrote."""
+    """A rewrite's proof: its inputs' rows as a reader saw them, and the rows it wrote; for an
+    upsert merge checked against its key index, that second opinion too (`Winners`)."""
 
     inputs: Fingerprint
     output: Fingerprint
     method: str = METHOD
+    winners: Winners | None = None
 
     @property
     def holds(self) -> bool:
-        return self.inputs == self.output
+        return self.inputs == self.output and (self.winners is None or self.winners.holds)
 
     def mismatch(self) -> str | None:
         """Why the certificate does not hold, naming both sides; None when it holds."""
-        if self.holds:
-            return None
-        rows = self.output.rows - self.inputs.rows
-        counted = (
-            f"{abs(rows)} row(s) {'more' if rows > 0 else 'fewer'}"
-            if rows
-            else "the same row count, different content"
-        )
-        return f"inputs {self.inputs} but output {self.output}: {counted}"
+        found = []
+        if self.inputs != self.output:
+            found.append(
+                f"inputs {self.inputs} but output {self.output}: {_difference(self.inputs, self.output)}"
+            )
+        if self.winners is not None and not self.winners.holds:
+            found.append(str(self.winners.mismatch()))
+        return "; ".join(found) or None
 
     def to_dict(self) -> dict[str, Any]:
+        """The certificate as events carry it (`merge_result.avsc`: no winners check)."""
         return {"method": self.method, "inputs": self.inputs.to_dict(), "output": self.output.to_dict()}
+
+    def to_metadata(self) -> dict[str, Any]:
+        """The certificate as a commit's metadata records it: with the winners check, if any."""
+        extra = {"winners": self.winners.to_dict()} if self.winners is not None else {}
+        return self.to_dict() | extra
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Certificate:
         method = data.get("method")
         if not isinstance(method, str):
             raise ValueError(f"certificate method {method!r} is not a name")
-        inputs, output = data.get("inputs"), data.get("output")
+        inputs, output, winners = data.get("inputs"), data.get("output"), data.get("winners")
         if not isinstance(inputs, Mapping) or not isinstance(output, Mapping):
             raise ValueError("a certificate needs its inputs' and its output's fingerprints")
-        return cls(Fingerprint.from_dict(inputs), Fingerprint.from_dict(output), method)
+        if winners is not None and not isinstance(winners, Mapping):
+            raise ValueError(f"certificate winners {winners!r} is not a record")
+        checked = Winners.from_dict(winners) if winners is not None else None
+        return cls(Fingerprint.from_dict(inputs), Fingerprint.from_dict(output), method, checked)

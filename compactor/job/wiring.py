@@ -40,6 +40,7 @@ from compactor.stream.control import Control
 from compactor.stream.cool_down import CoolDown
 from compactor.stream.due import DueTimes
 from compactor.stream.handler import BatchHandler
+from compactor.stream.key_indexes import KeyIndexes
 from compactor.stream.log_keeper import LogKeeper
 from compactor.stream.merge_desk import StreamDesk
 from compactor.stream.merging.inflight import InFlight
@@ -139,7 +140,8 @@ def assemble(
     outages = Outages(clock, operations.cool_down)
     failures = TableFailures(cool_down, catalog, configs, sink, outages)
     runner = Runner(store, catalog, configs, clock, cool_down, sink, retry, sleep, failures)
-    desk = StreamDesk(runner, announcer, keeper, configs, inflight.running)
+    keys = KeyIndexes(catalog, store, catalog_store)  # planning keeps them, merges are checked against them
+    desk = StreamDesk(runner, announcer, keeper, configs, inflight.running, keys)
     merges = MergeScheduler(
         inflight,
         WaitingPlans(lambda t: configs.for_table(t).priority, operations.max_merges_per_batch),
@@ -162,6 +164,7 @@ def assemble(
         due=due,
         running=lambda table: inflight.booked(table),
         kept=catalog_store,
+        keys=keys,
     )
     handler = BatchHandler(
         admission=Admission(codec, catalog, configs, tables, catalog_store, control, clock, sink),

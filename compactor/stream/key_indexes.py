@@ -28,6 +28,7 @@ from compactor.catalog.retired import RetiredSegment
 from compactor.catalog.view import CatalogView
 from compactor.config.layout import UpsertConfig
 from compactor.delta.store import TableStore
+from compactor.domain.certificate import Fingerprint, IndexedWinners
 
 log = logging.getLogger(__name__)
 
@@ -96,11 +97,41 @@ class KeyIndexes:
         self.rebuilds = 0  # scans of a whole table (a first use with no snapshot to take counts one)
         self.rereads = 0  # changes it could not follow, read again segment by segment instead
         self.restored = 0  # snapshots taken back
+        self._distrusted: set[str] = set()  # tables whose next index is read whole, not restored
 
     def invalid_counts(self, table: str, upsert: UpsertConfig) -> dict[str, int]:
         """Invalid rows per segment of `table`, as of the catalog now."""
         self.note(table, upsert)
         return self._indexes[table].invalid()
+
+    def expected_winners(
+        self, table: str, upsert: UpsertConfig, input_ids: Collection[str]
+    ) -> IndexedWinners | None:
+        """What the table's index, brought up to the catalog, says `input_ids` win, with the
+        table as it knows it (a merge's second opinion: `IndexedWinners`); None for a table
+        without an index (no upsert compaction rule) or one that cannot be brought up now (said
+        in the log: the merge then goes without the check, as its certificate still holds)."""
+        if table not in self._indexes:
+            return None
+        try:
+            self.note(table, upsert)
+        except Exception as exc:
+            log.warning("table %s: key index not brought up for a merge's winners check: %s", table, exc)
+            return None
+        index = self._indexes[table]
+        found = index.winners_of(input_ids)
+        live = self.catalog.live(table)
+        if found is None or index.segment_ids != live.keys():
+            return None
+        return IndexedWinners(Fingerprint.of(*found), {sid: s.records for sid, s in live.items()})
+
+    def distrust(self, table: str) -> None:
+        """Drop the table's index, to be read whole at its next use (not taken back from its
+        snapshot): a merge's winners check failed, and the index may be what was wrong (its row
+        hashes, unlike its counts, are not checked as it follows merges). A sound index refuses a
+        broken merge again; a stale one costs one refused attempt, not a quarantine."""
+        if self._indexes.pop(table, None) is not None:
+            self._distrusted.add(table)
 
     def note(self, table: str, upsert: UpsertConfig) -> set[str]:
         """Bring the table's index up to the catalog, and note the counts that changed in the
@@ -109,7 +140,9 @@ class KeyIndexes:
         catalog = self.catalog
         live = catalog.live(table)
         index = self._indexes.get(table)
-        restored = index is None and (index := self._restore(table)) is not None
+        restored = (
+            index is None and table not in self._distrusted and (index := self._restore(table)) is not None
+        )
 
         merged_since = {}  # a restored index's segments merged since its snapshot, maybe before this process
         if restored and index is not None:
@@ -145,6 +178,7 @@ class KeyIndexes:
             self._saved.pop(table, None)  # the snapshot no longer says what the index holds
             self._changed_at.setdefault(table, self.clock())
             self.rebuilds += 1
+            self._distrusted.discard(table)
         else:
             loads = followed.loads
             try:

@@ -10,9 +10,11 @@ from compactor.catalog.view import CatalogView
 from compactor.delta.store import LoadOrder
 from compactor.domain.events import MergeStatus
 from compactor.domain.plans import MergePlan
+from compactor.errors import ContentMismatch
 from compactor.stream.announcer import Announcer
 from compactor.stream.catalog_keeper import CatalogKeeper
 from compactor.stream.faults import WITH_MERGES_IN_FLIGHT, fault_point
+from compactor.stream.key_indexes import KeyIndexes
 from compactor.stream.merging.workers import Finished
 from compactor.stream.runner import Runner, RunOutcome
 from compactor.stream.table_configs import TableConfigs
@@ -26,8 +28,10 @@ class StreamDesk:
         keeper: CatalogKeeper,
         configs: TableConfigs,
         running: Callable[[], int],
+        keys: KeyIndexes | None = None,
     ) -> None:
         self.runner = runner
+        self.keys = keys  # upsert tables' key indexes: a merge's winners are checked against them
         self.announcer = announcer
         self.keeper = keeper
         self.configs = configs
@@ -37,13 +41,19 @@ class StreamDesk:
         return self.configs.for_table(plan.table).spark_pool(plan.rule, plan.pool)
 
     def job(self, plan: MergePlan) -> Callable[[], Finished]:
-        """The plan's commit with the table's settings and (upsert tables, which break ties by
-        it) its segments' load order, both taken now, on the thread that holds the catalog."""
+        """The plan's commit with the table's settings and, for an upsert table, its segments'
+        load order (ties are broken by it) and what its key index says the inputs win (the
+        certificate checks the merge against it), all taken now, on the thread that holds the
+        catalog."""
         settings = self.configs.for_table(plan.table)
-        order = load_order(self.runner.catalog, plan.table) if settings.upsert is not None else None
+        upsert = settings.upsert
+        order = load_order(self.runner.catalog, plan.table) if upsert is not None else None
+        winners = None
+        if upsert is not None and self.keys is not None:
+            winners = self.keys.expected_winners(plan.table, upsert, plan.input_ids)
 
         def run() -> Finished:  # on a worker
-            finished = self.runner.execute(plan, settings, order)
+            finished = self.runner.execute(plan, settings, order, winners)
             fault_point(WITH_MERGES_IN_FLIGHT, finished.commit is not None and self.running() > 1)
             return finished
 
@@ -56,6 +66,8 @@ class StreamDesk:
         """Into the catalog: a stale plan's table is checked against Delta before it is planned
         again; a table-wide rewrite's is checked when the batch saves."""
         plan = finished.plan
+        if isinstance(finished.failure, ContentMismatch) and self.keys is not None:
+            self.keys.distrust(plan.table)  # its certificate's winners check may have been the index's fault
         outcome = self.runner.record(finished)
         if outcome.stale:  # a concurrent writer changed the inputs
             self.keeper.check(plan.table)

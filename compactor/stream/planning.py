@@ -69,6 +69,7 @@ class TablePlanner:
         due: DueTimes | None = None,
         running: Callable[[str], Mapping[str, str]] = lambda table: {},
         kept: KeptRecords = NOTHING_KEPT,
+        keys: KeyIndexes | None = None,
     ) -> None:
         self.catalog = catalog  # it notes each table's debt outlook with the table's mark
         self.configs = configs
@@ -79,7 +80,7 @@ class TablePlanner:
         self.metrics = metrics or NoMetrics()
         self.counts = AttemptCounts()
         self.scope = scope or AttemptScope()
-        self.keys = KeyIndexes(catalog, store, kept)
+        self.keys = keys or KeyIndexes(catalog, store, kept)  # the job's, shared with its merge desk
         self.defer_over_lag = defer_over_lag  # admission control: see `_allowance`
         self.off_peak = off_peak  # optional merges run only inside it
         self.due = due if due is not None else DueTimes()

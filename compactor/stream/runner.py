@@ -23,6 +23,7 @@ from compactor.catalog.fold import SegmentCatalog
 from compactor.config.rules import RuleName
 from compactor.config.tables import TableSettings
 from compactor.delta.store import LoadOrder, TableStore
+from compactor.domain.certificate import IndexedWinners
 from compactor.domain.events import MergeResult, MergeStatus
 from compactor.domain.plans import Commit, MergePlan
 from compactor.domain.segments import Segment
@@ -112,9 +113,15 @@ class Runner:
         self.retry = retry or RetryPolicy()
         self.sleep = sleep
 
-    def execute(self, plan: MergePlan, settings: TableSettings, load_order: LoadOrder | None) -> Finished:
+    def execute(
+        self,
+        plan: MergePlan,
+        settings: TableSettings,
+        load_order: LoadOrder | None,
+        winners: IndexedWinners | None = None,
+    ) -> Finished:
         """Commit the plan; never raises for the plan's own failure. Safe on any thread: it
-        reads only the store (and `load_order`, taken when the plan started)."""
+        reads only the store (and `load_order` and `winners`, taken when the plan started)."""
         fault_point(AFTER_PLANNING)
         short = self._space_short(plan)
         if short is not None:  # skipped, not failed: tried again after the cool-down
@@ -123,7 +130,7 @@ class Runner:
         try:
             with self.metrics.merging():
                 hang_point(plan.table, plan.plan_id)  # COMPACTOR_HANG (bench/years.py); inert unless set
-                commit = self._commit(plan, settings, load_order, lost)
+                commit = self._commit(plan, settings, load_order, winners, lost)
         except StalePlan as exc:
             return Finished(plan, stale=str(exc), conflicts=lost[0])
         except Exception as exc:  # the plan's failure, reported; never the job's
@@ -212,7 +219,12 @@ class Runner:
         return f"{INSUFFICIENT_SPACE}: the output needs about {need} bytes with its margin, {free} are free"
 
     def _commit(
-        self, plan: MergePlan, settings: TableSettings, load_order: LoadOrder | None, lost: list[int]
+        self,
+        plan: MergePlan,
+        settings: TableSettings,
+        load_order: LoadOrder | None,
+        winners: IndexedWinners | None,
+        lost: list[int],
     ) -> Commit:
         """The store's commit, retried on conflicts while the plan's inputs are all still there."""
         for attempt in self.retry.retrying(self.sleep, self._conflict_lost(plan, lost)):
@@ -222,7 +234,7 @@ class Runner:
                     gone = sorted(set(plan.input_ids) - present)
                     if gone:
                         raise StalePlan(f"inputs {gone} changed under the plan")
-                return self.store.commit(plan, settings, load_order)
+                return self.store.commit(plan, settings, load_order, winners)
         raise AssertionError("unreachable: tenacity returns or re-raises")
 
     def _conflict_lost(self, plan: MergePlan, lost: list[int]) -> Callable[[RetryCallState], None]:

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from compactor.delta.content.fingerprint import arrow_fingerprint, spark_fingerprint
-from compactor.domain.certificate import Certificate, Fingerprint, total
+from compactor.domain.certificate import Certificate, Fingerprint, IndexedWinners, Winners, total
 
 UTC = dt.UTC
 # column name -> (Arrow type, Spark DDL type, values)
@@ -122,6 +122,29 @@ def test_a_certificate_names_both_sides_and_reads_back() -> None:
     with pytest.raises(ValueError, match="fingerprint rows -1 is not a row count"):
         Fingerprint.from_dict({"rows": -1, "digest": "0" * 16})
     assert Fingerprint(1, 2**64 - 1) + Fingerprint(1, 2) == Fingerprint(2, 1), "modulo 2^64"
+
+
+def test_an_upsert_certificate_names_the_index_and_the_kept_rows_and_reads_back() -> None:
+    rows = Fingerprint(3, 0xABC)
+    wrong = Winners(index=Fingerprint(3, 0xABC), kept=Fingerprint(3, 0x1))
+    certificate = Certificate(rows, rows, winners=wrong)
+    assert not certificate.holds
+    assert certificate.mismatch() == (
+        "the key index says the inputs win 3 rows, 0000000000000abc but the merge kept 3 rows, "
+        "0000000000000001: the same row count, different content"
+    )
+    both = Certificate(rows, Fingerprint(2, 0xDEF), winners=wrong).mismatch()
+    assert both is not None and both.startswith("inputs 3 rows") and "; the key index says" in both
+    assert Certificate.from_dict(certificate.to_metadata()) == certificate, "the commit's record"
+    assert "winners" not in certificate.to_dict(), "events carry the certificate without it"
+    assert Certificate.from_dict(certificate.to_dict()) == Certificate(rows, rows)
+    with pytest.raises(ValueError, match="certificate winners 'x' is not a record"):
+        Certificate.from_dict(certificate.to_dict() | {"winners": "x"})
+    known = IndexedWinners(rows, {"a": 2, "b": 1})
+    assert known.applies_to({"a": 2, "b": 1})
+    assert not known.applies_to({"a": 2, "b": 1, "late": 4}), "a load the index never read"
+    assert not known.applies_to({"a": 2, "b": 0}), "rows deleted since"
+    assert not known.applies_to({"a": 2, "b": None}), "a file without statistics"
 
 
 @pytest.mark.integration

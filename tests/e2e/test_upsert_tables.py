@@ -5,6 +5,7 @@ import this package exactly what `latest_rows` gives, before and after compactio
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -13,6 +14,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from delta.tables import DeltaTable
 from pyspark.sql import functions as F
 
 from compactor.cli.main import main
@@ -130,6 +132,11 @@ def test_own_writers_small_segments_and_the_sql_view(
     (result,) = results
     assert result["invalid_rows_removed"] == LOADS * 8 - 48 and result["records_out"] == 48
     assert result["data_change"] is True, "superseded rows were dropped"
+    # the merge's winners were checked against the job's key index before its commit
+    history = DeltaTable.forPath(spark, table_uri(warehouse, TABLE)).history()
+    (meta,) = history.where(F.col("version") == result["table_version"]).select("userMetadata").collect()
+    winners = json.loads(meta["userMetadata"])["certificate"]["winners"]
+    assert winners["index"] == winners["kept"] and winners["kept"]["rows"] == 48
     after = view_rows(spark, printed.output)  # the same view, over the compacted table
     assert after == before, "the latest-row view is unchanged, row for row"
     assert latest(spark, warehouse, upsert) == before

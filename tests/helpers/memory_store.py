@@ -23,6 +23,7 @@ from compactor.config.sub_partitions import SubPartitionConfig
 from compactor.config.tables import TableSettings
 from compactor.config.vacuum import VacuumConfig
 from compactor.delta.store import LoadOrder, SnapshotWriter, StoredSnapshot, TableChanges, VacuumReport
+from compactor.domain.certificate import IndexedWinners
 from compactor.domain.layout import IndexFacts
 from compactor.domain.plans import Commit, MergePlan
 from compactor.domain.segments import RowCount, Segment
@@ -56,6 +57,7 @@ class InMemoryTableStore:
     # ... and one a plan waits for after its commit, before its worker reports
     after_gates: dict[str, threading.Event] = field(default_factory=dict)
     entered: list[str] = field(default_factory=list)  # plan ids, as each commit began
+    winners: dict[str, IndexedWinners | None] = field(default_factory=dict)  # plan id -> what it was handed
     # upsert tables: each segment's rows as (key, comparison value, row hash); merges keep them all
     keyed: dict[str, dict[str, list[tuple[int, object, int]]]] = field(default_factory=dict)
     key_reads: list[tuple[str, tuple[str, ...] | None]] = field(default_factory=list)  # None: all
@@ -143,10 +145,17 @@ class InMemoryTableStore:
     def record_config(self, table: str, settings_json: str) -> None:
         self.configs[table] = settings_json
 
-    def commit(self, plan: MergePlan, settings: TableSettings, load_order: LoadOrder | None = None) -> Commit:
+    def commit(
+        self,
+        plan: MergePlan,
+        settings: TableSettings,
+        load_order: LoadOrder | None = None,
+        winners: IndexedWinners | None = None,
+    ) -> Commit:
         cancelled = threading.Event()
         with self._lock:
             self.entered.append(plan.plan_id)
+            self.winners[plan.plan_id] = winners
             self._attempts[plan.plan_id] = cancelled
         try:
             gate = self.gates.get(plan.plan_id) or self.gates.get(plan.table)

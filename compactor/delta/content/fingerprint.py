@@ -87,29 +87,53 @@ def hash_sum(frame: DataFrame, columns: Sequence[str]) -> Column:
     return F.coalesce(F.sum(row_hash(frame.schema, columns).cast("decimal(38,0)")), F.lit(0))
 
 
-def _summed(frame: DataFrame, columns: Sequence[str]) -> tuple[Column, Column]:
-    """The rows counted and their hashes summed exactly."""
-    return F.count(F.lit(1)).alias("rows"), hash_sum(frame, columns).alias("digest")
+def _summed(frame: DataFrame, columns: Sequence[str], second: Column | None) -> list[Column]:
+    """The rows counted and their hashes summed exactly; with `second`, a second row hash summed
+    beside them."""
+    sums = [F.count(F.lit(1)).alias("rows"), hash_sum(frame, columns).alias("digest")]
+    if second is not None:
+        sums.append(F.coalesce(F.sum(second.cast("decimal(38,0)")), F.lit(0)).alias("second"))
+    return sums
 
 
-def observe(frame: DataFrame, columns: Sequence[str]) -> tuple[DataFrame, Observation]:
+def _prints(found: Mapping[str, Any]) -> tuple[Fingerprint, Fingerprint | None]:
+    rows = int(found["rows"])
+    second = Fingerprint.of(rows, int(found["second"])) if "second" in found else None
+    return Fingerprint.of(rows, int(found["digest"])), second
+
+
+def observe(
+    frame: DataFrame, columns: Sequence[str], second: Column | None = None
+) -> tuple[DataFrame, Observation]:
     """`frame`, fingerprinted as the job that consumes it runs: read the result from the
-    observation (`observed`) once that job is done."""
+    observation (`observed`) once that job is done. `second`: another row hash of `frame` to
+    sum in the same pass (`observed_both`)."""
     observation = Observation()
-    return frame.observe(observation, *_summed(frame, columns)), observation
+    return frame.observe(observation, *_summed(frame, columns, second)), observation
 
 
 def observed(observation: Observation) -> Fingerprint:
     """An observation's fingerprint (blocks until its job has run)."""
-    found = observation.get
-    return Fingerprint.of(int(found["rows"]), int(found["digest"]))
+    return observed_both(observation)[0]
+
+
+def observed_both(observation: Observation) -> tuple[Fingerprint, Fingerprint | None]:
+    """An observation's fingerprint, and its second row hash's (None: it took none)."""
+    return _prints(observation.get)
 
 
 def spark_fingerprint(frame: DataFrame, columns: Sequence[str]) -> Fingerprint:
     """The fingerprint of a frame's rows, in a job of its own (for checking after the fact)."""
-    row = frame.select(*_summed(frame, columns)).first()
+    return spark_fingerprints(frame, columns)[0]
+
+
+def spark_fingerprints(
+    frame: DataFrame, columns: Sequence[str], second: Column | None = None
+) -> tuple[Fingerprint, Fingerprint | None]:
+    """`spark_fingerprint`, and `second` summed in the same job (None: not asked)."""
+    row = frame.select(*_summed(frame, columns, second)).first()
     assert row is not None
-    return Fingerprint.of(int(row["rows"]), int(row["digest"]))
+    return _prints(row.asDict())
 
 
 # -- Arrow ------------------------------------------------------------------------------------

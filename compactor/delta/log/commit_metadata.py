@@ -47,7 +47,7 @@ def commit_metadata(
             "pool": plan.pool if plan else None,
             "data_change": data_change,
             **({"exact_sizes": True} if exact_sizes else {}),
-            **({"certificate": certificate.to_dict()} if certificate is not None else {}),
+            **({"certificate": certificate.to_metadata()} if certificate is not None else {}),
         },
         separators=(",", ":"),
     )

@@ -18,7 +18,7 @@ from compactor.config.layout import UpsertConfig
 from compactor.config.sort import SortConfig, describe
 from compactor.delta.commit.transaction import DirectTransaction, segment_predicate
 from compactor.delta.log.commit_metadata import commit_metadata, plan_marker
-from compactor.delta.log.live_files import LiveFile, LiveFileIndex
+from compactor.delta.log.live_files import LiveFile, LiveFileIndex, LiveFiles
 from compactor.delta.log.reader import CommitFacts, DeltaLogReader
 from compactor.delta.paths import SEGMENT_COLUMN
 from compactor.delta.predicates import in_list
@@ -26,9 +26,10 @@ from compactor.delta.rewrite.arrange import arrange, reads_twice
 from compactor.delta.rewrite.driver_merge import refusal, write_in_driver
 from compactor.delta.rewrite.index_check import footer
 from compactor.delta.rewrite.merge_settings import MergeSettings
-from compactor.delta.rewrite.one_commit import Produced, certified_write, rewrite_in_one_commit
+from compactor.delta.rewrite.one_commit import Produced, SecondOpinion, certified_write, rewrite_in_one_commit
 from compactor.delta.rewrite.promote import promote
-from compactor.delta.rewrite.upsert import LoadOrder, order_frame, valid_rows_of
+from compactor.delta.rewrite.upsert import LoadOrder, index_row_hash, order_frame, valid_rows_of
+from compactor.domain.certificate import IndexedWinners
 from compactor.domain.plans import Commit, MergePlan
 
 DEFAULT_SETTINGS = MergeSettings()  # a table with no merge options of its own (tests, tools)
@@ -42,6 +43,7 @@ def execute_merge(
     live: LiveFileIndex | None = None,
     load_order: LoadOrder | None = None,
     guard: Callable[[], None] = lambda: None,
+    winners: IndexedWinners | None = None,
 ) -> Commit:
     """Replace the plan's input segments with its output in ONE Delta commit (`one_commit`).
 
@@ -52,6 +54,8 @@ def execute_merge(
     overwrite (`replaceWhere` on the inputs' ids) instead. With `upsert`, only the inputs'
     valid rows (latest per key over the whole table) are written: the rest are dropped in the
     same commit. `load_order`: when each segment was loaded (upsert tables break ties with it).
+    `winners`: what the table's key index said the inputs win, checked against the rows the
+    merge keeps (the certificate's `Winners`) when the table read is the one the index knew.
 
     `settings` (the table's, built once): a plain merge moves inputs made of files of
     `promote_min_bytes` or more (`promote`). The output is laid out in `order` (`arrange`), in
@@ -65,7 +69,7 @@ def execute_merge(
     Every row written keeps its row id and commit version on a table with row tracking (an
     upsert's winner its own), and its identity values (`features`).
     """
-    step = _MergeStep(spark, plan, settings, load_order)
+    step = _MergeStep(spark, plan, settings, load_order, winners)
     return rewrite_in_one_commit(spark, warehouse, plan, settings.depth, step, live, guard)
 
 
@@ -78,6 +82,7 @@ class _MergeStep:
     plan: MergePlan
     settings: MergeSettings
     load_order: LoadOrder | None
+    winners: IndexedWinners | None = None
     kind: str = "merge"
 
     def replayed(self, facts: CommitFacts) -> Commit:
@@ -121,11 +126,14 @@ class _MergeStep:
             adds = [add]
             txn.count_written(adds, output_size(adds, txn)[0])
         else:
+            second = None
             if upsert is not None:  # validity is judged against every row of the table
-                table_rows = txn.read(live.at(txn.read_version).everything(), None)
+                table = live.at(txn.read_version)
+                table_rows = txn.read(table.everything(), None)
                 source = valid_rows_of(
                     table_rows, list(plan.input_ids), upsert, order_frame(spark, self.load_order or {})
                 )
+                second = self._second_opinion(table, source)
             else:
                 source = txn.read(inputs, segment_predicate(plan.input_ids))
             if settings.certify:
@@ -134,12 +142,29 @@ class _MergeStep:
                     source,
                     lambda rows: _layout(rows, plan, settings, codec),
                     reads_twice(settings.order, _file_count(plan, settings)),
+                    second,
                 )
             else:
                 adds, certificate = txn.write(*_layout(source, plan, settings, codec)), None
         records, size = output_size(adds, txn)
         output = replace(plan.output, records=records, bytes=size)
         return Produced(adds, inputs, (output,), upsert is not None, describe(order), certificate=certificate)
+
+    def _second_opinion(self, table: LiveFiles, kept: DataFrame) -> SecondOpinion | None:
+        """The key index's word on the winners, when the table read is the one it knew."""
+        expected = self.winners
+        if expected is None or not expected.applies_to(visible_rows(table)):
+            return None
+        return SecondOpinion(index_row_hash(kept), expected.winners)
+
+
+def visible_rows(table: LiveFiles) -> dict[str, int | None]:
+    """Each live segment's rows as a reader sees them (None: a file without statistics)."""
+    rows: dict[str, int | None] = {}
+    for file in table.everything():
+        had, visible = rows.get(file.segment, 0), file.visible
+        rows[file.segment] = None if had is None or visible is None else had + visible
+    return rows
 
 
 def _file_count(plan: MergePlan, settings: MergeSettings) -> int:

@@ -20,17 +20,23 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
-from pyspark.sql import DataFrame, Observation, SparkSession
+from pyspark.sql import Column, DataFrame, Observation, SparkSession
 
 from compactor.delta.commit.transaction import DirectTransaction, live_inputs
-from compactor.delta.content.fingerprint import observe, observed, spark_fingerprint, table_columns
+from compactor.delta.content.fingerprint import (
+    observe,
+    observed,
+    observed_both,
+    spark_fingerprints,
+    table_columns,
+)
 from compactor.delta.log.commit_metadata import commit_metadata
 from compactor.delta.log.live_files import LiveFile, LiveFileIndex, table_live_files
 from compactor.delta.log.reader import CommitFacts
 from compactor.delta.paths import table_uri
-from compactor.domain.certificate import Certificate, Fingerprint
+from compactor.domain.certificate import Certificate, Fingerprint, Winners
 from compactor.domain.plans import Commit, MergePlan
 from compactor.domain.segments import Segment
 from compactor.errors import ContentMismatch
@@ -152,23 +158,40 @@ def rewrite_in_one_commit(
     )
 
 
+class SecondOpinion(NamedTuple):
+    """What an upsert merge's key index says its inputs win (`Winners`), and the index's row hash
+    as a Spark expression over the rows the merge keeps."""
+
+    row_hash: Column
+    expected: Fingerprint
+
+
 def certified_write(
-    txn: DirectTransaction, source: DataFrame, lay_out: Layout, read_apart: bool = False
+    txn: DirectTransaction,
+    source: DataFrame,
+    lay_out: Layout,
+    read_apart: bool = False,
+    second: SecondOpinion | None = None,
 ) -> tuple[list[dict[str, Any]], Certificate]:
     """Write the rows of `source` as `lay_out` arranges them, fingerprinted as read and as handed
     to Delta's writer, both in the write's own job; `read_apart`: a layout that samples its input
     first (a range partitioning) would count the read twice, so there the inputs take a job of
-    their own."""
+    their own. `second`: the rows of `source` are also summed by the key index's row hash, in the
+    same pass, for the certificate's winners check."""
     columns = table_columns(txn.metadata)
+    also = second.row_hash if second is not None else None
     if read_apart:
-        read_print: Fingerprint | Observation = spark_fingerprint(source, columns)
+        read_print: tuple[Fingerprint, Fingerprint | None] | Observation = spark_fingerprints(
+            source, columns, also
+        )
     else:
-        source, read_print = observe(source, columns)
+        source, read_print = observe(source, columns, also)
     output, options = lay_out(source)
     output, written = observe(output, columns)
     adds = txn.write(output, options)
-    inputs = read_print if isinstance(read_print, Fingerprint) else observed(read_print)
-    return adds, Certificate(inputs, observed(written))
+    inputs, kept = read_print if isinstance(read_print, tuple) else observed_both(read_print)
+    winners = Winners(second.expected, kept) if second is not None and kept is not None else None
+    return adds, Certificate(inputs, observed(written), winners=winners)
 
 
 def certificate_refusal(produced: Produced) -> str | None:

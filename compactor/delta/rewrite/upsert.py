@@ -61,6 +61,11 @@ def _data_columns(df: DataFrame) -> list[str]:
     ]
 
 
+def index_row_hash(df: DataFrame) -> Column:
+    """A row's hash as the key index keeps it and ties are broken by: its data columns'."""
+    return F.xxhash64(*_data_columns(df))
+
+
 def with_validity(df: DataFrame, upsert: UpsertConfig, order: DataFrame) -> DataFrame:
     """`df` plus a boolean column `valid`: is this row its key's latest version?
 
@@ -154,7 +159,7 @@ def _key_columns(df: DataFrame, upsert: UpsertConfig) -> DataFrame:
     return df.select(
         F.xxhash64(*upsert.primary_key).alias("key"),
         F.col(upsert.comparison_column).alias("value"),
-        F.xxhash64(*_data_columns(df)).alias("row_hash"),
+        index_row_hash(df).alias("row_hash"),
         F.col(SEGMENT_COLUMN),
     )
 
