@@ -4,6 +4,7 @@ VACUUM keeps the files until a later rewrite, a replay is skipped, the catalog r
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -17,6 +18,8 @@ from pyspark.sql import functions as F
 
 from compactor.client.loader import sample_rows
 from compactor.delta.commit.transaction import DirectTransaction
+from compactor.delta.content.fingerprint import spark_fingerprint
+from compactor.delta.content.verify import verify_table
 from compactor.delta.log.reads import read_commits, segment_sizes, segments_with_rows
 from compactor.delta.paths import table_uri
 from compactor.delta.rewrite import promote
@@ -24,9 +27,12 @@ from compactor.delta.rewrite.merge import execute_merge
 from compactor.delta.rewrite.merge_settings import MergeSettings
 from compactor.delta.table_ops.writes import write_segment
 from compactor.dev.rows_checksum import rows_checksum
+from compactor.domain.certificate import Certificate
 from compactor.domain.plans import make_plan
 from compactor.domain.segments import Segment, TimeRange
 from compactor.errors import CommitConflict, ContentMismatch
+from tests.cli.test_verify import uncompressed  # noqa: F401 (a fixture)
+from tests.delta.test_driver_merge import load as day_load
 from tests.delta.test_log_reads import reader
 
 pytestmark = pytest.mark.integration
@@ -179,3 +185,37 @@ def test_a_concurrent_delete_of_an_input_fails_the_move_as_a_conflict(
     table = spark.read.format("delta").load(path)
     assert sorted(r.segment_id for r in table.select("segment_id").distinct().collect()) == ["w0"]
     assert table.count() == 50, "the deleted rows stay deleted: no file came back"
+
+
+@pytest.mark.usefixtures("uncompressed")
+def test_a_promotion_certifies_its_whole_output_and_verify_finds_a_moved_file_replaced(
+    spark: Any, warehouse: Path
+) -> None:
+    """The moved files are read for their fingerprint alone: the certificate records what the output
+    holds as a whole, so a moved file replaced later under its own name is found."""
+    days = [day_load(spark, warehouse, "t", day) for day in range(3)]
+    path = table_uri(warehouse, "t")
+    frame = spark.read.format("delta").load(path)
+    before = spark_fingerprint(frame, frame.columns)
+    files = data_files(warehouse)
+    smallest = min((warehouse / f).stat().st_size for f in files)
+    commit = execute_merge(
+        spark, warehouse, make_plan("t", "minor", days), MergeSettings(promote_min_bytes=smallest)
+    )
+    assert data_files(warehouse) == files, "every file moved, none written"
+    history = DeltaTable.forPath(spark, path).history().where(F.col("version") == commit.version)
+    (row,) = history.select("userMetadata").collect()
+    certificate = Certificate.from_dict(json.loads(row["userMetadata"])["certificate"])
+    assert certificate.inputs == certificate.output == before and before.rows == 90
+    assert [c.verdict for c in verify_table(spark, warehouse, "t")] == ["holds"]
+
+    value, planted = (1005).to_bytes(8, "little", signed=True), (1_000_005).to_bytes(8, "little", signed=True)
+    (moved,) = [warehouse / f for f in files if value in (warehouse / f).read_bytes()]
+    data = moved.read_bytes()
+    assert data.count(value) == 1, "day 1's row 5 has k = 1005, once in its file"
+    moved.write_bytes(data.replace(value, planted))
+    (moved.parent / f".{moved.name}.crc").unlink()  # Hadoop's local checksum: no object store has one
+    (checked,) = verify_table(spark, warehouse, "t")
+    assert checked.verdict == "broken", checked.detail
+    assert checked.output is not None and checked.output.rows == 90 and checked.output != before
+    assert f"its output reads {checked.output} now, certified {certificate.output}" in checked.detail

@@ -4,7 +4,7 @@ compared with the certificate it committed (`compactor verify`).
 
 The inputs are the rows of the segments the commit removed, the output those of the segments it
 added, as a reader sees them then (deletion vectors of that version applied). A merge committed
-without a certificate (before certificates, or a promotion that moved files) is checked inputs
+without a certificate (before certificates, or with them off) is checked inputs
 against output. An upsert merge drops superseded rows on purpose, and a refresh that changes
 rows (a rollup, rounded times, a new column) certifies the rows its rule made of the inputs:
 only their output is checked, against the certificate. A purge keeps every row its segments show:

@@ -60,7 +60,8 @@ class Produced:
     layout: str | None = None
     keep_checksum: bool = True
     after_commit: Callable[[int], None] | None = None
-    certificate: Certificate | None = None  # None: a rewrite that moves files without reading rows
+    certificate: Certificate | None = None  # None: a rewrite not certified (certificates off)
+    read: list[LiveFile] | None = None  # the files the certificate's inputs read (None: `removed`)
 
 
 class RewriteStep(Protocol):
@@ -203,7 +204,7 @@ def certificate_refusal(produced: Produced) -> str | None:
         return None
     if not certificate.holds:
         return certificate.mismatch()
-    visible = [f.visible for f in produced.removed]
+    visible = [f.visible for f in (produced.removed if produced.read is None else produced.read)]
     shown = sum(v for v in visible if v is not None)
     if not produced.data_change and None not in visible and certificate.inputs.rows != shown:
         return (

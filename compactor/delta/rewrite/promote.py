@@ -14,9 +14,12 @@ re-adds each input file with the output's `segment_id` and `dataChange=false`:
   commit as a conflict.
 
 The rewritten small inputs are certified as a merge's rows are (`domain/certificate.py`). The
-moved files are not read, so the commit records no certificate; it must show a reader exactly the
-rows its inputs did by the log (each moved file's count less its deletion vector's, and the written
-files' statistics), or nothing is committed.
+moved files are read once, for their fingerprint alone (nothing is written of them): their rows
+are the same on both sides of the certificate, which so records what the output holds as a whole,
+and `compactor verify` finds a moved file replaced after the fact. That read (no write) is what
+the certificate costs a promotion. Certified or not, the commit must show a reader exactly
+the rows its inputs did by the log (each moved file's count less its deletion vector's, and the
+written files' statistics), or nothing is committed.
 
 A file keeps its path: its directory names the segment it was loaded as, which only readers
 that guess partitions from paths instead of reading the Delta log would misread.
@@ -47,10 +50,12 @@ from pyspark.sql import functions as F
 
 from compactor.delta.commit.checksum_file import write_checksum_after
 from compactor.delta.commit.transaction import DirectTransaction, segment_predicate
+from compactor.delta.content.fingerprint import spark_fingerprint, table_columns
 from compactor.delta.features import features
 from compactor.delta.log.live_files import LiveFile
 from compactor.delta.paths import SEGMENT_COLUMN, TARGET_FILE_BYTES
 from compactor.delta.rewrite.one_commit import Produced, certificate_refusal, certified_write
+from compactor.domain.certificate import Certificate, Fingerprint
 from compactor.domain.plans import MergePlan
 from compactor.errors import ContentMismatch
 
@@ -71,21 +76,26 @@ def promote(
     row count (the caller rewrites everything, as before). `files`: the inputs' live files, by
     segment.
 
-    The rows of the small inputs are certified as a merge's (`certify`); the moved files' rows are
-    not read, so the commit records no certificate: its whole output must hold as many rows as the
-    log says the inputs show a reader (the moved files' counts and the written files'
-    statistics), or `ContentMismatch` and nothing is committed."""
+    The rows of the small inputs are certified as a merge's (`certify`), and the moved files'
+    rows are fingerprinted on both sides of the certificate (read, never written). Its whole output
+    must hold as many rows as the log says the inputs show a reader (the moved files' counts and
+    the written files' statistics), or `ContentMismatch` and nothing is committed."""
     kept = [
         sid for sid in plan.input_ids if files.get(sid) and all(f.size >= min_file_bytes for f in files[sid])
     ]
     every = [f for sid in plan.input_ids for f in files.get(sid, [])]
     if not kept or any(f.records is None for f in every):
         return None
-    moved = [_moved(f, plan.output.id) for sid in kept for f in files[sid]]
+    staying = [f for sid in kept for f in files[sid]]
+    moved = [_moved(f, plan.output.id) for f in staying]
     small = [f for f in every if f.segment not in kept]
     predicate = segment_predicate(plan.input_ids)
     txn.track(every, predicate)  # every input is read: a concurrent delete of any one conflicts
-    written = _rewritten(txn, plan, small, predicate, certify) if small else []
+    written, certificate = _rewritten(txn, plan, small, predicate, certify) if small else ([], None)
+    if certify:  # the moved files' rows, the same on both sides: what the output holds, recorded
+        stays = spark_fingerprint(txn.read(staying, segment_predicate(kept)), table_columns(txn.metadata))
+        rewritten = certificate or Certificate(Fingerprint.empty(), Fingerprint.empty())
+        certificate = Certificate(rewritten.inputs + stays, rewritten.output + stays)
     new_files = moved + written
     records = sum(f.visible or 0 for sid in kept for f in files[sid]) + sum(_rows(a) for a in written)
     shown = sum(f.visible or 0 for f in every)
@@ -100,23 +110,32 @@ def promote(
         if not (written and "rowTracking" in features(txn.protocol)):  # else the high-water mark moved
             write_checksum_after(txn.spark, txn.path, txn.read_version, version, added=written, removed=small)
 
-    return Produced(new_files, small, (output,), False, keep_checksum=False, after_commit=checksum)
+    return Produced(
+        new_files,
+        small,
+        (output,),
+        False,
+        keep_checksum=False,
+        after_commit=checksum,
+        certificate=certificate,
+        read=every,
+    )
 
 
 def _rewritten(
     txn: DirectTransaction, plan: MergePlan, small: list[LiveFile], predicate: Column, certify: bool
-) -> list[dict[str, Any]]:
+) -> tuple[list[dict[str, Any]], Certificate | None]:
     """The small inputs' rows written into the output segment; certified as a merge is (the
     rows read, as many as the log says they show, are the rows handed to the writer), or
     `ContentMismatch` and nothing written is committed."""
     rows = txn.read(small, predicate)
     if not certify:
-        return txn.write(*_rewrite(rows, plan, small))
+        return txn.write(*_rewrite(rows, plan, small)), None
     written, certificate = certified_write(txn, rows, lambda read: _rewrite(read, plan, small))
     refused = certificate_refusal(Produced(written, small, (), False, certificate=certificate))
     if refused is not None:
         raise ContentMismatch(f"table {plan.table}: plan {plan.plan_id} not committed: {refused}")
-    return written
+    return written, certificate
 
 
 def _moved(file: LiveFile, segment_id: str) -> dict[str, Any]:
