@@ -65,10 +65,10 @@ def test_legacy_protocols_imply_their_features() -> None:
     [
         ({"minWriterVersion": 2}, metadata({"delta.appendOnly": "true"}), "delta.appendOnly=true"),
         # kept by the direct commit only: refused where Delta's generic overwrite would be the path
-        (MODERN | {"writerFeatures": ["rowTracking", "domainMetadata", "typeWidening"]},
+        (MODERN | {"writerFeatures": ["rowTracking", "domainMetadata", "collations-preview"]},
          metadata(ROW_TRACKING), "rowTracking is enabled: Delta's generic overwrite would assign new row ids"),
-        (MODERN | {"writerFeatures": ["identityColumns", "variantType"]}, metadata(fields=IDENTITY),
-         "refuses the values of id, the only path for a table with variantType"),
+        (MODERN | {"writerFeatures": ["identityColumns", "collations-preview"]}, metadata(fields=IDENTITY),
+         "refuses the values of id, the only path for a table with collations-preview"),
         (MODERN | {"writerFeatures": ["clustering", "domainMetadata"]}, metadata(), "clustering"),
         (MODERN | {"readerFeatures": ["futureFeature"], "writerFeatures": ["futureFeature"]}, metadata(),
          "'futureFeature'"),

@@ -25,6 +25,7 @@ from compactor.client.arrow_loader import ArrowLoader
 from compactor.client.loader import load_segment, sample_rows
 from compactor.config.loading import load_config
 from compactor.delta.paths import table_uri
+from compactor.domain.certificate import Certificate
 from compactor.job.wiring import build_handler
 from compactor.kafka.producer import EventProducer
 from tests.helpers.streaming import JobRunner, checksum, make_kafka
@@ -43,6 +44,7 @@ KINDS: dict[str, dict[str, str]] = {
     "v2_checkpoints": {"delta.checkpointPolicy": "v2", "delta.checkpointInterval": "3"},
     "row_tracking": {"delta.enableRowTracking": "true"},
     "type_widening": {"delta.enableTypeWidening": "true"},
+    "iceberg_compat": {"delta.columnMapping.mode": "name", "delta.enableIcebergCompatV2": "true"},
 }
 IDENTITY = "identity"
 RUST = "delta_rs"
@@ -81,6 +83,15 @@ def row_ids(spark: Any, path: str) -> dict[tuple[Any, ...], tuple[int, int]]:
         .select("event_time", "customer_id", "amount", "_metadata.row_id", "_metadata.row_commit_version")
     )
     return {(r.event_time, r.customer_id, r.amount): (r.row_id, r.row_commit_version) for r in rows.collect()}
+
+
+def certificate(spark: Any, path: str) -> Certificate:
+    """The content certificate of the table's latest commit (its merge), which must hold."""
+    latest = spark.sql(f"DESCRIBE HISTORY delta.`{path}` LIMIT 1").first()
+    assert latest is not None
+    found = Certificate.from_dict(json.loads(latest.userMetadata)["certificate"])
+    assert found.holds
+    return found
 
 
 def test_one_job_compacts_every_table_kind_exactly(
@@ -130,6 +141,7 @@ def test_one_job_compacts_every_table_kind_exactly(
         )
         assert checksum(spark.read.format("delta").load(path)) == before[table], f"{table}: rows exact"
         assert shape(spark, path) == shapes[table], f"{table}: features and properties unchanged"
+        assert certificate(spark, path).output.rows == before[table][0], f"{table}: merged certified"
     assert handler.stats.failed_merges == 0 and handler.catalog.quarantined("plain") is None
     assert row_ids(spark, paths["row_tracking"]) == ids_before, "every row keeps its id and version"
     after = sorted(r.id for r in spark.read.format("delta").load(paths[IDENTITY]).collect())
