@@ -245,13 +245,13 @@ REFRESH_RULES: dict[str, dict[str, Any]] = {  # a row kept, rows changed (rounde
 }
 
 
-def refresh_settings(rule: dict[str, Any]) -> MergeSettings:
+def refresh_settings(rule: dict[str, Any], layout: dict[str, Any] = REFRESH_LAYOUT) -> MergeSettings:
     config = load_config(
         {
             "tables": {
                 "t": {
                     "config_version": 2,
-                    "layout": REFRESH_LAYOUT,
+                    "layout": layout,
                     "rules": [{"rule": "refresh", "trigger": "manual", **rule}],
                 }
             }
@@ -323,6 +323,43 @@ def test_a_refresh_broken_on_purpose_is_refused_before_its_commit(
     with pytest.raises(ContentMismatch, match=r"not committed: inputs 20 rows, [0-9a-f]{16} but output"):
         execute_refresh(spark, warehouse, plan, refresh_settings({}))
     assert version_of(spark, warehouse, "t") == version, "nothing committed"
+
+
+# a layout that adds a column: the refresh goes through Delta's generic overwrite (a new schema)
+WIDER_LAYOUT = REFRESH_LAYOUT | {"columns": REFRESH_LAYOUT["columns"] | {"note": {"type": "string"}}}
+
+
+def test_a_refresh_through_the_overwrite_is_certified_before_it_writes(spark: Any, warehouse: Path) -> None:
+    segments = refresh_table(spark, warehouse)
+    plan = make_plan("t", "refresh", segments, allow_single=True)
+    commit = execute_refresh(spark, warehouse, plan, refresh_settings({}, WIDER_LAYOUT))
+    after = rows_of(spark, warehouse, "t")
+    assert "note" in after.columns and after.count() == 20
+    history = DeltaTable.forPath(spark, table_uri(warehouse, "t")).history(1).first()
+    assert "exact_sizes" not in json.loads(history["userMetadata"]), "written by the generic overwrite"
+    certificate = recorded(spark, warehouse, "t", commit.version)
+    assert certificate.holds and certificate.output == spark_fingerprint(after, after.columns)
+    assert commit.certificate == certificate
+    (checked,) = verify_table(spark, warehouse, "t")
+    assert checked.verdict == "holds", checked.detail
+
+
+@pytest.mark.parametrize("fault", list(REFRESH_BREAKS))
+def test_a_refresh_through_the_overwrite_broken_on_purpose_writes_nothing(
+    fault: str, spark: Any, warehouse: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    segments = refresh_table(spark, warehouse)
+    version = version_of(spark, warehouse, "t")
+
+    def broken(frame: DataFrame, *args: Any) -> DataFrame:
+        return REFRESH_BREAKS[fault](sort_each_file(frame, *args))
+
+    monkeypatch.setattr(refresh, "sort_each_file", broken)
+    plan = make_plan("t", "refresh", segments, allow_single=True)
+    with pytest.raises(ContentMismatch, match=r"not committed: inputs 20 rows, [0-9a-f]{16} but output"):
+        execute_refresh(spark, warehouse, plan, refresh_settings({}, WIDER_LAYOUT))
+    assert version_of(spark, warehouse, "t") == version, "nothing committed"
+    assert "note" not in rows_of(spark, warehouse, "t").columns
 
 
 # -- purge ------------------------------------------------------------------------------------

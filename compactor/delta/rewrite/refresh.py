@@ -21,7 +21,7 @@ from compactor.config.layout import LayoutConfig
 from compactor.config.rules import RefreshRule
 from compactor.config.sort import describe
 from compactor.delta.commit.transaction import DirectTransaction, segment_predicate
-from compactor.delta.content.fingerprint import hash_sum, observe, observed, table_columns
+from compactor.delta.content.fingerprint import hash_sum, observe, observed, spark_fingerprint, table_columns
 from compactor.delta.features import overwrite_refusal
 from compactor.delta.log.commit_metadata import commit_metadata, plan_marker
 from compactor.delta.log.live_files import LiveFile, LiveFileIndex
@@ -37,7 +37,7 @@ from compactor.domain.certificate import Certificate, Fingerprint
 from compactor.domain.layout import refresh_output_prefix
 from compactor.domain.plans import Commit, MergePlan
 from compactor.domain.segments import Origin, Segment, TimeRange
-from compactor.errors import CommitConflict, UnsupportedTableFeature
+from compactor.errors import CommitConflict, ContentMismatch, UnsupportedTableFeature
 
 _KEYS = ("__bucket", "__partition", "__chunk")
 
@@ -121,7 +121,10 @@ class _RefreshStep:
             rows = conform(source, layout, rule)
         data_change = changes_data(source, rows, rule, plan.table_wide, tracking or ())
         # certified: the rows the rule's transformation made of the inputs, against those written
-        columns = table_columns(txn.metadata) if direct and settings.certify else None
+        # (the table's columns; through the overwrite, the rows' own: it may change the schema)
+        columns = None
+        if settings.certify:
+            columns = table_columns(txn.metadata) if direct else list(rows.columns)
         keyed = _keyed(rows, plan, layout, rule, whole).persist()
         try:
             outputs, conformed = _outputs(
@@ -131,7 +134,7 @@ class _RefreshStep:
                 keyed.drop(*_KEYS).repartition(F.col(SEGMENT_COLUMN)), order, SEGMENT_COLUMN
             )
             written = None
-            if columns is not None:
+            if columns is not None and direct:
                 data, written = observe(data, columns)
             codec = layout.compression if layout.compression != "uncompressed" else "none"
             with _session_conf(
@@ -140,8 +143,9 @@ class _RefreshStep:
                 if direct:
                     adds = txn.write(data, {"compression": codec})
                 else:
+                    certificate = _before_overwrite(plan, data, columns, conformed)
                     guard()
-                    _overwrite(spark, txn, data, plan, outputs, data_change, codec)
+                    _overwrite(spark, txn, data, plan, outputs, data_change, codec, certificate)
         finally:
             keyed.unpersist()
         if direct:
@@ -163,7 +167,25 @@ class _RefreshStep:
             elapsed,
             data_change=data_change,
             layout=describe(order),
+            certificate=certificate,
         )
+
+
+def _before_overwrite(
+    plan: MergePlan, data: DataFrame, columns: list[str] | None, conformed: Fingerprint | None
+) -> Certificate | None:
+    """The certificate of a refresh through Delta's generic overwrite, which commits as it writes:
+    the rows about to be handed to the writer (a job of their own, over the cached rows the rule
+    made) against those the rule made of the inputs; `ContentMismatch` and nothing written when
+    they differ (None: certificates off)."""
+    if columns is None or conformed is None:
+        return None
+    certificate = Certificate(conformed, spark_fingerprint(data, columns))
+    if not certificate.holds:
+        raise ContentMismatch(
+            f"table {plan.table}: plan {plan.plan_id} not committed: {certificate.mismatch()}"
+        )
+    return certificate
 
 
 def _snapshot_rows(spark: SparkSession, path: str, plan: MergePlan) -> DataFrame:
@@ -209,12 +231,16 @@ def _overwrite(
     outputs: tuple[Segment, ...],
     data_change: bool,
     codec: str,
+    certificate: Certificate | None,
 ) -> None:
-    """The rewrite as Delta's generic overwrite, by predicate (table-wide: the whole table)."""
+    """The rewrite as Delta's generic overwrite, by predicate (table-wide: the whole table),
+    with the certificate taken before it in its metadata."""
     if plan.table_wide and _version(spark, txn.path) != txn.read_version:
         # an overwrite deletes whatever the table holds when it commits: never rows read after
         raise CommitConflict(f"{plan.table} changed during a table-wide refresh; retry")
-    metadata = commit_metadata("refresh", list(outputs), plan.input_ids, plan, data_change)
+    metadata = commit_metadata(
+        "refresh", list(outputs), plan.input_ids, plan, data_change, certificate=certificate
+    )
     writer = (
         data.write.format("delta")
         .mode("overwrite")
