@@ -5,7 +5,6 @@ Spark and Delta, on plain tables and tables with row tracking."""
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -22,10 +21,11 @@ from compactor.delta.paths import table_uri
 from compactor.delta.rewrite import upsert as upsert_rows
 from compactor.delta.rewrite.merge import execute_merge
 from compactor.delta.rewrite.merge_settings import MergeSettings
-from compactor.domain.certificate import Certificate, Fingerprint, IndexedWinners
+from compactor.domain.certificate import Fingerprint, IndexedWinners
 from compactor.domain.plans import make_plan
 from compactor.domain.segments import Segment, TimeRange
 from compactor.errors import ContentMismatch
+from tests.delta.test_certificate import recorded
 
 pytestmark = pytest.mark.integration
 
@@ -95,12 +95,6 @@ def version(spark: Any, warehouse: Path) -> int:
     return int(DeltaTable.forPath(spark, table_uri(warehouse, "t")).history(1).first()["version"])
 
 
-def recorded(spark: Any, warehouse: Path, at: int) -> Certificate:
-    history = DeltaTable.forPath(spark, table_uri(warehouse, "t")).history()
-    (row,) = history.where(F.col("version") == at).select("userMetadata").collect()
-    return Certificate.from_dict(json.loads(row["userMetadata"])["certificate"])
-
-
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_an_upsert_merge_commits_its_winners_checked_against_the_key_index(
     kind: str, spark: Any, warehouse: Path
@@ -112,7 +106,7 @@ def test_an_upsert_merge_commits_its_winners_checked_against_the_key_index(
     plan = make_plan("t", "upsert_compaction", inputs)
     commit = execute_merge(spark, warehouse, plan, SETTINGS, load_order=order(segments), winners=winners)
     assert commit.records_out == 25
-    certificate = recorded(spark, warehouse, commit.version)
+    certificate = recorded(spark, warehouse, "t", commit.version)
     assert certificate.winners is not None and certificate.holds
     assert certificate.winners.index == certificate.winners.kept == winners.winners
     assert certificate.inputs == certificate.output and certificate.output.rows == 25
@@ -160,7 +154,7 @@ def test_without_the_index_the_certificate_alone_cannot_see_a_loser_kept(spark: 
         SETTINGS,
         load_order=order(segments),
     )
-    certificate = recorded(spark, warehouse, commit.version)
+    certificate = recorded(spark, warehouse, "t", commit.version)
     assert certificate.holds and certificate.winners is None and commit.records_out == 20
 
 
@@ -177,5 +171,5 @@ def test_a_load_the_index_has_not_read_leaves_the_merge_unchecked_not_refused(
         spark, warehouse, plan, SETTINGS, load_order=order([*segments, late]), winners=winners
     )
     assert commit.records_out == 20, "keys 0-4 went to the late load"
-    certificate = recorded(spark, warehouse, commit.version)
+    certificate = recorded(spark, warehouse, "t", commit.version)
     assert certificate.holds and certificate.winners is None

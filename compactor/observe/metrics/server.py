@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, make_wsgi_app
+from waitress import trigger
 from waitress.server import create_server
 
 THREADS = 4  # requests served at once; the rest wait in waitress's queue
@@ -67,8 +68,18 @@ class ProbeServer:
         return self
 
     def stop(self) -> None:
-        self._server.close()
-        self._thread.join(5)
+        """Close every socket from the server's own loop thread (closed from here, a socket the loop
+        is waiting on in `select` fails it with EBADF, a traceback on every stop), then end its
+        worker threads."""
+        sockets = getattr(self._server, "_map", None) or getattr(self._server, "map", {})
+        wake = next((c for c in list(sockets.values()) if isinstance(c, trigger.trigger)), None)
+        if self._thread.is_alive() and wake is not None:
+            wake.pull_trigger(lambda: [channel.close() for channel in list(sockets.values())])
+            self._thread.join(5)
+        if self._thread.is_alive() or not self._thread.ident:  # never started, or the loop is stuck
+            self._server.close()
+            self._thread.join(5)
+        self._server.task_dispatcher.shutdown(timeout=1)
 
     def _app(self, environ: dict[str, Any], respond: Callable[..., Any]) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "/")
