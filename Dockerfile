@@ -23,7 +23,7 @@ RUN pip install --no-cache-dir --no-deps .
 # Maven runs only in this stage: its repository never reaches the final image.
 FROM source AS jars
 RUN apt-get update && apt-get install -y --no-install-recommends maven
-RUN compactor jars --spark-only > /dev/null
+RUN compactor jars --spark-only --class-archive > /dev/null
 
 FROM source
 COPY --from=jars /opt/compactor-cache /opt/compactor-cache

@@ -18,6 +18,7 @@ from __future__ import annotations
 import shutil
 import time
 import uuid
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -77,9 +78,16 @@ def send_load(spark: SparkSession, kafka: KafkaSettings, warehouse: str, n: int,
 
 
 def restart_figures(
-    spark: SparkSession, root: Path, bootstrap: str, warehouse: str, config: Path, loaded_at: datetime
+    spark: SparkSession,
+    root: Path,
+    bootstrap: str,
+    warehouse: str,
+    config: Path,
+    loaded_at: datetime,
+    env: Mapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
-    """Cold start, restart after SIGKILL, and restart as a newcomer, for one job."""
+    """Cold start, restart after SIGKILL, and restart as a newcomer, for one job (`env`: its
+    environment, else this process's)."""
     from compactor.delta.paths import warehouse_uri
     from compactor.kafka.lease import lease_group
     from compactor.kafka.seat import take_seat
@@ -97,7 +105,7 @@ def restart_figures(
             seat = take_seat(
                 f"{lease_group(kafka, warehouse_uri(warehouse))}\n{warehouse_uri(str(checkpoint))}"
             )
-        job = JobProcess(args, root / "restart-jobs.log", marks=MARKS).start()
+        job = JobProcess(args, root / "restart-jobs.log", env=env, marks=MARKS).start()
         try:
             rows.append({"start": start} | until_processed(job))
             time.sleep(3)  # the batch's offsets committed: the next start reads only the new event

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -60,11 +61,18 @@ def kafka_stop(data_dir: Path) -> None:
     is_flag=True,
     help="With --spark-submit-args: --jars with the cached files instead of --packages.",
 )
-def jars(submit_args: bool, s3: bool, gcs: bool, spark_only: bool, local_jars: bool) -> None:
+@click.option(
+    "--class-archive",
+    "archive",
+    is_flag=True,
+    help="Also build the driver JVM's class-data-sharing archive for these jars (about 20 s, "
+    "150 MB): later starts map it and start about 3 s sooner.",
+)
+def jars(submit_args: bool, s3: bool, gcs: bool, spark_only: bool, local_jars: bool, archive: bool) -> None:
     """Resolve and cache the JVM jars (Delta, Kafka connector, Kafka broker); print their paths."""
     import shlex
 
-    from compactor.spark import jvm
+    from compactor.spark import class_archive, jvm
     from compactor.spark.session import jars_for, spark_submit_args
 
     stores = (*(("s3a://",) if s3 else ()), *(("gs://",) if gcs else ()))
@@ -72,6 +80,11 @@ def jars(submit_args: bool, s3: bool, gcs: bool, spark_only: bool, local_jars: b
         click.echo(shlex.join(spark_submit_args(stores, local_jars=local_jars)))
         return
     spark = jars_for(stores)
+    if archive:
+        try:
+            click.echo(f"class archive: {class_archive.build(spark)}", err=True)
+        except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
+            raise click.ClickException(f"no class archive built: {exc}") from None
     for path in [*spark, *([] if spark_only else jvm.kafka_broker_jars())]:
         click.echo(path)
 

@@ -28,7 +28,7 @@ from pyspark.sql import SparkSession
 
 from compactor.config.rules import Resources
 from compactor.errors import CompactorError
-from compactor.spark import conditional_log_store, jvm
+from compactor.spark import class_archive, conditional_log_store, jvm
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
@@ -207,7 +207,9 @@ def user_conf(locations: Sequence[str | Path] = ()) -> dict[str, str]:
             "spark.jars", ",".join([*_defaults_file().get("spark.jars", "").split(","), *ours]).strip(",")
         )
         launch.set("spark.ui.showConsoleProgress", DEFAULTS["spark.ui.showConsoleProgress"])
-        java_options = _with_our_log_config(_defaults_file().get("spark.driver.extraJavaOptions", ""))
+        java_options = class_archive.java_options(
+            ours, _with_our_log_config(_defaults_file().get("spark.driver.extraJavaOptions", ""))
+        )
         if java_options:
             launch.set("spark.driver.extraJavaOptions", java_options)
         with _utc_jvm():
