@@ -79,6 +79,14 @@ def test_ci_runs_the_readme_test_command() -> None:
     assert "make test" in readme and "make test" in ci
 
 
+def test_ci_audits_the_dependencies_where_pypis_advisory_api_answers() -> None:
+    """`make audit` in CI behind a probe of pip-audit's source; elsewhere named as skipped."""
+    ci = (ROOT / ".ci" / "run").read_text()
+    audit, tests = ci.index("\n  make audit\n"), ci.index("\nmake test")
+    assert ci.index("pypi.org/pypi/pip/") < audit < tests, "probed, then audited, before the tests"
+    assert "audit SKIPPED" in ci and "\naudit: " in (ROOT / "Makefile").read_text()
+
+
 def test_resolved_jars_are_reused_without_running_maven(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
