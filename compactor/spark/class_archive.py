@@ -59,8 +59,12 @@ def java_options(jars: Sequence[str | Path], given: str) -> str:
     dump = os.environ.get(DUMP_ENV)
     if dump:
         return f"{given} -XX:ArchiveClassesAtExit={dump} -Xlog:cds=off -Xlog:cds+dynamic=off".strip()
-    archive = archive_for(jars)
-    if os.environ.get(SWITCH_ENV, "").lower() == "off" or not archive.is_file():
+    try:
+        archive = archive_for(jars)
+        usable = archive.is_file() and not any(c.isspace() for c in str(archive))  # unquoted below
+    except OSError:  # the cache unreadable: start as without one
+        return given
+    if os.environ.get(SWITCH_ENV, "").lower() == "off" or not usable:
         return given
     return f"{given} -XX:SharedArchiveFile={archive} -Xshare:auto -Xlog:cds=off -Xlog:cds+dynamic=off".strip()
 

@@ -107,18 +107,13 @@ class KeyIndexes:
     def expected_winners(
         self, table: str, upsert: UpsertConfig, input_ids: Collection[str]
     ) -> IndexedWinners | None:
-        """What the table's index, brought up to the catalog, says `input_ids` win, with the
-        table as it knows it (a merge's second opinion: `IndexedWinners`); None for a table
-        without an index (no upsert compaction rule) or one that cannot be brought up now (said
-        in the log: the merge then goes without the check, as its certificate still holds)."""
-        if table not in self._indexes:
+        """What the table's index says `input_ids` win, with the table as it knows it (a merge's
+        second opinion: `IndexedWinners`); None for a table without an index (no upsert
+        compaction rule) or whose index is behind the catalog. The index is not brought up here:
+        the planner does that at every attempt, and reads the segments it recounted then."""
+        index = self._indexes.get(table)
+        if index is None:
             return None
-        try:
-            self.note(table, upsert)
-        except Exception as exc:
-            log.warning("table %s: key index not brought up for a merge's winners check: %s", table, exc)
-            return None
-        index = self._indexes[table]
         found = index.winners_of(input_ids)
         live = self.catalog.live(table)
         if found is None or index.segment_ids != live.keys():

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from compactor.catalog.view import CatalogView
+from compactor.config.rules import RuleName
 from compactor.delta.store import LoadOrder
 from compactor.domain.events import MergeStatus
 from compactor.domain.plans import MergePlan
@@ -66,8 +67,11 @@ class StreamDesk:
         """Into the catalog: a stale plan's table is checked against Delta before it is planned
         again; a table-wide rewrite's is checked when the batch saves."""
         plan = finished.plan
-        if isinstance(finished.failure, ContentMismatch) and self.keys is not None:
-            self.keys.distrust(plan.table)  # its certificate's winners check may have been the index's fault
+        if self.keys is not None and (
+            isinstance(finished.failure, ContentMismatch)  # the winners check may be the index's fault
+            or (plan.rule == RuleName.REFRESH and finished.commit is not None and finished.commit.data_change)
+        ):  # a refresh that changed rows leaves the index's row hashes of them stale
+            self.keys.distrust(plan.table)
         outcome = self.runner.record(finished)
         if outcome.stale:  # a concurrent writer changed the inputs
             self.keeper.check(plan.table)

@@ -301,6 +301,22 @@ def test_a_refresh_certifies_the_rows_its_rule_makes_of_the_inputs(
     assert checked.inputs == (read if kind == "concat" else None) and checked.output == certificate.output
 
 
+def test_a_refresh_that_reorders_columns_is_checked_but_records_no_certificate(
+    spark: Any, warehouse: Path
+) -> None:
+    """A partial overwrite keeps the table's column order: a certificate over the layout's order
+    is not what `verify` would recompute, so none is recorded (the check before the write ran)."""
+    segments = refresh_table(spark, warehouse)
+    reordered = REFRESH_LAYOUT | {"columns": {"k": {"type": "bigint"}, "ts": {"type": "timestamp"},
+                                              "note": {"type": "string"}, "v": {"type": "double"}}}  # fmt: skip
+    plan = make_plan("t", "refresh", segments, allow_single=True)
+    commit = execute_refresh(spark, warehouse, plan, refresh_settings({}, reordered))
+    history = DeltaTable.forPath(spark, table_uri(warehouse, "t")).history(1).first()
+    assert "certificate" not in json.loads(history["userMetadata"]) and commit.certificate is None
+    (checked,) = verify_table(spark, warehouse, "t")
+    assert checked.verdict != "broken", checked.detail
+
+
 # the certificate's arithmetic is proven on merges (above): here, that a refresh's wiring refuses
 REFRESH_BREAKS: dict[str, Callable[[DataFrame], DataFrame]] = {
     "a row dropped": lambda out: out.where(F.col("k") != F.lit(3)),

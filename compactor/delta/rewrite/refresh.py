@@ -21,7 +21,14 @@ from compactor.config.layout import LayoutConfig
 from compactor.config.rules import RefreshRule
 from compactor.config.sort import describe
 from compactor.delta.commit.transaction import DirectTransaction, segment_predicate
-from compactor.delta.content.fingerprint import hash_sum, observe, observed, spark_fingerprint, table_columns
+from compactor.delta.content.fingerprint import (
+    fingerprinted_columns,
+    hash_sum,
+    observe,
+    observed,
+    spark_fingerprint,
+    table_columns,
+)
 from compactor.delta.features import overwrite_refusal
 from compactor.delta.log.commit_metadata import commit_metadata, plan_marker
 from compactor.delta.log.live_files import LiveFile, LiveFileIndex
@@ -144,6 +151,8 @@ class _RefreshStep:
                     adds = txn.write(data, {"compression": codec})
                 else:
                     certificate = _before_overwrite(plan, data, columns, conformed)
+                    if not plan.table_wide and not _appends_columns(txn, rows.columns):
+                        certificate = None  # checked, but `verify` would read another column order
                     guard()
                     _overwrite(spark, txn, data, plan, outputs, data_change, codec, certificate)
         finally:
@@ -169,6 +178,14 @@ class _RefreshStep:
             layout=describe(order),
             certificate=certificate,
         )
+
+
+def _appends_columns(txn: DirectTransaction, columns: list[str]) -> bool:
+    """Do `columns` keep the table's, in its order, with any new ones after them? Then the table
+    reads them in that order after a partial overwrite (`mergeSchema` keeps the table's columns
+    and appends the new ones), and a certificate over them is what `verify` recomputes."""
+    before = fingerprinted_columns(table_columns(txn.metadata))  # the segment id is never hashed
+    return fingerprinted_columns(columns)[: len(before)] == before
 
 
 def _before_overwrite(

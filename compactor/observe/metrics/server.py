@@ -71,6 +71,9 @@ class ProbeServer:
         """Close every socket from the server's own loop thread (closed from here, a socket the loop
         is waiting on in `select` fails it with EBADF, a traceback on every stop), then end its
         worker threads."""
+        self._server.task_dispatcher.shutdown(
+            timeout=1
+        )  # first: a request served after would wake a closed loop
         sockets = getattr(self._server, "_map", None) or getattr(self._server, "map", {})
         wake = next((c for c in list(sockets.values()) if isinstance(c, trigger.trigger)), None)
         if self._thread.is_alive() and wake is not None:
@@ -78,8 +81,8 @@ class ProbeServer:
             self._thread.join(5)
         if self._thread.is_alive() or not self._thread.ident:  # never started, or the loop is stuck
             self._server.close()
-            self._thread.join(5)
-        self._server.task_dispatcher.shutdown(timeout=1)
+            if self._thread.ident:
+                self._thread.join(5)
 
     def _app(self, environ: dict[str, Any], respond: Callable[..., Any]) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "/")
