@@ -104,9 +104,7 @@ class KeyIndexes:
         self.note(table, upsert)
         return self._indexes[table].invalid()
 
-    def expected_winners(
-        self, table: str, upsert: UpsertConfig, input_ids: Collection[str]
-    ) -> IndexedWinners | None:
+    def expected_winners(self, table: str, input_ids: Collection[str]) -> IndexedWinners | None:
         """What the table's index says `input_ids` win, with the table as it knows it (a merge's
         second opinion: `IndexedWinners`); None for a table without an index (no upsert
         compaction rule) or whose index is behind the catalog. The index is not brought up here:

@@ -49,9 +49,9 @@ class StreamDesk:
         settings = self.configs.for_table(plan.table)
         upsert = settings.upsert
         order = load_order(self.runner.catalog, plan.table) if upsert is not None else None
-        winners = None
-        if upsert is not None and self.keys is not None:
-            winners = self.keys.expected_winners(plan.table, upsert, plan.input_ids)
+        winners = None  # a refresh keeps every row: only a merge is checked against the index
+        if upsert is not None and self.keys is not None and plan.rule != RuleName.REFRESH:
+            winners = self.keys.expected_winners(plan.table, plan.input_ids)
 
         def run() -> Finished:  # on a worker
             finished = self.runner.execute(plan, settings, order, winners)

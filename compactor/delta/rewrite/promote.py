@@ -97,7 +97,7 @@ def promote(
         rewritten = certificate or Certificate(Fingerprint.empty(), Fingerprint.empty())
         certificate = Certificate(rewritten.inputs + stays, rewritten.output + stays)
     new_files = moved + written
-    records = sum(f.visible or 0 for sid in kept for f in files[sid]) + sum(_rows(a) for a in written)
+    records = sum(f.visible or 0 for f in staying) + sum(_rows(a) for a in written)
     shown = sum(f.visible or 0 for f in every)
     if records != shown:
         raise ContentMismatch(
