@@ -81,6 +81,11 @@ class TableFields(Frozen):
     promote_files_over: ByteSize | None = Field(default=128 * 1024 * 1024, ge=1)
     """A merge moves input segments made only of files at least this large into its output by
     metadata instead of rewriting them (half the 256 MiB write target); null: always rewrite."""
+    certify_merges: bool | None = None
+    """This table's content certificates (`operations.certify_merges`), on or off; null: as the
+    job's setting says. false is the escape hatch for one table whose certificates refuse sound
+    merges (an upsert table holding two keys whose 64-bit hashes collide), leaving the other
+    tables checked; `compactor verify` still checks its merges afterwards."""
     max_debt: Duration | None = None
     """The merge debt objective, in hours of ingest (`2h`): status and metrics say met, at risk
     or breached; null: no objective."""
@@ -215,6 +220,10 @@ class TableSettings(TableFields):
                 "give the order once, under sort"
             )
         return self
+
+    def certifies(self, job_wide: bool) -> bool:
+        """Whether the table's rewrites are certified: its own `certify_merges`, else the job's."""
+        return job_wide if self.certify_merges is None else self.certify_merges
 
     @property
     def layout_order(self) -> SortConfig | None:

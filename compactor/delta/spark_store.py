@@ -266,12 +266,13 @@ class SparkTableStore:
         """The tasks a merge writes with at most: as set, or `cores_but_one`."""
         return self.write_tasks if self.write_tasks is not None else cores_but_one(self.spark)
 
-    def purge(self, segments: Sequence[Segment]) -> None:
+    def purge(self, segments: Sequence[Segment], certify: bool | None = None) -> None:
         self._unfenced()
         label = f"compactor purge {segments[0].table} {','.join(s.id for s in segments)}"
+        certified = self.certify if certify is None else certify
         with self._local(DESCRIPTION_PROPERTY, label), conflicts_as_commit_conflict():
             purge_deleted_rows(
-                self.spark, self.warehouse, segments, self.live_files(segments[0].table), self.certify
+                self.spark, self.warehouse, segments, self.live_files(segments[0].table), certified
             )
 
     def committed_version(self, table: str, plan_id: str) -> int | None:

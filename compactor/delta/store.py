@@ -115,10 +115,11 @@ class TableStore(Protocol):
         """Commit nothing more: the shard these tables belong to was lost (a commit about to
         be made raises `Fenced` instead)."""
 
-    def purge(self, segments: Sequence[Segment]) -> None:
+    def purge(self, segments: Sequence[Segment], certify: bool | None = None) -> None:
         """Rewrite the files of one table's segments without the rows deletion vectors hide, in
         one commit (`dataChange=false`) that the table's log records as ours; `CommitConflict`
-        when a concurrent writer touched the same files."""
+        when a concurrent writer touched the same files. `certify`: the table's own
+        `certify_merges` (None: the job's)."""
 
     def committed_version(self, table: str, plan_id: str) -> int | None:
         """The version at which the plan committed, looked up among the newest commits (None:

@@ -141,7 +141,7 @@ def assemble(
     failures = TableFailures(cool_down, catalog, configs, sink, outages)
     runner = Runner(store, catalog, configs, clock, cool_down, sink, retry, sleep, failures)
     keys = KeyIndexes(catalog, store, catalog_store)  # planning keeps them, merges are checked against them
-    desk = StreamDesk(runner, announcer, keeper, configs, inflight.running, keys)
+    desk = StreamDesk(runner, announcer, keeper, configs, inflight.running, keys, operations.certify_merges)
     merges = MergeScheduler(
         inflight,
         WaitingPlans(lambda t: configs.for_table(t).priority, operations.max_merges_per_batch),

@@ -421,7 +421,11 @@ class BatchHandler:
     def _purge(self, segments: list[Segment]) -> None:
         """Purge one table's segments (a batch may run meanwhile), then check the table: the
         purge commit is folded and the segments recounted; a failed purge waits to be retried."""
-        purged = purge_segments(self.store, self.metrics, segments)
+        try:
+            certify = self.configs.for_table(segments[0].table).certify_merges
+        except Rejected:  # its config went bad since the purge was planned: the job's setting
+            certify = None
+        purged = purge_segments(self.store, self.metrics, segments, certify)
         with self.lock:
             self.purges.done(purged, segments)
             if purged is not None:

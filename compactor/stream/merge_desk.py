@@ -30,8 +30,10 @@ class StreamDesk:
         configs: TableConfigs,
         running: Callable[[], int],
         keys: KeyIndexes | None = None,
+        certify: bool = True,
     ) -> None:
         self.runner = runner
+        self.certify = certify  # the job-wide certify_merges, which a table's own overrides
         self.keys = keys  # upsert tables' key indexes: a merge's winners are checked against them
         self.announcer = announcer
         self.keeper = keeper
@@ -50,7 +52,8 @@ class StreamDesk:
         upsert = settings.upsert
         order = load_order(self.runner.catalog, plan.table) if upsert is not None else None
         winners = None  # a refresh keeps every row: only a merge is checked against the index
-        if upsert is not None and self.keys is not None and plan.rule != RuleName.REFRESH:
+        checked = settings.certifies(self.certify)  # no certificate, nothing to check the index's word with
+        if upsert is not None and self.keys is not None and plan.rule != RuleName.REFRESH and checked:
             winners = self.keys.expected_winners(plan.table, plan.input_ids)
 
         def run() -> Finished:  # on a worker

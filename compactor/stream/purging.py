@@ -134,14 +134,16 @@ def written_since(store: TableStore, catalog: CatalogView, table: str) -> bool:
     return known is not None and store.latest_version(table) > known
 
 
-def purge_segments(store: TableStore, metrics: MetricsSink, segments: list[Segment]) -> int | None:
-    """Rewrite one table's segments without their deleted rows: how many were purged (0 after
-    a lost race: the caller's check of the table says what is left), None when it failed for
-    another reason (it is retried later)."""
+def purge_segments(
+    store: TableStore, metrics: MetricsSink, segments: list[Segment], certify: bool | None = None
+) -> int | None:
+    """Rewrite one table's segments without their deleted rows (`certify`: the table's own
+    `certify_merges`): how many were purged (0 after a lost race: the caller's check of the table
+    says what is left), None when it failed for another reason (it is retried later)."""
     table = segments[0].table
     ids, rows = ", ".join(s.id for s in segments), sum(s.deleted for s in segments)
     try:
-        store.purge(segments)
+        store.purge(segments, certify)
     except CommitConflict as exc:  # another writer touched the files
         log.info("table %s: purge of %s lost a race (%s); checking the table", table, ids, exc)
         return 0

@@ -517,6 +517,26 @@ def test_files_are_promoted_over_half_the_write_target_unless_switched_off() -> 
         load_config({"defaults": {"promote_files_over": 0}})
 
 
+def test_a_table_s_own_certify_merges_beats_the_job_s_and_null_follows_it() -> None:
+    from compactor.delta.rewrite.merge_settings import MergeSettings
+
+    config = load_config({"tables": {"off": {"certify_merges": False}, "on": {"certify_merges": True}}})
+    follows = config.for_table("t")
+    assert follows.certify_merges is None
+    certified = {
+        (table, job_wide): MergeSettings.of(config.for_table(table), certify=job_wide).certify
+        for table in ("t", "off", "on")
+        for job_wide in (True, False)
+    }
+    assert certified == {
+        ("t", True): True, ("t", False): False,
+        ("off", True): False, ("off", False): False,
+        ("on", True): True, ("on", False): True,
+    }  # fmt: skip
+    with pytest.raises(ConfigError, match="certify_merges"):
+        load_config({"tables": {"t": {"certify_merges": "sometimes"}}})
+
+
 def test_seed_004s_quartz_schedule_is_accepted_beside_standard_cron() -> None:
     """Pinot writes schedules in Quartz's form (seconds first, `?`): `0 */30 * * * ?`."""
     from datetime import UTC, datetime

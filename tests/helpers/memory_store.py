@@ -35,6 +35,7 @@ class InMemoryTableStore:
     rows: dict[str, dict[str, int]] = field(default_factory=dict)  # table -> segment id -> rows
     hidden: dict[str, dict[str, int]] = field(default_factory=dict)  # rows deletion vectors hide
     purges: list[str] = field(default_factory=list)  # segment ids, one per purge call
+    purges_certified: dict[tuple[str, str], bool | None] = field(default_factory=dict)  # `certify` given
     commits: dict[str, list[CommitRecord]] = field(default_factory=dict)
     configs: dict[str, str] = field(default_factory=dict)
     conflicts: dict[str, int] = field(default_factory=dict)  # plan id -> conflicts before it commits
@@ -211,9 +212,10 @@ class InMemoryTableStore:
             commit_ms=1,
         )
 
-    def purge(self, segments: Sequence[Segment]) -> None:
+    def purge(self, segments: Sequence[Segment], certify: bool | None = None) -> None:
         with self._lock:
             self.purges.extend(s.id for s in segments)
+            self.purges_certified.update(((s.table, s.id), certify) for s in segments)
             failure = next((self.failures[s.id] for s in segments if s.id in self.failures), None)
             if failure is not None:
                 raise failure

@@ -185,6 +185,27 @@ def test_a_merge_is_handed_what_the_index_says_its_inputs_win(harness: Harness) 
     assert dict(given.segments) == {"d00": 10, "d01": 10, "d02": 10}
 
 
+@pytest.mark.parametrize(
+    ("job_wide", "table", "handed"), [(True, False, False), (False, True, True), (False, None, False)]
+)
+def test_the_index_s_word_is_handed_only_where_the_table_s_merges_are_certified(
+    harness: Harness, job_wide: bool, table: bool | None, handed: bool
+) -> None:
+    """A table's own `certify_merges` beats the job's; with no certificate there is nothing to
+    check the index's word with, so its pass over the winners is not made."""
+    keyed(harness, "d00", range(0, 10), 1)
+    keyed(harness, "d01", range(5, 15), 2)
+    config = {
+        "operations": {"certify_merges": job_wide},
+        "tables": {"t": CONFIG["tables"]["t"] | {"certify_merges": table}},
+    }
+    handler = harness.handler(config)
+    handler.process(harness.loaded(harness.day(0), harness.day(1)))
+    plan = request_merge(harness, handler, ["d00", "d01"])
+    assert plan in harness.store.winners, "the merge ran"
+    assert (harness.store.winners[plan] is not None) is handed
+
+
 def test_a_merge_refused_for_its_content_has_its_index_read_whole_again(harness: Harness) -> None:
     """The index may be what was wrong (its row hashes are not checked as it follows merges): it is
     read whole at the next use, not taken back from its snapshot."""

@@ -64,6 +64,21 @@ def test_the_ratio_is_per_table_and_null_turns_purging_off(harness: Harness) -> 
     assert handler.catalog.get("t", "d00").deleted == 50
 
 
+def test_a_purge_is_handed_its_table_s_own_certify_merges(harness: Harness) -> None:
+    """null: the store's (the job's) setting; a table's own false or true is handed on."""
+    config = quiet()
+    config["tables"] = {"t": {"certify_merges": False}, "u": {}}
+    harness.store.create("t")
+    harness.store.create("u")
+    handler = harness.handler(config)
+    handler.process(harness.loaded(harness.day(0, records=100), harness.day(0, records=100, table="u")))
+    harness.store.delete_rows("t", "d00", 50)
+    harness.store.delete_rows("u", "d00", 50)
+    between_batches(handler)
+    between_batches(handler)
+    assert harness.store.purges_certified == {("t", "d00"): False, ("u", "d00"): None}
+
+
 def test_deleted_rows_show_in_metrics(harness: Harness) -> None:
     handler = _loaded(harness, quiet(purge_deleted_ratio=None))
     harness.store.delete_rows("t", "d00", 40)

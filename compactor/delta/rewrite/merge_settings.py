@@ -52,7 +52,8 @@ class MergeSettings:
         depth: int = RECENT_COMMITS,
         certify: bool = True,
     ) -> MergeSettings:
-        """A table's settings as its commits use them, with the job's own options."""
+        """A table's settings as its commits use them, with the job's own options (`certify`: the
+        job-wide `certify_merges`, which the table's own setting overrides)."""
         return cls(
             upsert=settings.upsert,
             order=settings.layout_order,
@@ -65,7 +66,7 @@ class MergeSettings:
             refresh=next((r for r in settings.rules if isinstance(r, RefreshRule)), None),
             config_version=settings.config_version,
             sub_column=settings.sub_partition.column if settings.sub_partition else None,
-            certify=certify,
+            certify=settings.certifies(certify),
         )
 
     def refresh_rule(self, table: str) -> tuple[LayoutConfig, RefreshRule]:
