@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from compactor.delta.content.fingerprint import arrow_fingerprint, spark_fingerprint
+from compactor.delta.content.fingerprint import arrow_fingerprint, hash_sums, hash_total, spark_fingerprint
 from compactor.domain.certificate import Certificate, Fingerprint, IndexedWinners, Winners, total
 
 UTC = dt.UTC
@@ -154,6 +154,19 @@ def test_the_driver_computes_the_fingerprint_spark_computes(spark: Any, table: p
     ddl = ", ".join(f"{name} {ddl}" for name, (_, ddl, _) in COLUMNS.items())
     frame = spark.createDataFrame([tuple(r.values()) for r in table.to_pylist()], ddl)
     assert spark_fingerprint(frame, frame.columns) == arrow_fingerprint(table)
+
+
+@pytest.mark.integration
+def test_hashes_are_summed_exactly_at_every_edge_of_a_long(spark: Any) -> None:
+    """The sum Spark takes in long parts is the exact sum of the signed hashes, where a plain long
+    sum would overflow (thousands of rows at the extremes) and for none at all."""
+    edges = [-(2**63), 2**63 - 1, -1, 0, 1, 2**16 - 1, 2**16, -(2**16), 2**48 - 1, -(2**48), 2**32 + 5]
+    values = edges * 300
+    frame = spark.createDataFrame([(v,) for v in values], "h long")
+    found = frame.select(*hash_sums(frame.h, "x")).first()
+    assert found is not None and hash_total(found.asDict(), "x") == sum(values)
+    empty = frame.where("h IS NULL").select(*hash_sums(frame.h, "x")).first()
+    assert empty is not None and hash_total(empty.asDict(), "x") == 0
 
 
 # Unscaled values at the edges of a byte of two's complement, where a negative value needs one

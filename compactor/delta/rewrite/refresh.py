@@ -23,9 +23,10 @@ from compactor.config.sort import describe
 from compactor.delta.commit.transaction import DirectTransaction, segment_predicate
 from compactor.delta.content.fingerprint import (
     fingerprinted_columns,
-    hash_sum,
+    hash_total,
     observe,
     observed,
+    row_hash_sums,
     spark_fingerprint,
     table_columns,
 )
@@ -318,14 +319,16 @@ def _outputs(
     period = timedelta(seconds=layout.bucket_time_period.total_seconds())
     built_with = layout_record(layout, config_version)
     values = F.collect_set(F.col(sub_column).cast("string")) if sub_column in keyed.columns else F.lit(None)
-    digest = hash_sum(keyed, columns) if columns is not None else F.lit(0)
+    digest = row_hash_sums(keyed, columns, "digest") if columns is not None else []
     summary = (
         keyed.groupBy(SEGMENT_COLUMN, "__bucket")
-        .agg(F.count("*").alias("count"), values.alias("values"), digest.alias("digest"))
+        .agg(F.count("*").alias("count"), values.alias("values"), *digest)
         .collect()
     )
     fingerprint = (
-        Fingerprint.of(sum(int(r["count"]) for r in summary), sum(int(r["digest"]) for r in summary))
+        Fingerprint.of(
+            sum(int(r["count"]) for r in summary), sum(hash_total(r.asDict(), "digest") for r in summary)
+        )
         if columns is not None
         else None
     )
