@@ -194,6 +194,26 @@ def test_a_read_that_brings_a_deleted_row_back_is_refused(
     assert version_of(spark, warehouse, "t") == version, "nothing committed"
 
 
+def test_files_that_hold_other_than_the_rows_handed_to_the_writer_are_refused(
+    spark: Any, untouched: tuple[Path, list[Segment]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The certificate's output is what reached Delta's writer; the written files' statistics say
+    what a reader will find: a file the writer lost (or wrote twice) shows between them."""
+    warehouse, segments = untouched
+    version = version_of(spark, warehouse, "t")
+    write = DirectTransaction.write
+
+    def one_file_lost(
+        self: DirectTransaction, data: DataFrame, options: dict[str, str]
+    ) -> list[dict[str, Any]]:
+        return write(self, data.repartition(2), options)[1:]
+
+    monkeypatch.setattr(DirectTransaction, "write", one_file_lost)
+    with pytest.raises(ContentMismatch, match=r"90 rows handed to the writer, but its files hold [0-9]+$"):
+        execute_merge(spark, warehouse, make_plan("t", "minor", segments), BY_SPARK)
+    assert version_of(spark, warehouse, "t") == version, "nothing committed"
+
+
 @pytest.mark.parametrize("path", ["driver", "spark"])
 def test_with_certificates_off_a_merge_commits_without_one(path: str, spark: Any, warehouse: Path) -> None:
     """`operations.certify_merges: false`: the escape hatch, and the baseline of the benchmarks."""

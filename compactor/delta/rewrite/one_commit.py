@@ -16,6 +16,7 @@ not serve (that write commits as it writes, so it must call the guard itself fir
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -196,14 +197,19 @@ def certified_write(
 
 
 def certificate_refusal(produced: Produced) -> str | None:
-    """Why the output must not be committed: its certificate does not hold, or (a rewrite that
-    keeps every row) it read more or fewer rows than the log says its inputs show a reader, as a
-    read that missed a deletion vector would (None: commit)."""
+    """Why the output must not be committed: its certificate does not hold, the files written
+    hold other than the rows handed to the writer (by their statistics, less the rows their
+    deletion vectors hide), or (a rewrite that keeps every row) it read more or fewer rows than
+    the log says its inputs show a reader, as a read that missed a deletion vector would (None:
+    commit)."""
     certificate = produced.certificate
     if certificate is None:
         return None
     if not certificate.holds:
         return certificate.mismatch()
+    held = rows_held(produced.adds)
+    if held is not None and held != certificate.output.rows:
+        return f"{certificate.output.rows} rows handed to the writer, but its files hold {held}"
     visible = [f.visible for f in (produced.removed if produced.read is None else produced.read)]
     shown = sum(v for v in visible if v is not None)
     if not produced.data_change and None not in visible and certificate.inputs.rows != shown:
@@ -212,6 +218,18 @@ def certificate_refusal(produced: Produced) -> str | None:
             f"vectors, but {certificate.inputs.rows} were read"
         )
     return None
+
+
+def rows_held(adds: list[dict[str, Any]]) -> int | None:
+    """The rows a reader sees in the files of `adds`: each file's count from its statistics, less
+    what its deletion vector hides (None: a file without a count)."""
+    held = 0
+    for add in adds:
+        rows = json.loads(add.get("stats") or "{}").get("numRecords")
+        if rows is None:
+            return None
+        held += int(rows) - int((add.get("deletionVector") or {}).get("cardinality", 0))
+    return held
 
 
 def _ms(seconds: float) -> int:

@@ -34,7 +34,7 @@ from compactor.delta.log.commit_metadata import commit_metadata
 from compactor.delta.log.live_files import LiveFileIndex, table_live_files
 from compactor.delta.paths import SEGMENT_COLUMN, delta_table_sql, table_uri
 from compactor.delta.predicates import in_list
-from compactor.delta.rewrite.merge import codec_of, output_size
+from compactor.delta.rewrite.merge import codec_of
 from compactor.delta.rewrite.one_commit import Produced, certificate_refusal, certified_write
 from compactor.domain.certificate import Certificate
 from compactor.domain.segments import Segment
@@ -82,9 +82,6 @@ def purge_deleted_rows(
     else:
         adds = txn.write(rows, options)
     refused = certificate_refusal(Produced(adds, files, (), False, certificate=certificate))
-    written = output_size(adds, txn)[0]
-    if refused is None and certificate is not None and written != certificate.output.rows:
-        refused = f"{certificate.output.rows} rows handed to the writer, but its files hold {written}"
     if refused is not None:
         raise ContentMismatch(f"table {table}: purge of {', '.join(ids)} not committed: {refused}")
     metadata = commit_metadata(OP, purged, data_change=False, certificate=certificate)
