@@ -13,8 +13,12 @@ FAKE_GCS_MODULE := github.com/fsouza/fake-gcs-server@v1.56.1
 # Debian's Chromium, which the console's browser tests drive with Playwright (browser downloads
 # are not possible here, so Playwright launches this one: executable_path=/usr/bin/chromium).
 CHROMIUM := /usr/bin/chromium
+# gofakes3, the S3 API server the years benchmark stands on (moto's one Python thread cost it as
+# much CPU as the job); the S3 integration tests keep moto.
+GOFAKES3 := .tools/gofakes3
+GOFAKES3_MODULE := github.com/johannesboyne/gofakes3/cmd/gofakes3@v1.2.0
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
-TOOLS := $(TOXIPROXY) $(FAKE_GCS) $(CHROMIUM)
+TOOLS := $(TOXIPROXY) $(FAKE_GCS) $(GOFAKES3) $(CHROMIUM)
 
 .PHONY: demo check test nightly unit lint audit tools bench-smoke docs docs-build hooks
 
@@ -33,6 +37,10 @@ $(TOXIPROXY):
 $(FAKE_GCS):
 	mkdir -p .tools
 	GOBIN=$(abspath .tools) go install $(FAKE_GCS_MODULE)
+
+$(GOFAKES3):
+	mkdir -p .tools
+	GOBIN=$(abspath .tools) go install $(GOFAKES3_MODULE)
 
 $(CHROMIUM):
 	$(SUDO) apt-get install -y -q chromium || ($(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q chromium)

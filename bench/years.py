@@ -1,5 +1,5 @@
 """Months of operation compressed into one run: the real job (`compactor run`, its own process) on
-real Kafka, Spark, Delta and an S3 API server (moto) behind Toxiproxy, with the faults a year brings,
+real Kafka, Spark, Delta and an S3 API server (gofakes3) behind Toxiproxy, with the faults a year brings,
 each more than once in the full run:
 
 - the job SIGKILLed and restarted on its checkpoint;
@@ -60,7 +60,7 @@ from harness.probes import (
 )
 from harness.report import bench_parser, machine_info, print_table, save_results
 from harness.results import FollowedResults, merge_commits, raw_results, results_check
-from harness.services import ProxiedS3, kafka_broker
+from harness.services import S3_SERVERS, ProxiedS3, kafka_broker
 from harness.targets import Target, judge
 
 if TYPE_CHECKING:
@@ -137,7 +137,7 @@ QUICK = Shape(
     hang_every=0, hang_after_restarts=False, loaders=1, drain_s=60, stop_s=20,
 )  # fmt: skip
 FULL = Shape(
-    tables=56, merges=5000, minutes=40, sample_every=100, warmup=100,
+    tables=56, merges=5000, minutes=120, sample_every=100, warmup=100,
     outages=3, outage_s=40, kills=4, pauses=3, deletes=6, faults_from=0.1, faults_to=0.6, fault_gap_s=60,
     hang_every=5, hang_after_restarts=True, loaders=2, drain_s=600, stop_s=120,
 )  # fmt: skip
@@ -671,9 +671,14 @@ def main() -> None:
     parser.add_argument("--tables", type=int, help="healthy tables (full run: 56)")
     parser.add_argument("--merges", type=int, help="merges to reach (full run: 5000)")
     parser.add_argument(
-        "--minutes", type=float, help="stop loading this long after the first merge (full run: 45)"
+        "--minutes",
+        type=float,
+        help="stop loading this long after the first merge, merges reached or not (full run: 120)",
     )
     parser.add_argument("--no-faults", action="store_true", help="no fault at all: the steady rate alone")
+    parser.add_argument(
+        "--s3-server", choices=S3_SERVERS, default=S3_SERVERS[0], help="the S3 API server (default gofakes3)"
+    )
     parser.add_argument(
         "--keep", action="store_true", help="keep the work directory, the job's log and the bucket"
     )
@@ -691,7 +696,7 @@ def main() -> None:
         flush=True,
     )
     began = time.monotonic()
-    store = ProxiedS3(work, BUCKET)
+    store = ProxiedS3(work, BUCKET, args.s3_server)
     try:
         with kafka_broker(work) as (bootstrap, broker):
             store.start()
