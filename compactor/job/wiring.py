@@ -11,7 +11,6 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import TypeVar
 
 from pyspark.sql import SparkSession
 
@@ -19,7 +18,7 @@ from compactor.catalog.store import CatalogStore
 from compactor.catalog.view import CatalogView
 from compactor.codec.events import Codec
 from compactor.config.rules import RuleName
-from compactor.config.tables import DEFAULT_CHECKPOINT_EVERY, ProjectConfig, TableSettings
+from compactor.config.tables import DEFAULT_CHECKPOINT_EVERY, ProjectConfig
 from compactor.delta.spark_store import SparkTableStore
 from compactor.delta.store import TableStore
 from compactor.delta.warehouse.catalog_table import DeltaCatalogStore
@@ -57,8 +56,6 @@ from compactor.stream.runner import RetryPolicy, Runner
 from compactor.stream.switches import TableSwitches
 from compactor.stream.table_configs import TableConfigs
 from compactor.stream.table_failures import TableFailures
-
-T = TypeVar("T")
 
 
 def build_handler(
@@ -133,7 +130,7 @@ def assemble(
     cool_down = CoolDown(clock, operations.cool_down, catalog, due)
     cool_down.quarantine_after = operations.quarantine_after
     inflight = _inflight(config, store, workers, slots, shard)
-    purges = Purges(lambda table: _setting(configs, table, lambda s: s.purge_deleted_ratio, None), clock)
+    purges = Purges(lambda table: configs.setting(table, lambda s: s.purge_deleted_ratio, None), clock)
     keeper = CatalogKeeper(
         store, catalog, catalog_store, recovered.unannounced, unread, announcer, purges, sink
     )
@@ -188,9 +185,9 @@ def assemble(
     )
     handler.logs = LogKeeper(
         store,
-        lambda table: _setting(configs, table, lambda s: s.checkpoint_every, DEFAULT_CHECKPOINT_EVERY),
+        lambda table: configs.setting(table, lambda s: s.checkpoint_every, DEFAULT_CHECKPOINT_EVERY),
         sink,
-        hold=lambda table: _setting(configs, table, lambda s: s.hold_checkpoint_interval, False),
+        hold=lambda table: configs.setting(table, lambda s: s.hold_checkpoint_interval, False),
     )
     resume(recovered, Resumed(configs, announcer, due, failures, keeper), store, started)
     return handler
@@ -202,15 +199,6 @@ def bytes_read(catalog: CatalogView, plan: MergePlan) -> int:
     if plan.rule == RuleName.UPSERT_COMPACTION:
         return max(plan.bytes_in, sum(s.bytes for s in catalog.segments(plan.table)))
     return plan.bytes_in
-
-
-def _setting(configs: TableConfigs, table: str, read: Callable[[TableSettings], T], fallback: T) -> T:
-    """One of a table's settings, or `fallback` while the table has no valid config (nothing of
-    it is purged; its log is still checkpointed at Delta's default interval)."""
-    try:
-        return read(configs.for_table(table))
-    except Rejected:
-        return fallback
 
 
 def job_slots(config: ProjectConfig) -> Slots:

@@ -421,10 +421,8 @@ class BatchHandler:
     def _purge(self, segments: list[Segment]) -> None:
         """Purge one table's segments (a batch may run meanwhile), then check the table: the
         purge commit is folded and the segments recounted; a failed purge waits to be retried."""
-        try:
-            certify = self.configs.for_table(segments[0].table).certify_merges
-        except Rejected:  # its config went bad since the purge was planned: the job's setting
-            certify = None
+        # a config gone bad since the purge was planned: the job's setting
+        certify = self.configs.setting(segments[0].table, lambda s: s.certify_merges, None)
         purged = purge_segments(self.store, self.metrics, segments, certify)
         with self.lock:
             self.purges.done(purged, segments)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from typing import TypeVar
 
 from compactor.catalog.fold import SegmentCatalog
 from compactor.config.loading import settings_from_json
@@ -12,6 +14,7 @@ from compactor.domain.events import ConfigApplied
 from compactor.errors import ConfigError, DeadLetterReason, Rejected
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class TableConfigs:
@@ -40,6 +43,14 @@ class TableConfigs:
             return self.project.for_table(table)
         except ConfigError as exc:
             raise Rejected(DeadLetterReason.INVALID_CONFIG, str(exc)) from None
+
+    def setting(self, table: str, read: Callable[[TableSettings], T], fallback: T) -> T:
+        """One of a table's settings, or `fallback` while the table has no valid config (for the
+        work beside the merges: purges, log upkeep, which must not fail on it)."""
+        try:
+            return read(self.for_table(table))
+        except Rejected:
+            return fallback
 
     def load_recorded(self, catalog: SegmentCatalog, new_tables: list[str]) -> None:
         """Adopt the published configs newer than the file's: those the catalog remembers, and

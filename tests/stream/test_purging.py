@@ -48,17 +48,24 @@ def test_a_delete_past_the_ratio_is_found_on_a_quiet_table_and_purged(harness: H
     assert harness.store.purges == ["d00"], "nothing is purged twice"
 
 
+def _deleted_in_two_tables(harness: Harness, config: dict[str, Any], t: int, u: int) -> Any:
+    """Tables `t` and `u` (their own keys under `config["tables"]`) of one 100-row load each, `t`
+    and `u` rows of it deleted by another writer, then two rounds between batches."""
+    for table in ("t", "u"):
+        harness.store.create(table)
+    handler = harness.handler(config)
+    handler.process(harness.loaded(harness.day(0, records=100), harness.day(0, records=100, table="u")))
+    harness.store.delete_rows("t", "d00", t)
+    harness.store.delete_rows("u", "d00", u)
+    between_batches(handler)
+    between_batches(handler)
+    return handler
+
+
 def test_the_ratio_is_per_table_and_null_turns_purging_off(harness: Harness) -> None:
     config = quiet(purge_deleted_ratio=0.05)
     config["tables"] = {"t": {"purge_deleted_ratio": None}, "u": {}}
-    harness.store.create("t")
-    harness.store.create("u")
-    handler = harness.handler(config)
-    handler.process(harness.loaded(harness.day(0, records=100), harness.day(0, records=100, table="u")))
-    harness.store.delete_rows("t", "d00", 50)
-    harness.store.delete_rows("u", "d00", 6)
-    between_batches(handler)
-    between_batches(handler)
+    handler = _deleted_in_two_tables(harness, config, t=50, u=6)
     assert harness.store.purges == ["d00"]
     assert handler.catalog.get("u", "d00").deleted == 0
     assert handler.catalog.get("t", "d00").deleted == 50
@@ -68,14 +75,7 @@ def test_a_purge_is_handed_its_table_s_own_certify_merges(harness: Harness) -> N
     """null: the store's (the job's) setting; a table's own false or true is handed on."""
     config = quiet()
     config["tables"] = {"t": {"certify_merges": False}, "u": {}}
-    harness.store.create("t")
-    harness.store.create("u")
-    handler = harness.handler(config)
-    handler.process(harness.loaded(harness.day(0, records=100), harness.day(0, records=100, table="u")))
-    harness.store.delete_rows("t", "d00", 50)
-    harness.store.delete_rows("u", "d00", 50)
-    between_batches(handler)
-    between_batches(handler)
+    _deleted_in_two_tables(harness, config, t=50, u=50)
     assert harness.store.purges_certified == {("t", "d00"): False, ("u", "d00"): None}
 
 

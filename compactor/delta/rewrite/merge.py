@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Callable, Mapping
@@ -26,7 +25,13 @@ from compactor.delta.rewrite.arrange import arrange, reads_twice
 from compactor.delta.rewrite.driver_merge import refusal, write_in_driver
 from compactor.delta.rewrite.index_check import footer
 from compactor.delta.rewrite.merge_settings import MergeSettings
-from compactor.delta.rewrite.one_commit import Produced, SecondOpinion, certified_write, rewrite_in_one_commit
+from compactor.delta.rewrite.one_commit import (
+    Produced,
+    SecondOpinion,
+    certified_write,
+    rewrite_in_one_commit,
+    rows_held,
+)
 from compactor.delta.rewrite.promote import promote
 from compactor.delta.rewrite.upsert import LoadOrder, index_row_hash, order_frame, valid_rows_of
 from compactor.domain.certificate import IndexedWinners
@@ -181,10 +186,8 @@ def output_size(adds: list[dict[str, Any]], txn: DirectTransaction) -> tuple[int
     """(rows, bytes) of the files a transaction wrote: rows from their statistics, or from
     Delta's write metrics where a file has none."""
     size = sum(int(a.get("size") or 0) for a in adds)
-    counted = [json.loads(a.get("stats") or "{}").get("numRecords") for a in adds]
-    if all(n is not None for n in counted):
-        return sum(int(n) for n in counted), size
-    return txn.written_rows() or 0, size
+    held = rows_held(adds)
+    return (held if held is not None else txn.written_rows() or 0), size
 
 
 def _layout(
