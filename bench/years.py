@@ -22,7 +22,9 @@ drained:
   rows doubled, and an order-independent fingerprint (count, sum of each row's pandas hash);
 - every result given to the follower once per (plan, status); every SUCCEEDED plan committed once;
 - healthy tables quarantined (0), the failing table quarantined with its reason;
-- the slope per 1,000 merges of memory and threads, fitted after each start's warm-up.
+- the slope per 1,000 merges of memory and threads, fitted after each start's warm-up (1,000
+  merges in the full run: the JVM's JIT, metaspace and caches, and the driver's bounded caches,
+  settle over about that many; a start shorter than that adds nothing to the fit).
 
 Exits 1 when rows or results are wrong; the other targets are printed and saved, met or missed.
 Saves bench/results/years.json (`years_quick.json` with --quick).
@@ -137,7 +139,7 @@ QUICK = Shape(
     hang_every=0, hang_after_restarts=False, loaders=1, drain_s=60, stop_s=20,
 )  # fmt: skip
 FULL = Shape(
-    tables=56, merges=5000, minutes=120, sample_every=100, warmup=100,
+    tables=56, merges=5000, minutes=120, sample_every=100, warmup=1000,
     outages=3, outage_s=40, kills=4, pauses=3, deletes=6, faults_from=0.1, faults_to=0.6, fault_gap_s=60,
     hang_every=5, hang_after_restarts=True, loaders=2, drain_s=600, stop_s=120,
 )  # fmt: skip
@@ -885,6 +887,9 @@ def report(
         "failing_table_reason": broken[-1]["reason"].splitlines()[0] if broken else None,
         "failing_table_reason_holds_row_values": bool(broken) and "\n" in broken[-1]["reason"],
         **slopes,
+        "warmup_merges": shape.warmup,
+        "samples_after_warmup": len(after),
+        "starts_after_warmup": len({s.start for s in after}),
         "python_threads_after_warmup": _span(after, lambda s: s.python_threads),
         "jvm_threads_after_warmup": _span(after, lambda s: s.jvm_threads),
         "files_max": {
@@ -1005,6 +1010,11 @@ def print_report(p: dict[str, Any]) -> None:
         ],
         ["healthy tables quarantined", p["healthy_quarantined"], bound["healthy_quarantined"]],
         ["failing table quarantined at the end", p["failing_table_quarantined_at_end"], True],
+        [
+            "slopes fitted from each start's merge",
+            f"{p['warmup_merges']:,} ({p['samples_after_warmup']} samples, {p['starts_after_warmup']} start(s))",
+            "",
+        ],
         [
             "driver PSS, MiB / 1,000 merges",
             _s(p["rss_slope_mib_per_1000_merges"]),

@@ -30,7 +30,7 @@ from compactor.delta.files import HadoopFiles
 from compactor.delta.log import reads
 from compactor.delta.log.commit_metadata import plan_marker
 from compactor.delta.log.live_files import LiveFileIndex
-from compactor.delta.log.reader import RECENT_COMMITS, DeltaLogReader
+from compactor.delta.log.reader import RECENT_COMMITS, CommitCache, DeltaLogReader
 from compactor.delta.log.snapshot import table_protocol
 from compactor.delta.paths import RESERVED, free_bytes, table_uri, warehouse_uri
 from compactor.delta.rewrite.driver_merge import DRIVER_MERGE_MAX_BYTES
@@ -89,17 +89,20 @@ class SparkTableStore:
         self._live: dict[str, LiveFileIndex] = {}
         self._merge_settings: dict[str, tuple[TableSettings, MergeSettings]] = {}  # table ->
         self._plan_ids = PlanTransactionExpiry(spark)
+        self._commits = CommitCache()  # every table's log reader keeps its commits here
         self.key_indexes = KeyIndexSnapshots(self.files, self.warehouse)
         self._fenced = threading.Event()
         self._attempts: dict[str, threading.Event] = {}  # plan id -> its running attempt's cancel
         self._attempts_lock = threading.Lock()
 
     def log(self, table: str) -> DeltaLogReader:
-        """The table's log reader, kept for the job's life: each commit is read once."""
+        """The table's log reader, kept for the job's life: a commit is read once while the
+        store's cache of commits holds it."""
         found = self._logs.get(table)
         if found is None:  # two threads may build one each: the first kept wins, both are right
             found = self._logs.setdefault(
-                table, DeltaLogReader(self.files, table_uri(self.warehouse, table), table)
+                table,
+                DeltaLogReader(self.files, table_uri(self.warehouse, table), table, self._commits),
             )
         return found
 

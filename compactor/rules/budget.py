@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import math
 import threading
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -30,6 +29,7 @@ from compactor.domain.plans import MergePlan
 from compactor.rules.late_data import is_fold
 
 WA_WINDOW = timedelta(days=30)
+WINDOW_SLOTS = 720  # buckets a sliding window is kept in: an hour each over 30 days
 
 
 def optional(plan: MergePlan, rule: RuleConfig) -> bool:
@@ -67,30 +67,55 @@ def admit(plans: Sequence[MergePlan], rule: RuleConfig, allowance: float) -> Adm
 
 class SlidingTotals:
     """Sizes noted per table with their time; their total and count over the last `window`.
-    Thread-safe: the batch thread adds, the metrics scrape reads."""
 
-    def __init__(self, window: timedelta) -> None:
+    Kept in `slots` buckets of `window / slots` each, so memory is bounded by the tables and the
+    slots whatever the rate (one entry a load held a 30-day window's loads: millions at a busy
+    job's rate). A bucket counts while part of it lies in the window, so a total may include up to
+    one bucket's width (1/slots of the window) more than the window. Thread-safe: the batch thread
+    adds, the metrics scrape reads."""
+
+    def __init__(self, window: timedelta, slots: int = WINDOW_SLOTS) -> None:
         self.window = window
-        self._entries: dict[str, deque[tuple[datetime, int]]] = {}
+        self.slots = slots
+        self._width = window.total_seconds() / slots
+        self._buckets: dict[str, dict[int, list[int]]] = {}  # table -> slot -> [total, count]
         self._lock = threading.Lock()
 
     def add(self, table: str, at: datetime, size: int) -> None:
+        slot = self._slot(at)
         with self._lock:
-            self._entries.setdefault(table, deque()).append((at, size))
+            buckets = self._buckets.setdefault(table, {})
+            bucket = buckets.setdefault(slot, [0, 0])
+            bucket[0] += size
+            bucket[1] += 1
+            if len(buckets) > self.slots + 1:  # a table nobody reads still keeps one window
+                self._drop_before(buckets, max(buckets) - self.slots)
 
     def total(self, table: str, now: datetime) -> int:
         with self._lock:
-            return sum(size for _, size in self._recent(table, now))
+            return sum(total for total, _ in self._recent(table, now))
 
     def count(self, table: str, now: datetime) -> int:
         with self._lock:
-            return len(self._recent(table, now))
+            return sum(count for _, count in self._recent(table, now))
 
-    def _recent(self, table: str, now: datetime) -> deque[tuple[datetime, int]]:
-        found = self._entries.get(table, deque())
-        while found and now - found[0][0] > self.window:
-            found.popleft()
-        return found
+    def buckets(self, table: str) -> int:
+        """Buckets kept for `table` (the bound: `slots` + 1)."""
+        with self._lock:
+            return len(self._buckets.get(table, {}))
+
+    def _slot(self, at: datetime) -> int:
+        return math.floor(at.timestamp() / self._width)
+
+    def _recent(self, table: str, now: datetime) -> list[list[int]]:
+        buckets = self._buckets.get(table, {})
+        self._drop_before(buckets, self._slot(now - self.window))
+        return list(buckets.values())
+
+    @staticmethod
+    def _drop_before(buckets: dict[int, list[int]], cut: int) -> None:
+        for slot in [s for s in buckets if s < cut]:
+            del buckets[slot]
 
 
 @dataclass

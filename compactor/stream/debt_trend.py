@@ -29,7 +29,7 @@ from compactor.rules.budget import SlidingTotals
 INGEST_WINDOW = timedelta(hours=24)  # the recent ingest rate that debt is measured against
 DEFAULT_WINDOW = timedelta(minutes=15)
 DEFAULT_STUCK_AFTER = 10  # readings
-_KEEP = 512  # readings kept per table, whatever the window
+_KEEP = 512  # readings kept per table at most, however often it is read within the window
 
 
 class Objective(StrEnum):
@@ -145,8 +145,13 @@ class DebtTrend:
         self._lock = threading.Lock()  # the batch thread adds, the metrics scrape reads
 
     def add(self, table: str, reading: Reading) -> None:
+        """Keep `reading`, and of the older ones those the outlook still reads: the window's, and
+        the last `stuck_after` (readings kept past that add a driver's memory per table and read)."""
         with self._lock:
-            self._readings.setdefault(table, deque(maxlen=_KEEP)).append(reading)
+            readings = self._readings.setdefault(table, deque(maxlen=_KEEP))
+            readings.append(reading)
+            while len(readings) > self.stuck_after and reading.at - readings[0].at > self.window:
+                readings.popleft()
 
     def readings(self, table: str) -> list[Reading]:
         with self._lock:

@@ -10,7 +10,7 @@ from compactor.config.rules import AutoMergeRule, BinPackRule, MajorRule, MinorR
 from compactor.domain.calendar import Level
 from compactor.domain.plans import SkipReason, make_plan
 from compactor.domain.segments import Segment, TimeRange
-from compactor.rules.budget import WriteLedger, admit, optional
+from compactor.rules.budget import WINDOW_SLOTS, SlidingTotals, WriteLedger, admit, optional
 from compactor.rules.engine import evaluate
 from compactor.rules.simulation import Simulation
 
@@ -54,10 +54,23 @@ def test_the_ledger_measures_over_its_window() -> None:
     ledger.rewritten("t", START, 150)
     assert ledger.amplification("t", START) == 1.5
     assert ledger.allowance("t", START, 2.0) == 50
-    later = START + timedelta(days=1, seconds=1)
+    later = START + timedelta(days=1, minutes=2)  # kept in buckets of 2 minutes (a day / 720)
     ledger.rewritten("t", later, 10)
     assert math.isinf(ledger.amplification("t", later)), "rewritten with nothing ingested in the window"
     assert ledger.allowance("t", later, 2.0) == -10
+
+
+def test_a_window_holds_its_buckets_not_its_entries() -> None:
+    """However many loads, a window keeps at most `WINDOW_SLOTS` + 1 buckets of a table."""
+    totals = SlidingTotals(timedelta(days=30))
+    for minute in range(0, 60 * 24 * 45, 7):  # 45 days of a load every 7 minutes
+        totals.add("t", START + timedelta(minutes=minute), 1)
+        assert totals.buckets("t") <= WINDOW_SLOTS + 1
+    now = START + timedelta(days=45)
+    expected = len(range(0, 60 * 24 * 45, 7)) - len(range(0, 60 * 24 * 15, 7))  # the last 30 days'
+    assert expected <= totals.count("t", now) <= expected + 60 // 7 + 1, "within one hour's bucket"
+    assert totals.total("t", now) == totals.count("t", now)
+    assert totals.count("t", now + timedelta(days=31)) == 0 and totals.buckets("t") == 0
 
 
 def test_on_the_benchmarks_load_the_budget_holds_and_every_day_still_merges() -> None:

@@ -53,6 +53,23 @@ def test_readings_older_than_the_window_do_not_count() -> None:
     assert math.isinf(outlook.ingest_hours), "debt and no ingest to measure it by"
 
 
+def test_a_table_keeps_the_readings_of_its_window_and_the_stuck_detectors_not_more() -> None:
+    trend = DebtTrend(window=timedelta(minutes=15), stuck_after=10)
+    for r in readings(*[50 * MB] * 600):  # ten hours, one reading a minute
+        trend.add("t", r)
+    kept = trend.readings("t")
+    assert len(kept) == 16 and kept[-1].at - kept[0].at == timedelta(minutes=15), "the window's"
+    outlook = trend.outlook("t", 0.0)
+    assert outlook is not None and outlook.stuck
+
+    trend = DebtTrend(window=timedelta(minutes=15), stuck_after=10)
+    for r in readings(*[50 * MB] * 100, every=timedelta(hours=1)):  # far apart: the detector's ten
+        trend.add("t", r)
+    assert len(trend.readings("t")) == 10
+    outlook = trend.outlook("t", 0.0)
+    assert outlook is not None and outlook.stuck
+
+
 def test_a_debt_that_does_not_fall_while_the_job_keeps_up_is_stuck() -> None:
     assert is_stuck(readings(*[50 * MB] * 10), after=10)
     assert is_stuck(readings(*[50 * MB] * 5, *[60 * MB] * 5), after=10), "rising is not falling"

@@ -4,7 +4,7 @@ Commits are `_delta_log/<version, 20 digits>.json` (the Delta protocol), and a
 commit never changes once written. Two questions come up in every batch: "is
 this plan already committed, and what did it write?" and "do these announced
 segments have rows?". The newest commits answer both; each is read once and
-kept, and new ones are found by looking for the next version's file, so a
+kept while the cache's budget allows (`CommitCache`), and new ones are found by looking for the next version's file, so a
 batch reads only what was committed since the last one, with no directory
 listing and no Spark job.
 """
@@ -29,13 +29,51 @@ from compactor.domain.segments import Segment
 from compactor.errors import CompactorError, LogGap
 
 RECENT_COMMITS = 50  # how far back the fast paths look before asking Delta itself
-# Commits kept per table (immutable, so a cached one is never stale): the fast paths' window and a
-# few more, for the commits that land between two looks. Older ones are read once, by a fold
-# catching up; 256 a table held most of every table's history in a years run, the driver's Python
-# growing by about 25 MiB per 1,000 merges, and would hold gigabytes at 10,000 tables.
-CACHED_COMMITS = RECENT_COMMITS + 14
+# Parsed commits are kept within a budget of their log text, over every table a store reads: the
+# fast paths mostly read each table's newest few commits, and a cap per table (64 commits, then
+# 256) grew with the tables' count and filled for thousands of merges in a years run (the driver's
+# Python rising by 14-25 MiB per 1,000 merges). Parsed, a byte of text takes about five: 4 MiB of
+# text is about 20 MB: the newest two commits of each of a thousand tables.
+COMMIT_CACHE_BYTES = 4 << 20
+ONE_READER_BYTES = 1 << 20  # a reader made for one question, with a cache of its own
 
 Actions = list[dict[str, Any]]
+
+
+class CommitCache:
+    """Parsed commits by (log, version), the least recently used leaving first once their text
+    passes `budget` bytes. A commit never changes once written, so a cached one is never stale.
+    Thread-safe: one cache serves the readers of every table of a store."""
+
+    def __init__(self, budget: int = COMMIT_CACHE_BYTES) -> None:
+        self.budget = budget
+        self.held = 0  # bytes of log text behind the commits kept
+        self._kept: OrderedDict[tuple[str, int], tuple[Actions, int]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+    def get(self, log_uri: str, version: int) -> Actions | None:
+        with self._lock:
+            found = self._kept.get((log_uri, version))
+            if found is None:
+                return None
+            self._kept.move_to_end((log_uri, version))
+            return found[0]
+
+    def put(self, log_uri: str, version: int, actions: Actions, size: int) -> None:
+        """Keep a commit read from `size` bytes of text; one larger than the budget is not kept."""
+        if size > self.budget:
+            return
+        with self._lock:
+            if (log_uri, version) in self._kept:
+                return
+            self._kept[(log_uri, version)] = (actions, size)
+            self.held += size
+            while self.held > self.budget:
+                _, (_, freed) = self._kept.popitem(last=False)
+                self.held -= freed
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,15 +91,18 @@ class CommitFacts:
 
 
 class DeltaLogReader:
-    """The newest commits of one table, read through Hadoop and kept in memory."""
+    """The newest commits of one table, read through Hadoop and kept in `cache` (shared by the
+    readers of a store; a reader alone gets a small one of its own)."""
 
-    def __init__(self, files: HadoopFiles, table_uri: str, table: str) -> None:
+    def __init__(
+        self, files: HadoopFiles, table_uri: str, table: str, cache: CommitCache | None = None
+    ) -> None:
         self.files = files
         self.table_uri = table_uri.rstrip("/")
         self.log_uri = self.table_uri + "/_delta_log"
         self.table = table
         self._latest: int | None = None
-        self._commits: OrderedDict[int, Actions] = OrderedDict()
+        self.cache = cache if cache is not None else CommitCache(ONE_READER_BYTES)
         # merges of one table run on several threads, beside the batch's reads
         self._lock = threading.RLock()
 
@@ -113,17 +154,14 @@ class DeltaLogReader:
             return self._commit(version)
 
     def _commit(self, version: int) -> Actions | None:
-        found = self._commits.get(version)
+        found = self.cache.get(self.log_uri, version)
         if found is not None:
-            self._commits.move_to_end(version)
             return found
         text = self.files.read_text(self._file(version))
         if text is None:
             return None
         actions = [json.loads(line) for line in text.splitlines() if line.strip()]
-        self._commits[version] = actions
-        if len(self._commits) > CACHED_COMMITS:
-            self._commits.popitem(last=False)
+        self.cache.put(self.log_uri, version, actions, len(text))
         return actions
 
     def recent(self, depth: int) -> Iterator[tuple[int, Actions]]:
