@@ -142,6 +142,7 @@ class Runner:
         """What a finished plan did, into the catalog and counters: the result to announce."""
         plan, counts = finished.plan, self.counts
         counts.conflicts += finished.conflicts
+        began = self.failures.ended(plan.plan_id)
         if finished.skipped is not None:
             log.warning(
                 "plan %s: %s; tried again in %s", plan.plan_id, finished.skipped, self.cool_down.period
@@ -153,7 +154,7 @@ class Runner:
             counts.replans += 1
             return replace(self._unsuccessful(plan, MergeStatus.SKIPPED, finished.stale), stale=True)
         if finished.commit is None:
-            return self._failed(plan, finished.failure)
+            return self._failed(plan, finished.failure, began)
         commit = finished.commit
         self.failures.succeeded(plan.table)
         self.catalog.apply(PlanApplied(plan, commit.outputs, commit.version, commit.data_change))
@@ -174,7 +175,7 @@ class Runner:
         upsert = plan.rule == RuleName.UPSERT_COMPACTION
         return RunOutcome(MergeResult.succeeded(plan, commit, self.clock(), upsert), commit.outputs)
 
-    def _failed(self, plan: MergePlan, failure: BaseException | None) -> RunOutcome:
+    def _failed(self, plan: MergePlan, failure: BaseException | None, began: datetime | None) -> RunOutcome:
         """A failed plan: cooled down longer with each failure of its table in a row, and the
         table quarantined with this error once the streak reaches `quarantine_after`, unless the
         failure is part of an outage (`TableFailures`).
@@ -204,7 +205,7 @@ class Runner:
         if isinstance(error, ContentMismatch):
             self.metrics.on_refused_certificate(plan.table)
             log.error("plan %s of table %s: refused before its commit: %s", plan.plan_id, plan.table, error)
-        self.failures.failed(plan.table, plan.plan_id, error, plan.rule, f"plan {plan.plan_id}")
+        self.failures.failed(plan.table, plan.plan_id, error, plan.rule, f"plan {plan.plan_id}", began=began)
         return self._unsuccessful(plan, MergeStatus.FAILED, short_error(error))
 
     def _unsuccessful(self, plan: MergePlan, status: MergeStatus, why: str) -> RunOutcome:

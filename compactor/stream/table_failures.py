@@ -4,6 +4,12 @@ Each failure cools its key down, longer with each failure of the table in a row;
 `quarantine_after` of them the table is quarantined with its last error, until its config
 changes or an operator enables it. A failure that is part of an outage (`Outages`: many tables
 failing alike) cools down but grows no streak, so an outage quarantines nothing.
+
+"In a row" means tries, one after another: a merge that began before the table's last counted
+failure was running beside it, not a try after it, so its failure cools down but grows no streak.
+Merges of one table run side by side; three that hit one fault together (a store that stalled
+them, a hang) would otherwise quarantine a healthy table at once, before any retry was made (the
+years benchmark quarantined two tables so, each with three merges hung within eight seconds).
 """
 
 from __future__ import annotations
@@ -40,9 +46,16 @@ class TableFailures:
         self.configs = configs
         self.metrics = metrics
         self.outages = outages
+        self._began: dict[str, datetime] = {}  # plan id -> when it began, while it runs
+        self._counted_at: dict[str, datetime] = {}  # table -> its last failure that grew its streak
 
     def begun(self, plan: MergePlan) -> None:
+        self._began[plan.plan_id] = self.cool_down.clock()
         self.cool_down.begun(plan.plan_id, plan.table, plan.rule)
+
+    def ended(self, plan_id: str) -> datetime | None:
+        """A plan's run ended, whatever its outcome: when it began (None: not known)."""
+        return self._began.pop(plan_id, None)
 
     def died_during(self, committed: Callable[[str, str], bool]) -> None:
         """At start: each table whose merge was running when the last run died counts that as a
@@ -68,11 +81,12 @@ class TableFailures:
         what: str,
         alone: bool = False,
         cool: bool = True,
+        began: datetime | None = None,
     ) -> None:
         """`what` (a plan, the table's work) failed with `error`: cool `key` down, and grow the
         table's streak and quarantine it, unless an outage explains the failure (`alone`: it
-        cannot be one's). The first failure in a row is logged with its traceback, the rest in
-        one line."""
+        cannot be one's) or it `began` before the table's last counted failure (see the module).
+        The first failure in a row is logged with its traceback, the rest in one line."""
         short = short_error(error)
         forgive = self.outages.failed(table, error) if self.outages is not None and not alone else None
         if forgive is not None:
@@ -84,7 +98,19 @@ class TableFailures:
             )
             log.warning("table %s: %s failed in an outage (%s); not counted against it", table, what, short)
             return
+        counted = self._counted_at.get(table)
+        if began is not None and counted is not None and began <= counted:
+            self.cool_down.start(key, table, short, rule, cool=cool)
+            log.warning(
+                "table %s: %s failed, but it ran beside the failure counted at %s: not counted again (%s)",
+                table,
+                what,
+                f"{counted:%H:%M:%S}",
+                short,
+            )
+            return
         self.cool_down.start(key, table, short, rule, failed=True, cool=cool)
+        self._counted_at[table] = self.cool_down.clock()
         streak = self.cool_down.streak(table)
         held = (
             self.cool_down.quarantines(table)
@@ -140,6 +166,7 @@ class TableFailures:
 
     def succeeded(self, table: str) -> None:
         self.cool_down.succeeded(table)
+        self._counted_at.pop(table, None)
         if self.outages is not None:
             was = self.outages.current
             self.outages.succeeded(table)

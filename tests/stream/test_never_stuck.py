@@ -287,3 +287,35 @@ def test_a_table_no_merge_can_rewrite_is_quarantined_before_its_first_merge(harn
     assert quarantine_error(note)[0].startswith("UnsupportedTableFeature: clustering (liquid clustering)")
     assert [r["table"] for r in harness.results()] == ["plain"], "no merge of it was tried"
     assert handler.catalog.quarantined("plain") is None
+
+
+def test_merges_of_a_table_that_fail_side_by_side_count_once_in_its_streak(harness: Harness) -> None:
+    """Three merges of one table hit one fault together: one failure in a row, not three, so the
+    table is not quarantined before any retry; tries that fail one after another still are."""
+    handler = harness.handler(config(quarantine_after=3, max_concurrent_merges=3), thread_workers(3))
+    harness.store.create("bad")
+    days = [harness.day(i, sid=f"bad{i}", table="bad") for i in range(9)]
+    plan_ids = [make_plan("bad", "minor", days[i : i + 3]).plan_id for i in (0, 3, 6)]
+    for plan_id in plan_ids:
+        harness.store.failures[plan_id] = OSError("the store stalled")
+    gate = harness.store.gates["bad"] = threading.Event()
+    handler.process(harness.loaded(*days))
+    until(lambda: len(harness.store.entered) == 3)  # all three in flight at once
+    gate.set()
+    until(lambda: harness.statuses().count(MergeStatus.FAILED) == 3, handler)
+    cool_down = handler.planner.cool_down
+    assert cool_down.streak("bad") == 1, "they ran beside one another: one failure in a row"
+    assert handler.catalog.quarantined("bad") is None
+    assert handler.stats.failed_merges == 3
+
+    harness.clock.now += timedelta(hours=1)  # every cool-down over: the second try fails
+    handler.process([])
+    handler.tick()
+    until(lambda: cool_down.streak("bad") == 2, handler)
+    assert handler.catalog.quarantined("bad") is None
+    harness.clock.now += timedelta(hours=1)  # and the third
+    handler.process([])
+    handler.tick()
+    until(lambda: handler.catalog.quarantined("bad") is not None, handler)
+    note = handler.catalog.quarantined("bad")
+    assert note is not None and quarantine_error(note)[0] == "OSError: the store stalled"
