@@ -112,6 +112,8 @@ class SparkShard:
         for stop in self._threads:
             stop.set()
         left = self.handler.drain(grace)
+        if self.handler.failures.outage() is not None:  # it ends with the shard (outage_log.py)
+            self.handler.metrics.on_outage(None)
         self.handler.merges.inflight.release()
         self.on_stop()
         return left

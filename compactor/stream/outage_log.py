@@ -5,6 +5,11 @@ line to `<warehouse>/_compactor/outages/<shard>.json`, and marks it over when it
 writes happen on the upkeep thread, never under the job's lock; during an object-store outage
 they fail like everything else there, and are tried again until one lands (the status of a
 warehouse nobody can read cannot be shown anyway).
+
+An outage of the warehouse's store also fails the shard's streaming query, and the shard is
+started again with nothing known of it: the outage ends with the shard that saw it. So a shard's
+first write after its start marks an outage its file still shows as over (the years benchmark
+found status showing every such outage as going on, hours after it ended).
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ class OutageLog:
         self.files = files
         self.uri = f"{state_uri(warehouse, FOLDER)}/{_UNSAFE.sub('_', name)}.json"
         self._written: Outage | None = None
-        self._synced = True  # nothing to say until the first outage
+        self._synced = False  # until the file is known not to show an outage of an earlier start
 
     def sync(self, outage: Outage | None) -> None:
         """Write the shard's outage (or that it is over) if that changed since the last write."""
@@ -39,15 +44,27 @@ class OutageLog:
             return
         doc: dict[str, Any] = {"at": time.time(), "over": outage is None}
         shown = outage or self._written
-        if shown is not None:
-            doc |= {"kind": shown.kind, "since": shown.since.isoformat(), "line": shown.line()}
         try:
+            if shown is not None:
+                doc |= {"kind": shown.kind, "since": shown.since.isoformat(), "line": shown.line()}
+            else:  # the first look after a start
+                left = self._left_on()
+                if left is None:
+                    self._synced = True
+                    return
+                doc |= {k: left[k] for k in ("kind", "since", "line") if k in left}
             self.files.write_text(self.uri, json.dumps(doc))
         except Exception:  # for the operator only: tried again at the next upkeep
             log.warning("outage log: writing %s failed; trying again", self.uri)
             self._synced = False
             return
         self._written, self._synced = outage, True
+
+    def _left_on(self) -> dict[str, Any] | None:
+        """The shard's record of an outage not marked over (by an earlier start), if any."""
+        text = self.files.read_text(self.uri)
+        doc = json.loads(text) if text else None
+        return doc if isinstance(doc, dict) and not doc.get("over") else None
 
 
 def outage_lines(files: HadoopFiles, warehouse: str) -> list[str]:

@@ -37,11 +37,36 @@ def test_an_outage_is_written_once_and_read_back_until_it_is_over() -> None:
     assert over.startswith("  shard-0: the last outage (OSError/java.net.ConnectException) was over by ")
 
 
+def test_an_outage_left_on_by_an_earlier_start_of_the_shard_is_marked_over() -> None:
+    """The store's outage failed the shard's query; its next start knows of no outage and says
+    the one its file shows is over (status showed it as going on for good)."""
+    files: Any = InMemoryFiles()
+    clock = Clock(T0)
+    outages = Outages(lambda: clock.now, pause=timedelta(minutes=1))
+    for table in "abc":
+        outages.failed(table, refused())
+    OutageLog(files, "/wh", "shard-0").sync(outages.current)  # the start that saw it, then stopped
+    assert outage_lines(files, "/wh")[1].startswith("  shard-0: outage since ")
+    again = OutageLog(files, "/wh", "shard-0")
+    again.sync(None)
+    (over,) = outage_lines(files, "/wh")[1:]
+    assert over.startswith("  shard-0: the last outage (OSError/java.net.ConnectException) was over by ")
+    writes = dict(files.texts)
+    again.sync(None)
+    assert files.texts == writes, "said once"
+    fresh: Any = InMemoryFiles()
+    OutageLog(fresh, "/wh", "shard-1").sync(None)
+    assert fresh.texts == {}, "nothing to say when no outage was left on"
+
+
 def test_a_failed_write_is_tried_again_at_the_next_upkeep() -> None:
     class Down:
         def __init__(self) -> None:
             self.texts: dict[str, str] = {}
             self.fail = True
+
+        def read_text(self, uri: str) -> str | None:
+            return self.texts.get(uri)
 
         def write_text(self, uri: str, text: str) -> None:
             if self.fail:
