@@ -4,9 +4,9 @@ Commits are `_delta_log/<version, 20 digits>.json` (the Delta protocol), and a
 commit never changes once written. Two questions come up in every batch: "is
 this plan already committed, and what did it write?" and "do these announced
 segments have rows?". The newest commits answer both; each is read once and
-kept while the cache's budget allows (`CommitCache`), and new ones are found by looking for the next version's file, so a
-batch reads only what was committed since the last one, with no directory
-listing and no Spark job.
+kept while the cache's budget allows (`CommitCache`), and new ones are found
+by looking for the next version's file, so a batch reads only what was
+committed since the last one, with no directory listing and no Spark job.
 """
 
 from __future__ import annotations
