@@ -13,7 +13,13 @@ from delta.tables import DeltaTable
 
 from compactor.delta.commit.checksum_file import derive
 from compactor.delta.files import HadoopFiles
-from compactor.delta.log.live_files import LiveFile, LiveFileIndex, LiveFiles, _as_json_action
+from compactor.delta.log.live_files import (
+    TXNS_KEPT,
+    LiveFile,
+    LiveFileIndex,
+    LiveFiles,
+    _as_json_action,
+)
 from compactor.delta.log.reader import DeltaLogReader
 from compactor.delta.paths import table_uri
 from tests.delta.test_direct_commit import rust_load, snapshot
@@ -58,6 +64,25 @@ def test_a_commit_s_removes_apply_before_its_adds_and_a_readd_moves_a_file() -> 
     assert live.segments() == {"m"} and live.legacy_app_ids == {"compactor-plan-x"}
     with pytest.raises(ValueError, match="fold of version 7 after 5"):
         live.fold(7, [])
+
+
+def test_transactions_are_kept_while_a_checksum_may_list_them_and_then_not_at_all() -> None:
+    live = LiveFiles("/w/t", -1)
+    # one application committing again and again holds one entry, its newest
+    for version in range(3 * TXNS_KEPT):
+        live.fold(version, [{"txn": {"appId": "sink", "version": version}}])
+    assert live.txns == {"sink": {"appId": "sink", "version": 3 * TXNS_KEPT - 1}}
+    # a loader's id per load: kept up to the bound, then dropped (none expires without a retention)
+    base = live.version + 1
+    for n in range(TXNS_KEPT - 1):
+        live.fold(base + n, [{"txn": {"appId": f"load-{n}", "version": 0}}])
+    assert live.txns is not None and len(live.txns) == TXNS_KEPT
+    live.fold(live.version + 1, [{"txn": {"appId": "sink", "version": 0}}])
+    assert live.txns is not None and live.txns["sink"]["version"] == 0, "a known application updates"
+    live.fold(live.version + 1, [{"txn": {"appId": "load-last", "version": 0}}])
+    assert live.txns is None
+    live.fold(live.version + 1, [{"txn": {"appId": "sink", "version": 1}}])
+    assert live.txns is None, "once past the bound, for good"
 
 
 def test_a_checkpoint_s_structs_read_as_the_commit_files_write_them() -> None:

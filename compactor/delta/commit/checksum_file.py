@@ -103,7 +103,6 @@ DESCRIBED = frozenset(
         "vacuumProtocolCheck",
     }
 )
-MAX_TRANSACTIONS = 100  # Delta's own bound for a checksum's transactions (setTransactionsInCrc)
 # Delta lists a small table's files in its checksum (allFilesInCrc.thresholdNumFiles): the next
 # commit derives its list from this one's, and a reader of a small table finds its files there
 MAX_LISTED_FILES = 50
@@ -131,7 +130,7 @@ def write_missing_checksum(spark: SparkSession, files: HadoopFiles, log_uri: str
         "protocol": live.protocol,
         "domainMetadata": [],
     }
-    if RETENTION_PROPERTY.lower() not in config and len(live.txns) <= MAX_TRANSACTIONS:
+    if RETENTION_PROPERTY.lower() not in config and live.txns is not None:
         checksum["setTransactions"] = list(live.txns.values())
     if len(every) <= MAX_LISTED_FILES:
         checksum["allFiles"] = [{**json.loads(f.action)["add"], "dataChange": False} for f in every]

@@ -54,6 +54,10 @@ log = logging.getLogger(__name__)
 # A per-plan application id the job wrote before it committed directly (one per merge, kept by
 # Delta until the table's `delta.setTransactionRetentionDuration` expires them).
 LEGACY_PLAN_APP_PREFIX = "compactor-plan-"
+# Delta lists a table's transactions in its checksum only while they are this few
+# (setTransactionsInCrc); past it a job needs none of them, and a loader that leaves one per
+# load (without a retention) would otherwise grow the driver's memory with every load
+TXNS_KEPT = 100
 
 
 class CheckpointUnreadable(Exception):
@@ -124,7 +128,8 @@ class LiveFiles:
         # the rest of the table's state, as far as a checksum of it needs
         self.protocol: dict[str, Any] | None = None
         self.metadata: dict[str, Any] | None = None
-        self.txns: dict[str, dict[str, Any]] = {}
+        # each application's newest transaction; None: more than TXNS_KEPT applications
+        self.txns: dict[str, dict[str, Any]] | None = {}
         self.domain_metadata = False  # did any commit carry domain metadata (not kept here)?
         # where the files were read from: a checkpoint's version (-1: the commits from version
         # 0), and why newer checkpoints were passed over; None: from Delta's own snapshot
@@ -155,7 +160,10 @@ class LiveFiles:
         if "txn" in action:
             txn = action["txn"]
             app = str(txn.get("appId") or "")
-            self.txns[app] = txn
+            if self.txns is not None and (app in self.txns or len(self.txns) < TXNS_KEPT):
+                self.txns[app] = txn
+            else:
+                self.txns = None  # without a retention none expires, so there stay too many
             if app.startswith(LEGACY_PLAN_APP_PREFIX):
                 self.legacy_app_ids.add(app)
         elif "protocol" in action:
