@@ -86,7 +86,8 @@ class TablePlanner:
         self.due = due if due is not None else DueTimes()
         self.running = running  # a table's segments in merges in flight (id -> plan id)
         self._advised: dict[str, datetime] = {}  # when each table's producers were last advised
-        self._facts: dict[tuple[str, str], IndexFacts] = {}
+        # table -> (segment id, what its files hold) -> its index check; live segments only
+        self._facts: dict[str, dict[tuple[str, str], IndexFacts]] = {}
         self._stuck: set[str] = set()  # tables whose debt was last seen stuck
 
     def plans(self, trigger: Trigger) -> Planned:
@@ -248,15 +249,19 @@ class TablePlanner:
             return None
         sub_column = settings.sub_partition.column if settings.sub_partition else None
         key = f"{layout.model_dump_json()}|{sub_column}"
+        live = self.catalog.live(table)
+        # a merged-away segment is never checked again: its entries would only pile up
+        facts = {k: v for k, v in self._facts.get(table, {}).items() if k[0] in live}
+        self._facts[table] = facts
 
         def check(s: Segment) -> IndexFacts:
             # a segment's files change only when a sub-partition is added or refreshed
             cached = (s.id, f"{key}|{sorted(s.sub_partitions)}|{s.records}")
-            if cached not in self._facts:
-                self._facts[cached] = self.store.index_facts(table, s, layout, sub_column)
-            return self._facts[cached]
+            if cached not in facts:
+                facts[cached] = self.store.index_facts(table, s, layout, sub_column)
+            return facts[cached]
 
-        return _OnDemand(self.catalog.live(table), check)
+        return _OnDemand(live, check)
 
 
 class _OnDemand(Mapping[str, IndexFacts]):

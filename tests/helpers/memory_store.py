@@ -67,6 +67,7 @@ class InMemoryTableStore:
     key_index_snapshots: dict[str, tuple[int, bytes]] = field(default_factory=dict)  # version, bytes
     fenced: threading.Event = field(default_factory=threading.Event)  # fence(): commit nothing more
     cancelled: list[str] = field(default_factory=list)  # plan ids cancel() was called for
+    index_checks: list[tuple[str, str]] = field(default_factory=list)  # (table, segment id) per check
     # as in the Spark store, a cancel fences the attempt running then, not a later one of the plan
     _attempts: dict[str, threading.Event] = field(default_factory=dict)  # plan id -> its cancel
     _lock: threading.RLock = field(default_factory=threading.RLock)
@@ -295,7 +296,18 @@ class InMemoryTableStore:
     def index_facts(
         self, table: str, segment: Segment, layout: LayoutConfig, sub_column: str | None = None
     ) -> IndexFacts:
-        raise NotImplementedError("no index check in memory")
+        """Files as `layout` wants them (no drift): refresh merges only small segments."""
+        with self._lock:
+            self.index_checks.append((table, segment.id))
+        return IndexFacts(
+            {name: (c.type, c.multi_value) for name, c in layout.columns.items()},
+            bucket_count=1,
+            partition_count=1 if layout.partitioning else 0,
+            sorted=True,
+            encoding=layout.encoding,
+            compression=layout.compression,
+            sub_partition_values=segment.sub_partitions if sub_column else None,
+        )
 
     def free_bytes(self, table: str) -> int | None:
         return self.free
