@@ -345,6 +345,9 @@ class SparkTableStore:
     def free_bytes(self, table: str) -> int | None:
         return free_bytes(table_uri(self.warehouse, table))
 
+    def kept_commit_bytes(self) -> int:
+        return self._commits.held
+
     def vacuum(self, table: str, config: VacuumConfig, dry_run: bool = False) -> VacuumReport:
         self._unfenced()
         with self._local(POOL_PROPERTY, VACUUM_POOL):

@@ -155,6 +155,9 @@ class TableStore(Protocol):
     def free_bytes(self, table: str) -> int | None:
         """Free space where the table's files go, when the file system says (None: unknown)."""
 
+    def kept_commit_bytes(self) -> int:
+        """Bytes of Delta commit text behind the parsed commits the store keeps for its tables."""
+
     def refusal(self, table: str) -> str | None:
         """Why no merge can rewrite the table (its Delta features), in one line; None: it can."""
 

@@ -331,6 +331,7 @@ class BatchHandler:
             self.clock,
             lambda: self.stats,
             self.keys.all_facts,
+            self.store.kept_commit_bytes,
         )
 
     # -- one trigger's work ---------------------------------------------------------------------

@@ -23,3 +23,4 @@ class JobView:
     clock: Callable[[], datetime]
     stats: Callable[[], HandlerStats]  # the counters, read now
     key_indexes: Callable[[], Mapping[str, IndexFacts]] = dict  # upsert tables' key indexes, read now
+    kept_commit_bytes: Callable[[], int] = int  # the store's commit cache, read now

@@ -178,8 +178,10 @@ def test_a_new_table_s_history_is_read_from_its_log_and_from_spark_once_cleanup_
         replace(r, committed_at=None) for r in from_spark
     ]
     assert [r.op for r in from_log] == ["load", "load", "merge"]
-
     uri = table_uri(warehouse, "t")
+    commits = [Path(uri, "_delta_log", f"{v:020d}.json").read_text() for v in range(3)]
+    assert store.kept_commit_bytes() == sum(map(len, commits)), "the commits read stay parsed"
+
     spark._jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, uri).checkpoint()
     Path(uri, "_delta_log", f"{0:020d}.json").unlink()  # as log cleanup leaves it
     assert [r.version for r in SparkTableStore(spark, warehouse).history("t")] == [1, 2]

@@ -29,12 +29,15 @@ pytestmark = pytest.mark.integration
 CONFIG_YAML = "defaults:\n  rules:\n    - rule: auto_merge\n      levels: [week]\n"
 
 
+JOB_OWN = ("compactor_lease_", "compactor_driver_")
+
+
 def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     """The job's samples by name and labels; every one carries its shard (the one shard, 0)."""
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
     samples = [s for family in text_string_to_metric_families(text) for s in family.samples]
-    assert all(s.labels.get("shard") == "0" for s in samples if not s.name.startswith("compactor_lease_")), (
-        "every sample carries its shard (the lease's are the job's)"
+    assert all(s.labels.get("shard") == "0" for s in samples if not s.name.startswith(JOB_OWN)), (
+        "every sample carries its shard (the lease's and the driver's are the job's)"
     )
     return {
         (s.name, tuple(sorted((k, v) for k, v in s.labels.items() if k != "shard"))): s.value for s in samples
@@ -110,6 +113,8 @@ def test_metrics_the_merging_switch_and_one_controller_on_the_real_job_across_a_
         wait_for(lambda: scrape(port).get(merged) == 1 and scrape(port).get(dead) == 1, job, "the merge")
         after = scrape(port)
         assert after[enabled] == 1
+        assert after[("compactor_driver_memory_bytes", (("kind", "malloc_in_use"),))] > 1 << 20
+        assert after[("compactor_driver_python_blocks", ())] > 100_000, "a job holds many objects"
         assert after[("compactor_merge_rows_total", (("direction", "in"), ("table", TABLE)))] == 70
         assert after[("compactor_merge_rows_total", (("direction", "out"), ("table", TABLE)))] == 70
         assert after[("compactor_actual_segments", (("table", TABLE),))] == 1

@@ -312,6 +312,9 @@ class InMemoryTableStore:
     def free_bytes(self, table: str) -> int | None:
         return self.free
 
+    def kept_commit_bytes(self) -> int:
+        return 0  # no Delta log here
+
     def refusal(self, table: str) -> str | None:
         return self.refused.get(table)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import urllib.error
 import urllib.request
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -130,6 +131,15 @@ def test_an_unknown_lag_shows_as_nan_not_as_a_stale_figure(harness: Harness) -> 
     assert math.isnan(metrics.registry.get_sample_value("compactor_consumer_lag_events") or 0.0)
     handler.control.on_lag(12)
     assert metrics.registry.get_sample_value("compactor_consumer_lag_events") == 12
+
+
+def test_the_commit_cache_s_size_is_read_at_each_scrape(harness: Harness) -> None:
+    held = [0]
+    metrics = JobMetrics()
+    metrics.watch(replace(harness.handler(MINOR).view(), kept_commit_bytes=lambda: held[0]))
+    assert metrics.registry.get_sample_value("compactor_commit_cache_bytes") == 0
+    held[0] = 3 << 20
+    assert metrics.registry.get_sample_value("compactor_commit_cache_bytes") == 3 << 20
 
 
 def test_probes_answer_health_readiness_and_metrics(harness: Harness) -> None:
@@ -259,13 +269,17 @@ def test_the_grafana_dashboard_plots_only_metrics_the_job_exports(harness: Harne
     exported = (
         declared | {f"{name}_bucket" for name in declared} | set(re.findall(r"^(compactor_\w+)", text, re.M))
     )
-    # the job's lease is served beside the shards' metrics (observe.shard_metrics)
+    # the job's lease and driver are served beside the shards' metrics (observe.shard_metrics)
     from compactor.kafka.lease import ControllerLease
     from compactor.kafka.settings import KafkaSettings
-    from compactor.observe.metrics.shard_metrics import lease_families
+    from compactor.observe.metrics.shard_metrics import driver_memory_families, lease_families
 
     lease = ControllerLease(KafkaSettings("127.0.0.1:1", segments_topic="s"), "/wh")
-    exported |= {sample.name for family in lease_families(lease) for sample in family.samples}
+    exported |= {
+        sample.name
+        for family in [*lease_families(lease), *driver_memory_families()]
+        for sample in family.samples
+    }
     dashboard = json.loads((Path(__file__).parents[2] / "ops" / "grafana-dashboard.json").read_text())
     used = {
         name
@@ -282,13 +296,13 @@ def test_every_metric_the_job_exports_is_declared_once_with_its_help_and_labels(
     from compactor.kafka.lease import ControllerLease
     from compactor.kafka.settings import KafkaSettings
     from compactor.observe.metrics.declared import METRICS, declared
-    from compactor.observe.metrics.shard_metrics import lease_families
+    from compactor.observe.metrics.shard_metrics import driver_memory_families, lease_families
 
     harness.store.create("t")
     handler = harness.handler(MINOR)
     handler.process(harness.loaded(harness.day(0), harness.day(1), harness.day(2)))
     lease = ControllerLease(KafkaSettings("127.0.0.1:1", segments_topic="s"), "/wh")
-    families = [*handler.metrics.registry.collect(), *lease_families(lease)]
+    families = [*handler.metrics.registry.collect(), *lease_families(lease), *driver_memory_families()]
     assert sorted((f.name, f.type) for f in families) == sorted((m.name, m.kind) for m in METRICS)
     for family in families:
         spec = declared(family.name, family.type)  # type: ignore[arg-type]

@@ -38,7 +38,8 @@ LOGS = "Logs, VACUUM and purges"
 LATE = "Late data (tables with `sealing`)"
 KEYS = "Upsert tables' key indexes"
 LEASE = "The job's lease (no `shard` label: the job's own)"
-SECTIONS = (MERGES, DEBT, BATCHES, TABLES, LOGS, LATE, KEYS, LEASE)
+DRIVER = "The driver's Python process (no `shard` label: the job's own)"
+SECTIONS = (MERGES, DEBT, BATCHES, TABLES, LOGS, LATE, KEYS, LEASE, DRIVER)
 
 T = ("table",)
 
@@ -314,6 +315,14 @@ METRICS: tuple[Declared, ...] = (
         LOGS,
     ),
     Declared(
+        "compactor_commit_cache_bytes",
+        "gauge",
+        "Bytes of Delta commit text behind the parsed commits the job keeps for its tables' logs "
+        "(bounded by COMMIT_CACHE_BYTES; the parsed commits take about five times as much memory).",
+        (),
+        LOGS,
+    ),
+    Declared(
         "compactor_checkpoints",
         "counter",
         "Checkpoints of a table's log written by the job's maintainer.",
@@ -403,6 +412,25 @@ METRICS: tuple[Declared, ...] = (
         "How long the last lost session lasted, until the rejoin.",
         (),
         LEASE,
+    ),
+    # the driver's Python process
+    Declared(
+        "compactor_driver_memory_bytes",
+        "gauge",
+        "The driver's Python memory by allocator: `malloc_in_use` (C allocations live now: Python's "
+        "objects over 512 bytes, libraries' buffers), `malloc_free` (freed but kept by the C "
+        "allocator: fragmentation), `arrow_pool` (Arrow's buffers). Each is left out where the "
+        "platform cannot tell it.",
+        ("kind",),
+        DRIVER,
+    ),
+    Declared(
+        "compactor_driver_python_blocks",
+        "gauge",
+        "Memory blocks Python's allocator has handed out and not taken back (its objects, small and "
+        "large): a count that grows only while the job keeps more objects.",
+        (),
+        DRIVER,
     ),
 )
 

@@ -74,6 +74,7 @@ class JobMetrics:
         self.outages = counter(r, "compactor_outages")
         self._in_outage = False
         self.log_commits = gauge(r, "compactor_log_commits_since_checkpoint")
+        self.commit_cache = gauge(r, "compactor_commit_cache_bytes")
         self.checkpoints = counter(r, "compactor_checkpoints")
         self.plan_attempts = counter(r, "compactor_plan_attempts")
         self.catalog_seconds = histogram(r, "compactor_catalog_seconds", PHASE_BUCKETS)
@@ -182,6 +183,7 @@ class JobMetrics:
         catalog, configs, control = job.catalog, job.configs, job.control
         # unknown (no progress yet, or one Spark could not give offsets for): NaN, not a stale 0
         self.consumer_lag.set_function(lambda: math.nan if control.lag is None else control.lag)
+        self.commit_cache.set_function(job.kept_commit_bytes)
         self.registry.register(
             _CatalogCollector(
                 control,

@@ -16,6 +16,7 @@ from prometheus_client.registry import Collector
 
 from compactor.kafka.lease import ControllerLease
 from compactor.observe.metrics.declared import counter_family, gauge_family
+from compactor.observe.metrics.driver_memory import driver_memory_families
 from compactor.observe.metrics.job_metrics import JobMetrics
 
 
@@ -61,6 +62,7 @@ class ShardMetrics(Collector):
         yield from families.values()
         if self._lease is not None:
             yield from lease_families(self._lease)
+        yield from driver_memory_families()
 
 
 def lease_families(lease: ControllerLease) -> Iterator[Metric]:
