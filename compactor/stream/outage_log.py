@@ -44,6 +44,7 @@ class OutageLog:
             return
         doc: dict[str, Any] = {"at": time.time(), "over": outage is None}
         shown = outage or self._written
+        left = None
         try:
             if shown is not None:
                 doc |= {"kind": shown.kind, "since": shown.since.isoformat(), "line": shown.line()}
@@ -54,10 +55,16 @@ class OutageLog:
                     return
                 doc |= {k: left[k] for k in ("kind", "since", "line") if k in left}
             self.files.write_text(self.uri, json.dumps(doc))
-        except Exception:  # for the operator only: tried again at the next upkeep
-            log.warning("outage log: writing %s failed; trying again", self.uri)
+        except Exception as exc:  # for the operator only: tried again at the next upkeep
+            log.warning("outage log: updating %s failed (%s); trying again", self.uri, type(exc).__name__)
             self._synced = False
             return
+        if left is not None:  # said as an outage a table's success ends is (`Outages.succeeded`)
+            log.warning(
+                "outage of %s since %s over: the shard started again after it",
+                left.get("kind"),
+                left.get("since"),
+            )
         self._written, self._synced = outage, True
 
     def _left_on(self) -> dict[str, Any] | None:
