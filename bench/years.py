@@ -73,6 +73,7 @@ if TYPE_CHECKING:
     from compactor.dev.kafka_broker import LocalKafkaBroker
     from compactor.kafka.settings import KafkaSettings
 
+PYTHON_MEMORY_KINDS = ("malloc_in_use", "malloc_free", "arrow_pool")
 BUCKET = "bench-years"
 WAREHOUSE = "warehouse"
 ROWS = 20  # rows a load
@@ -316,6 +317,11 @@ class Sample:
     python_threads: int | None
     jvm_threads: int | None
     files: dict[str, Any] = field(default_factory=dict)
+    commit_cache_mib: float | None = None  # the job's parsed commits, as MiB of their text
+    # the driver's Python memory by allocator (compactor_driver_memory_bytes): malloc_in_use,
+    # malloc_free (fragmentation), arrow_pool
+    python_memory_mib: dict[str, float] = field(default_factory=dict)
+    python_blocks: int | None = None  # blocks Python's allocator holds: its objects, counted
     owed: int = 0  # merges the loads so far make due that have no result yet: the backlog
 
     @property
@@ -323,6 +329,43 @@ class Sample:
         if self.python_pss_mib is None or self.jvm_pss_mib is None:
             return None
         return self.python_pss_mib + self.jvm_pss_mib
+
+
+def _full_at(at: dict[str, int] | None) -> str:
+    return (
+        "never" if at is None else f"merge {at['merges']:,}, {at['since_start']:,} into start {at['start']}"
+    )
+
+
+def _commit_cache_mib(metrics: dict[str, float]) -> float | None:
+    """The commit text behind the job's parsed commits, over its shards (None: no answer)."""
+    held = [v for k, v in metrics.items() if k.split("{")[0] == "compactor_commit_cache_bytes"]
+    return round(sum(held) / 2**20, 2) if held else None
+
+
+def _python_memory_mib(metrics: dict[str, float]) -> dict[str, float]:
+    found = (
+        (re.search(r'kind="(\w+)"', k), v)
+        for k, v in metrics.items()
+        if k.startswith("compactor_driver_memory_bytes{")
+    )
+    return {m.group(1): round(v / 2**20, 1) for m, v in found if m}
+
+
+def _int(value: float | None) -> int | None:
+    return None if value is None else int(value)
+
+
+def _memory_of(kind: str) -> Callable[[Sample], float | None]:
+    return lambda s: s.python_memory_mib.get(kind)
+
+
+def cache_full(s: Sample) -> bool:
+    """Has the commit cache reached its budget (the driver's largest bounded store: until it
+    has, Python's memory grows by design, about five bytes for each byte of text it takes)?"""
+    from compactor.delta.log.reader import COMMIT_CACHE_BYTES
+
+    return s.commit_cache_mib is not None and s.commit_cache_mib >= 0.95 * COMMIT_CACHE_BYTES / 2**20
 
 
 def slope_per_1000(
@@ -483,7 +526,9 @@ def log_findings(text: str, healthy: list[str]) -> dict[str, Any]:
     cancelled = re.findall(r"plan \S+ of table (\w+) ran \d+s, past its bound", text)
     return {
         "outages_declared": len(re.findall(r"outage since .*? no table is quarantined for it", text)),
-        "outages_over": len(re.findall(r"outage of .*? over: table \w+ succeeded", text)),
+        "outages_over": len(
+            re.findall(r"outage of .*? over: (?:table \w+ succeeded|the shard started again)", text)
+        ),
         "quarantined": [{"table": t, "streak": int(n), "reason": why[:400]} for t, n, why in quarantined],
         "healthy_quarantined": sorted({t for t, _, _ in quarantined if t in healthy}),
         "released_as_config_changed": re.findall(
@@ -560,6 +605,9 @@ class Run:
             jvm_threads=threads(java),
             files=file_counts(self.services, self.tables),
             owed=self.loader.owed(),
+            commit_cache_mib=_commit_cache_mib(metrics := self.job.metrics()),
+            python_memory_mib=_python_memory_mib(metrics),
+            python_blocks=_int(metrics.get("compactor_driver_python_blocks")),
         )
         self.samples.append(s)
         print(
@@ -568,7 +616,9 @@ class Run:
             f"{_f(s.heap_after_gc_mib)} MiB, native {_f(s.jvm_native_mib)} MiB; threads {s.python_threads}/{s.jvm_threads}; _compactor/ files "
             f"{s.files['compactor_files']}; log commits since checkpoint: tables "
             f"{s.files['table_commits_since_checkpoint_max']} ({s.files['table_furthest_past_checkpoint']}), catalog "
-            f"{s.files['catalog_commits_since_checkpoint']}",
+            f"{s.files['catalog_commits_since_checkpoint']}; commit cache {_f(s.commit_cache_mib)} MiB; "
+            + ", ".join(f"{k} {_f(v)} MiB" for k, v in s.python_memory_mib.items())
+            + f"; Python blocks {s.python_blocks or 0:,}",
             flush=True,
         )
 
@@ -850,6 +900,20 @@ def report(
         "python_pss_slope_mib_per_1000_merges": slope_per_1000(
             r.samples, lambda s: s.python_pss_mib, shape.warmup
         ),
+        # the same once the commit cache is full: what grows with history, not with the cache's fill
+        "python_pss_slope_cache_full_mib_per_1000_merges": slope_per_1000(
+            r.samples, lambda s: s.python_pss_mib if cache_full(s) else None, shape.warmup
+        ),
+        # where Python's memory went: live C blocks, the allocator's kept free ones, Arrow's pool
+        **{
+            f"python_{kind}_slope_mib_per_1000_merges": slope_per_1000(
+                r.samples, _memory_of(kind), shape.warmup
+            )
+            for kind in PYTHON_MEMORY_KINDS
+        },
+        "python_blocks_slope_per_1000_merges": slope_per_1000(
+            r.samples, lambda s: s.python_blocks, shape.warmup
+        ),
         "jvm_pss_slope_mib_per_1000_merges": slope_per_1000(r.samples, lambda s: s.jvm_pss_mib, shape.warmup),
         "heap_slope_mib_per_1000_merges": slope_per_1000(
             r.samples, lambda s: s.heap_after_gc_mib, shape.warmup
@@ -889,6 +953,14 @@ def report(
         **slopes,
         "warmup_merges": shape.warmup,
         "samples_after_warmup": len(after),
+        "first_sample_with_commit_cache_full": next(
+            (
+                {"merges": s.merges, "start": s.start, "since_start": s.since_start}
+                for s in r.samples
+                if cache_full(s)
+            ),
+            None,
+        ),
         "starts_after_warmup": len({s.start for s in after}),
         "python_threads_after_warmup": _span(after, lambda s: s.python_threads),
         "jvm_threads_after_warmup": _span(after, lambda s: s.jvm_threads),
@@ -1023,6 +1095,22 @@ def print_report(p: dict[str, Any]) -> None:
         [
             "  of which Python / JVM",
             f"{_s(p['python_pss_slope_mib_per_1000_merges'])} / {_s(p['jvm_pss_slope_mib_per_1000_merges'])}",
+            "",
+        ],
+        [
+            "  Python: malloc in use / malloc kept free / Arrow pool",
+            " / ".join(_s(p[f"python_{kind}_slope_mib_per_1000_merges"]) for kind in PYTHON_MEMORY_KINDS),
+            "",
+        ],
+        [
+            "  Python's allocator: blocks held / 1,000 merges",
+            _s(p["python_blocks_slope_per_1000_merges"]),
+            "",
+        ],
+        [
+            "  Python once the commit cache is full",
+            f"{_s(p['python_pss_slope_cache_full_mib_per_1000_merges'])} (full from "
+            f"{_full_at(p['first_sample_with_commit_cache_full'])})",
             "",
         ],
         [
