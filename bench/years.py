@@ -51,7 +51,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from harness.job_process import START_BANNER, JobProcess, run_args
+from harness.job_process import START_BANNER, JobProcess, run_args, samples_of
 from harness.probes import (
     heap_after_gc_mib,
     jvm_native_mib,
@@ -339,15 +339,14 @@ def _full_at(at: dict[str, int] | None) -> str:
 
 def _commit_cache_mib(metrics: dict[str, float]) -> float | None:
     """The commit text behind the job's parsed commits, over its shards (None: no answer)."""
-    held = [v for k, v in metrics.items() if k.split("{")[0] == "compactor_commit_cache_bytes"]
-    return round(sum(held) / 2**20, 2) if held else None
+    held = samples_of(metrics, "compactor_commit_cache_bytes")
+    return round(sum(held.values()) / 2**20, 2) if held else None
 
 
 def _python_memory_mib(metrics: dict[str, float]) -> dict[str, float]:
     found = (
         (re.search(r'kind="(\w+)"', k), v)
-        for k, v in metrics.items()
-        if k.startswith("compactor_driver_memory_bytes{")
+        for k, v in samples_of(metrics, "compactor_driver_memory_bytes").items()
     )
     return {m.group(1): round(v / 2**20, 1) for m, v in found if m}
 

@@ -64,6 +64,11 @@ def parse_metrics(text: str) -> dict[str, float]:
     return found
 
 
+def samples_of(metrics: dict[str, float], name: str) -> dict[str, float]:
+    """A metric's samples in one scrape, by their labels (`{table="t1"}`; "" for one without)."""
+    return {k.removeprefix(name): v for k, v in metrics.items() if k == name or k.startswith(name + "{")}
+
+
 class JobProcess:
     """`compactor run *args`, its /metrics on a port of 127.0.0.1 chosen at each start.
 
@@ -151,8 +156,7 @@ class JobProcess:
 
     def samples(self, name: str) -> dict[str, float]:
         """A metric's samples by their labels (`{table="t1"}`; "" for a sample without)."""
-        found = self.metrics().items()
-        return {k.removeprefix(name): v for k, v in found if k == name or k.startswith(name + "{")}
+        return samples_of(self.metrics(), name)
 
     def metric(self, name: str) -> float:
         """The sum of a metric's samples over all their labels (0 when it has none)."""
