@@ -11,7 +11,8 @@ each so that one slow step never stops the others:
   whatever the ticker is doing;
 - **upkeep** does the job's background writes (key index snapshots, purges) and the probe of
   other writers, every `every` seconds: a snapshot of hundreds of megabytes, or a purge, may
-  take minutes, and neither holds up a tick or the watchdog;
+  take minutes, and neither holds up a tick or the watchdog; now and then it also hands the
+  memory the C allocator keeps freed back to the system (`freed_memory`);
 - **logs** writes the tables' checkpoints that are due, without the job's lock: the batches and
   the ticker hold it so much under a steady load that a checkpoint waiting for it never came.
 
@@ -26,6 +27,8 @@ import threading
 from collections.abc import Callable
 
 from compactor.errors import Fenced
+from compactor.job import freed_memory
+from compactor.job.freed_memory import FreedMemory
 from compactor.stream.handler import BatchHandler
 
 log = logging.getLogger(__name__)
@@ -41,8 +44,10 @@ class Ticker:
         every: float = TICK_EVERY,
         alive: Callable[[], bool] = lambda: True,
         watch_every: float = WATCH_EVERY,
+        freed: FreedMemory | None = None,
     ) -> None:
         self.handler = handler
+        self.freed = freed or freed_memory.PROCESS
         self.every = every
         self.watch_every = watch_every
         self.alive = alive  # e.g. the streaming query is active
@@ -57,7 +62,7 @@ class Ticker:
                 "watchdog",
                 lambda: self._every(self.watch_every, "the watchdog's look", handler.merges.cancel_hung),
             ),
-            ("upkeep", lambda: self._every(self.every, "upkeep", handler.upkeep)),
+            ("upkeep", lambda: self._every(self.every, "upkeep", self._upkeep)),
             ("logs", lambda: self._every(self.every, "log upkeep", handler.keep_logs)),
         )
         for name, loop in loops:
@@ -79,6 +84,10 @@ class Ticker:
             if self.stop.is_set():
                 return
             self._guarded("tick", self.handler.tick, self.every)
+
+    def _upkeep(self) -> None:
+        self.handler.upkeep()
+        self.freed.give_back()
 
     def _every(self, period: float, what: str, step: Callable[[], object]) -> None:
         """Run `step` every `period` seconds until stopped (the watchdog, upkeep and logs loops)."""
