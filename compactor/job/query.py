@@ -20,6 +20,7 @@ from compactor.kafka.settings import KafkaSettings
 from compactor.stream.handler import BatchHandler
 from compactor.stream.merging.slots import Slots
 from compactor.stream.merging.workers import Workers
+from compactor.stream.outages import Outages
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,9 @@ class Shard:
     checkpoint: str
     slots: Slots
     workers: Workers
+    # what the shard's starts in this process know of an outage: the one that failed its query
+    # is not declared again, or forgotten, by the next start
+    outages: Outages | None = None
 
     @property
     def query_name(self) -> str:

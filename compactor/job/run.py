@@ -218,15 +218,20 @@ def _shard_starter(
 ) -> Callable[..., Any]:
     """What starts shard i in this job: its handler on the job's slots and workers, its metrics
     labelled with it, its query (unless only built, for --until-idle)."""
+    from compactor.domain.clock import now_utc
     from compactor.job.spark_shard import SparkShard, shard_of_job
     from compactor.job.wiring import job_slots
     from compactor.stream.merging.workers import thread_workers
+    from compactor.stream.outages import Outages
 
     slots = job_slots(config)
     workers = thread_workers(slots.limit)
+    outages: dict[int, Outages] = {}  # each shard's, kept across its restarts in this process
 
     def start(index: int, query: bool = True) -> SparkShard:
-        shard = shard_of_job(layout, record, index, checkpoint, slots, workers)
+        if index not in outages:
+            outages[index] = Outages(now_utc, config.operations.cool_down)
+        shard = shard_of_job(layout, record, index, checkpoint, slots, workers, outages[index])
         shard_metrics = metrics.add(index)
 
         def stopped() -> None:

@@ -25,6 +25,7 @@ from compactor.stream.job_view import JobView
 from compactor.stream.merging.slots import Slots
 from compactor.stream.merging.workers import Workers
 from compactor.stream.outage_log import OutageLog
+from compactor.stream.outages import Outages
 from compactor.stream.reporting import MetricsSink
 
 
@@ -35,6 +36,7 @@ def shard_of_job(
     checkpoint: Path | str,
     slots: Slots,
     workers: Workers,
+    outages: Outages | None = None,
 ) -> Shard:
     """Shard `index` as this job runs it. Before the warehouse has a shard record, the one shard
     reads the whole topic into the checkpoint location itself, as the job always did."""
@@ -47,7 +49,8 @@ def shard_of_job(
             "startingOffsets": layout.starting_offsets(index, record.offsets),
         }
         scope = StoreScope(layout.name(index), layout.owns(index)) if layout.shards > 1 else None
-    return Shard(index, scope, source, shard_checkpoint(checkpoint, record, index), slots, workers)
+    checkpoint_at = shard_checkpoint(checkpoint, record, index)
+    return Shard(index, scope, source, checkpoint_at, slots, workers, outages)
 
 
 class SparkShard:

@@ -93,6 +93,7 @@ def build_handler(
         owns=shard.scope.owns if shard and shard.scope else lambda _: True,
         on_topic=lambda table, plan_ids: results_on_topic(kafka, codec, table, plan_ids),
         shard=shard.index if shard else 0,
+        outages=shard.outages if shard else None,
     )
 
 
@@ -113,6 +114,7 @@ def assemble(
     on_topic: ResultsOnTopic | None = None,
     eager: int = EAGER_TABLES,
     shard: int = 0,
+    outages: Outages | None = None,
 ) -> BatchHandler:
     """Wire a shard's handler between the two halves of its start-up (`startup`): the catalog
     read from its store and caught up with the tables (`eager` known ones at once, the rest
@@ -120,7 +122,9 @@ def assemble(
     unannounced announced, and the rest the last run left dealt with. `workers` run the merges (default:
     `max_concurrent_merges` threads; `InlineWorkers` runs each where it starts, as the unit
     tests do). A shard's handler shares the job's `slots` and recovers only the tables it `owns`.
-    `on_topic` reads back which results the topic holds: a restart announces each result once."""
+    `on_topic` reads back which results the topic holds: a restart announces each result once.
+    `outages` are what the shard's earlier starts in this process saw: an outage that stopped the
+    shard's query is still known to its next start, which goes on pausing and then probing."""
     sink, control, started = metrics or NoMetrics(), Control(), clock()
     recovered = recover_catalog(store, catalog_store, sink, clock, owns, eager)
     catalog, catalog_store, unread = recovered.catalog, recovered.catalog_store, recovered.unread
@@ -134,7 +138,10 @@ def assemble(
     keeper = CatalogKeeper(
         store, catalog, catalog_store, recovered.unannounced, unread, announcer, purges, sink
     )
-    outages = Outages(clock, operations.cool_down)
+    if outages is None:
+        outages = Outages(clock, operations.cool_down)
+    elif outages.current is not None:  # this start's metrics say so from the first scrape
+        sink.on_outage(outages.current.kind)
     failures = TableFailures(cool_down, catalog, configs, sink, outages)
     runner = Runner(store, catalog, configs, clock, cool_down, sink, retry, sleep, failures)
     keys = KeyIndexes(catalog, store, catalog_store)  # planning keeps them, merges are checked against them

@@ -17,6 +17,7 @@ from compactor.kafka.settings import KafkaSettings
 from compactor.observe.metrics.job_metrics import JobMetrics
 from compactor.stream.handler import BatchHandler
 from compactor.stream.merging.workers import InlineWorkers, Workers
+from compactor.stream.outages import Outages
 from compactor.stream.recovery import EAGER_TABLES
 from compactor.stream.runner import RetryPolicy
 from compactor.stream.triggers import Envelope
@@ -48,7 +49,11 @@ class Harness:
     offset: int = 0
 
     def handler(
-        self, config: dict[str, Any], workers: Workers | None = None, eager: int = EAGER_TABLES
+        self,
+        config: dict[str, Any],
+        workers: Workers | None = None,
+        eager: int = EAGER_TABLES,
+        outages: Outages | None = None,
     ) -> BatchHandler:
         """A handler as after a (re)start: recovered from the store and the state directory
         (`eager`: known tables caught up at once). Merges run where they start unless `workers`
@@ -57,7 +62,7 @@ class Harness:
         handler = assemble(
             self.store, self.catalog_store, load_config(config), TOPICS, self.publisher, self.codec,
             self.clock, RetryPolicy(attempts=5), self.sleeps.append, metrics, workers or InlineWorkers(),
-            on_topic=self.results_on_topic, eager=eager,
+            on_topic=self.results_on_topic, eager=eager, outages=outages,
         )  # fmt: skip
         metrics.watch(handler.view())
         return handler

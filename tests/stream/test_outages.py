@@ -6,6 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+
 from compactor.domain.events import MergeStatus
 from compactor.domain.plans import make_plan
 from compactor.stream.outages import Outages, error_kind
@@ -182,3 +184,42 @@ def test_a_table_failing_while_others_succeed_is_quarantined_whatever_others_fai
     outages.failed("broken", refused())
     assert not outages.suspected("broken", refused()), "a success came after the other's failure"
     assert not outages.suspected("lonely", ValueError("its own")), "nobody else failed so"
+
+
+def test_an_outage_that_restarts_the_shard_is_declared_once_and_said_over_once(
+    harness: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The store's outage fails the shard's query too, and the shard starts again in the same
+    process: the new start goes on pausing and probing the same outage, instead of declaring it
+    a second time and leaving the first never said to be over (the years benchmark: 3 outages
+    declared 4 times, 2 said over)."""
+    outages = Outages(lambda: harness.clock.now, pause=timedelta(minutes=1))
+    first = harness.handler(config(quarantine_after=2), outages=outages)
+    tables = ["a", "b", "c", "d"]
+    loads = []
+    for table in tables:
+        loads += three_loads(harness, table)
+        plan = make_plan(table, "minor", [harness.day(i, sid=f"{table}{i}", table=table) for i in range(3)])
+        harness.store.failures[plan.plan_id] = refused()
+    with caplog.at_level("INFO", logger="compactor.stream.outages"):
+        first.process(loads)
+        assert outages.declared == 1 and first.failures.paused()
+
+        again = harness.handler(config(quarantine_after=2), outages=outages)  # the shard restarted
+        assert again.failures.paused() and again.outage_line() == first.outage_line()
+        for _ in range(3):  # still out
+            harness.clock.now += timedelta(minutes=2)
+            again.process([])
+            again.tick()
+        assert outages.declared == 1, "one outage, declared once"
+        harness.store.failures.clear()  # the store is back
+        for _ in range(2):
+            harness.clock.now += timedelta(minutes=2)
+            again.process([])
+            again.tick()
+    said = [r.getMessage() for r in caplog.records if r.name == "compactor.stream.outages"]
+    assert [m.split(";")[0].split(": ")[-1] for m in said if "over" in m] == ["table a succeeded"]
+    assert sum("no table is quarantined for it" in m for m in said) == 1
+    assert [t for t in tables if again.catalog.quarantined(t)] == []
+    merged = {r["table"] for r in harness.results() if r["status"] is MergeStatus.SUCCEEDED}
+    assert merged == set(tables)
