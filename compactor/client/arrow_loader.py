@@ -50,7 +50,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TXN_PREFIX = "compactor-load-"
-TABLES_KEPT = 256  # tables a loader keeps open between loads, the least recently loaded let go
+# tables a loader keeps open between loads, the least recently loaded let go: each holds its
+# table's live files and their statistics in memory (delta-rs)
+TABLES_KEPT = 64
 
 
 class ArrowLoader(Announcing):
