@@ -19,7 +19,11 @@ recent commits and asked Spark each batch, 0.35 s a batch no real load pays.) Me
 - commit visible: t0 -> the merge's commit file `_delta_log/<version>.json`
   appears with the plan's id in its userMetadata (a thread polls every 5 ms);
 - result consumed: t0 -> a consumer thread receives the plan's MergeResult
-  (its table_version is checked against the commit seen).
+  (its table_version is checked against the commit seen);
+- the trigger's phase apart: Spark's progress report of the batch that read the completing
+  event (found by the event's offset) says when that batch's trigger fired, so t0 -> trigger
+  (0..trigger_ms, the same for any job) and trigger -> commit (the job's own path) are given
+  apart, and the floor's trigger -> no-op invocation beside them.
 
 Each pair goes out once the previous merge's MergeResult is consumed, as in a
 stream that merges continuously: the job may still be closing the previous
@@ -85,6 +89,8 @@ from harness.spark_rows import segment_rows, spark_quiet
 from harness.targets import Target, judge
 
 if TYPE_CHECKING:
+    from pyspark.sql.streaming.query import StreamingQuery
+
     from compactor.config.tables import ProjectConfig
     from compactor.stream.handler import BatchHandler
 
@@ -97,6 +103,8 @@ TABLE_SETTINGS: dict[str, Any] = {
     "hold_checkpoint_interval": True,
 }
 START = datetime(2024, 1, 1, tzinfo=UTC)
+# every batch's progress kept by Spark (100 by default), read after the run: when each batch began
+PROGRESS_KEPT = {"spark.sql.streaming.numRecentProgressUpdates": "100000"}
 DEFAULT_TRIGGER_MS = 500
 POLL_SECONDS = 0.005
 WAIT_SECONDS = 120.0
@@ -195,6 +203,42 @@ def wait_for(condition: Callable[[], bool], what: str, timeout: float = WAIT_SEC
         time.sleep(POLL_SECONDS)
 
 
+@dataclass(frozen=True)
+class BatchReport:
+    """One micro-batch as Spark reported it: when its trigger fired (epoch seconds), the Kafka
+    offsets it read, [start, end) per (topic, partition), and its phases (ms)."""
+
+    started: float
+    offsets: dict[tuple[str, int], tuple[int, int]]
+    durations: dict[str, int]
+
+
+def batch_reports(query: StreamingQuery) -> list[BatchReport]:
+    """Every batch of the query, from the progress Spark keeps (`PROGRESS_KEPT` of them)."""
+    reports = []
+    for progress in query.recentProgress:
+        offsets: dict[tuple[str, int], tuple[int, int]] = {}
+        for source in progress["sources"]:
+            start = json.loads(source["startOffset"] or "null") or {}
+            for topic, ends in (json.loads(source["endOffset"] or "null") or {}).items():
+                for partition, end in ends.items():
+                    first = (start.get(topic) or {}).get(partition, 0)
+                    if end > first:
+                        offsets[(topic, int(partition))] = (int(first), int(end))
+        started = datetime.fromisoformat(progress["timestamp"]).timestamp()
+        reports.append(BatchReport(started, offsets, dict(progress["durationMs"])))
+    return reports
+
+
+def batch_holding(reports: list[BatchReport], topic: str, partition: int, offset: int) -> BatchReport | None:
+    """The batch that read the message at (partition, offset) of the topic."""
+    for report in reports:
+        span = report.offsets.get((topic, partition))
+        if span is not None and span[0] <= offset < span[1]:
+            return report
+    return None
+
+
 class ConsolePoller:
     """Reads the console's pages every `every` seconds while `active` is set."""
 
@@ -255,36 +299,16 @@ def measure_merges(
     for t in threads:
         t.start()
     poller = _console_poller(config, kafka, handler) if console else None
-    # (began, ended, merges done so far) per batch: tells when the batch that made a merge picked
-    # its events up, without polling the JVM. The wrapper adds two clock reads per batch.
-    batches: list[tuple[float, float, int]] = []
-
-    def traced(batch: DataFrame, batch_id: int) -> None:
-        began = time.monotonic()
-        try:
-            handler(batch, batch_id)
-        finally:
-            batches.append((began, time.monotonic(), handler.stats.merges))
-
-    query = start_query(
-        spark,
-        handler,
-        kafka,
-        checkpoint,
-        trigger_interval=f"{trigger_ms} milliseconds",
-        foreach=traced,
-    )
+    query = start_query(spark, handler, kafka, checkpoint, trigger_interval=f"{trigger_ms} milliseconds")
     rng = random.Random(42)
     samples: list[dict[str, Any]] = []
-    sent: list[float] = []  # t0 of each merge
+    sample_landed: list[tuple[float, tuple[int, int]]] = []  # wall clock at t0, where the event landed
+    reports: list[BatchReport] = []
 
-    def produce(segment: Segment) -> None:
+    def produce(segment: Segment) -> tuple[int, int]:
         data = codec.encode_segment_completed(SegmentCompleted(segment, produced_at=now_utc()))
-        producer.send_all([(kafka.segments_topic, TABLE, data, None)])
-
-    def batch_with(merges: int) -> tuple[float, float, int] | None:
-        """The batch that completed the `merges`-th merge (merges happen one after another)."""
-        return next((b for b in batches if b[2] >= merges), None)
+        (landed,) = producer.send_all([(kafka.segments_topic, TABLE, data, None)])
+        return landed
 
     try:
         deadline = time.monotonic() + budget if budget else None
@@ -302,15 +326,14 @@ def measure_merges(
                 (poller.active.set if polled else poller.active.clear)()
             time.sleep(rng.uniform(0, trigger_ms / 1000))
             produce(a)
-            t0 = time.monotonic()
-            produce(b)
+            t0, t0_wall = time.monotonic(), time.time()
+            landed = produce(b)
             acked = time.monotonic()
             wait_for(partial(merge_seen, watch, plan_id), f"merge {i}")
             visible_at, version = watch.visible[plan_id]
             consumed_at, result_version, status, duration_ms = watch.consumed[plan_id]
             # The next pair goes out without waiting for the job to finish this batch and the
             # (empty) attempt its output's event triggers: a continuously merging stream.
-            sent.append(t0)
             samples.append(
                 {
                     "merge": i - WARMUP,
@@ -325,14 +348,21 @@ def measure_merges(
                     "console_polled": polled,
                 }
             )
+            sample_landed.append((t0_wall, landed))
             if query.exception() is not None:
                 raise RuntimeError(f"query failed: {query.exception()}")
-        wait_for(lambda: batch_with(len(samples)) is not None, "the job to settle")
-        for k, (sample, t0) in enumerate(zip(samples, sent, strict=True)):  # the batch that made merge k
-            picked = batch_with(k + 1)
-            assert picked is not None, f"no batch recorded merge {k}"
-            began, ended, _ = picked
-            sample.update(batch_invoked_ms=(began - t0) * 1000, batch_seconds=ended - began)
+        reports = batch_reports(query)
+        for sample, (t0_wall, landed) in zip(samples, sample_landed, strict=True):
+            # the trigger's phase apart from the job's own path: when the batch holding the event
+            # that completed the pair began, from Spark's own report of it
+            report = batch_holding(reports, kafka.segments_topic, *landed)
+            if report is not None:
+                wait = (report.started - t0_wall) * 1000
+                sample.update(
+                    trigger_wait_ms=wait,
+                    batch_to_commit_ms=sample["commit_visible_ms"] - wait,
+                    batch_ms=report.durations.get("triggerExecution"),
+                )
     finally:
         query.stop()
         watch.stop.set()
@@ -359,7 +389,7 @@ def measure_merges(
         "batch_seconds_total": registry.get_sample_value("compactor_batch_duration_seconds_sum") or 0.0,
         "phases": phases,
         "events": stats.events,
-        "batches": len(batches),
+        "batches": sum(1 for r in reports if r.offsets),
         "merges": stats.merges,
         "failed_merges": stats.failed_merges,
         "attempt_errors": stats.attempt_errors,
@@ -370,8 +400,9 @@ def measure_merges(
 
 def measure_floor(
     spark: SparkSession, kafka: KafkaSettings, checkpoint: Path, count: int, trigger_ms: int
-) -> list[float]:
-    """produce -> invocation of a no-op foreachBatch on the same topic, same trigger (ms)."""
+) -> list[tuple[float, float | None]]:
+    """produce -> invocation of a no-op foreachBatch on the same topic, same trigger (ms); and
+    the part of it after the batch's trigger fired (None: its report was not found)."""
     invoked: list[float] = []
 
     def noop(batch: DataFrame, batch_id: int) -> None:
@@ -392,18 +423,25 @@ def measure_floor(
     rng = random.Random(7)
     segment = Segment("floor-probe", "floor_probe", TimeRange(START, START + timedelta(hours=1)), START)
     data = default_codec().encode_segment_completed(SegmentCompleted(segment, produced_at=now_utc()))
-    out: list[float] = []
+    out: list[tuple[float, float | None]] = []
+    landed: list[tuple[float, tuple[int, int]]] = []
     try:
         wait_for(lambda: query.lastProgress is not None, "the no-op query to start")
         time.sleep(1.0)
         for i in range(count + WARMUP):
             time.sleep(rng.uniform(0, trigger_ms / 1000))
             seen = len(invoked)
-            t0 = time.monotonic()
-            producer.send_all([(kafka.segments_topic, "floor_probe", data, None)])
+            t0, t0_wall = time.monotonic(), time.time()
+            (where,) = producer.send_all([(kafka.segments_topic, "floor_probe", data, None)])
             wait_for(partial(more_than, invoked, seen), f"no-op batch {i}")
-            out.append((invoked[seen] - t0) * 1000)
+            out.append(((invoked[seen] - t0) * 1000, None))
+            landed.append((t0_wall, where))
             wait_for(lambda: not query.status["isTriggerActive"], "the no-op batch to end")
+        reports = batch_reports(query)
+        for i, (t0_wall, where) in enumerate(landed):
+            report = batch_holding(reports, kafka.segments_topic, *where)
+            if report is not None:
+                out[i] = (out[i][0], out[i][0] - (report.started - t0_wall) * 1000)
     finally:
         query.stop()
         producer.close()
@@ -484,7 +522,7 @@ def main() -> None:
             bootstrap = broker.start()
         kafka = bench_topics(bootstrap, f"bench-latency-{uuid.uuid4().hex[:8]}")
         with PeakRss(exclude=[broker.pid] if broker and broker.pid else []) as rss:
-            spark = build_spark("bench-latency", master="local[2]", extra_conf=RETAIN)
+            spark = build_spark("bench-latency", master="local[2]", extra_conf=RETAIN | PROGRESS_KEPT)
             spark_quiet(spark)
             warehouse = scratch / "warehouse"
             t = time.perf_counter()
@@ -515,22 +553,35 @@ def main() -> None:
             broker.stop()
         shutil.rmtree(scratch, ignore_errors=True)
 
-    samples, floor = all_samples[WARMUP:], all_floor[WARMUP:]
-    visible = percentiles([s["commit_visible_ms"] for s in samples])
-    consumed = percentiles([s["result_consumed_ms"] for s in samples])
-    acked = percentiles([s["produce_ack_ms"] for s in samples])
-    invoked = percentiles([s["batch_invoked_ms"] for s in samples if s["batch_invoked_ms"] is not None])
-    executor = percentiles([s["executor_ms"] for s in samples])
-    batch = percentiles([s["batch_seconds"] * 1000 for s in samples if s["batch_seconds"] is not None])
+    samples, floor_pairs = all_samples[WARMUP:], all_floor[WARMUP:]
+    floor = [ms for ms, _ in floor_pairs]
+
+    def of_samples(key: str) -> dict[str, Any]:
+        return percentiles([s[key] for s in samples if s.get(key) is not None])
+
+    visible, consumed, acked = (
+        of_samples("commit_visible_ms"),
+        of_samples("result_consumed_ms"),
+        of_samples("produce_ack_ms"),
+    )
+    waited, path, batch = (
+        of_samples("trigger_wait_ms"),
+        of_samples("batch_to_commit_ms"),
+        of_samples("batch_ms"),
+    )
+    executor = of_samples("executor_ms")
     floor_stats = percentiles(floor)
+    floor_path = percentiles([after for _, after in floor_pairs if after is not None])
     rows: list[tuple[str, dict[str, Any]]] = [
         ("event -> merge commit visible in Delta", visible),
         ("event -> MergeResult consumed", consumed),
         ("micro-batch floor: produce -> no-op batch", floor_stats),
         ("  parts: produce -> broker ack", acked),
-        ("  parts: produce -> compactor batch invoked", invoked),
+        ("  parts: event -> its batch's trigger fired", waited),
+        ("  parts: its batch's trigger -> commit visible", path),
         ("  parts: execute_merge (MergeResult.duration_ms)", executor),
-        ("  the whole batch holding the merge", batch),
+        ("  the batch holding the event (triggerExecution)", batch),
+        ("  floor parts: the batch's trigger -> no-op invoked", floor_path),
     ]
     print()
     print_table(
@@ -564,6 +615,18 @@ def main() -> None:
         ],
     )
     print(f"\nSpark's work over the run: {describe_work(spark_work)}")
+    # The trigger's phase (an event waits 0..trigger for its batch) is in both the merges and the
+    # floor, and it alone spreads the floor's p95 to about twice its p50: apart from it, what the
+    # job's own path costs and how much it varies.
+    phase_free = {
+        "p95_vs_p50": path["p95"] / path["p50"] if path["p50"] and path["p95"] else None,
+        "p50_vs_floor": path["p50"] / floor_path["p50"] if path["p50"] and floor_path["p50"] else None,
+    }
+    if phase_free["p95_vs_p50"] and phase_free["p50_vs_floor"]:
+        print(
+            f"from the batch's trigger on (the trigger's phase left out): commit p95 / p50 "
+            f"{phase_free['p95_vs_p50']:.2f}x, p50 / the floor's {phase_free['p50_vs_floor']:.2f}x"
+        )
     p50, floor_p50 = visible["p50"], floor_stats["p50"]
     verdicts = judge(
         TARGETS,
@@ -628,7 +691,10 @@ def main() -> None:
             "result_consumed_ms": consumed,
             "floor_ms": floor_stats,
             "produce_ack_ms": acked,
-            "batch_invoked_ms": invoked,
+            "trigger_wait_ms": waited,
+            "batch_to_commit_ms": path,
+            "floor_trigger_to_invoked_ms": floor_path,
+            "phase_free": phase_free,
             "executor_ms": executor,
             "spark_work": spark_work,
             "peak_rss_mib": rss.peak / MIB,
@@ -639,12 +705,13 @@ def main() -> None:
             "seconds_per_merge_cycle": cycle,
             "stopped_by_budget": short,
             "budget_seconds": budget,
-            "batch_ms": batch,
+            "batch_ms": batch,  # Spark's triggerExecution of the batch holding the pair's event
             "floor_phase_seconds": floor_seconds,
             "total_seconds": total,
             "warmup": {"merges": all_samples[:WARMUP], "floor_ms": all_floor[:WARMUP]},
             "samples": samples,
             "floor_samples_ms": floor,
+            "floor_samples_trigger_to_invoked_ms": [after for _, after in floor_pairs],
         },
     )
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 from confluent_kafka import KafkaError, Producer
@@ -42,15 +43,19 @@ class EventProducer:
     def send_all(
         self,
         messages: Sequence[Message],
-    ) -> None:
-        """Produce (topic, key, value, headers) messages in order and wait for all acks."""
+    ) -> list[tuple[int, int]]:
+        """Produce (topic, key, value, headers) messages in order and wait for all acks; where
+        each landed, as (partition, offset) in the order given."""
         failures: list[str] = []
+        landed = [(-1, -1)] * len(messages)
 
-        def on_delivery(err: KafkaError | None, msg: Any) -> None:
+        def on_delivery(index: int, err: KafkaError | None, msg: Any) -> None:
             if err is not None:
                 failures.append(f"{msg.topic()}: {err.str()}")
+            else:
+                landed[index] = (msg.partition(), msg.offset())
 
-        for topic, key, value, headers in messages:
+        for index, (topic, key, value, headers) in enumerate(messages):
             while True:
                 try:
                     self._producer.produce(
@@ -58,7 +63,7 @@ class EventProducer:
                         value=value,
                         key=key.encode(),
                         headers=list(headers or ()),
-                        on_delivery=on_delivery,
+                        on_delivery=partial(on_delivery, index),
                     )
                     break
                 except BufferError:  # local queue full: let deliveries drain, then retry
@@ -68,6 +73,7 @@ class EventProducer:
             raise DeliveryError(f"{remaining} message(s) not acknowledged within {self._flush_timeout}s")
         if failures:
             raise DeliveryError("delivery failed: " + "; ".join(failures[:5]))
+        return landed
 
     def close(self) -> None:
         """Flush, then release the client, so that it does not outlive (and log about) its broker."""

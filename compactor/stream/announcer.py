@@ -37,8 +37,9 @@ log = logging.getLogger(__name__)
 
 
 class Publisher(Protocol):
-    def send_all(self, messages: Sequence[Message]) -> None:
-        """Produce the messages in order; return once every one is acknowledged (else raise)."""
+    def send_all(self, messages: Sequence[Message]) -> object:
+        """Produce the messages in order; return once every one is acknowledged (else raise).
+        What it returns (the Kafka producer says where each landed) is not used here."""
 
 
 # (table, plan ids) -> those whose MergeResult the results topic holds already

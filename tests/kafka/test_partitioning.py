@@ -50,8 +50,11 @@ def test_the_producer_puts_each_table_where_partition_of_says(
     ensure_topics(kafka, [kafka.segments_topic], partitions=6)
     tables = [f"table_{n}" for n in range(24)]
     producer = EventProducer(kafka)
-    producer.send_all([(kafka.segments_topic, t, t.encode(), None) for t in tables])
+    landed = producer.send_all([(kafka.segments_topic, t, t.encode(), None) for t in tables])
     producer.close()
-    placed = {m.value().decode(): m.partition() for m in consume_all(kafka_bootstrap, kafka.segments_topic)}
+    consumed = consume_all(kafka_bootstrap, kafka.segments_topic)
+    placed = {m.value().decode(): m.partition() for m in consumed}
     assert placed == {t: partition_of(t, 6) for t in tables}
     assert len(set(placed.values())) > 1, "the tables spread over the partitions"
+    at = {m.value().decode(): (m.partition(), m.offset()) for m in consumed}
+    assert landed == [at[t] for t in tables], "send_all says where each message landed, in order"
