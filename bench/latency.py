@@ -239,6 +239,18 @@ def batch_holding(reports: list[BatchReport], topic: str, partition: int, offset
     return None
 
 
+def trigger_waits(
+    reports: list[BatchReport], topic: str, sent: list[tuple[float, tuple[int, int]]]
+) -> list[tuple[float, BatchReport] | None]:
+    """For each message sent (wall clock at its send, where it landed): how long it waited (ms)
+    for the trigger of the batch that read it, and that batch (None: no report found)."""
+    found: list[tuple[float, BatchReport] | None] = []
+    for at, (partition, offset) in sent:
+        report = batch_holding(reports, topic, partition, offset)
+        found.append(None if report is None else ((report.started - at) * 1000, report))
+    return found
+
+
 class ConsolePoller:
     """Reads the console's pages every `every` seconds while `active` is set."""
 
@@ -352,12 +364,12 @@ def measure_merges(
             if query.exception() is not None:
                 raise RuntimeError(f"query failed: {query.exception()}")
         reports = batch_reports(query)
-        for sample, (t0_wall, landed) in zip(samples, sample_landed, strict=True):
-            # the trigger's phase apart from the job's own path: when the batch holding the event
-            # that completed the pair began, from Spark's own report of it
-            report = batch_holding(reports, kafka.segments_topic, *landed)
-            if report is not None:
-                wait = (report.started - t0_wall) * 1000
+        # the trigger's phase apart from the job's own path: when the batch holding the event
+        # that completed the pair began, from Spark's own report of it
+        waits = trigger_waits(reports, kafka.segments_topic, sample_landed)
+        for sample, found in zip(samples, waits, strict=True):
+            if found is not None:
+                wait, report = found
                 sample.update(
                     trigger_wait_ms=wait,
                     batch_to_commit_ms=sample["commit_visible_ms"] - wait,
@@ -437,11 +449,10 @@ def measure_floor(
             out.append(((invoked[seen] - t0) * 1000, None))
             landed.append((t0_wall, where))
             wait_for(lambda: not query.status["isTriggerActive"], "the no-op batch to end")
-        reports = batch_reports(query)
-        for i, (t0_wall, where) in enumerate(landed):
-            report = batch_holding(reports, kafka.segments_topic, *where)
-            if report is not None:
-                out[i] = (out[i][0], out[i][0] - (report.started - t0_wall) * 1000)
+        waits = trigger_waits(batch_reports(query), kafka.segments_topic, landed)
+        out = [
+            (ms, None if found is None else ms - found[0]) for (ms, _), found in zip(out, waits, strict=True)
+        ]
     finally:
         query.stop()
         producer.close()

@@ -42,3 +42,8 @@ def test_the_batch_that_read_an_offset_is_found_with_the_time_its_trigger_fired(
     assert latency.batch_holding(reports, "seg", 0, 2) is reports[0]
     assert latency.batch_holding(reports, "seg", 1, 1) is None, "not read yet"
     assert latency.batch_holding(reports, "other", 0, 0) is None
+    sent_at = reports[0].started + 0.5  # a message sent half a second after the first trigger
+    waits = latency.trigger_waits(reports, "seg", [(sent_at, (0, 4)), (sent_at, (1, 1))])
+    assert waits[0] is not None and waits[0][1] is reports[2]
+    assert waits[0][0] == pytest.approx(750.0), "waited from its send to its batch's trigger"
+    assert waits[1] is None
