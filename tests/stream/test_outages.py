@@ -27,6 +27,16 @@ def refused() -> OSError:
     return OSError("py4j: java.net.ConnectException: Connection refused (s3a://warehouse)")
 
 
+def loads_the_store_refuses(harness: Harness, tables: list[str]) -> list[Any]:
+    """Three loads of each table, whose merge then fails as an unreachable store makes it fail."""
+    loads = []
+    for table in tables:
+        loads += three_loads(harness, table)
+        plan = make_plan(table, "minor", [harness.day(i, sid=f"{table}{i}", table=table) for i in range(3)])
+        harness.store.failures[plan.plan_id] = refused()
+    return loads
+
+
 def test_the_kind_of_an_error_names_the_jvm_exception_inside_it() -> None:
     assert error_kind(refused()) == "OSError/java.net.ConnectException"
     assert error_kind(ValueError("corrupt footer")) == "ValueError"
@@ -61,11 +71,7 @@ def test_failures_of_one_table_never_make_an_outage() -> None:
 def test_a_shared_outage_quarantines_no_table_and_they_merge_once_it_ends(harness: Harness) -> None:
     handler = harness.handler(config(quarantine_after=2))
     tables = ["a", "b", "c", "d"]
-    loads = []
-    for table in tables:
-        loads += three_loads(harness, table)
-        plan = make_plan(table, "minor", [harness.day(i, sid=f"{table}{i}", table=table) for i in range(3)])
-        harness.store.failures[plan.plan_id] = refused()
+    loads = loads_the_store_refuses(harness, tables)
     handler.process(loads)
     for _ in range(6):  # an hour-long outage in cool-downs and pauses
         harness.clock.now += timedelta(minutes=10)
@@ -196,11 +202,7 @@ def test_an_outage_that_restarts_the_shard_is_declared_once_and_said_over_once(
     outages = Outages(lambda: harness.clock.now, pause=timedelta(minutes=1))
     first = harness.handler(config(quarantine_after=2), outages=outages)
     tables = ["a", "b", "c", "d"]
-    loads = []
-    for table in tables:
-        loads += three_loads(harness, table)
-        plan = make_plan(table, "minor", [harness.day(i, sid=f"{table}{i}", table=table) for i in range(3)])
-        harness.store.failures[plan.plan_id] = refused()
+    loads = loads_the_store_refuses(harness, tables)
     with caplog.at_level("INFO", logger="compactor.stream.outages"):
         first.process(loads)
         assert outages.declared == 1 and first.failures.paused()
