@@ -14,9 +14,11 @@ FAKE_GCS_MODULE := github.com/fsouza/fake-gcs-server@v1.56.1
 # are not possible here, so Playwright launches this one: executable_path=/usr/bin/chromium).
 CHROMIUM := /usr/bin/chromium
 # gofakes3, the S3 API server the years benchmark stands on (moto's one Python thread cost it as
-# much CPU as the job); the S3 integration tests keep moto.
+# much CPU as the job); the S3 integration tests keep moto. Built with one patch: its in-memory
+# backend walked the whole bucket for every listing, so a long run's store slowed as it grew.
 GOFAKES3 := .tools/gofakes3
-GOFAKES3_MODULE := github.com/johannesboyne/gofakes3/cmd/gofakes3@v1.2.0
+GOFAKES3_MODULE := github.com/johannesboyne/gofakes3@v1.2.0
+GOFAKES3_PATCH := bench/harness/gofakes3/list-from-prefix.patch
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 TOOLS := $(TOXIPROXY) $(FAKE_GCS) $(GOFAKES3) $(CHROMIUM)
 
@@ -38,9 +40,13 @@ $(FAKE_GCS):
 	mkdir -p .tools
 	GOBIN=$(abspath .tools) go install $(FAKE_GCS_MODULE)
 
-$(GOFAKES3):
-	mkdir -p .tools
-	GOBIN=$(abspath .tools) go install $(GOFAKES3_MODULE)
+$(GOFAKES3): $(GOFAKES3_PATCH)
+	rm -rf .tools/gofakes3-src && mkdir -p .tools
+	cp -r "$$(cd .tools && go mod download -json $(GOFAKES3_MODULE) | sed -n 's/^\t"Dir": "\(.*\)",$$/\1/p')" .tools/gofakes3-src
+	chmod -R u+w .tools/gofakes3-src
+	patch -s -d .tools/gofakes3-src -p1 < $(GOFAKES3_PATCH)
+	cd .tools/gofakes3-src && go build -o ../gofakes3 ./cmd/gofakes3
+	rm -rf .tools/gofakes3-src
 
 $(CHROMIUM):
 	$(SUDO) apt-get install -y -q chromium || ($(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q chromium)
