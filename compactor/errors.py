@@ -106,6 +106,10 @@ class DeliveryError(CompactorError):
     """Kafka did not acknowledge a produced event: the batch must be retried."""
 
 
+class RangeNotRead(CompactorError):
+    """The driver's Kafka client could not read a micro-batch's offsets (Spark reads them)."""
+
+
 class TableNotFoundError(CompactorError):
     """No Delta table exists for the named table under the warehouse."""
 

@@ -301,6 +301,10 @@ class OperationsConfig(Frozen):
     the driver with Arrow, with no Spark job, when its inputs allow (no deletion vectors, exact
     statistics, flat columns of primitive types, no column mapping, no curve layout); 0: every
     merge is written by Spark."""
+    driver_batch_reads: bool = True
+    """The driver reads each micro-batch's events itself, with its Kafka client, over the offsets
+    Spark planned for the batch (Spark still records them), instead of a Spark job of executor
+    tasks (about 100 ms a batch). false, or a batch whose plan it does not recognise: Spark reads."""
     certify_merges: bool = True
     """Every merge proves, before its commit, that it wrote exactly the rows its inputs held (a
     content certificate, checked and recorded in the commit; docs: Reading compacted tables), and

@@ -25,6 +25,7 @@ from compactor.delta.warehouse.catalog_table import DeltaCatalogStore
 from compactor.domain.clock import now_utc
 from compactor.domain.plans import MergePlan
 from compactor.errors import Rejected
+from compactor.job.batch_read import DriverRead
 from compactor.job.query import Shard
 from compactor.job.startup import Resumed, recover_catalog, resume
 from compactor.kafka.codecs import codec_for
@@ -73,7 +74,7 @@ def build_handler(
     (a `shard`'s: the tables it owns, its part of the catalog, the job's merge slots)."""
     ensure_topics(kafka, kafka.topics)
     codec = codec or codec_for(kafka)
-    return assemble(
+    handler = assemble(
         SparkTableStore(
             spark,
             warehouse,
@@ -95,6 +96,9 @@ def build_handler(
         shard=shard.index if shard else 0,
         outages=shard.outages if shard else None,
     )
+    if config.operations.driver_batch_reads:
+        handler.read_batch = DriverRead(kafka)
+    return handler
 
 
 def assemble(

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from compactor.delta.store import TableStore
 from compactor.domain.segments import Segment
@@ -88,11 +88,12 @@ class BatchHandler:
     lock: FairRLock = field(default_factory=FairRLock)  # the upkeep is not starved by batch and tick
     outage_log: OutageLog | None = None  # where the job says so when an outage pauses it
     logs: LogKeeper | None = None  # the maintainer of the tables' Delta logs (checkpoints)
+    read_batch: BatchRead = field(default_factory=lambda: SparkRead())  # a micro-batch's records
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
         with self.metrics.phase("collect"):
-            rows = batch.select("key", "value", "topic", "partition", "offset").collect()
+            rows = self.read_batch(batch)
         log.info("batch %d: %d event(s)", batch_id, len(rows))
         self.process([_envelope(row) for row in rows])
         self.metrics.on_batch(time.monotonic() - started)
@@ -300,6 +301,7 @@ class BatchHandler:
     def close(self, wait: bool = True) -> None:
         """Stop the merge workers (`wait`: let the merges in flight finish first)."""
         self.merges.close(wait)
+        self.read_batch.close()
 
     # -- what the job lets others read ----------------------------------------------------------
 
@@ -433,6 +435,29 @@ class BatchHandler:
     def _announce_new_tables(self) -> None:
         while self.tables.new:
             self.announcer.table_appeared(self.tables.new.pop())
+
+
+class BatchRead(Protocol):
+    """How a micro-batch's records are read: rows with Spark's Kafka source's `key`, `value`,
+    `topic`, `partition` and `offset`."""
+
+    def __call__(self, batch: DataFrame) -> Sequence[Any]: ...
+
+    def close(self) -> None: ...
+
+
+class SparkRead:
+    """The records through Spark: a job of executor tasks over the batch's offsets."""
+
+    def __call__(self, batch: DataFrame) -> Sequence[Any]:
+        return spark_rows(batch)
+
+    def close(self) -> None:
+        pass
+
+
+def spark_rows(batch: DataFrame) -> list[Any]:
+    return batch.select("key", "value", "topic", "partition", "offset").collect()
 
 
 def _envelope(row: Any) -> Envelope:

@@ -11,6 +11,7 @@ once for the module; every test uses topics of its own."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -155,6 +156,9 @@ def test_a_week_merges_end_to_end_with_a_principal_for_each_party(
         del os.environ[JOB_PASSWORD_ENV]
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert spark.read.format("delta").load(str(warehouse / TABLE)).count() == 70
+    # the driver read each micro-batch itself, signed in and granted as the job's Spark source is
+    assert "read through Spark" not in done.stdout + done.stderr
+    assert re.search(r"batch \d+: [1-9]\d* event", done.stdout + done.stderr)
 
     reader = settings(secured, "reader", topics)
     with ResultsFollower(
