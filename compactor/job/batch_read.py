@@ -34,7 +34,7 @@ class DriverRead:
         self.driver_reads = 0
         self.spark_reads = 0  # batches the driver could not read
 
-    def __call__(self, batch: DataFrame) -> Sequence[Any]:
+    def __call__(self, batch: DataFrame) -> tuple[Sequence[Any], str]:
         ranges = kafka_ranges(batch)
         if ranges is None:
             return self._through_spark(batch, "its plan is not a plain read of Spark's Kafka source")
@@ -43,9 +43,9 @@ class DriverRead:
         except RangeNotRead as exc:
             return self._through_spark(batch, str(exc))
         self.driver_reads += 1
-        return records
+        return records, "driver"
 
-    def _through_spark(self, batch: DataFrame, why: str) -> Sequence[Any]:
+    def _through_spark(self, batch: DataFrame, why: str) -> tuple[Sequence[Any], str]:
         if self.spark_reads % WARN_EVERY == 0:
             log.warning(
                 "a micro-batch read through Spark (%d so far, %d by the driver): %s",
@@ -54,7 +54,7 @@ class DriverRead:
                 why,
             )
         self.spark_reads += 1
-        return spark_rows(batch)
+        return spark_rows(batch), "spark"
 
     def close(self) -> None:
         self._reader.close()

@@ -93,7 +93,8 @@ class BatchHandler:
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
         with self.metrics.phase("collect"):
-            rows = self.read_batch(batch)
+            rows, by = self.read_batch(batch)
+        self.metrics.on_batch_read(by)
         log.info("batch %d: %d event(s)", batch_id, len(rows))
         self.process([_envelope(row) for row in rows])
         self.metrics.on_batch(time.monotonic() - started)
@@ -439,9 +440,9 @@ class BatchHandler:
 
 class BatchRead(Protocol):
     """How a micro-batch's records are read: rows with Spark's Kafka source's `key`, `value`,
-    `topic`, `partition` and `offset`."""
+    `topic`, `partition` and `offset`, and who read them (`reporting.BATCH_READERS`)."""
 
-    def __call__(self, batch: DataFrame) -> Sequence[Any]: ...
+    def __call__(self, batch: DataFrame) -> tuple[Sequence[Any], str]: ...
 
     def close(self) -> None: ...
 
@@ -449,8 +450,8 @@ class BatchRead(Protocol):
 class SparkRead:
     """The records through Spark: a job of executor tasks over the batch's offsets."""
 
-    def __call__(self, batch: DataFrame) -> Sequence[Any]:
-        return spark_rows(batch)
+    def __call__(self, batch: DataFrame) -> tuple[Sequence[Any], str]:
+        return spark_rows(batch), "spark"
 
     def close(self) -> None:
         pass

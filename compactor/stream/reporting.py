@@ -18,6 +18,7 @@ from compactor.domain.events import MergeResult
 # segments have rows, the rules evaluated, merges started (run in place with one worker) and
 # finished ones recorded, events and results published, the catalog caught up and saved
 BATCH_PHASES = ("collect", "decode", "rows_present", "plan", "commit", "publish", "catalog")
+BATCH_READERS = ("driver", "spark")  # who read a micro-batch's events (`job/batch_read.py`)
 
 
 class MetricsSink(Protocol):
@@ -55,6 +56,9 @@ class MetricsSink(Protocol):
         """The table's merges failed too often in a row: it is quarantined."""
 
     def on_dead_letter(self, reason: str) -> None: ...
+
+    def on_batch_read(self, by: str) -> None:
+        """A micro-batch's events read `by` the driver or Spark (`BATCH_READERS`)."""
 
     def on_vacuum(self, table: str) -> None: ...
 
@@ -120,6 +124,9 @@ class NoMetrics:
         pass
 
     def on_dead_letter(self, reason: str) -> None:
+        pass
+
+    def on_batch_read(self, by: str) -> None:
         pass
 
     def on_vacuum(self, table: str) -> None:

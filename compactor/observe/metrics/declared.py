@@ -231,6 +231,14 @@ METRICS: tuple[Declared, ...] = (
         "compactor_dead_letters", "counter", "Events refused to the dead-letter topic.", ("reason",), BATCHES
     ),
     Declared(
+        "compactor_batch_reads",
+        "counter",
+        "Micro-batches whose events were read by the driver's Kafka client (by=driver) or by a Spark "
+        "job (by=spark: operations.driver_batch_reads off, or the driver could not; the log says why).",
+        ("by",),
+        BATCHES,
+    ),
+    Declared(
         "compactor_events_redelivered",
         "counter",
         "Events of segments already tracked or merged away (Hydrolix's merge: partitions sourced "

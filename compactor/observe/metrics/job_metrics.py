@@ -66,6 +66,7 @@ class JobMetrics:
     def _stream_metrics(self, r: CollectorRegistry) -> None:
         self.events = counter(r, "compactor_events")
         self.dead_letters = counter(r, "compactor_dead_letters")
+        self.batch_reads = counter(r, "compactor_batch_reads")
         self.batch_duration = histogram(r, "compactor_batch_duration_seconds", DURATION_BUCKETS)
         self.last_success = gauge(r, "compactor_last_batch_success_timestamp_seconds")
         self.batch_phase = histogram(r, "compactor_batch_phase_seconds", PHASE_BUCKETS)
@@ -155,6 +156,9 @@ class JobMetrics:
 
     def on_dead_letter(self, reason: str) -> None:
         self.dead_letters.labels(reason).inc()
+
+    def on_batch_read(self, by: str) -> None:
+        self.batch_reads.labels(by).inc()
 
     def on_attempt(self, scope: str) -> None:
         self.plan_attempts.labels(scope).inc()
