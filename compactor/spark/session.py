@@ -79,7 +79,16 @@ GCS_REQUIRED_CLASSES: dict[str, str] = {GCS_FILE_SYSTEM: jvm.GCS_CONNECTOR}
 # by default, which kept every object's stream statistics after the stream closed: a job reading
 # its tables' logs for an hour held 13,000 of them, about half of a 1 GiB heap, and spent a core
 # on garbage collection (#51's steady hour). The classic stream frees them on close.
-S3_DEFAULTS = {"spark.hadoop.fs.s3a.input.stream.type": "classic"}
+S3_DEFAULTS = {
+    "spark.hadoop.fs.s3a.input.stream.type": "classic",
+    # Spark's checkpoint files (the stream's offsets and commits) and Delta's checksum files are
+    # written through a FileContext by default, and S3A builds a new file system for each one (a
+    # new AWS client, its thread pools and connections): about one a second in a long run. The
+    # FileSystem-based manager uses the cached one; both write a temporary file and rename it.
+    "spark.sql.streaming.checkpointFileManagerClass": (
+        "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
+    ),
+}
 # For gs:// locations, under the user's settings: Hadoop 3.5's core-default.xml names its own
 # hadoop-gcp classes for the scheme, and a block size ("64m") Google's connector cannot parse.
 GCS_DEFAULTS = {
@@ -108,7 +117,8 @@ def jars_for(locations: Sequence[str | Path]) -> list[Path]:
 
 
 def s3_settings() -> dict[str, str]:
-    """What an S3 warehouse sets unless the user did: the job's log store, the classic stream."""
+    """What an S3 warehouse sets unless the user did: the job's log store, the classic stream, the
+    checkpoint files written through the cached file system."""
     return {**S3_DEFAULTS, **conditional_log_store.SETTINGS}
 
 

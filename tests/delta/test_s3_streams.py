@@ -1,6 +1,7 @@
-"""The job reads S3 objects through S3A's classic stream (`session.S3_DEFAULTS`): Hadoop 3.5's
-default, the analytics accelerator, kept each object's stream statistics after the stream
-closed, and a job that reads its tables' logs all day filled its heap with them."""
+"""How the job's session reaches S3 (`session.S3_DEFAULTS`): objects read through S3A's classic
+stream (Hadoop 3.5's default, the analytics accelerator, kept each object's stream statistics after
+the stream closed, and a job that reads its tables' logs all day filled its heap with them), and
+checkpoint and checksum files written through the cached file system, not a new one each."""
 
 from __future__ import annotations
 
@@ -29,3 +30,14 @@ def test_an_object_is_read_through_the_classic_stream(spark: Any, s3: S3Server) 
         assert bytes(stream.readAllBytes()) == body
     finally:
         stream.close()
+
+
+def test_checkpoint_and_checksum_files_are_written_through_the_cached_file_system(
+    spark: Any, s3: S3Server
+) -> None:
+    jvm = spark._jvm
+    manager = jvm.org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager
+    path = jvm.org.apache.hadoop.fs.Path(s3.location(f"streams-{uuid.uuid4().hex[:8]}/_delta_log"))
+    # the Hadoop configuration Spark's stream and Delta's log both build from the session
+    chosen = manager.create(path, spark._jsparkSession.sessionState().newHadoopConf())
+    assert chosen.getClass().getSimpleName() == "FileSystemBasedCheckpointFileManager"
