@@ -67,14 +67,17 @@ class RangeReader:
         if len(ends) < len(wanted):
             raise RangeNotRead(f"two ranges of one partition: {wanted}")
         found: dict[tuple[str, int], list[KafkaRecord]] = {key: [] for key in ends}
-        left = dict(ends)
+        left = {(r.topic, r.partition): r.start for r in wanted}  # partition -> next offset to read
         deadline = time.monotonic() + self.timeout_s
         try:
             self._consumer.assign([TopicPartition(r.topic, r.partition, r.start) for r in wanted])
             while left:
                 if time.monotonic() > deadline:
                     raise RangeNotRead(f"{sorted(left)} not read to their ends within {self.timeout_s:g} s")
-                for message in self._consumer.consume(MESSAGES_PER_POLL, POLL_S):
+                # consume() waits out its timeout unless the count it asks for arrives: ask for
+                # what the ranges still hold (offsets with no record end it by the timeout)
+                due = sum(ends[key] - at for key, at in left.items())
+                for message in self._consumer.consume(max(1, min(due, MESSAGES_PER_POLL)), POLL_S):
                     key = (message.topic() or "", message.partition() or 0)
                     offset = message.offset() or 0
                     error = message.error()
@@ -84,6 +87,7 @@ class RangeReader:
                         continue  # a partition read to its end already
                     if error is None and offset < ends[key]:
                         found[key].append(KafkaRecord(message.key(), message.value(), key[0], key[1], offset))
+                        left[key] = offset + 1
                     # Done once what comes next is past the range: offsets with no record to
                     # give (a transaction's marker, a record compaction removed) end it by a later
                     # record or by the partition's end (an end event's offset comes next).
