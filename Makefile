@@ -44,7 +44,7 @@ $(GOFAKES3): $(GOFAKES3_PATCH)
 	rm -rf .tools/gofakes3-src && mkdir -p .tools
 	cp -r "$$(cd .tools && go mod download -json $(GOFAKES3_MODULE) | sed -n 's/^\t"Dir": "\(.*\)",$$/\1/p')" .tools/gofakes3-src
 	chmod -R u+w .tools/gofakes3-src
-	patch -s -d .tools/gofakes3-src -p1 < $(GOFAKES3_PATCH)
+	cd .tools/gofakes3-src && GIT_CEILING_DIRECTORIES=$(abspath .tools) git apply $(abspath $(GOFAKES3_PATCH))
 	cd .tools/gofakes3-src && go build -o ../gofakes3 ./cmd/gofakes3
 	rm -rf .tools/gofakes3-src
 
