@@ -27,6 +27,7 @@ from compactor.cli.upsert import upsert
 from compactor.cli.vacuum import vacuum
 from compactor.cli.verify import verify
 from compactor.errors import CompactorError, LeaseHeld, ServiceUnreachable
+from compactor.kafka.failures import kafka_reason
 from compactor.kafka.settings import LIBRDKAFKA_LOG
 
 log = logging.getLogger(__name__)
@@ -60,7 +61,7 @@ class CompactorGroup(click.Group):
 def _report(ctx: click.Context, exc: BaseException) -> None:
     if ctx.meta.get("verbose"):
         log.exception("command failed")
-    detail = exc.args[0].str() if isinstance(exc, KafkaException) and exc.args else str(exc)
+    detail = kafka_reason(exc) if isinstance(exc, KafkaException) else str(exc)
     if ctx.meta.get("log_format") == "json":
         log.error("error: %s", detail)
     else:

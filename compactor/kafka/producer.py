@@ -10,6 +10,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from compactor.errors import DeliveryError
+from compactor.kafka.failures import kafka_reason
 from compactor.kafka.messages import Message
 from compactor.kafka.partitioning import JAVA_PARTITIONER
 from compactor.kafka.settings import KafkaSettings
@@ -69,8 +70,7 @@ class EventProducer:
                 except BufferError:  # local queue full: let deliveries drain, then retry
                     self._producer.poll(0.5)
                 except KafkaException as exc:  # refused at once: the topic is known to refuse us
-                    reason = exc.args[0].str() if exc.args and isinstance(exc.args[0], KafkaError) else exc
-                    raise DeliveryError(f"delivery failed: {topic}: {reason}") from None
+                    raise DeliveryError(f"delivery failed: {topic}: {kafka_reason(exc)}") from None
         remaining = self._producer.flush(self._flush_timeout)
         if remaining:
             raise DeliveryError(f"{remaining} message(s) not acknowledged within {self._flush_timeout}s")

@@ -18,6 +18,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from compactor.domain.offsets import OffsetRange
 from compactor.errors import RangeNotRead
+from compactor.kafka.failures import kafka_reason
 from compactor.kafka.settings import KafkaSettings
 
 READ_TIMEOUT_S = 5.0
@@ -95,7 +96,7 @@ class RangeReader:
                     if coming >= ends[key]:
                         del left[key]
         except KafkaException as exc:
-            raise RangeNotRead(str(exc.args[0])) from None
+            raise RangeNotRead(kafka_reason(exc)) from None
         finally:
             self._consumer.unassign()
         return [record for r in wanted for record in found[(r.topic, r.partition)]]
