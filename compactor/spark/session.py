@@ -151,12 +151,12 @@ def spark_submit_args(locations: Sequence[str | Path] = (), local_jars: bool = F
     ]
     if not local_jars and local:
         jars += ["--jars", ",".join(str(p) for p in local)]
-    log_store = [a for key, value in s3_settings().items() for a in ("--conf", f"{key}={value}")]
+    s3_conf = [a for key, value in s3_settings().items() for a in ("--conf", f"{key}={value}")]
     return [
         *jars,
         "--conf", f"spark.sql.extensions={DELTA_EXTENSION}",
         "--conf", f"spark.sql.catalog.spark_catalog={DELTA_CATALOG}",
-        *(log_store if s3 else []),
+        *(s3_conf if s3 else []),
     ]  # fmt: skip
 
 

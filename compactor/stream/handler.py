@@ -440,7 +440,7 @@ class BatchHandler:
 
 class BatchRead(Protocol):
     """How a micro-batch's records are read: rows with Spark's Kafka source's `key`, `value`,
-    `topic`, `partition` and `offset`, and who read them (`reporting.BATCH_READERS`)."""
+    `topic`, `partition` and `offset`, and who read them: `driver` or `spark`."""
 
     def __call__(self, batch: DataFrame) -> tuple[Sequence[Any], str]: ...
 

@@ -18,7 +18,6 @@ from compactor.domain.events import MergeResult
 # segments have rows, the rules evaluated, merges started (run in place with one worker) and
 # finished ones recorded, events and results published, the catalog caught up and saved
 BATCH_PHASES = ("collect", "decode", "rows_present", "plan", "commit", "publish", "catalog")
-BATCH_READERS = ("driver", "spark")  # who read a micro-batch's events (`job/batch_read.py`)
 
 
 class MetricsSink(Protocol):
@@ -58,7 +57,8 @@ class MetricsSink(Protocol):
     def on_dead_letter(self, reason: str) -> None: ...
 
     def on_batch_read(self, by: str) -> None:
-        """A micro-batch's events read `by` the driver or Spark (`BATCH_READERS`)."""
+        """A micro-batch's events read `by` the driver's Kafka client (`driver`) or a Spark job
+        (`spark`)."""
 
     def on_vacuum(self, table: str) -> None: ...
 
