@@ -20,9 +20,10 @@ COPY streaming_jobs ./streaming_jobs
 COPY schemas ./schemas
 RUN pip install --no-cache-dir --no-deps .
 
-# Maven runs only in this stage: its repository never reaches the final image.
+# Maven and the JDK run only in this stage: neither reaches the final image. The JDK's javac
+# compiles the job's own classes (the content certificates' row-hash sums) into the cache.
 FROM source AS jars
-RUN apt-get update && apt-get install -y --no-install-recommends maven
+RUN apt-get update && apt-get install -y --no-install-recommends maven openjdk-17-jdk-headless
 RUN compactor jars --spark-only --class-archive > /dev/null
 
 FROM source

@@ -28,7 +28,7 @@ from pyspark.sql import SparkSession
 
 from compactor.config.rules import Resources
 from compactor.errors import CompactorError
-from compactor.spark import class_archive, conditional_log_store, jvm
+from compactor.spark import class_archive, conditional_log_store, hash_counter, jvm
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
@@ -107,10 +107,11 @@ def on_gcs(location: str | Path) -> bool:
 
 
 def jars_for(locations: Sequence[str | Path]) -> list[Path]:
-    """Delta and the Kafka connector always; S3A and its AWS SDK only for S3 locations, Google's
-    connector only for gs:// ones."""
+    """Delta, the Kafka connector and our row-hash sums always; S3A and its AWS SDK only for S3
+    locations, Google's connector only for gs:// ones."""
     return (
         jvm.spark_jars()
+        + hash_counter.jars()
         + ([*jvm.s3_jars(), conditional_log_store.jar()] if any(on_s3(loc) for loc in locations) else [])
         + (jvm.gcs_jars() if any(on_gcs(loc) for loc in locations) else [])
     )
@@ -144,8 +145,9 @@ def spark_submit_args(locations: Sequence[str | Path] = (), local_jars: bool = F
             "--exclude-packages",
             ",".join(shipped),
         ]
-    # --packages takes neither a classifier (Google's shaded jar) nor a jar of our own (the log store)
+    # --packages takes neither a classifier (Google's shaded jar) nor a jar of our own
     local = [
+        *hash_counter.jars(),
         *(jvm.gcs_jars() if any(on_gcs(loc) for loc in locations) else []),
         *([conditional_log_store.jar()] if s3 else []),
     ]

@@ -5,8 +5,9 @@ Spark's `xxhash64` (seed 42) of the row's columns in the table's order, each col
 whether it is null (xxhash64 skips a null, so without the flag a null and a missing value would
 hash alike). The segment id is left out: a merge gives every row its output's id.
 
-- In Spark, the hash is an expression summed by an `Observation` on the frame being written, so
-  the fingerprint is taken in the job that reads or writes the rows, not in another pass.
+- In Spark, the hash is an expression summed where the frame being written passes (inside the
+  stage's generated code, `spark/hash_counter.py`), so the fingerprint is taken in the job that
+  reads or writes the rows, not in another pass.
 - In the driver (small merges written with Arrow), the same hash is computed over Arrow arrays:
   XXH64 of a 4- or 8-byte value vectorised with numpy, of strings, binaries and wide decimals
   with the `xxhash` library, value by value (such merges are small by construction).
@@ -21,7 +22,7 @@ not seen; nothing the compactor writes does.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 import numpy as np
@@ -34,6 +35,7 @@ from pyspark.sql.types import ArrayType, DataType, MapType, StructType, VariantT
 
 from compactor.delta.paths import SEGMENT_COLUMN
 from compactor.domain.certificate import Fingerprint
+from compactor.spark import hash_counter
 
 SEED = 42  # Spark's xxhash64 seed
 _P1 = np.uint64(0x9E3779B185EBCA87)
@@ -125,24 +127,48 @@ def _prints(found: Mapping[str, Any]) -> tuple[Fingerprint, Fingerprint | None]:
     return Fingerprint.of(rows, hash_total(found, "digest")), second
 
 
+class Watch:
+    """The fingerprints of a frame's rows, taken as the job that consumes the frame runs; read
+    them (`observed`, `observed_both`) once that job is done."""
+
+    def __init__(self, read: Callable[[], tuple[Fingerprint, Fingerprint | None]]) -> None:
+        self._read = read
+
+    def both(self) -> tuple[Fingerprint, Fingerprint | None]:
+        return self._read()
+
+
 def observe(
     frame: DataFrame, columns: Sequence[str], second: Column | None = None
-) -> tuple[DataFrame, Observation]:
-    """`frame`, fingerprinted as the job that consumes it runs: read the result from the
-    observation (`observed`) once that job is done. `second`: another row hash of `frame` to
-    sum in the same pass (`observed_both`)."""
+) -> tuple[DataFrame, Watch]:
+    """`frame`, fingerprinted as the job that consumes it runs. `second`: another row hash of
+    `frame` to sum in the same pass (`observed_both`).
+
+    The sums are taken inside the stage's generated code (`hash_counter`) where the JVM has our
+    class, else by Spark's `Observation`, whose operator Spark interprets row by row."""
+    hashes = [row_hash(frame.schema, columns), *([second] if second is not None else [])]
+    counted = hash_counter.counted(frame, hashes)
+    if counted is not None:
+        frame, sums = counted
+
+        def read() -> tuple[Fingerprint, Fingerprint | None]:
+            prints = [Fingerprint.of(s.rows(), s.total()) for s in sums]
+            return prints[0], (prints[1] if second is not None else None)
+
+        return frame, Watch(read)
     observation = Observation()
-    return frame.observe(observation, *_summed(frame, columns, second)), observation
+    frame = frame.observe(observation, *_summed(frame, columns, second))
+    return frame, Watch(lambda: _prints(observation.get))
 
 
-def observed(observation: Observation) -> Fingerprint:
-    """An observation's fingerprint (blocks until its job has run)."""
-    return observed_both(observation)[0]
+def observed(watch: Watch) -> Fingerprint:
+    """A watched frame's fingerprint (its job must have run)."""
+    return watch.both()[0]
 
 
-def observed_both(observation: Observation) -> tuple[Fingerprint, Fingerprint | None]:
-    """An observation's fingerprint, and its second row hash's (None: it took none)."""
-    return _prints(observation.get)
+def observed_both(watch: Watch) -> tuple[Fingerprint, Fingerprint | None]:
+    """A watched frame's fingerprint, and its second row hash's (None: it took none)."""
+    return watch.both()
 
 
 def spark_fingerprint(frame: DataFrame, columns: Sequence[str]) -> Fingerprint:

@@ -23,10 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
-from pyspark.sql import Column, DataFrame, Observation, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 
 from compactor.delta.commit.transaction import DirectTransaction, live_inputs
 from compactor.delta.content.fingerprint import (
+    Watch,
     observe,
     observed,
     observed_both,
@@ -183,9 +184,7 @@ def certified_write(
     columns = table_columns(txn.metadata)
     also = second.row_hash if second is not None else None
     if read_apart:
-        read_print: tuple[Fingerprint, Fingerprint | None] | Observation = spark_fingerprints(
-            source, columns, also
-        )
+        read_print: tuple[Fingerprint, Fingerprint | None] | Watch = spark_fingerprints(source, columns, also)
     else:
         source, read_print = observe(source, columns, also)
     output, options = lay_out(source)
