@@ -25,7 +25,7 @@ SETTINGS = {f"spark.delta.logStore.{scheme}.impl": CLASS_NAME for scheme in ("s3
 def jar() -> Path:
     """The compiled log store, built on first use (seconds) and kept beside the resolved jars."""
     return java_build.compiled_jar(
-        SOURCE,
+        [SOURCE],
         _class_path(),
         "compactor-logstore.jar",
         f"set {next(iter(SETTINGS))}=io.delta.storage.S3SingleDriverLogStore if no other process "

@@ -1,4 +1,4 @@
-"""Row-hash sums taken inside a Spark stage's generated code (`fingerprint/RowHashSum.java`).
+"""Row-hash sums taken inside a Spark stage's generated code (`fingerprint/*.java`).
 
 `counted(frame, hashes)` returns the frame behind a filter that keeps every row and adds each
 row's hash to an accumulator; the sums are complete once the job that consumes the frame has
@@ -24,7 +24,7 @@ from compactor.spark import java_build, jvm
 log = logging.getLogger(__name__)
 
 CLASS_NAME = "io.github.streamingcompactor.spark.RowHashSum"
-SOURCE = Path(__file__).with_name("fingerprint") / "RowHashSum.java"
+SOURCES = sorted(Path(__file__).with_name("fingerprint").glob("*.java"))
 JAR_NAME = "compactor-row-hash-sum.jar"
 
 _loaded: dict[str, bool] = {}  # by Spark application id
@@ -33,7 +33,7 @@ _loaded: dict[str, bool] = {}  # by Spark application id
 def jar() -> Path:
     """The compiled class, built on first use (seconds) and kept beside the resolved jars."""
     return java_build.compiled_jar(
-        SOURCE,
+        SOURCES,
         _class_path(),
         JAR_NAME,
         "leave it out: content certificates then take their sums with Spark's Observation, slower",
@@ -54,7 +54,7 @@ def _class_path() -> list[Path]:
     found = sorted(jvm.pyspark_jars_dir().glob("*.jar"))
     if not any(p.name.startswith("spark-sql-api_") for p in found):
         raise DependencyResolutionError(
-            f"cannot compile {SOURCE.name}: no spark-sql-api jar in {jvm.pyspark_jars_dir()}"
+            f"cannot compile the row-hash sums: no spark-sql-api jar in {jvm.pyspark_jars_dir()}"
         )
     return found
 

@@ -117,8 +117,8 @@ def test_a_spark_merge_broken_on_purpose_is_refused_before_its_commit(
     layout = merge._layout
 
     def broken(source: DataFrame, *args: Any) -> tuple[DataFrame, dict[str, str]]:
-        output, options = layout(source, *args)
-        return SPARK_BREAKS[fault](output), options
+        *settings, handed = args  # broken where the rows are handed to the writer's files
+        return layout(source, *settings, lambda rows: handed(SPARK_BREAKS[fault](rows)))
 
     monkeypatch.setattr(merge, "_layout", broken)
     with pytest.raises(

@@ -140,8 +140,12 @@ def test_a_promotion_that_loses_a_row_is_refused_before_its_commit(
     rewrite = promote._rewrite
 
     def changing(rows: DataFrame, *args: Any) -> tuple[DataFrame, dict[str, str]]:
-        output, options = rewrite(rows, *args)
-        return output.withColumn("customer_id", F.col("customer_id") + 1), options
+        *settings, handed = args  # changed where the rows are handed to the writer's files
+
+        def changed(out: DataFrame) -> DataFrame:
+            return handed(out.withColumn("customer_id", F.col("customer_id") + 1))
+
+        return rewrite(rows, *settings, changed)
 
     with monkeypatch.context() as patched:
         patched.setattr(promote, "_rewrite", changing)

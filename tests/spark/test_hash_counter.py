@@ -95,7 +95,9 @@ def test_without_a_jdk_the_jar_is_left_out_and_the_log_says_why(
 ) -> None:
     monkeypatch.setenv("COMPACTOR_CACHE_DIR", str(tmp_path))  # nothing compiled there yet
     monkeypatch.setattr(shutil, "which", lambda name: None)
-    with pytest.raises(DependencyResolutionError, match=r"`javac` is not on PATH: RowHashSum.java"):
+    with pytest.raises(
+        DependencyResolutionError, match=r"`javac` is not on PATH: RowHashSum.java is compiled"
+    ):
         hash_counter.jar()
     with caplog.at_level(logging.WARNING, logger=hash_counter.__name__):
         assert hash_counter.jars() == []
@@ -116,4 +118,4 @@ def test_the_jar_is_compiled_once_per_version_of_its_source(
     with pytest.raises(DependencyResolutionError, match=r"javac could not compile Broken.java"):
         monkeypatch.undo()
         monkeypatch.setenv("COMPACTOR_CACHE_DIR", str(tmp_path))
-        java_build.compiled_jar(source, [], "compactor-broken.jar", "fix it")
+        java_build.compiled_jar([source], [], "compactor-broken.jar", "fix it")

@@ -8,6 +8,8 @@ range-partition by it and sort each file by it: rows close on every column share
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
@@ -20,10 +22,17 @@ RANGE_IDS_CONF = "spark.databricks.io.skipping.mdc.rangeId.max"  # Delta's own s
 DEFAULT_RANGE_IDS = 1000
 
 
-def arrange(frame: DataFrame, order: SortConfig | None, files: int, table: str) -> DataFrame:
-    """`frame` in `files` partitions (one file each), in `order` within and across them."""
+def arrange(
+    frame: DataFrame,
+    order: SortConfig | None,
+    files: int,
+    table: str,
+    handed: Callable[[DataFrame], DataFrame] = lambda rows: rows,
+) -> DataFrame:
+    """`frame` in `files` partitions (one file each), in `order` within and across them; the
+    rows as written pass through `handed` once (before a coalesce, which only groups them)."""
     if order is None:
-        return frame.coalesce(files)
+        return handed(frame).coalesce(files)
     missing = [c for c in order.by if c not in frame.columns]
     if missing:
         raise ConfigError(
@@ -31,7 +40,7 @@ def arrange(frame: DataFrame, order: SortConfig | None, files: int, table: str) 
         )
     keyed, keys = _ordered_by(frame, order)
     spread = keyed.coalesce(1) if files == 1 else keyed.repartitionByRange(files, *keys)
-    return spread.sortWithinPartitions(*keys).drop(CURVE_KEY)
+    return handed(spread.sortWithinPartitions(*keys).drop(CURVE_KEY))
 
 
 def reads_twice(order: SortConfig | None, files: int) -> bool:

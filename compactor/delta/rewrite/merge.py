@@ -26,6 +26,7 @@ from compactor.delta.rewrite.driver_merge import refusal, write_in_driver
 from compactor.delta.rewrite.index_check import footer
 from compactor.delta.rewrite.merge_settings import MergeSettings
 from compactor.delta.rewrite.one_commit import (
+    Handed,
     Produced,
     SecondOpinion,
     certified_write,
@@ -145,7 +146,7 @@ class _MergeStep:
                 adds, certificate = certified_write(
                     txn,
                     source,
-                    lambda rows: _layout(rows, plan, settings, codec),
+                    lambda rows, handed: _layout(rows, plan, settings, codec, handed),
                     reads_twice(settings.order, _file_count(plan, settings)),
                     second,
                 )
@@ -191,12 +192,16 @@ def output_size(adds: list[dict[str, Any]], txn: DirectTransaction) -> tuple[int
 
 
 def _layout(
-    source: DataFrame, plan: MergePlan, settings: MergeSettings, codec: str
+    source: DataFrame,
+    plan: MergePlan,
+    settings: MergeSettings,
+    codec: str,
+    handed: Handed = lambda rows: rows,
 ) -> tuple[DataFrame, dict[str, str]]:
     """The output's rows in the settings' order, partitioned for the write, and the writer's
     options: files of about `target_file_bytes`; fewer tasks than files cut their rows into
     files of the target's share of rows (a plan that does not know its rows keeps a task per
-    file)."""
+    file). `handed`: what the rows to write pass through (`arrange`)."""
     files = _file_count(plan, settings)
     write_tasks = settings.write_tasks
     tasks = files if write_tasks is None or plan.records_in <= 0 else min(files, write_tasks)
@@ -204,7 +209,7 @@ def _layout(
     if tasks < files:
         options["maxRecordsPerFile"] = str(math.ceil(plan.records_in / files))
     output = arrange(
-        source.withColumn(SEGMENT_COLUMN, F.lit(plan.output.id)), settings.order, tasks, plan.table
+        source.withColumn(SEGMENT_COLUMN, F.lit(plan.output.id)), settings.order, tasks, plan.table, handed
     )
     return output, options
 

@@ -44,8 +44,13 @@ from compactor.domain.segments import Segment
 from compactor.errors import ContentMismatch
 
 Guard = Callable[[], None]
-# a rewrite's layout: the rows as read -> the rows to write, and the writer's options
-Layout = Callable[[DataFrame], tuple[DataFrame, dict[str, str]]]
+# What a layout hands every row through once, after its last step that may change a row and before
+# a coalesce that only groups them into files (a Spark stage of its own, so a fingerprint taken
+# after it costs a large merge more).
+Handed = Callable[[DataFrame], DataFrame]
+# a rewrite's layout: the rows as read (and what to hand them through) -> the rows to write, and
+# the writer's options
+Layout = Callable[[DataFrame, Handed], tuple[DataFrame, dict[str, str]]]
 
 
 @dataclass(frozen=True)
@@ -187,12 +192,20 @@ def certified_write(
         read_print: tuple[Fingerprint, Fingerprint | None] | Watch = spark_fingerprints(source, columns, also)
     else:
         source, read_print = observe(source, columns, also)
-    output, options = lay_out(source)
-    output, written = observe(output, columns)
+    watches: list[Watch] = []
+
+    def handed(rows: DataFrame) -> DataFrame:
+        rows, watch = observe(rows, columns)
+        watches.append(watch)
+        return rows
+
+    output, options = lay_out(source, handed)
+    if len(watches) != 1:
+        raise AssertionError(f"a layout handed its rows through {len(watches)} times, not once")
     adds = txn.write(output, options)
     inputs, kept = read_print if isinstance(read_print, tuple) else observed_both(read_print)
     winners = Winners(second.expected, kept) if second is not None and kept is not None else None
-    return adds, Certificate(inputs, observed(written), winners=winners)
+    return adds, Certificate(inputs, observed(watches[0]), winners=winners)
 
 
 def certificate_refusal(produced: Produced) -> str | None:

@@ -54,7 +54,7 @@ from compactor.delta.content.fingerprint import spark_fingerprint, table_columns
 from compactor.delta.features import features
 from compactor.delta.log.live_files import LiveFile
 from compactor.delta.paths import SEGMENT_COLUMN, TARGET_FILE_BYTES
-from compactor.delta.rewrite.one_commit import Produced, certificate_refusal, certified_write
+from compactor.delta.rewrite.one_commit import Handed, Produced, certificate_refusal, certified_write
 from compactor.domain.certificate import Certificate, Fingerprint
 from compactor.domain.plans import MergePlan
 from compactor.errors import ContentMismatch
@@ -131,7 +131,9 @@ def _rewritten(
     rows = txn.read(small, predicate)
     if not certify:
         return txn.write(*_rewrite(rows, plan, small)), None
-    written, certificate = certified_write(txn, rows, lambda read: _rewrite(read, plan, small))
+    written, certificate = certified_write(
+        txn, rows, lambda read, handed: _rewrite(read, plan, small, handed)
+    )
     refused = certificate_refusal(Produced(written, small, (), False, certificate=certificate))
     if refused is not None:
         raise ContentMismatch(f"table {plan.table}: plan {plan.plan_id} not committed: {refused}")
@@ -146,10 +148,12 @@ def _moved(file: LiveFile, segment_id: str) -> dict[str, Any]:
     return {**add, "partitionValues": {key: segment_id}}
 
 
-def _rewrite(rows: DataFrame, plan: MergePlan, small: list[LiveFile]) -> tuple[DataFrame, dict[str, str]]:
+def _rewrite(
+    rows: DataFrame, plan: MergePlan, small: list[LiveFile], handed: Handed = lambda rows: rows
+) -> tuple[DataFrame, dict[str, str]]:
     """The small inputs' rows as the output segment's, in files of about the target size."""
     files = max(1, math.ceil(sum(f.size for f in small) / TARGET_FILE_BYTES))
-    return rows.withColumn(SEGMENT_COLUMN, F.lit(plan.output.id)).coalesce(files), {}
+    return handed(rows.withColumn(SEGMENT_COLUMN, F.lit(plan.output.id))).coalesce(files), {}
 
 
 def _rows(add: Mapping[str, Any]) -> int:

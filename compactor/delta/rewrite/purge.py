@@ -78,7 +78,7 @@ def purge_deleted_rows(
     options = {"compression": codec_of(spark, files, uri)}
     certificate: Certificate | None = None
     if certify:
-        adds, certificate = certified_write(txn, rows, lambda read: (read, options))
+        adds, certificate = certified_write(txn, rows, lambda read, handed: (handed(read), options))
     else:
         adds = txn.write(rows, options)
     refused = certificate_refusal(Produced(adds, files, (), False, certificate=certificate))
