@@ -64,8 +64,9 @@ START = datetime(2024, 1, 1, tzinfo=UTC)
 RULE = "bench"
 # our merge against the same rows rewritten another way, keyed by that way (the pair it is in)
 TARGETS = (
-    Target("parquet", "our merge's MiB/s / a raw Parquet rewrite's", 0.85, at_most=False, unit="x"),
-    Target("opt_plain", "our merge's MiB/s / Delta's OPTIMIZE's", 1.3, at_most=False, unit="x"),
+    # #54's bounds (the run of 2026-11-30 13:24 was judged by the earlier 0.85x and 1.3x)
+    Target("parquet", "our merge's MiB/s / a raw Parquet rewrite's", 0.9, at_most=False, unit="x"),
+    Target("opt_plain", "our merge's MiB/s / Delta's OPTIMIZE's", 1.5, at_most=False, unit="x"),
     # the merge's time with certificates at most 1.15x its time without: MiB/s at least 1/1.15
     Target(
         "ours_uncertified",
