@@ -16,8 +16,9 @@ latency.py, and its driver tree's CPU time and peak resident memory are measured
   two workers (one core each) on this machine, the driver beside them. Then by two jobs of
   one core each (local[1], concurrency 2) sharing the warehouse in two shards
   (`harness/two_jobs.py`): the cost of sharding on one machine.
-  Then at 4 again with the merges' content certificates off (`operations.certify_merges`):
-  what proving each merge's rows costs, in CPU-seconds per merge.
+  Then at 4 again with the merges' content certificates off (`operations.certify_merges`), and
+  once more with them on: what proving each merge's rows costs, in CPU-seconds per merge (the
+  mean of the two drains with them, which bracket the one without).
 - **Steady**: pairs of loads into the same T tables (rule `minor` [2, 0]: a pair makes one
   merge), at half the drain rate measured at concurrency 1, first at concurrency 1, then at
   4 (--quick: at 4 only). Per merge: event -> commit (the second load's event is produced -> the merge's Delta
@@ -397,6 +398,15 @@ def prepare_big(warehouse: Path) -> list[list[str]]:
     return [[t, v.hex()] for t, _, v, _ in completed(loaded)]
 
 
+def certificate_cpu_ratio(drains: list[dict[str, Any]]) -> float:
+    """CPU-seconds a merge at concurrency 4 with content certificates (the mean of the drains
+    with them on local[2]) over the same without them."""
+    at4 = [d for d in drains if d["master"] == "local[2]" and d["concurrency"] == 4]
+    on = [d["cpu_seconds_per_merge"] for d in at4 if d.get("certified", True)]
+    off = [d["cpu_seconds_per_merge"] for d in at4 if not d.get("certified", True)]
+    return float(np.mean(on) / np.mean(off))
+
+
 def main() -> None:
     parser = bench_parser(
         __doc__, "8 tables x 4 segments at concurrency 1 and 4; 30 s steady runs beside a 64 MiB merge"
@@ -483,13 +493,17 @@ def measure(
         f"({two['merges_per_s'] / one['merges_per_s']:.2f}x one job on local[2] at c=4)",
         flush=True,
     )
-    # what the merges' content certificates cost: the drain at 4 again, with them off
+    # what the merges' content certificates cost: the drain at 4 again with them off, then with
+    # them on once more, so that the runs with them bracket the one without (a drain's CPU a merge
+    # drifts by a tenth from one process to the next, more than the certificates cost)
     drains.append(drain_run(work, bootstrap, "local[2]", 4, segments, certify=False))
     off = drains[-1]
+    drains.append({**drain_run(work, bootstrap, "local[2]", 4, segments), "repeat": True})
     print(
         f"drain local[2] c=4, no certificates: {off['merges_per_s']:.2f} merges/s, "
-        f"{off['cpu_seconds_per_merge']:.2f} CPU-s/merge "
-        f"(with them: {one['cpu_seconds_per_merge'] / off['cpu_seconds_per_merge']:.2f}x the CPU)",
+        f"{off['cpu_seconds_per_merge']:.2f} CPU-s/merge; with them, before and after: "
+        f"{one['cpu_seconds_per_merge']:.2f} and {drains[-1]['cpu_seconds_per_merge']:.2f} "
+        f"({certificate_cpu_ratio(drains):.2f}x the CPU)",
         flush=True,
     )
     base = next(d for d in drains if d["concurrency"] == 1 and d["master"] == "local[2]")
@@ -620,9 +634,12 @@ def report(
         ],
         left=(0,),
     )
-    local = {d["concurrency"]: d for d in drains if d["master"] == "local[2]" and d.get("certified", True)}
-    uncertified = next(d for d in drains if not d.get("certified", True))
-    certificate_cost = local[4]["cpu_seconds_per_merge"] / uncertified["cpu_seconds_per_merge"]
+    local = {
+        d["concurrency"]: d
+        for d in drains
+        if d["master"] == "local[2]" and d.get("certified", True) and not d.get("repeat")
+    }
+    certificate_cost = certificate_cpu_ratio(drains)
     at4 = local[4]["merges_per_s"]
     speedup = at4 / local[1]["merges_per_s"]
     print()

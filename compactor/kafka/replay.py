@@ -20,6 +20,7 @@ from compactor.codec.events import Codec
 from compactor.domain.events import SegmentAction, SegmentCompleted
 from compactor.domain.segments import Origin, Segment
 from compactor.errors import CompactorError
+from compactor.kafka.failures import kafka_reason
 from compactor.kafka.settings import KafkaSettings
 
 POLL_SECONDS = 1.0
@@ -53,7 +54,7 @@ def read_loads(
         consumer.assign(starting)
         return _consume(consumer, codec, ends, {tp.partition: tp.offset for tp in starting})
     except KafkaException as exc:
-        raise CompactorError(f"cannot read topic {topic}: {exc.args[0]}") from None
+        raise CompactorError(f"cannot read topic {topic}: {kafka_reason(exc)}") from None
     finally:
         consumer.close()
 

@@ -6,6 +6,7 @@ session-wide test SparkSession is only used to write segments and read results.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -15,10 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from delta.tables import DeltaTable
 
 from compactor.delta.paths import table_uri
 from compactor.dev.broker_process import free_ports
 from compactor.dev.spark_cluster import BIN, cluster_env, standalone_cluster
+from compactor.domain.certificate import Certificate
 from compactor.spark.jvm import artifact_name
 from tests.helpers.jobs import TABLE, bulk_load, wait_while_running
 from tests.helpers.streaming import checksum, make_kafka
@@ -26,7 +29,12 @@ from tests.helpers.streaming import checksum, make_kafka
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
-CONFIG_YAML = "defaults:\n  rules:\n    - rule: auto_merge\n      levels: [week]\n"
+# The merge is written by Spark (not the driver's Arrow path), so that its certificate's row-hash
+# counts run in the executors' JVM, from the jar spark-submit shipped them.
+CONFIG_YAML = (
+    "defaults:\n  rules:\n    - rule: auto_merge\n      levels: [week]\n"
+    "operations:\n  driver_merge_max_bytes: 0\n"
+)
 
 
 def readme_block(containing: str) -> str:
@@ -85,10 +93,15 @@ def test_the_readme_spark_submit_line_merges_a_week_on_a_standalone_cluster(
     (merged,) = segment_ids(spark, warehouse)
     assert merged not in {s.id for s in loaded}
     assert checksum(spark.read.format("delta").load(table_uri(warehouse, TABLE))) == before
+    (commit,) = DeltaTable.forPath(spark, table_uri(warehouse, TABLE)).history(1).collect()
+    certificate = Certificate.from_dict(json.loads(commit["userMetadata"])["certificate"])
+    assert certificate.inputs == certificate.output and certificate.output.rows == 7 * 20
+    assert "will use Spark's Observation" not in driver_output, "the counts fell back"
     # spark-submit's jars (INFO "Added JAR ..."): each artifact once, none that Spark ships itself
     added = re.findall(r"Added JAR \S*/([^/\s]+\.jar) at", driver_output)
     artifacts = [_artifact(name) for name in added]
     assert "delta-spark_4.2_2.13" in artifacts and "spark-sql-kafka-0-10_2.13" in artifacts, added
+    assert "compactor-row-hash-sum" in artifacts, added
     assert len(artifacts) == len(set(artifacts)), f"an artifact added twice: {sorted(added)}"
     assert not {_artifact(p.name) for p in _pyspark_jars()} & set(artifacts), sorted(added)
     assert executor_logs, "the worker launched no executor"
