@@ -498,7 +498,7 @@ def measure(
     # drifts by a tenth from one process to the next, more than the certificates cost)
     drains.append(drain_run(work, bootstrap, "local[2]", 4, segments, certify=False))
     off = drains[-1]
-    drains.append({**drain_run(work, bootstrap, "local[2]", 4, segments), "repeat": True})
+    drains.append(drain_run(work, bootstrap, "local[2]", 4, segments, repeat=True))
     print(
         f"drain local[2] c=4, no certificates: {off['merges_per_s']:.2f} merges/s, "
         f"{off['cpu_seconds_per_merge']:.2f} CPU-s/merge; with them, before and after: "
@@ -516,9 +516,18 @@ def measure(
 
 
 def drain_run(
-    work: Path, bootstrap: str, master: str, concurrency: int, level: int, certify: bool = True
+    work: Path,
+    bootstrap: str,
+    master: str,
+    concurrency: int,
+    level: int,
+    certify: bool = True,
+    repeat: bool = False,
 ) -> dict[str, Any]:
+    """One drain in a process of its own; `repeat`: a second drain of the same settings (its own
+    warehouse copy and checkpoint), marked so in its result."""
     name = f"drain-{master.strip('[]').replace('[', '')}-{concurrency}{'' if certify else '-uncertified'}"
+    name += "-again" if repeat else ""
     run = work / name
     shutil.copytree(work / "template", run / "warehouse")
     options: dict[str, Any] = dict(
@@ -537,7 +546,7 @@ def drain_run(
 
             with standalone_cluster(run / "cluster", cores=1, memory="2g", workers=2) as cluster:
                 return run_worker("drain", run / "result.json", master=cluster.master_url, **options)
-        return run_worker("drain", run / "result.json", master=master, **options)
+        return {**run_worker("drain", run / "result.json", master=master, **options), "repeat": repeat}
     finally:
         shutil.rmtree(run / "warehouse", ignore_errors=True)
 
