@@ -4,9 +4,11 @@
 row's hash to an accumulator; the sums are complete once the job that consumes the frame has
 returned. Every pass counts: two jobs over the frame, or one plan that reads it twice (a union of
 it with itself), count its rows twice, so a rewrite must pass each point once (a layout that
-samples its input first takes the inputs' sums in a job of their own). The class is compiled on first use (`java_build`) and put on the JVM's class path at
-launch (`session.jars_for`); where it is not there (no JDK, or a JVM started by someone else
-without it), `counted` answers None and the caller takes its sums another way.
+samples its input first takes the inputs' sums in a job of their own).
+
+The class is compiled on first use (`java_build`) and put on the JVM's class path at launch
+(`session.jars_for`); where it is not there (no JDK, or a JVM started by someone else without
+it), `counted` answers None and the caller takes its sums another way.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ def jar() -> Path:
 
 
 def jars() -> list[Path]:
-    """The class's jar, or none (said once in the log) when it cannot be built here."""
+    """The class's jar, or none (said in the log) when it cannot be built here."""
     try:
         return [jar()]
     except DependencyResolutionError as refused:
