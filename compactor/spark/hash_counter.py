@@ -96,16 +96,11 @@ def loaded(spark: SparkSession) -> bool:
     """Whether the driver's JVM can load the class (asked once per application)."""
     application = spark.sparkContext.applicationId
     if application not in _loaded:
-        java: Any = spark._jvm
-        loader = java.java.lang.Thread.currentThread().getContextClassLoader()
-        try:
-            java.java.lang.Class.forName(CLASS_NAME, False, loader)
-            _loaded[application] = True
-        except Exception:  # py4j wraps ClassNotFoundException
+        _loaded[application] = jvm.driver_loads(spark._jvm, CLASS_NAME)
+        if not _loaded[application]:
             log.warning(
                 "content certificates will use Spark's Observation: the JVM has no %s "
                 "(start Spark with the job's jars: `compactor jars --spark-submit-args`)",
                 CLASS_NAME,
             )
-            _loaded[application] = False
     return _loaded[application]

@@ -1,8 +1,8 @@
 """Our few Java classes, compiled on first use with the JDK's `javac` into the jar cache.
 
-Each jar's sources are compiled against the jars the job runs with, once per version of their text (the
-jar's folder carries their hash), so an upgrade of the package builds the new class and a
-later start finds it in milliseconds.
+Each jar's sources are compiled against the jars the job runs with, once per version of their
+text (the jar's folder carries their hash), so an upgrade of the package builds the new classes
+and a later start finds them in milliseconds.
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from compactor.errors import DependencyResolutionError
 
@@ -226,6 +227,17 @@ def pyspark_jars_dir() -> Path:
 
     home = os.environ.get("SPARK_HOME") or _find_spark_home()
     return Path(home) / "jars"
+
+
+def driver_loads(java: Any, class_name: str) -> bool:
+    """Whether the driver's JVM (`java`, a py4j view of it) can load `class_name` with the
+    loader that holds the jars it was started with, without initialising the class."""
+    loader = java.java.lang.Thread.currentThread().getContextClassLoader()
+    try:
+        java.java.lang.Class.forName(class_name, False, loader)
+    except Exception:  # py4j wraps ClassNotFoundException
+        return False
+    return True
 
 
 def shipped_by_spark(name: str, artifacts: Sequence[Artifact]) -> list[str]:

@@ -308,15 +308,9 @@ def missing_jars(locations: Sequence[str | Path] = (), conf: Mapping[str, str] |
             else {}
         ),
     }
-    jvm_view: Any = SparkContext._jvm
-    loader = jvm_view.java.lang.Thread.currentThread().getContextClassLoader()
-    missing = []
-    for class_name, coordinate in required.items():
-        try:
-            jvm_view.java.lang.Class.forName(class_name, False, loader)
-        except Exception:  # py4j wraps ClassNotFoundException
-            missing.append(coordinate)
-    return missing
+    return [
+        coordinate for name, coordinate in required.items() if not jvm.driver_loads(SparkContext._jvm, name)
+    ]
 
 
 def _require_classes(locations: Sequence[str | Path], conf: Mapping[str, str]) -> None:

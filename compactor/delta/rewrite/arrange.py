@@ -27,7 +27,7 @@ def arrange(
     order: SortConfig | None,
     files: int,
     table: str,
-    handed: Callable[[DataFrame], DataFrame] = lambda rows: rows,
+    handed: Callable[[DataFrame], DataFrame],
 ) -> DataFrame:
     """`frame` in `files` partitions (one file each), in `order` within and across them; the
     rows as written pass through `handed` once (before a coalesce, which only groups them)."""

@@ -83,7 +83,6 @@ public final class RowHashSum extends AccumulatorV2<Long, String> {
     counted(hash);
   }
 
-
   @Override
   public void merge(AccumulatorV2<Long, String> other) {
     RowHashSum that = (RowHashSum) other;
