@@ -17,6 +17,8 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
 _CLASSES: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
@@ -25,6 +27,9 @@ _CLASSES: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictio
 # line of text, which the driver's JVM holds whole; a 280 MB key index snapshot sent whole was
 # ~373 MB of text in a 1 GiB JVM (issue 49).
 CHUNK_BYTES = 4 << 20
+# A Parquet file's tail read first for its footer: a table of a few dozen columns and row groups
+# has a footer of a few KiB, so one read nearly always holds it.
+FOOTER_GUESS_BYTES = 64 << 10
 
 
 def jvm_class(jvm: Any, name: str) -> Any:
@@ -163,6 +168,35 @@ class HadoopFiles:
             yield base64.b64decode(str(ascii_text.decode(encoder.encode(buffer)).toString()))
             if read < size:
                 return
+
+    def read_tail(self, uri: str, size: int, length: int) -> bytes:
+        """The last `length` bytes of the file of `size` bytes (all of it when shorter): one
+        ranged read, however large the file."""
+        start = max(0, size - length)
+        local = self.local_path(uri)
+        if local is not None:
+            with open(local, "rb") as f:
+                f.seek(start)
+                return f.read()
+        fs, path = self._fs_path(uri)
+        stream = fs.open(path)
+        try:
+            stream.seek(start)
+            return b"".join(self._jvm_chunks(stream))
+        finally:
+            stream.close()
+
+    def parquet_footer(self, uri: str, size: int) -> pq.FileMetaData:
+        """The footer of the Parquet file of `size` bytes at `uri`, read from its tail alone."""
+        tail = self.read_tail(uri, size, FOOTER_GUESS_BYTES)
+        if len(tail) < 12 or tail[-4:] != b"PAR1":
+            raise ValueError(f"{uri}: not a Parquet file (no footer magic in its last {len(tail)} bytes)")
+        footer_length = int.from_bytes(tail[-8:-4], "little")
+        if footer_length + 8 > len(tail):
+            tail = self.read_tail(uri, size, footer_length + 8)
+        # the footer alone between the magic words reads as a file with no row data to pyarrow
+        framed = b"PAR1" + tail[-(footer_length + 8) :]
+        return pq.read_metadata(pa.BufferReader(framed))
 
     def write_text(self, uri: str, text: str) -> None:
         """`replace_bytes` of the text in UTF-8."""

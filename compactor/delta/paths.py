@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import shutil
 from pathlib import Path
+from urllib.parse import unquote
 
 from compactor.domain.segments import validate_table_name
 from compactor.errors import CompactorError
@@ -51,6 +52,14 @@ def free_bytes(uri: str) -> int | None:
     while not path.exists() and path != path.parent:  # a table not written yet: its warehouse's disk
         path = path.parent
     return shutil.disk_usage(path).free
+
+
+def data_file_uri(table: str, path: str) -> str:
+    """Where an `add` action's `path` is, as Hadoop takes a path literally: the path is a URI,
+    relative to the table unless it has a scheme or starts at the root, with its characters
+    escaped (Delta decodes it the same way)."""
+    decoded = unquote(path)
+    return decoded if _SCHEME.match(path) or path.startswith("/") else f"{table.rstrip('/')}/{decoded}"
 
 
 def table_uri(warehouse: Path | str, table: str) -> str:

@@ -17,7 +17,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from compactor.config.sort import SortConfig
-from compactor.delta.commit.transaction import DirectTransaction
+from compactor.delta.commit.transaction import STATS_FROM_FOOTERS, DirectTransaction
 from compactor.delta.files import HadoopFiles
 from compactor.delta.paths import table_uri
 from compactor.delta.rewrite import index_check
@@ -98,9 +98,14 @@ def test_a_small_merge_in_the_driver_writes_the_file_spark_writes(
         context = spark.sparkContext
         context.setLocalProperty("spark.jobGroup.id", f"compactor-merge-{plan.plan_id}")
         work = SparkWork(spark)
-        commit = execute_merge(
-            spark, warehouse, plan, MergeSettings(order=order, driver_max_bytes=driver_max)
-        )
+        # Delta's own statistics collection, against which the driver's are compared
+        spark.conf.set(STATS_FROM_FOOTERS, "false")
+        try:
+            commit = execute_merge(
+                spark, warehouse, plan, MergeSettings(order=order, driver_max_bytes=driver_max)
+            )
+        finally:
+            spark.conf.unset(STATS_FROM_FOOTERS)
         context.setLocalProperty("spark.jobGroup.id", None)
         after = spark.read.format("delta").load(table_uri(warehouse, table))
         assert rows_checksum(after) == before and commit.records_out == 90

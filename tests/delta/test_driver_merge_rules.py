@@ -118,3 +118,25 @@ def test_strings_compare_by_their_utf8_bytes_as_spark_compares_them() -> None:
     b = {"numRecords": 1, "maxValues": {"name": "\U00010000"}}
     merged = json.loads(merged_stats([json.dumps(a), json.dumps(b)], METADATA))
     assert merged["maxValues"]["name"] == "\U00010000"
+
+
+def test_a_bound_or_null_count_one_file_leaves_out_is_unknown_for_the_union() -> None:
+    """A file with values but no bound (footer statistics leave floating point out; Delta leaves
+    out a string maximum it cannot cut) must not let the others' bound stand for the merged file:
+    a reader would skip it for rows it holds. A column only of nulls in a file has no bound and
+    does not count; a null count a file lacks leaves the sum unknown too."""
+    bounded = {"numRecords": 2, "minValues": {"name": "m", "amount": 5}, "maxValues": {"name": "p", "amount": 7},
+               "nullCount": {"name": 0, "amount": 0, "ts": 0}}  # fmt: skip
+    unbounded = {
+        "numRecords": 2,
+        "minValues": {},
+        "maxValues": {"name": "q"},
+        "nullCount": {"name": 2, "ts": 0},
+    }
+    merged = json.loads(merged_stats([json.dumps(bounded), json.dumps(unbounded)], METADATA))
+    assert merged == {
+        "numRecords": 4,
+        "minValues": {"name": "m"},  # the second file's names are all null: its minimum is no loss
+        "maxValues": {"name": "q"},
+        "nullCount": {"name": 2, "ts": 0},  # amount's count is unknown in the second file
+    }

@@ -60,13 +60,15 @@ from pyspark.sql import functions as F
 
 from compactor.delta.commit.checksum_file import write_missing_checksum
 from compactor.delta.commit.conflicts import conflicts_as_commit_conflict
+from compactor.delta.commit.footer_stats import footer_stats
+from compactor.delta.commit.footer_stats import refusal as footer_stats_refusal
 from compactor.delta.commit.log_upkeep import without_inline_checkpoint
 from compactor.delta.features import direct_commit_refusal, refused_features, row_tracking_columns
-from compactor.delta.files import jvm_class, scala_items, scala_map
+from compactor.delta.files import HadoopFiles, jvm_class, scala_items, scala_map
 from compactor.delta.log.live_files import LiveFile, LiveFileIndex
 from compactor.delta.log.reader import CommitFacts
 from compactor.delta.log.reads import committed
-from compactor.delta.paths import SEGMENT_COLUMN
+from compactor.delta.paths import SEGMENT_COLUMN, data_file_uri
 from compactor.delta.predicates import in_list
 from compactor.delta.sessions import active_session
 from compactor.domain.plans import MergePlan
@@ -78,6 +80,9 @@ WRITE_CHECKSUM = "spark.databricks.delta.writeChecksumFile.enabled"
 USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"  # a SQL command's, from the session
 INCREMENTAL_CHECKSUM = "spark.databricks.delta.incremental.commit.enabled"
 MAX_COMMIT_ATTEMPTS = "spark.databricks.delta.maxCommitAttempts"
+COLLECT_STATS = "spark.databricks.delta.stats.collect"
+# the job's switch for statistics read from written files' footers (`footer_stats`), on by default
+STATS_FROM_FOOTERS = "spark.compactor.statsFromFooters"
 VERSION_TAKEN = "DELTA_MAX_COMMIT_RETRIES_EXCEEDED"  # a lone attempt found its version taken
 RESTARTS = 3  # fresh transactions a lone commit tries before Delta's own retry takes the race
 # the write metrics a restarted transaction carries over, for the commit's operation metrics
@@ -170,15 +175,37 @@ class DirectTransaction:
 
     def write(self, data: DataFrame, options: dict[str, str]) -> list[dict[str, Any]]:
         """Write `data` as new files of the table (Delta's `maxRecordsPerFile` and `compression`
-        options apply); their `add` actions, statistics included, as the log would write them."""
+        options apply); their `add` actions, statistics included, as the log would write them.
+        Where the table allows (`footer_stats`), Delta's per-row collection is off and each
+        file's statistics are read from its Parquet footer."""
         jvm = self._jvm
         delta_options = jvm_class(jvm, "org.apache.spark.sql.delta.DeltaOptions")(
             scala_map(jvm, options), self.spark._jsparkSession.sessionState().conf()
         )
         option = jvm_class(jvm, "scala.Option")
-        written = self.txn.writeFiles(data._jdf, option.apply(delta_options), True, self._seq([]))
+        from_footers = self.footer_stats_refusal() is None
+        with active_session(self.spark, {COLLECT_STATS: "false"} if from_footers else None):
+            written = self.txn.writeFiles(data._jdf, option.apply(delta_options), True, self._seq([]))
         actions = [json.loads(action.json()) for action in scala_items(jvm, written)]
-        return [a["add"] for a in actions if "add" in a]
+        adds = [a["add"] for a in actions if "add" in a]
+        if from_footers:
+            files = self._live.files if self._live is not None else HadoopFiles(self.spark)
+            for add in adds:
+                footer = files.parquet_footer(data_file_uri(self.path, add["path"]), int(add["size"]))
+                add["stats"] = footer_stats(footer, self.protocol, self.metadata)
+            adds = [a for a in adds if json.loads(a["stats"])["numRecords"] > 0]  # as Delta drops them
+        return adds
+
+    def footer_stats_refusal(self) -> str | None:
+        """Why this table's written files take Delta's statistics collection (None: their
+        footers give the same statistics for less; `STATS_FROM_FOOTERS` turns them off)."""
+        conf = self.spark.conf
+        if str(conf.get(STATS_FROM_FOOTERS, "true")).lower() != "true":
+            return f"{STATS_FROM_FOOTERS} is off"
+        if str(conf.get(COLLECT_STATS, "true")).lower() != "true":
+            return "Delta's statistics collection is off"
+        zone = str(conf.get("spark.sql.session.timeZone", "UTC"))
+        return footer_stats_refusal(self.protocol, self.metadata, zone)
 
     def count_written(self, adds: Sequence[dict[str, Any]], rows: int) -> None:
         """Report files written outside `write` (by the driver) in the commit's operation

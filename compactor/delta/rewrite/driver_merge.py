@@ -44,6 +44,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from compactor.config.sort import SortConfig
+from compactor.delta.commit.footer_stats import stats_json
 from compactor.delta.content.fingerprint import arrow_fingerprint, table_columns
 from compactor.delta.features import features, row_tracking_columns
 from compactor.delta.files import HadoopFiles
@@ -269,7 +270,8 @@ def _arrow_schema(metadata: dict[str, Any]) -> pa.Schema | None:
 
 def merged_stats(stats: Sequence[str], metadata: dict[str, Any]) -> str:
     """The Delta statistics of the union of files' rows, from theirs (pure): rows and null counts
-    summed, minimums and maximums compared in each column's type, each kept as its file wrote it."""
+    summed (each kept where every file has it), minimums and maximums compared in each column's type, each kept as its file wrote it,
+    and left out where a file with values in the column has none (`_bounded`)."""
     types = {f["name"]: f["type"] for f in json.loads(metadata["schemaString"])["fields"]}
     parsed = [json.loads(s, parse_float=Decimal) for s in stats]
     out: dict[str, Any] = {"numRecords": sum(int(p["numRecords"]) for p in parsed)}
@@ -280,16 +282,32 @@ def merged_stats(stats: Sequence[str], metadata: dict[str, Any]) -> str:
                 in_type = _in_type(types.get(name))
                 columns[name] = value if name not in columns else pick(columns[name], value, key=in_type)
         if any(key in p for p in parsed):
-            out[key] = columns
+            out[key] = {
+                name: value for name, value in columns.items() if all(_bounded(p, key, name) for p in parsed)
+            }
     if any("nullCount" in p for p in parsed):
         counts: dict[str, int] = {}
         for p in parsed:
             for name, n in (p.get("nullCount") or {}).items():
                 counts[name] = counts.get(name, 0) + int(n)
-        out["nullCount"] = counts
+        # a count some file lacks is unknown for the union: a sum of the others would be too low
+        out["nullCount"] = {
+            n: c for n, c in counts.items() if all(n in (p.get("nullCount") or {}) for p in parsed)
+        }
     if any("tightBounds" in p for p in parsed):
         out["tightBounds"] = all(p.get("tightBounds", True) for p in parsed)
-    return _dumps(out)
+    return stats_json(out)
+
+
+def _bounded(stats: dict[str, Any], key: str, column: str) -> bool:
+    """Whether a file's statistics bound `column` on the side `key` names: they hold the bound,
+    or the column holds only nulls there. A bound left out of a file with values (a writer that
+    could not give it exactly, `footer_stats`; a string too long for Delta to cut) leaves the
+    union's bound unknown too."""
+    if column in (stats.get(key) or {}):
+        return True
+    nulls = (stats.get("nullCount") or {}).get(column)
+    return nulls is not None and int(nulls) == int(stats["numRecords"])
 
 
 def _in_type(kind: Any) -> Callable[[Any], Any]:
@@ -303,14 +321,3 @@ def _in_type(kind: Any) -> Callable[[Any], Any]:
         return value
 
     return ordered
-
-
-def _dumps(value: Any) -> str:
-    """JSON with decimals written as read (`0.00` stays `0.00`)."""
-    if isinstance(value, dict):
-        return (
-            "{" + ",".join(f"{json.dumps(k, ensure_ascii=False)}:{_dumps(v)}" for k, v in value.items()) + "}"
-        )
-    if isinstance(value, Decimal):
-        return str(value)
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
