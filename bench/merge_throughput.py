@@ -67,11 +67,12 @@ TARGETS = (
     # #54's bounds (the run of 2026-11-30 13:24 was judged by the earlier 0.85x and 1.3x)
     Target("parquet", "our merge's MiB/s / a raw Parquet rewrite's", 0.9, at_most=False, unit="x"),
     Target("opt_plain", "our merge's MiB/s / Delta's OPTIMIZE's", 1.5, at_most=False, unit="x"),
-    # the merge's time with certificates at most 1.15x its time without: MiB/s at least 1/1.15
+    # the merge's time with certificates at most 1.15x its time without: MiB/s at least 1/1.15,
+    # unrounded (0.8698 met it; a bound rounded to 0.87 called it missed)
     Target(
         "ours_uncertified",
         "our merge's MiB/s with content certificates / without",
-        round(1 / 1.15, 2),
+        1 / 1.15,
         at_most=False,
         unit="x",
     ),
