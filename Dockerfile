@@ -22,9 +22,13 @@ RUN pip install --no-cache-dir --no-deps .
 
 # Maven and the JDK run only in this stage: neither reaches the final image. The JDK's javac
 # compiles the job's own classes (the content certificates' row-hash sums) into the cache.
+# STORES: the object stores' connectors the image carries, `--s3` and/or `--gcs` (S3A with the
+# AWS SDK bundle adds some 600 MB; the class archive is built for the same jars). Without them
+# the image serves local and mounted warehouses only: its final stage has no Maven to fetch them.
 FROM source AS jars
+ARG STORES=""
 RUN apt-get update && apt-get install -y --no-install-recommends maven openjdk-17-jdk-headless
-RUN compactor jars --spark-only --class-archive > /dev/null
+RUN compactor jars --spark-only --class-archive ${STORES} > /dev/null
 
 FROM source
 COPY --from=jars /opt/compactor-cache /opt/compactor-cache

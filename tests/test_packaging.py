@@ -73,6 +73,20 @@ def test_dockerfile_keeps_maven_out_and_runs_as_a_user() -> None:
     assert 'CMD ["run", "--config", "/etc/compactor/tables.yaml"' in final
 
 
+def test_the_image_can_carry_the_object_stores_connectors() -> None:
+    """The jars stage passes its STORES build argument to `compactor jars`, and every store
+    option it may carry is one the command takes (the final image cannot fetch a jar later)."""
+    from compactor.cli.local import jars
+
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert re.search(r'^ARG STORES=""$', dockerfile, flags=re.M)
+    (command,) = re.findall(r"^RUN compactor jars (.*?) >", dockerfile, flags=re.M)
+    assert "${STORES}" in command
+    args = command.replace("${STORES}", "--s3 --gcs").split()
+    with jars.make_context("jars", args) as context:  # refuses an unknown option
+        assert context.params["s3"] and context.params["gcs"] and context.params["archive"]
+
+
 def test_ci_runs_the_readme_test_command() -> None:
     readme = (ROOT / "README.md").read_text()
     ci = (ROOT / ".ci" / "run").read_text()
