@@ -177,7 +177,7 @@ def drain_worker(args: argparse.Namespace) -> dict[str, Any]:
     tables = len(names)
     with PeakRss() as rss:
         work = SparkWork(spark)
-        cpu0, t0, started_at = tree.cpu(), time.perf_counter(), time.time()
+        cpu0, t0, started_at = tree.cpu() - rss.own_cpu, time.perf_counter(), time.time()
         query = start_query(
             spark,
             handler,
@@ -192,7 +192,8 @@ def drain_worker(args: argparse.Namespace) -> dict[str, Any]:
             if time.perf_counter() - t0 > args.timeout:
                 raise TimeoutError(f"{handler.stats.merges} of {tables} merges after {args.timeout:.0f}s")
             time.sleep(0.05)
-        seconds, cpu, ended_at = time.perf_counter() - t0, tree.cpu() - cpu0, time.time()
+        # the job's CPU: the tree's, less what the memory probe beside it used
+        seconds, cpu, ended_at = time.perf_counter() - t0, tree.cpu() - rss.own_cpu - cpu0, time.time()
     query.stop()
     handler.drain(60)
     merges = handler.stats.merges

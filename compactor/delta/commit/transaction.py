@@ -346,8 +346,11 @@ def _checksum_newest(spark: SparkSession, live: LiveFileIndex) -> None:
 
 
 def segment_predicate(segment_ids: Sequence[str]) -> Column:
-    """The partition predicate a rewrite of these segments reads by."""
-    return F.col(SEGMENT_COLUMN).isin(list(segment_ids))
+    """The partition predicate a rewrite of these segments reads by: parsed from SQL text in one
+    call to the JVM (`isin` makes a call for every id, 5% of a small merge's driver time)."""
+    if not segment_ids:
+        return F.lit(False)
+    return F.expr(f"{SEGMENT_COLUMN} IN ({in_list(segment_ids)})")
 
 
 def live_inputs(
