@@ -121,8 +121,8 @@ def test_strings_compare_by_their_utf8_bytes_as_spark_compares_them() -> None:
 
 
 def test_a_bound_or_null_count_one_file_leaves_out_is_unknown_for_the_union() -> None:
-    """A file with values but no bound (footer statistics leave floating point out; Delta leaves
-    out a string maximum it cannot cut) must not let the others' bound stand for the merged file:
+    """A file with values but no bound (footer statistics leave out a column Parquet kept no
+    statistics of; Delta leaves out a string maximum it cannot cut) must not let the others' bound stand for the merged file:
     a reader would skip it for rows it holds. A column only of nulls in a file has no bound and
     does not count; a null count a file lacks leaves the sum unknown too."""
     bounded = {"numRecords": 2, "minValues": {"name": "m", "amount": 5}, "maxValues": {"name": "p", "amount": 7},

@@ -7,35 +7,41 @@ column that is most of what a large merge pays over a raw Parquet rewrite (1.5 s
 a rewrite writes with Delta's collection off and reads them back from the file (`footer_stats`).
 
 The JSON is Delta's, value for value (StatisticsCollection in delta-spark): rows and null counts
-summed over row groups; minimums and maximums of the types Delta skips by (integers, decimals,
-dates and timestamps from 1900 on, strings), a string's minimum cut to the table's prefix length in characters
-and its maximum cut and raised by Delta's tie-breaker (`truncate_max`), timestamps in
-milliseconds as Spark's JSON writes them in UTC; only the first `delta.dataSkippingNumIndexedCols`
-columns, partition columns left out, `tightBounds` where the table has deletion vectors.
+summed over row groups; minimums and maximums of the types Delta skips by (integers, floating
+point with NaN above every number, decimals, dates and timestamps from 1900 on, strings), a
+string's minimum cut to the table's prefix length in characters and its maximum cut and raised
+by Delta's tie-breaker (`truncate_max`), timestamps in milliseconds as Spark's JSON writes them in
+UTC; only the first `delta.dataSkippingNumIndexedCols` columns, partition columns left out,
+`tightBounds` where the table has deletion vectors.
 
 Where the footer cannot say exactly what Delta would, the statistic is left out, which a reader
-takes as "unknown" (no file is skipped on it): floating-point bounds (Parquet's writer leaves NaN
-out of them, while Spark orders NaN above every number), the bounds and null
-count of a column Parquet's writer kept no statistics of (values over 4 KiB), and dates and times before 1900. Tables whose statistics this does
-not model (`refusal`: nested or unusual types, column mapping, row tracking's extra columns, a
-list of statistics columns, a session zone other than UTC) keep Delta's own collection.
+takes as "unknown" (no file is skipped on it): the bounds and null count of a column Parquet's
+writer kept no statistics of (values over 4 KiB), and dates and times before 1900. Tables whose
+statistics this does not model (`refusal`: nested or unusual types, column mapping, row
+tracking's extra columns, a list of statistics columns, a session zone other than UTC) keep
+Delta's own collection.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 
+import numpy as np
+
 from compactor.delta.features import features, row_tracking_columns
 
 DEFAULT_PREFIX_LENGTH = 32  # delta.dataSkippingStringPrefixLength
 DEFAULT_INDEXED_COLUMNS = 32  # delta.dataSkippingNumIndexedCols
-_BOUNDED = frozenset({"byte", "short", "integer", "long", "date", "timestamp", "timestamp_ntz", "string"})
-_COUNTED_ONLY = frozenset({"boolean", "binary", "float", "double"})  # null counts, no bounds here
+_BOUNDED = frozenset(
+    {"byte", "short", "integer", "long", "float", "double", "date", "timestamp", "timestamp_ntz", "string"}
+)
+_COUNTED_ONLY = frozenset({"boolean", "binary"})  # null counts only, as Delta keeps them
 _DECIMAL = re.compile(r"decimal\((\d+),\s*(\d+)\)")
 _ASCII_MAX = "\x7f"
 # Spark may store older dates and times rebased to the Julian calendar (a legacy writer setting),
@@ -122,11 +128,15 @@ def _ordered(kind: str, value: Any) -> Any:
     Parquet and Spark order them."""
     if kind == "string":
         return value.encode("utf-8", "surrogatepass") if isinstance(value, str) else bytes(value)
+    if kind in ("float", "double"):  # NaN above every number, as Java, Parquet and Spark order it
+        return (math.isnan(value), value)
     return value
 
 
 def _bound(value: Any, kind: str, prefix: int, upper: bool) -> Any:
     """A column's bound as Delta's statistics hold it (None: not one Delta's would equal)."""
+    if kind in ("float", "double"):
+        return _floating(value[1], kind)
     if kind == "string":
         text = value.decode("utf-8", "surrogatepass")
         return truncate_max(text, prefix) if upper else truncate_min(text, prefix)
@@ -138,6 +148,16 @@ def _bound(value: Any, kind: str, prefix: int, upper: bool) -> Any:
     if decimal:
         return Decimal(value).quantize(Decimal(1).scaleb(-int(decimal.group(2))))
     return int(value)
+
+
+def _floating(value: float, kind: str) -> float | str:
+    """A floating-point bound as Spark's JSON writes it: NaN and the infinities as quoted names,
+    a float by its shortest 32-bit digits (Java's `Float.toString`), a double by its own."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    return float(str(np.float32(value))) if kind == "float" else float(value)
 
 
 def _timestamp(value: Any, zoned: bool) -> str | None:
