@@ -106,10 +106,16 @@ def refused_features(protocol: Mapping[str, Any], metadata: Mapping[str, Any]) -
     return reasons
 
 
+def table_config(metadata: Mapping[str, Any]) -> dict[str, str]:
+    """The table's properties (the `metaData` action's `configuration`), keys in lower case as
+    Delta matches them, values as text."""
+    return {k.lower(): str(v) for k, v in (metadata.get("configuration") or {}).items()}
+
+
 def row_tracking_columns(protocol: Mapping[str, Any], metadata: Mapping[str, Any]) -> tuple[str, str] | None:
     """The materialised row id and row commit version columns a rewrite writes, when the table
     has row tracking enabled (None: rows carry no id a rewrite must keep)."""
-    config = {k.lower(): str(v) for k, v in (metadata.get("configuration") or {}).items()}
+    config = table_config(metadata)
     if config.get("delta.enablerowtracking", "").lower() != "true" or "rowTracking" not in features(protocol):
         return None
     return (

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from compactor.delta.features import features, row_tracking_columns
+from compactor.delta.features import features, row_tracking_columns, table_config
 
 DEFAULT_PREFIX_LENGTH = 32  # delta.dataSkippingStringPrefixLength
 DEFAULT_INDEXED_COLUMNS = 32  # delta.dataSkippingNumIndexedCols
@@ -52,12 +52,12 @@ _UTF8_MAX = "\U0010ffff"  # two UTF-16 units in a Java string: DBFF DFFF
 
 def refusal(protocol: Mapping[str, Any], metadata: Mapping[str, Any], session_zone: str) -> str | None:
     """Why a write to this table must let Delta collect its statistics (None: footers serve)."""
-    config = _config(metadata)
+    config = table_config(metadata)
     if config.get("delta.columnmapping.mode", "none") != "none":
         return "column mapping: the files' columns have physical names"
     if row_tracking_columns(protocol, metadata) is not None:
         return "row tracking: the files hold materialised columns the table's schema does not list"
-    if config.get("delta.datasskippingstatscolumns") or config.get("delta.dataskippingstatscolumns"):
+    if config.get("delta.dataskippingstatscolumns"):
         return "delta.dataSkippingStatsColumns names the statistics' columns"
     if session_zone.upper() not in ("UTC", "Z", "+00:00", "ETC/UTC"):
         return f"session time zone {session_zone}: timestamps' statistics are written in it"
@@ -79,7 +79,7 @@ def footer_stats(
 ) -> str:
     """The Delta statistics (JSON) of the file whose footer is `footer` (a pyarrow
     `FileMetaData`), for a table `refusal` accepts."""
-    config = _config(metadata)
+    config = table_config(metadata)
     prefix = int(config.get("delta.dataskippingstringprefixlength", DEFAULT_PREFIX_LENGTH))
     indexed = int(config.get("delta.dataskippingnumindexedcols", DEFAULT_INDEXED_COLUMNS))
     partitions = set(metadata.get("partitionColumns") or ())
@@ -117,10 +117,6 @@ def footer_stats(
     if "deletionVectors" in features(protocol):
         stats["tightBounds"] = True
     return stats_json(stats)
-
-
-def _config(metadata: Mapping[str, Any]) -> dict[str, str]:
-    return {k.lower(): str(v) for k, v in (metadata.get("configuration") or {}).items()}
 
 
 def _ordered(kind: str, value: Any) -> Any:

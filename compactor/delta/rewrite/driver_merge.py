@@ -270,8 +270,9 @@ def _arrow_schema(metadata: dict[str, Any]) -> pa.Schema | None:
 
 def merged_stats(stats: Sequence[str], metadata: dict[str, Any]) -> str:
     """The Delta statistics of the union of files' rows, from theirs (pure): rows and null counts
-    summed (each kept where every file has it), minimums and maximums compared in each column's type, each kept as its file wrote it,
-    and left out where a file with values in the column has none (`_bounded`)."""
+    summed (a count kept where every file has it), minimums and maximums compared in each
+    column's type, each kept as its file wrote it and left out where a file with values in the
+    column has none (`_bounded`)."""
     types = {f["name"]: f["type"] for f in json.loads(metadata["schemaString"])["fields"]}
     parsed = [json.loads(s, parse_float=Decimal) for s in stats]
     out: dict[str, Any] = {"numRecords": sum(int(p["numRecords"]) for p in parsed)}
