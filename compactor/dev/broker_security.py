@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +32,7 @@ from typing import Any
 from confluent_kafka.admin import AdminClient
 
 # the ACL types by their modules: confluent_kafka.admin re-exports them without `__all__`
-from confluent_kafka.admin._acl import AclBinding, AclOperation, AclPermissionType
+from confluent_kafka.admin._acl import AclBinding, AclBindingFilter, AclOperation, AclPermissionType
 from confluent_kafka.admin._resource import ResourcePatternType, ResourceType
 
 from compactor.errors import BrokerStartError
@@ -200,6 +201,36 @@ def grant(admin_settings: Mapping[str, str], grants: Iterable[Grant], timeout: f
             future.result(timeout)
         except Exception as exc:
             raise BrokerStartError(f"creating the ACL {binding} failed: {exc}") from exc
+    _await_in_force(admin, bindings, timeout)
+
+
+def _await_in_force(admin: AdminClient, bindings: list[AclBinding], timeout: float) -> None:
+    """Return once the broker's authorizer holds every binding. In KRaft a created ACL is
+    committed to the metadata log first and applied by the broker after, so a client asking at
+    once can still be refused (seen under load as a producer's "Failed to acquire idempotence
+    PID"); DescribeAcls answers from the same authorizer that decides."""
+    # None matches any name, principal and host (the filter's documented meaning; its annotations
+    # say str only)
+    anything: Any = None
+    every = AclBindingFilter(
+        ResourceType.ANY,
+        anything,
+        ResourcePatternType.ANY,
+        anything,
+        anything,
+        AclOperation.ANY,
+        AclPermissionType.ANY,
+    )
+    wanted, deadline = set(bindings), time.monotonic() + timeout
+    while True:
+        missing = wanted - set(admin.describe_acls(every, request_timeout=timeout).result(timeout))
+        if not missing:
+            return
+        if time.monotonic() > deadline:
+            raise BrokerStartError(
+                f"the broker did not apply the ACLs within {timeout:g} s: {sorted(missing)}"
+            )
+        time.sleep(0.1)
 
 
 def _quoted(value: str) -> str:

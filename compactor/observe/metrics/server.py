@@ -15,6 +15,7 @@ prometheus_client's alike); cheroot would do too, with more to configure for the
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -23,9 +24,12 @@ from prometheus_client import CollectorRegistry, make_wsgi_app
 from waitress import trigger
 from waitress.server import create_server
 
+log = logging.getLogger(__name__)
+
 THREADS = 4  # requests served at once; the rest wait in waitress's queue
 CONNECTION_LIMIT = 64  # open sockets at once, waitress's own two among them; more wait in the backlog
 CHANNEL_TIMEOUT_S = 30  # a connection that sends nothing for this long is closed
+STOP_WAIT_S = 30  # how long `stop` waits for the loop to close its sockets
 
 # A readiness check: its name and a function saying None when fine, else what is wrong.
 Check = Callable[[], str | None]
@@ -69,20 +73,23 @@ class ProbeServer:
 
     def stop(self) -> None:
         """Close every socket from the server's own loop thread (closed from here, a socket the loop
-        is waiting on in `select` fails it with EBADF, a traceback on every stop), then end its
-        worker threads."""
+        is waiting on in `select` fails it with EBADF), then end its worker threads. A loop that
+        does not end within `STOP_WAIT_S` keeps its sockets: closing them from this thread while
+        it still runs would close descriptors it is about to close too, or that the process has
+        already handed to a new socket (it is a daemon thread; the process's exit ends it)."""
         self._server.task_dispatcher.shutdown(
             timeout=1
         )  # first: a request served after would wake a closed loop
+        if not self._thread.ident:  # never started: nothing else touches its sockets
+            self._server.close()
+            return
         sockets = getattr(self._server, "_map", None) or getattr(self._server, "map", {})
         wake = next((c for c in list(sockets.values()) if isinstance(c, trigger.trigger)), None)
         if self._thread.is_alive() and wake is not None:
             wake.pull_trigger(lambda: [channel.close() for channel in list(sockets.values())])
-            self._thread.join(5)
-        if self._thread.is_alive() or not self._thread.ident:  # never started, or the loop is stuck
-            self._server.close()
-            if self._thread.ident:
-                self._thread.join(5)
+        self._thread.join(STOP_WAIT_S)
+        if self._thread.is_alive():
+            log.warning("the probe server's loop did not end within %s s; its port stays open", STOP_WAIT_S)
 
     def _app(self, environ: dict[str, Any], respond: Callable[..., Any]) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "/")
