@@ -102,6 +102,14 @@ class HadoopFiles:
         fs, path = self._fs_path(uri)
         return bool(fs.exists(path))
 
+    def size(self, uri: str) -> int:
+        """The file's length in bytes."""
+        local = self.local_path(uri)
+        if local is not None:
+            return os.path.getsize(local)
+        fs, path = self._fs_path(uri)
+        return int(fs.getFileStatus(path).getLen())
+
     def read_text(self, uri: str) -> str | None:
         """The file's text, or None when there is no such file."""
         data = self.read_bytes(uri)

@@ -226,7 +226,11 @@ def test_a_merge_raises_no_exception_across_py4j(
         return convert(e)
 
     monkeypatch.setattr(captured, "convert_exception", counted)
-    monkeypatch.setattr(index_check, "_local_file", lambda file, table: None)  # as on S3: via Hadoop
+    class Remote(HadoopFiles):  # the inputs' footers read as on S3: through Hadoop
+        def local_path(self, uri: str) -> str | None:
+            return None
+
+    monkeypatch.setattr(index_check, "HadoopFiles", Remote)
     execute_merge(
         spark,
         warehouse,

@@ -20,7 +20,6 @@ from compactor.config.sort import SortConfig
 from compactor.delta.commit.transaction import STATS_FROM_FOOTERS, DirectTransaction
 from compactor.delta.files import HadoopFiles
 from compactor.delta.paths import table_uri
-from compactor.delta.rewrite import index_check
 from compactor.delta.rewrite.index_check import footer
 from compactor.delta.rewrite.merge import execute_merge
 from compactor.delta.rewrite.merge_settings import MergeSettings
@@ -134,8 +133,9 @@ def test_the_footer_reads_the_same_in_python_and_through_hadoop(
     load(spark, warehouse, "t", 0)
     path = str(sorted((warehouse / "t").rglob("*.parquet"))[0])
     local = footer(spark, path)
-    monkeypatch.setattr(index_check, "_local_file", lambda file, table: None)
+    monkeypatch.setattr(HadoopFiles, "local_path", lambda self, uri: None)
     assert footer(spark, path) == local == ("dictionary", "snappy")
+    assert footer(spark, f"file://{path}") == local
 
 
 def test_a_concurrent_delete_fails_a_driver_merge_like_any_other(

@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import os
-import re
 from pathlib import Path
-from typing import Any
-from urllib.parse import unquote, urlsplit
 
 from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession, Window
@@ -14,9 +10,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, DataType
 
 from compactor.config.layout import LayoutConfig
-from compactor.delta.files import jvm_class
+from compactor.delta.files import HadoopFiles
 from compactor.delta.log.snapshot import physical_names
-from compactor.delta.paths import SEGMENT_COLUMN, table_uri
+from compactor.delta.paths import SEGMENT_COLUMN, data_file_uri, table_uri
 from compactor.domain.layout import HIDDEN_COLUMNS, IndexFacts
 from compactor.domain.segments import Segment
 
@@ -96,60 +92,20 @@ def _spark_type(data_type: DataType) -> tuple[str, bool]:
     return data_type.simpleString(), False
 
 
-def footer(spark: SparkSession, file: str, table: str | None = None) -> tuple[str, str]:
-    """(encoding, compression) of a Parquet file, read from its footer. With `table`, `file` is
-    an `add` action's path: a URI, relative to the table unless absolute (as Delta resolves it)."""
-    local = _local_file(file, table)
-    if local is not None:  # read by Python: no round trips to the JVM
-        return _local_footer(local)
-    jvm: Any = spark._jvm
-    conf = spark._jsc.hadoopConfiguration()
-    hadoop_path = jvm_class(jvm, "org.apache.hadoop.fs.Path")
-    if table is None:
-        path = hadoop_path(file)
-    else:
-        relative = hadoop_path(jvm_class(jvm, "java.net.URI")(file))
-        path = relative if relative.isAbsolute() else hadoop_path(hadoop_path(table), relative)
-    source = jvm_class(jvm, "org.apache.parquet.hadoop.util.HadoopInputFile").fromPath(path, conf)
-    reader = jvm_class(jvm, "org.apache.parquet.hadoop.ParquetFileReader").open(source)
-    try:
-        blocks = reader.getFooter().getBlocks()
-        if blocks.isEmpty():
-            return "dictionary", "snappy"
-        columns = blocks.get(0).getColumns()
-        # the writer's dictionary setting shows in any column: one of all-distinct values (an INT64
-        # timestamp) falls back to plain even when dictionaries are on
-        # a set's text in one call each: walking it through py4j ends in an exception that
-        # pyspark converts with a dozen class lookups (most of a small merge's driver time)
-        named = " ".join(str(columns.get(i).getEncodings().toString()) for i in range(columns.size()))
-        encodings = set(re.findall(r"[A-Z_]+", named))
-        encoding = "dictionary" if encodings & {"PLAIN_DICTIONARY", "RLE_DICTIONARY"} else "plain"
-        codec = str(columns.get(0).getCodec().name())
-        return encoding, _CODECS.get(codec, codec.lower())
-    finally:
-        reader.close()
-
-
-def _local_file(file: str, table: str | None) -> str | None:
-    """The file's path on this machine's disk, when it is there (a `file:` URI, or a path that
-    exists locally), resolved against the table as Delta resolves an `add` action's path."""
-    target = file
-    if table is not None and not urlsplit(file).scheme and not file.startswith("/"):
-        target = f"{table.rstrip('/')}/{file}"
-    parts = urlsplit(target)
-    if parts.scheme not in ("", "file") or parts.netloc not in ("", "localhost"):
-        return None
-    path = unquote(parts.path) if table is not None else parts.path
-    return path if os.path.isfile(path) else None
-
-
-def _local_footer(path: str) -> tuple[str, str]:
-    import pyarrow.parquet as pq
-
-    metadata = pq.ParquetFile(path).metadata
+def footer(
+    spark: SparkSession, file: str, table: str | None = None, size: int | None = None
+) -> tuple[str, str]:
+    """(encoding, compression) of a Parquet file, from its footer alone (one ranged read). With
+    `table`, `file` is an `add` action's path (a URI, relative to the table unless absolute, as
+    Delta resolves it); `size`: the file's length, when the caller knows it (else one lookup)."""
+    files = HadoopFiles(spark)
+    uri = data_file_uri(table, file) if table is not None else file
+    metadata = files.parquet_footer(uri, size if size is not None else files.size(uri))
     if metadata.num_row_groups == 0:
         return "dictionary", "snappy"
     group = metadata.row_group(0)
+    # the writer's dictionary setting shows in any column: one of all-distinct values (an INT64
+    # timestamp) falls back to plain even when dictionaries are on
     encodings = {e for i in range(group.num_columns) for e in group.column(i).encodings}
     encoding = "dictionary" if encodings & {"PLAIN_DICTIONARY", "RLE_DICTIONARY"} else "plain"
     codec = str(group.column(0).compression)

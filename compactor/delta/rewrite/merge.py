@@ -287,7 +287,10 @@ def codec_of(spark: SparkSession, inputs: list[LiveFile], path: str, file: str |
     `file`: an absolute path to read instead (the generic overwrite's input files)."""
     if file is None and not inputs:
         return str(spark.conf.get("spark.sql.parquet.compression.codec", "snappy"))
-    codec = footer(spark, file)[1] if file is not None else footer(spark, inputs[0].path, table=path)[1]
+    first = inputs[0] if file is None else None
+    codec = (
+        footer(spark, first.path, path, first.size)[1] if first is not None else footer(spark, str(file))[1]
+    )
     return "none" if codec == "uncompressed" else codec
 
 
