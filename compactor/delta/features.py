@@ -86,9 +86,8 @@ def refused_features(protocol: Mapping[str, Any], metadata: Mapping[str, Any]) -
     `protocol` and `metadata` are the snapshot's `protocol` and `metaData` actions
     as the Delta protocol writes them (JSON objects).
     """
-    config = {k.lower(): str(v).lower() for k, v in (metadata.get("configuration") or {}).items()}
     reasons = []
-    if config.get("delta.appendonly") == "true":
+    if table_flag(table_config(metadata), "delta.appendonly"):
         reasons.append(
             "delta.appendOnly=true: a merge removes its input files, which an append-only table forbids"
         )
@@ -112,11 +111,18 @@ def table_config(metadata: Mapping[str, Any]) -> dict[str, str]:
     return {k.lower(): str(v) for k, v in (metadata.get("configuration") or {}).items()}
 
 
+def table_flag(config: Mapping[str, str], key: str, default: bool = False) -> bool:
+    """A boolean property of `table_config` (its key in lower case), as Delta reads it: any
+    case of "true" is true."""
+    value = config.get(key)
+    return default if value is None else value.lower() == "true"
+
+
 def row_tracking_columns(protocol: Mapping[str, Any], metadata: Mapping[str, Any]) -> tuple[str, str] | None:
     """The materialised row id and row commit version columns a rewrite writes, when the table
     has row tracking enabled (None: rows carry no id a rewrite must keep)."""
     config = table_config(metadata)
-    if config.get("delta.enablerowtracking", "").lower() != "true" or "rowTracking" not in features(protocol):
+    if not table_flag(config, "delta.enablerowtracking") or "rowTracking" not in features(protocol):
         return None
     return (
         config.get("delta.rowtracking.materializedrowidcolumnname", ""),

@@ -12,6 +12,8 @@ from compactor.delta.features import (
     overwrite_refusal,
     refused_features,
     row_tracking_columns,
+    table_config,
+    table_flag,
 )
 
 MODERN = {"minReaderVersion": 3, "minWriterVersion": 7}
@@ -64,6 +66,7 @@ def test_legacy_protocols_imply_their_features() -> None:
     ("protocol", "meta", "named"),
     [
         ({"minWriterVersion": 2}, metadata({"delta.appendOnly": "true"}), "delta.appendOnly=true"),
+        ({"minWriterVersion": 2}, metadata({"Delta.AppendOnly": "TRUE"}), "delta.appendOnly=true"),
         # kept by the direct commit only: refused where Delta's generic overwrite would be the path
         (MODERN | {"writerFeatures": ["rowTracking", "domainMetadata", "collations-preview"]},
          metadata(ROW_TRACKING), "rowTracking is enabled: Delta's generic overwrite would assign new row ids"),
@@ -116,3 +119,11 @@ def test_the_materialised_row_tracking_columns_are_read_from_the_configuration()
         row_tracking_columns(MODERN | {"writerFeatures": ["domainMetadata"]}, metadata(ROW_TRACKING)) is None
     )
     assert overwrite_refusal(protocol, metadata()) is None
+
+
+def test_a_boolean_property_is_read_as_delta_reads_it_in_any_case() -> None:
+    config = table_config(metadata({"Delta.EnableRowTracking": "TRUE", "delta.appendOnly": "false"}))
+    assert table_flag(config, "delta.enablerowtracking") is True
+    assert table_flag(config, "delta.appendonly") is False
+    assert table_flag(config, "delta.randomizefileprefixes") is False
+    assert table_flag(config, "delta.writepartitioncolumnstoparquet", default=True) is True

@@ -32,7 +32,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from compactor.delta.commit.plan_transactions import RETENTION_PROPERTY
-from compactor.delta.features import features
+from compactor.delta.features import features, table_config, table_flag
 from compactor.delta.files import HadoopFiles, jvm_class
 from compactor.delta.log.live_files import LiveFile, LiveFiles
 
@@ -114,8 +114,8 @@ def write_missing_checksum(spark: SparkSession, files: HadoopFiles, log_uri: str
     if live.protocol is None or live.metadata is None or live.domain_metadata:
         return False
     table_features = features(live.protocol)
-    config = {k.lower(): str(v).lower() for k, v in (live.metadata.get("configuration") or {}).items()}
-    if table_features - DESCRIBED or config.get("delta.enableincommittimestamps") == "true":
+    config = table_config(live.metadata)
+    if table_features - DESCRIBED or table_flag(config, "delta.enableincommittimestamps"):
         return False
     target = f"{log_uri}/{live.version:020d}.crc"
     if files.exists(target):
@@ -147,8 +147,9 @@ def derive(
 ) -> dict[str, Any]:
     """The checksum after a commit of `added` new files and `removed` ones (pure)."""
     checksum = {k: previous[k] for k in KEPT if k in previous}
-    config = {k.lower() for k in ((previous.get("metadata") or {}).get("configuration") or {})}
-    if RETENTION_PROPERTY.lower() in config:  # which transactions expired is Delta's to say
+    if RETENTION_PROPERTY.lower() in table_config(
+        previous.get("metadata") or {}
+    ):  # which transactions expired is Delta's to say
         checksum.pop("setTransactions", None)
     sizes_in = [int(a["size"]) for a in added]
     sizes_out = [f.size for f in removed]

@@ -46,7 +46,7 @@ import pyarrow.parquet as pq
 from compactor.config.sort import SortConfig
 from compactor.delta.commit.footer_stats import stats_json
 from compactor.delta.content.fingerprint import arrow_fingerprint, table_columns
-from compactor.delta.features import features, row_tracking_columns
+from compactor.delta.features import features, row_tracking_columns, table_config, table_flag
 from compactor.delta.files import HadoopFiles
 from compactor.delta.log.live_files import LiveFile
 from compactor.delta.paths import SEGMENT_COLUMN
@@ -112,14 +112,13 @@ def refusal(
     if not inputs:
         return "no input file (every input is empty)"
     size = sum(f.size for f in inputs)
-    config = {k.lower(): str(v).lower() for k, v in (metadata.get("configuration") or {}).items()}
+    config = table_config(metadata)
     if max_bytes <= 0 or size > max_bytes:
         return f"{size} bytes of input, over the driver's {max_bytes}"
     if features(protocol) - _PLAIN_FEATURES:
         return f"table features {sorted(features(protocol) - _PLAIN_FEATURES)}"
-    if (
-        config.get("delta.columnmapping.mode", "none") != "none"
-        or config.get("delta.randomizefileprefixes") == "true"
+    if config.get("delta.columnmapping.mode", "none").lower() != "none" or table_flag(
+        config, "delta.randomizefileprefixes"
     ):
         return "column mapping or randomized file prefixes"
     if order is not None and order.curve != "linear":
@@ -247,9 +246,8 @@ def _arrow_schema(metadata: dict[str, Any]) -> pa.Schema | None:
     column included unless `delta.writePartitionColumnsToParquet` is false (Delta writes it by
     default); None when one is not a flat primitive type."""
     fields = json.loads(metadata["schemaString"])["fields"]
-    config = {k.lower(): str(v).lower() for k, v in (metadata.get("configuration") or {}).items()}
     partitions = set(metadata.get("partitionColumns") or ())
-    in_files = config.get("delta.writepartitioncolumnstoparquet", "true") != "false"
+    in_files = table_flag(table_config(metadata), "delta.writepartitioncolumnstoparquet", default=True)
     out = []
     for field in fields:
         if field["name"] in partitions and not in_files:
