@@ -226,6 +226,7 @@ def test_a_merge_raises_no_exception_across_py4j(
         return convert(e)
 
     monkeypatch.setattr(captured, "convert_exception", counted)
+
     class Remote(HadoopFiles):  # the inputs' footers read as on S3: through Hadoop
         def local_path(self, uri: str) -> str | None:
             return None
