@@ -147,9 +147,8 @@ def derive(
 ) -> dict[str, Any]:
     """The checksum after a commit of `added` new files and `removed` ones (pure)."""
     checksum = {k: previous[k] for k in KEPT if k in previous}
-    if RETENTION_PROPERTY.lower() in table_config(
-        previous.get("metadata") or {}
-    ):  # which transactions expired is Delta's to say
+    config = table_config(previous.get("metadata") or {})
+    if RETENTION_PROPERTY.lower() in config:  # which transactions expired is Delta's to say
         checksum.pop("setTransactions", None)
     sizes_in = [int(a["size"]) for a in added]
     sizes_out = [f.size for f in removed]
