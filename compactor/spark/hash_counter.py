@@ -44,11 +44,7 @@ def jar() -> Path:
 
 def jars() -> list[Path]:
     """The class's jar, or none (said in the log) when it cannot be built here."""
-    try:
-        return [jar()]
-    except DependencyResolutionError as refused:
-        log.warning("content certificates will use Spark's Observation: %s", refused)
-        return []
+    return java_build.optional(jar, "content certificates will use Spark's Observation")
 
 
 def _class_path() -> list[Path]:

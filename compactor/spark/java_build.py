@@ -8,15 +8,18 @@ and a later start finds them in milliseconds.
 from __future__ import annotations
 
 import hashlib
+import logging
 import shutil
 import subprocess
 import tempfile
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from compactor.errors import DependencyResolutionError
 from compactor.spark import jvm
+
+log = logging.getLogger(__name__)
 
 
 def compiled_jar(
@@ -53,3 +56,13 @@ def compiled_jar(
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(str(staged), str(target))  # whole or absent: a half-written jar is never found
     return target
+
+
+def optional(build: Callable[[], Path], without: str) -> list[Path]:
+    """The jar `build` makes, or none when it cannot be built here: then the log says so, and
+    `without` (what the job does without it)."""
+    try:
+        return [build()]
+    except DependencyResolutionError as refused:
+        log.warning("%s: %s", without, refused)
+        return []

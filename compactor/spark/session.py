@@ -28,7 +28,7 @@ from pyspark.sql import SparkSession
 
 from compactor.config.rules import Resources
 from compactor.errors import CompactorError
-from compactor.spark import class_archive, conditional_log_store, hash_counter, jvm
+from compactor.spark import class_archive, conditional_log_store, hash_counter, jvm, local_file_system
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
@@ -107,11 +107,12 @@ def on_gcs(location: str | Path) -> bool:
 
 
 def jars_for(locations: Sequence[str | Path]) -> list[Path]:
-    """Delta, the Kafka connector and our row-hash sums always; S3A and its AWS SDK only for S3
-    locations, Google's connector only for gs:// ones."""
+    """Delta, the Kafka connector, our row-hash sums and local file system always; S3A and its
+    AWS SDK only for S3 locations, Google's connector only for gs:// ones."""
     return (
         jvm.spark_jars()
         + hash_counter.jars()
+        + local_file_system.jars()
         + ([*jvm.s3_jars(), conditional_log_store.jar()] if any(on_s3(loc) for loc in locations) else [])
         + (jvm.gcs_jars() if any(on_gcs(loc) for loc in locations) else [])
     )
@@ -148,6 +149,7 @@ def spark_submit_args(locations: Sequence[str | Path] = (), local_jars: bool = F
     # --packages takes neither a classifier (Google's shaded jar) nor a jar of our own
     local = [
         *hash_counter.jars(),
+        *local_file_system.jars(),
         *(jvm.gcs_jars() if any(on_gcs(loc) for loc in locations) else []),
         *([conditional_log_store.jar()] if s3 else []),
     ]
@@ -203,6 +205,7 @@ def build_spark(
         conf["spark.scheduler.mode"] = "FAIR"
         conf["spark.scheduler.allocation.file"] = str(_fair_pools_file(fair_pools, scratch_dir))
     _require_classes(locations, conf)
+    conf.update(local_file_system.settings(SparkContext._jvm, conf))
     builder = SparkSession.builder
     for key, value in conf.items():
         builder = builder.config(key, value)

@@ -99,7 +99,7 @@ def test_without_a_jdk_the_jar_is_left_out_and_the_log_says_why(
         DependencyResolutionError, match=r"`javac` is not on PATH: RowHashSum.java is compiled"
     ):
         hash_counter.jar()
-    with caplog.at_level(logging.WARNING, logger=hash_counter.__name__):
+    with caplog.at_level(logging.WARNING):
         assert hash_counter.jars() == []
     assert "content certificates will use Spark's Observation" in caplog.text
 
