@@ -478,3 +478,32 @@ def test_a_table_the_direct_commit_does_not_serve_yet_overwrites_as_before_and_s
     assert not [a for a in actions if "txn" in a], "and with no per-plan transaction id either"
     table = spark.read.format("delta").load(path)
     assert rows_checksum(table) == expected and commit.records_out == 40
+
+
+@pytest.mark.parametrize(("appended_to", "conflicts"), [("s0", True), ("s9", False)])
+def test_a_data_changing_commit_conflicts_with_an_append_its_read_predicate_matches(
+    spark: Any, warehouse: Path, appended_to: str, conflicts: bool
+) -> None:
+    """What `track` tells Delta's conflict checker: the files read and the partition predicate
+    they were read by, so a load into a read segment fails a commit that changes data (an upsert
+    compaction's) and a load elsewhere does not."""
+    from compactor.delta.commit.transaction import segment_predicate
+    from compactor.delta.log.live_files import table_live_files
+
+    rust_load(warehouse, "s0", 0)
+    rust_load(warehouse, "s1", 1)
+    path = table_uri(warehouse, "t")
+    live = table_live_files(spark, path, "t")
+    txn = DirectTransaction.begin(spark, path, live)
+    read = live.at(txn.read_version).of(["s0"])["s0"]
+    txn.track(read, segment_predicate(["s0"]))
+    rust_load(warehouse, appended_to, 9)  # another writer's load, committed meanwhile
+
+    def commit() -> int:
+        return txn.commit([], read, True, commit_metadata("merge", []), ["s0"])
+
+    if conflicts:
+        with pytest.raises(CommitConflict, match="ConcurrentAppend"):
+            commit()
+    else:
+        assert commit() == 3

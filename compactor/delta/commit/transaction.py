@@ -48,6 +48,7 @@ given and tracks no high-water mark for them.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import threading
@@ -57,6 +58,7 @@ from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StringType, StructField, StructType
 
 from compactor.delta.commit.checksum_file import write_missing_checksum
 from compactor.delta.commit.conflicts import conflicts_as_commit_conflict
@@ -148,7 +150,7 @@ class DirectTransaction:
         recorded as read by the transaction (`track`); with row tracking, each row's id and
         commit version in the materialised columns (`row_tracking`), for `write` to keep."""
         frame = self._frame(files)
-        self._track(frame, files, predicate)
+        self._track(files, predicate)
         if self.row_tracking is None:
             return frame
         tracking = jvm_class(self._jvm, "org.apache.spark.sql.delta.RowTracking")
@@ -157,7 +159,7 @@ class DirectTransaction:
     def track(self, files: Sequence[LiveFile], predicate: Column | None) -> None:
         """Tell Delta's conflict checker the commit depends on `files` and on `predicate` (a
         partition predicate; None: the whole table was read)."""
-        self._track(self._frame(files), files, predicate)
+        self._track(files, predicate)
 
     def _frame(self, files: Sequence[LiveFile]) -> DataFrame:
         option = jvm_class(self._jvm, "scala.Option")
@@ -166,12 +168,20 @@ class DirectTransaction:
         )
         return DataFrame(relation, self.spark)
 
-    def _track(self, frame: DataFrame, files: Sequence[LiveFile], predicate: Column | None) -> None:
+    def _track(self, files: Sequence[LiveFile], predicate: Column | None) -> None:
         self._tracked.append((files, predicate))
         self.txn.trackFilesRead(self._seq(self._actions(files)))
-        condition = frame.where(predicate if predicate is not None else F.lit(True))
-        analyzed = condition._jdf.queryExecution().analyzed().condition()
-        self.txn.trackReadPredicates(self._seq([analyzed]), predicate is not None, True)
+        condition = self._catalyst(predicate if predicate is not None else F.lit(True))
+        self.txn.trackReadPredicates(self._seq([condition]), predicate is not None, True)
+
+    def _catalyst(self, predicate: Column) -> Any:
+        """`predicate` (over the table's partition columns) as Catalyst's resolved expression,
+        analysed against an empty relation of those columns: analysed against the table's own
+        relation, it cost a small merge more than the rest of `track`."""
+        relation = _partition_relation(
+            self.spark, self.metadata["schemaString"], *self.metadata["partitionColumns"]
+        )
+        return relation.where(predicate)._jdf.queryExecution().analyzed().condition()
 
     def write(self, data: DataFrame, options: dict[str, str]) -> list[dict[str, Any]]:
         """Write `data` as new files of the table (Delta's `maxRecordsPerFile` and `compression`
@@ -253,10 +263,7 @@ class DirectTransaction:
         operations = jvm_class(self._jvm, "org.apache.spark.sql.delta.DeltaOperations")
         option = jvm_class(self._jvm, "scala.Option")
         if purge:  # Delta takes its userMetadata from the session's configuration
-            segments = self.spark.range(0).select(F.lit("").alias(SEGMENT_COLUMN))
-            filtered = segments.where(segment_predicate(replaced))  # the predicate as Catalyst's
-            predicate = filtered._jdf.queryExecution().analyzed().condition()
-            operation = operations.Reorg(self._seq([predicate]), True)
+            operation = operations.Reorg(self._seq([self._catalyst(segment_predicate(replaced))]), True)
         else:
             operation = operations.Write(
                 jvm_class(self._jvm, "org.apache.spark.sql.SaveMode").Overwrite,
@@ -336,6 +343,16 @@ class DirectTransaction:
         for item in items:
             values.add(item)
         return jvm_class(self._jvm, "scala.jdk.javaapi.CollectionConverters").asScala(values).toSeq()
+
+
+@functools.lru_cache(maxsize=64)
+def _partition_relation(spark: SparkSession, schema: str, *partition_columns: str) -> DataFrame:
+    """An empty relation of the table's partition columns (the segment's, as a string, when the
+    schema names none), to resolve predicates over them."""
+    fields = [f for f in StructType.fromJson(json.loads(schema)).fields if f.name in partition_columns]
+    if not any(f.name == SEGMENT_COLUMN for f in fields):
+        fields.append(StructField(SEGMENT_COLUMN, StringType()))
+    return spark.createDataFrame([], StructType(fields))
 
 
 def _checksum_newest(spark: SparkSession, live: LiveFileIndex) -> None:
