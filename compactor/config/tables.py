@@ -176,7 +176,12 @@ class TableFields(Frozen):
     def spark_pool(self, rule: str, pool: str | None) -> str | None:
         """The FAIR pool a plan of `rule` (bin packing: of `pool`) runs in; None: Spark's default."""
         name = pool if pool is not None else rule
-        return name if name in self.spark_pools() else None
+        for r in self.rules:  # asked for every waiting plan: no pool's resources are built
+            if isinstance(r, BinPackRule) and any(p.name == name for p in r.pools):
+                return name
+            if isinstance(r, MinorRule | MajorRule) and r.cores_while_compacting and r.rule == name:
+                return name
+        return None
 
 
 class TableSettings(TableFields):

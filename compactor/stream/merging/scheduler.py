@@ -133,7 +133,10 @@ class MergeScheduler(Generic[Outcome]):
         self.waiting.offer(table, plans, whole)
         if at_once:
             self._round(None, only=table)
-        elif self.waiting.per_round is None:
+        elif self.waiting.per_round is None and self.inflight.free_slots() > 0:
+            # with every slot busy nothing can start: the round after the batch's offers (or the
+            # tick's, when a merge finishes) says why each waits; a round here for each of a
+            # batch's thousand tables looked at every waiting plan a thousand times
             self._round(None)
         self._collect()
 
@@ -244,7 +247,8 @@ class MergeScheduler(Generic[Outcome]):
 
     def _offer_ready(self) -> None:
         """Tell the job's slots what this shard has ready, and the status why the rest waits."""
-        ready = self.waiting.ready(self._startable)
+        # with every slot busy no plan is startable: the look at each is saved
+        ready = self.waiting.ready(self._startable) if self.inflight.free_slots() > 0 else []
         self.inflight.demand({p.table: self.desk.pool(p) for p in ready})
         reasons = {}
         for table in self.waiting.tables():

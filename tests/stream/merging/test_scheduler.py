@@ -384,3 +384,39 @@ def test_a_merge_cancelled_before_a_worker_began_it_never_runs() -> None:
             advance(merges)
     assert ran == [], "the cancelled merge never began"
     assert [(f.plan.table, f.commit is not None) for f in desk.finished] == [("u", False), ("t", True)]
+
+
+@dataclass
+class CountingDesk(Desk):
+    """A desk that counts how often the scheduler asks a plan's pool (once per look at a plan)."""
+
+    asked: int = 0
+
+    def pool(self, plan: MergePlan) -> str | None:
+        self.asked += 1
+        return None
+
+
+def test_a_batch_offering_many_tables_with_every_slot_busy_looks_at_each_plan_a_bounded_number_of_times() -> (
+    None
+):
+    """A batch of 200 tables' plans while the one slot runs a merge: each offer used to run a
+    round that looked at every waiting plan (40,000 looks, quadratic in the tables). Now the
+    round after the batch's offers says why each waits, and starts the first when the slot frees."""
+    busy, gate = plan("busy", 0), threading.Event()
+    desk = CountingDesk({busy.plan_id: lambda p: (gate.wait(10), Finished(p, commit=commit(p, 1)))[1]})
+    tables = [f"t{i:03d}" for i in range(200)]
+    with MergeThreads(1) as pool:
+        merges, activity = scheduler(desk, pool, slots=1)
+        merges.offer("busy", [busy])
+        desk.asked = 0
+        for table in tables:
+            merges.offer(table, [plan(table, 0)])
+        advance(merges)  # the batch's round after its offers
+        assert desk.asked <= 3 * len(tables), f"{desk.asked} looks at 200 waiting plans"
+        assert activity.waiting == {t: "all 1 merge slots are busy" for t in tables}
+        gate.set()
+        while merges.running():
+            merges.wait(1.0)
+        advance(merges)
+        assert desk.began[:2] == [busy.plan_id, plan("t000", 0).plan_id], "the slot went to the next in line"
