@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from compactor.cli.main import main
 from compactor.errors import DependencyResolutionError
-from compactor.spark import conditional_log_store, hash_counter, jvm, session
+from compactor.spark import conditional_log_store, hash_counter, jvm, local_file_system, session
 
 SMALL = jvm.Artifact("org.slf4j:slf4j-api:1.7.36")  # one jar, no dependencies, in every Maven cache here
 
@@ -45,7 +45,8 @@ def test_spark_submit_args_bring_the_jars_and_leave_out_what_spark_ships(
     monkeypatch.setattr(jvm, "s3_jars", lambda: [Path("/c/hadoop-aws.jar")])
     monkeypatch.setattr(conditional_log_store, "jar", lambda: Path("/c/compactor-logstore.jar"))
     monkeypatch.setattr(hash_counter, "jar", lambda: Path("/c/compactor-row-hash-sum.jar"))
-    ours = ["--jars", "/c/compactor-row-hash-sum.jar"]
+    monkeypatch.setattr(local_file_system, "jar", lambda: Path("/c/compactor-local-fs.jar"))
+    ours = ["--jars", "/c/compactor-row-hash-sum.jar,/c/compactor-local-fs.jar"]
     log_store = [
         "--conf", "spark.hadoop.fs.s3a.input.stream.type=classic",
         "--conf", "spark.sql.streaming.checkpointFileManagerClass="
@@ -67,17 +68,18 @@ def test_spark_submit_args_bring_the_jars_and_leave_out_what_spark_ships(
     assert session.spark_submit_args(["s3a://b/w"])[3] == "org.shipped:s3-dep,org.shipped:spark-dep"
     # our classes are no Maven artifact: they go as jars, the log store with the settings that choose it
     assert session.spark_submit_args(["s3a://b/w"])[4:6] == [
-        "--jars", "/c/compactor-row-hash-sum.jar,/c/compactor-logstore.jar"
+        "--jars", "/c/compactor-row-hash-sum.jar,/c/compactor-local-fs.jar,/c/compactor-logstore.jar"
     ]  # fmt: skip
     assert session.spark_submit_args(["s3a://b/w"])[-len(log_store) :] == log_store
     assert session.spark_submit_args(["/local"], local_jars=True) == [
-        "--jars", "/c/delta.jar,/c/kafka.jar,/c/compactor-row-hash-sum.jar", *extensions, *catalog
+        "--jars", "/c/delta.jar,/c/kafka.jar,/c/compactor-row-hash-sum.jar,/c/compactor-local-fs.jar", *extensions, *catalog
     ]  # fmt: skip
     printed = CliRunner().invoke(main, ["jars", "--spark-submit-args", "--local-jars", "--s3"])
     assert printed.exit_code == 0, printed.output
     assert shlex.split(printed.stdout) == [
         "--jars",
-        "/c/delta.jar,/c/kafka.jar,/c/compactor-row-hash-sum.jar,/c/hadoop-aws.jar,/c/compactor-logstore.jar",
+        "/c/delta.jar,/c/kafka.jar,/c/compactor-row-hash-sum.jar,/c/compactor-local-fs.jar,/c/hadoop-aws.jar,"
+        "/c/compactor-logstore.jar",
         *extensions,
         *catalog,
         *log_store,
