@@ -7,7 +7,7 @@ refused with an error naming the table, the key, the value and why.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import timedelta
 from types import MappingProxyType
 from typing import Any
@@ -165,23 +165,25 @@ class TableFields(Frozen):
 
     def spark_pools(self) -> dict[str, Resources]:
         """The Spark FAIR pools this table's merges run in, with their resources."""
-        pools: dict[str, Resources] = {}
-        for rule in self.rules:
-            if isinstance(rule, BinPackRule):
-                pools.update((p.name, p.resources) for p in rule.pools)
-            elif isinstance(rule, MinorRule | MajorRule) and rule.cores_while_compacting:
-                pools[rule.rule] = Resources(min_share=rule.cores_while_compacting)
-        return pools
+        return {
+            name: found if isinstance(found, Resources) else Resources(min_share=found)
+            for name, found in self._pools()
+        }
 
     def spark_pool(self, rule: str, pool: str | None) -> str | None:
-        """The FAIR pool a plan of `rule` (bin packing: of `pool`) runs in; None: Spark's default."""
+        """The FAIR pool a plan of `rule` (bin packing: of `pool`) runs in; None: Spark's default.
+        Asked for every waiting plan, so no pool's resources are built."""
         name = pool if pool is not None else rule
-        for r in self.rules:  # asked for every waiting plan: no pool's resources are built
-            if isinstance(r, BinPackRule) and any(p.name == name for p in r.pools):
-                return name
-            if isinstance(r, MinorRule | MajorRule) and r.cores_while_compacting and r.rule == name:
-                return name
-        return None
+        return name if any(found == name for found, _ in self._pools()) else None
+
+    def _pools(self) -> Iterator[tuple[str, Resources | int]]:
+        """Each pool's name with its resources, or with the cores a minor or major rule's pool
+        holds (its resources are built only by `spark_pools`)."""
+        for rule in self.rules:
+            if isinstance(rule, BinPackRule):
+                yield from ((p.name, p.resources) for p in rule.pools)
+            elif isinstance(rule, MinorRule | MajorRule) and rule.cores_while_compacting:
+                yield rule.rule, rule.cores_while_compacting
 
 
 class TableSettings(TableFields):
