@@ -5,7 +5,8 @@ The same rows (default 200 segments x 46k rows with a 100-character note, about
 are written twice:
 partitioned by `segment_id`, as the project writes tables, and unpartitioned (a
 plain table with a segment_id column). Each run compacts its own fresh
-`shutil.copytree` copy:
+`shutil.copytree` copy, timed from after an `os.sync()` (so no run pays for writing back the
+copy or the run before it):
 
 - ours: `compactor.delta.rewrite.merge.execute_merge` with one plan over all segments
   (`make_plan(..., rule="bench")`) on a partitioned copy: bookkeeping included;
@@ -133,8 +134,14 @@ T = TypeVar("T")
 
 
 def timed(work: Callable[[], T]) -> tuple[float, dict[str, Any], T]:
-    """(seconds, RSS figures in MiB, result) of `work()`."""
-    with PeakRss() as rss:
+    """(seconds, RSS figures in MiB, result) of `work()`, started with no dirty pages waiting:
+    a copy made just before (ours and OPTIMIZE copy 1 GiB, the raw rewrite reads the source in
+    place) or the run before it would otherwise be written back while it runs."""
+    os.sync()
+    # a sample of a 2 GiB JVM's PSS walks its page tables in the kernel: at the probe's default
+    # 0.2 s that took a tenth of a core from the 2 the rewrite runs on (and more from ours than
+    # from the raw rewrite); a sample a second still sees a 10-second run's peak
+    with PeakRss(interval=1.0) as rss:
         before = rss.peak_mib
         began = time.perf_counter()
         result = work()
