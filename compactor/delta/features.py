@@ -70,6 +70,27 @@ _LEGACY_WRITER = {
     6: ("identityColumns",),
 }
 
+# Features that change nothing about how a file of unchanged rows is written: a rewrite that
+# writes its files itself (the driver's Arrow merge, a write as one partition) serves only these.
+PLAIN_FILE_FEATURES = frozenset(
+    {
+        "appendOnly",
+        "invariants",
+        "checkConstraints",
+        "changeDataFeed",
+        "generatedColumns",
+        "timestampNtz",
+        "deletionVectors",
+        "domainMetadata",
+        "vacuumProtocolCheck",
+        "v2Checkpoint",
+        "checkpointProtection",
+        "inCommitTimestamp",
+        "identityColumns",  # the values are copied; the high-water mark lives in the metadata
+        "rowTracking",  # ids and commit versions written to the materialised columns (`_read`)
+    }
+)
+
 
 def features(protocol: Mapping[str, Any]) -> set[str]:
     """Every feature the protocol action names or implies."""

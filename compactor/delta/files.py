@@ -13,7 +13,7 @@ import contextlib
 import os
 import uuid
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -50,6 +50,14 @@ def scala_items(jvm: Any, seq: Any) -> list[Any]:
     through py4j would make pyspark convert the iterator's end (a JVM exception) on every call."""
     view = jvm_class(jvm, "scala.jdk.javaapi.CollectionConverters").asJava(seq)
     return [view.get(i) for i in range(view.size())]
+
+
+def scala_seq(jvm: Any, items: Sequence[Any]) -> Any:
+    """A Python sequence as the immutable Scala `Seq` Spark's and Delta's APIs take."""
+    values = jvm_class(jvm, "java.util.ArrayList")()
+    for item in items:
+        values.add(item)
+    return jvm_class(jvm, "scala.jdk.javaapi.CollectionConverters").asScala(values).toSeq()
 
 
 def scala_map(jvm: Any, values: dict[str, Any]) -> Any:

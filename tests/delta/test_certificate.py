@@ -208,9 +208,9 @@ def test_files_that_hold_other_than_the_rows_handed_to_the_writer_are_refused(
     write = DirectTransaction.write
 
     def one_file_lost(
-        self: DirectTransaction, data: DataFrame, options: dict[str, str]
+        self: DirectTransaction, data: DataFrame, options: dict[str, str], into: dict[str, str] | None = None
     ) -> list[dict[str, Any]]:
-        return write(self, data.repartition(2), options)[1:]
+        return write(self, data.repartition(2), options, into)[1:]
 
     monkeypatch.setattr(DirectTransaction, "write", one_file_lost)
     with pytest.raises(ContentMismatch, match=r"90 rows handed to the writer, but its files hold [0-9]+$"):

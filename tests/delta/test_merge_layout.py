@@ -103,8 +103,9 @@ def test_a_linear_order_sorts_each_file_and_files_do_not_overlap(spark: Any, war
 
 
 def written_by(file: str) -> tuple[int, int]:
-    """Spark's name for a file it wrote: `part-<task's partition>-<job uuid>.c<file of the task>`."""
-    match = re.search(r"part-(\d{5})-.*\.c(\d{3})", file)
+    """Spark's name for a file it wrote: `part-<task's partition>-<job uuid>.c<file of the task>`
+    (`-c` in an unpartitioned write's names, as a merge's output written as one partition is)."""
+    match = re.search(r"part-(\d{5})-.*[.-]c(\d{3})", file)
     assert match, file
     return int(match[1]), int(match[2])
 

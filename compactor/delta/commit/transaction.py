@@ -11,8 +11,10 @@ merge commits the way Delta's OPTIMIZE does, through delta-spark's own transacti
   checker what the commit depends on: a concurrent writer that removed one of them (a DELETE,
   another engine's OPTIMIZE) or, for a commit that changes data, added a file the predicate
   matches, makes the commit fail;
-- `writeFiles` writes the output with full statistics; the commit removes the inputs' files
-  and adds the output's, with `dataChange=false` unless rows changed (upsert compaction).
+- `writeFiles` writes the output with full statistics (or, for an output of one partition on a
+  table of plain files, the same file writer writes it as that partition, `partition_write`);
+  the commit removes the inputs' files and adds the output's, with `dataChange=false` unless
+  rows changed (upsert compaction).
 
 The commit goes through the same JVM, `LogStore` and file systems as every other write of the
 job, so the S3 single-driver lock and the HDFS and GCS semantics are Delta's own.
@@ -53,7 +55,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -65,8 +67,10 @@ from compactor.delta.commit.conflicts import conflicts_as_commit_conflict
 from compactor.delta.commit.footer_stats import footer_stats
 from compactor.delta.commit.footer_stats import refusal as footer_stats_refusal
 from compactor.delta.commit.log_upkeep import without_inline_checkpoint
+from compactor.delta.commit.partition_write import refusal as partition_write_refusal
+from compactor.delta.commit.partition_write import session_conf, write_one_partition
 from compactor.delta.features import direct_commit_refusal, refused_features, row_tracking_columns
-from compactor.delta.files import HadoopFiles, jvm_class, scala_items, scala_map
+from compactor.delta.files import HadoopFiles, jvm_class, scala_items, scala_map, scala_seq
 from compactor.delta.log.live_files import LiveFile, LiveFileIndex
 from compactor.delta.log.reader import CommitFacts
 from compactor.delta.log.reads import committed
@@ -164,15 +168,18 @@ class DirectTransaction:
     def _frame(self, files: Sequence[LiveFile]) -> DataFrame:
         option = jvm_class(self._jvm, "scala.Option")
         relation = self._delta_log.createDataFrame(
-            self.txn.snapshot(), self._seq(self._actions(files)), False, option.apply(READ_ACTION_TYPE)
+            self.txn.snapshot(),
+            scala_seq(self._jvm, self._actions(files)),
+            False,
+            option.apply(READ_ACTION_TYPE),
         )
         return DataFrame(relation, self.spark)
 
     def _track(self, files: Sequence[LiveFile], predicate: Column | None) -> None:
         self._tracked.append((files, predicate))
-        self.txn.trackFilesRead(self._seq(self._actions(files)))
+        self.txn.trackFilesRead(scala_seq(self._jvm, self._actions(files)))
         condition = self._catalyst(predicate if predicate is not None else F.lit(True))
-        self.txn.trackReadPredicates(self._seq([condition]), predicate is not None, True)
+        self.txn.trackReadPredicates(scala_seq(self._jvm, [condition]), predicate is not None, True)
 
     def _catalyst(self, predicate: Column) -> Any:
         """`predicate` (over the table's partition columns) as Catalyst's resolved expression,
@@ -183,21 +190,36 @@ class DirectTransaction:
         )
         return relation.where(predicate)._jdf.queryExecution().analyzed().condition()
 
-    def write(self, data: DataFrame, options: dict[str, str]) -> list[dict[str, Any]]:
+    def write(
+        self, data: DataFrame, options: dict[str, str], into: Mapping[str, str] | None = None
+    ) -> list[dict[str, Any]]:
         """Write `data` as new files of the table (Delta's `maxRecordsPerFile` and `compression`
         options apply); their `add` actions, statistics included, as the log would write them.
         Where the table allows (`footer_stats`), Delta's per-row collection is off and each
-        file's statistics are read from its Parquet footer."""
+        file's statistics are read from its Parquet footer. `into`: the partition values every
+        row of `data` has, to write it as that one partition (`partition_write`) where the
+        table allows."""
         jvm = self._jvm
-        delta_options = jvm_class(jvm, "org.apache.spark.sql.delta.DeltaOptions")(
-            scala_map(jvm, options), self.spark._jsparkSession.sessionState().conf()
-        )
-        option = jvm_class(jvm, "scala.Option")
         from_footers = self.footer_stats_refusal() is None
-        with active_session(self.spark, {COLLECT_STATS: "false"} if from_footers else None):
-            written = self.txn.writeFiles(data._jdf, option.apply(delta_options), True, self._seq([]))
-        actions = [json.loads(action.json()) for action in scala_items(jvm, written)]
-        adds = [a["add"] for a in actions if "add" in a]
+        one_partition = (
+            from_footers
+            and into is not None
+            and partition_write_refusal(self.protocol, self.metadata, into, session_conf(self.spark)) is None
+        )
+        if one_partition:
+            assert into is not None
+            adds = write_one_partition(self.spark, self.txn, data, options, into, self.metadata)
+        else:
+            delta_options = jvm_class(jvm, "org.apache.spark.sql.delta.DeltaOptions")(
+                scala_map(jvm, options), self.spark._jsparkSession.sessionState().conf()
+            )
+            option = jvm_class(jvm, "scala.Option")
+            with active_session(self.spark, {COLLECT_STATS: "false"} if from_footers else None):
+                written = self.txn.writeFiles(
+                    data._jdf, option.apply(delta_options), True, scala_seq(jvm, [])
+                )
+            actions = [json.loads(action.json()) for action in scala_items(jvm, written)]
+            adds = [a["add"] for a in actions if "add" in a]
         if from_footers:
             files = self._live.files if self._live is not None else HadoopFiles(self.spark)
             for add in adds:
@@ -263,11 +285,13 @@ class DirectTransaction:
         operations = jvm_class(self._jvm, "org.apache.spark.sql.delta.DeltaOperations")
         option = jvm_class(self._jvm, "scala.Option")
         if purge:  # Delta takes its userMetadata from the session's configuration
-            operation = operations.Reorg(self._seq([self._catalyst(segment_predicate(replaced))]), True)
+            operation = operations.Reorg(
+                scala_seq(self._jvm, [self._catalyst(segment_predicate(replaced))]), True
+            )
         else:
             operation = operations.Write(
                 jvm_class(self._jvm, "org.apache.spark.sql.SaveMode").Overwrite,
-                option.apply(self._seq([SEGMENT_COLUMN])),
+                option.apply(scala_seq(self._jvm, [SEGMENT_COLUMN])),
                 option.apply(f"{SEGMENT_COLUMN} IN ({in_list(replaced)})"),
                 option.apply(user_metadata),
                 option.empty(),
@@ -278,7 +302,7 @@ class DirectTransaction:
             )
         tags = {PRESERVED_ROW_TRACKING: "true"} if self.row_tracking is not None else {}
         scala_tags = scala_map(self._jvm, tags)
-        actions = self._seq([*added, *removed])
+        actions = scala_seq(self._jvm, [*added, *removed])
         restartable = not data_change and self._live is not None
         for restart in range(RESTARTS + 1):
             alone = restartable and restart < RESTARTS
@@ -337,12 +361,6 @@ class DirectTransaction:
             actions = jvm_class(self._jvm, "org.apache.spark.sql.delta.actions.Action")
             found = self._parsed[action] = actions.fromJson(action)
         return found
-
-    def _seq(self, items: Sequence[Any]) -> Any:
-        values = jvm_class(self._jvm, "java.util.ArrayList")()
-        for item in items:
-            values.add(item)
-        return jvm_class(self._jvm, "scala.jdk.javaapi.CollectionConverters").asScala(values).toSeq()
 
 
 @functools.lru_cache(maxsize=64)

@@ -46,32 +46,19 @@ import pyarrow.parquet as pq
 from compactor.config.sort import SortConfig
 from compactor.delta.commit.footer_stats import stats_json
 from compactor.delta.content.fingerprint import arrow_fingerprint, table_columns
-from compactor.delta.features import features, row_tracking_columns, table_config, table_flag
+from compactor.delta.features import (
+    PLAIN_FILE_FEATURES,
+    features,
+    row_tracking_columns,
+    table_config,
+    table_flag,
+)
 from compactor.delta.files import HadoopFiles
 from compactor.delta.log.live_files import LiveFile
 from compactor.delta.paths import SEGMENT_COLUMN
 from compactor.domain.certificate import Certificate, total
 
 DRIVER_MERGE_MAX_BYTES = 16 << 20
-# Features that change nothing about how a file of unchanged rows is written.
-_PLAIN_FEATURES = frozenset(
-    {
-        "appendOnly",
-        "invariants",
-        "checkConstraints",
-        "changeDataFeed",
-        "generatedColumns",
-        "timestampNtz",
-        "deletionVectors",
-        "domainMetadata",
-        "vacuumProtocolCheck",
-        "v2Checkpoint",
-        "checkpointProtection",
-        "inCommitTimestamp",
-        "identityColumns",  # the values are copied; the high-water mark lives in the metadata
-        "rowTracking",  # ids and commit versions written to the materialised columns (`_read`)
-    }
-)
 _SAFE_ID = re.compile(r"[A-Za-z0-9_.\-]+")
 _CODECS = {
     "none": "none",
@@ -115,8 +102,8 @@ def refusal(
     config = table_config(metadata)
     if max_bytes <= 0 or size > max_bytes:
         return f"{size} bytes of input, over the driver's {max_bytes}"
-    if features(protocol) - _PLAIN_FEATURES:
-        return f"table features {sorted(features(protocol) - _PLAIN_FEATURES)}"
+    if features(protocol) - PLAIN_FILE_FEATURES:
+        return f"table features {sorted(features(protocol) - PLAIN_FILE_FEATURES)}"
     if config.get("delta.columnmapping.mode", "none").lower() != "none" or table_flag(
         config, "delta.randomizefileprefixes"
     ):

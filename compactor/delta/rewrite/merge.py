@@ -142,6 +142,7 @@ class _MergeStep:
                 second = self._second_opinion(table, source)
             else:
                 source = txn.read(inputs, segment_predicate(plan.input_ids))
+            into = {SEGMENT_COLUMN: plan.output.id}  # every row written is the output's
             if settings.certify:
                 adds, certificate = certified_write(
                     txn,
@@ -149,9 +150,10 @@ class _MergeStep:
                     lambda rows, handed: _layout(rows, plan, settings, codec, handed),
                     reads_twice(settings.order, _file_count(plan, settings)),
                     second,
+                    into,
                 )
             else:
-                adds, certificate = txn.write(*_layout(source, plan, settings, codec)), None
+                adds, certificate = txn.write(*_layout(source, plan, settings, codec), into), None
         records, size = output_size(adds, txn)
         output = replace(plan.output, records=records, bytes=size)
         return Produced(adds, inputs, (output,), upsert is not None, describe(order), certificate=certificate)

@@ -180,12 +180,14 @@ def certified_write(
     lay_out: Layout,
     read_apart: bool = False,
     second: SecondOpinion | None = None,
+    into: Mapping[str, str] | None = None,
 ) -> tuple[list[dict[str, Any]], Certificate]:
     """Write the rows of `source` as `lay_out` arranges them, fingerprinted as read and as handed
     to Delta's writer, both in the write's own job; `read_apart`: a layout that samples its input
     first (a range partitioning) would count the read twice, so there the inputs take a job of
     their own. `second`: the rows of `source` are also summed by the key index's row hash, in the
-    same pass, for the certificate's winners check."""
+    same pass, for the certificate's winners check. `into`: the partition every row is written
+    to (`DirectTransaction.write`)."""
     columns = table_columns(txn.metadata)
     also = second.row_hash if second is not None else None
     if read_apart:
@@ -202,7 +204,7 @@ def certified_write(
     output, options = lay_out(source, handed)
     if len(watches) != 1:
         raise AssertionError(f"a layout handed its rows through {len(watches)} times, not once")
-    adds = txn.write(output, options)
+    adds = txn.write(output, options, into)
     inputs, kept = read_print if isinstance(read_print, tuple) else observed_both(read_print)
     winners = Winners(second.expected, kept) if second is not None and kept is not None else None
     return adds, Certificate(inputs, observed(watches[0]), winners=winners)

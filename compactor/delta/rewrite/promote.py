@@ -129,10 +129,11 @@ def _rewritten(
     rows read, as many as the log says they show, are the rows handed to the writer), or
     `ContentMismatch` and nothing written is committed."""
     rows = txn.read(small, predicate)
+    into = {SEGMENT_COLUMN: plan.output.id}  # every row written is the output's
     if not certify:
-        return txn.write(*_rewrite(rows, plan, small)), None
+        return txn.write(*_rewrite(rows, plan, small), into), None
     written, certificate = certified_write(
-        txn, rows, lambda read, handed: _rewrite(read, plan, small, handed)
+        txn, rows, lambda read, handed: _rewrite(read, plan, small, handed), into=into
     )
     refused = certificate_refusal(Produced(written, small, (), False, certificate=certificate))
     if refused is not None:
