@@ -6,6 +6,7 @@ tables where skipping `writeFiles` would change a file keep it."""
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +21,12 @@ from compactor.delta.rewrite.merge import execute_merge
 from compactor.delta.rewrite.merge_settings import MergeSettings
 from compactor.dev.rows_checksum import rows_checksum
 from compactor.domain.plans import make_plan
+from compactor.spark import hash_counter
 from tests.delta.test_driver_merge import footer_facts, load
 
 PLAIN_PROTOCOL = {"minReaderVersion": 1, "minWriterVersion": 2}
-METADATA = {"partitionColumns": [SEGMENT_COLUMN], "configuration": {}}
+SCHEMA = {"type": "struct", "fields": [{"name": "k", "type": "long", "nullable": True, "metadata": {}}]}
+METADATA = {"partitionColumns": [SEGMENT_COLUMN], "configuration": {}, "schemaString": json.dumps(SCHEMA)}
 
 
 def _written(warehouse: Path, table: str, version: int) -> list[dict[str, Any]]:
@@ -110,12 +113,12 @@ def test_only_tables_whose_files_it_writes_exactly_are_written_as_one_partition(
         f"{WRITE_ONE_PARTITION} is off"
     )
     assert refusal(PLAIN_PROTOCOL, METADATA, partition, {DATA_SUBDIR: "true"}) == f"{DATA_SUBDIR} is on"
-    two = {"partitionColumns": [SEGMENT_COLUMN, "region"], "configuration": {}}
+    two = {**METADATA, "partitionColumns": [SEGMENT_COLUMN, "region"]}
     assert refusal(PLAIN_PROTOCOL, two, partition, {}) == (
         "partition columns ['segment_id', 'region'], the output's values name ['segment_id']"
     )
     assert refusal(PLAIN_PROTOCOL, two, {**partition, "region": "eu"}, {}) is None
-    unpartitioned = {"partitionColumns": [], "configuration": {}}
+    unpartitioned = {**METADATA, "partitionColumns": []}
     assert refusal(PLAIN_PROTOCOL, unpartitioned, partition, {}) is not None
     iceberg = {
         "minReaderVersion": 3,
@@ -130,3 +133,33 @@ def test_only_tables_whose_files_it_writes_exactly_are_written_as_one_partition(
     assert refusal(PLAIN_PROTOCOL, mapped, partition, {}) == "column mapping"
     prefixed = {**METADATA, "configuration": {"delta.randomizeFilePrefixes": "True"}}
     assert refusal(PLAIN_PROTOCOL, prefixed, partition, {}) == "randomized file prefixes"
+    point = {"type": "struct", "fields": [{"name": "x", "type": "long", "nullable": False, "metadata": {}}]}
+    nested = {**METADATA, "schemaString": json.dumps({**SCHEMA, "fields": [*SCHEMA["fields"], {"name": "p", "type": point, "nullable": True, "metadata": {}}]})}  # fmt: skip
+    assert refusal(PLAIN_PROTOCOL, nested, partition, {}) == "nested column(s) ['p']"
+
+
+@pytest.mark.integration
+def test_a_certificate_taken_by_observations_keeps_write_files(
+    spark: Any, warehouse: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without the row-hash class a certificate's sums are Spark `Observation`s, which complete
+    when a SQL execution ends: such a merge writes through `writeFiles`, which runs in one (the
+    one-partition write, outside any, would leave the certificate waiting)."""
+    calls: list[int] = []
+    write = partition_write.write_one_partition
+    monkeypatch.setattr(transaction, "write_one_partition", lambda *a, **k: calls.append(1) or write(*a, **k))
+    monkeypatch.setattr(hash_counter, "loaded", lambda _spark: False)
+    segments = [load(spark, warehouse, "observed", day) for day in range(2)]
+    before = rows_checksum(spark.read.format("delta").load(table_uri(warehouse, "observed")))
+    plan = make_plan("observed", "minor", segments)
+    done: list[Any] = []
+    merge = threading.Thread(
+        target=lambda: done.append(execute_merge(spark, warehouse, plan, MergeSettings(driver_max_bytes=0))),
+        daemon=True,  # a merge left waiting on its certificate must not keep the tests from ending
+    )
+    merge.start()
+    merge.join(timeout=300)
+    assert done, "the merge did not finish: its certificate waited for a SQL execution's end"
+    (commit,) = done
+    assert calls == [] and commit.certificate is not None and commit.certificate.holds
+    assert rows_checksum(spark.read.format("delta").load(table_uri(warehouse, "observed"))) == before

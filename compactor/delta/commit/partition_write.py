@@ -19,14 +19,21 @@ basic tracker as `writeFiles` registers it, and the Parquet writer gets the opti
 
 What `writeFiles` does besides, this skips; `refusal` keeps the tables where that matters on
 `writeFiles`: constraints and generated columns are checked on rows a merge copies unchanged,
-and column mapping, random file prefixes, Iceberg compatibility, variant shredding and the
-`data/` sub-directory change where or how a file is written.
+and column mapping, random file prefixes, Iceberg compatibility, variant shredding, nested
+columns (whose inner NOT NULL Delta relaxes) and the `data/` sub-directory change where or how a
+file is written. Rows with a column the table does not have go to `writeFiles`, which refuses them. The
+write runs outside a SQL execution, so the session's settings are handed to its tasks as Spark
+hands them to a query's (`_sql_conf_propagated`), and a certificate taken by Spark
+`Observation`s, which complete when a SQL execution ends, keeps `writeFiles` (`certified_write`'s
+choice). An empty output leaves one empty file (Spark's unpartitioned writer opens one), whose
+`add` is dropped as `writeFiles` drops it; VACUUM removes the file.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -61,6 +68,11 @@ def refusal(
     extra = features(protocol) - PLAIN_FILE_FEATURES
     if extra:
         return f"table features {sorted(extra)}"
+    nested = [
+        f["name"] for f in json.loads(metadata["schemaString"])["fields"] if not isinstance(f["type"], str)
+    ]
+    if nested:  # Delta relaxes NOT NULL inside them too, which this write does not do
+        return f"nested column(s) {nested}"
     config = table_config(metadata)
     if config.get("delta.columnmapping.mode", "none").lower() != "none":
         return "column mapping"
@@ -85,10 +97,10 @@ def write_one_partition(
     options: Mapping[str, str],
     partition: Mapping[str, str],
     metadata: Mapping[str, Any],
-) -> list[dict[str, Any]]:
+) -> list[dict[str, Any]] | None:
     """Write `data` (every row in `partition`) into the table of `txn` (a Delta
     `OptimisticTransaction`) as `writeFiles` would write it, unpartitioned; the files' `add`
-    actions, without statistics."""
+    actions, without statistics (None: nothing written, `data` has a column the table lacks)."""
     jvm: Any = spark._jvm
     session = spark._jsparkSession
     delta_log = txn.deltaLog()
@@ -96,6 +108,14 @@ def write_one_partition(
     columns = list(metadata["partitionColumns"])
     in_files = table_flag(table_config(metadata), "delta.writepartitioncolumnstoparquet", default=True)
     frame = data if in_files else data.drop(*columns)
+    expected = {f["name"] for f in json.loads(metadata["schemaString"])["fields"]} - (
+        set() if in_files else set(columns)
+    )
+    tracking = {
+        v for k, v in table_config(metadata).items() if k.startswith("delta.rowtracking.materialized")
+    }
+    if set(frame.columns) - expected - tracking:
+        return None  # a column the table does not have: `writeFiles` refuses it, and says why
     execution = frame._jdf.queryExecution()
     output = [a.withNullability(True) for a in scala_items(jvm, execution.analyzed().output())]
 
@@ -125,23 +145,43 @@ def write_one_partition(
     )
     writer_options = {**kept, **_python_map(jvm, versions)}
     writer = getattr(jvm_class(jvm, "org.apache.spark.sql.delta.files.DeltaFileFormatWriter$"), "MODULE$")
-    writer.write(
-        session,
-        execution.executedPlan(),
-        delta_log.fileFormat(txn.protocol(), j_metadata),
-        committer,
-        spec,
-        hadoop_conf,
-        scala_seq(jvm, []),  # no partition columns: the committer's sub-directory is the partition
-        option.empty(),
-        scala_seq(jvm, trackers),
-        scala_map(jvm, writer_options),
-        0,
-    )
+    with _sql_conf_propagated(spark):
+        writer.write(
+            session,
+            execution.executedPlan(),
+            delta_log.fileFormat(txn.protocol(), j_metadata),
+            committer,
+            spec,
+            hadoop_conf,
+            scala_seq(jvm, []),  # no partition columns: the committer's sub-directory is the partition
+            option.empty(),
+            scala_seq(jvm, trackers),
+            scala_map(jvm, writer_options),
+            0,
+        )
     adds = [json.loads(add.json())["add"] for add in scala_items(jvm, committer.addedStatuses())]
     for add in adds:
         add["partitionValues"] = {c: partition[c] for c in columns}
     return adds
+
+
+@contextlib.contextmanager
+def _sql_conf_propagated(spark: SparkSession) -> Iterator[None]:
+    """The session's `spark.*` settings as the job's local properties while it runs, where the
+    tasks read their SQL settings from, as Spark's `SQLExecution.withSQLConfPropagated` sets them
+    around a query's execution (`writeFiles` runs inside one; this write has no SQL execution)."""
+    context = spark.sparkContext
+    confs = _python_map(spark._jvm, spark._jsparkSession.sessionState().conf().getAllConfs())
+    previous: dict[str, str | None] = {}
+    for key, value in confs.items():
+        if key.startswith("spark"):
+            previous[key] = context.getLocalProperty(key)
+            context.setLocalProperty(key, value)
+    try:
+        yield
+    finally:
+        for key, old in previous.items():
+            context.setLocalProperty(key, old)  # type: ignore[arg-type]  # None unsets it
 
 
 def _python_map(jvm: Any, scala: Any) -> dict[str, str]:

@@ -206,9 +206,12 @@ class DirectTransaction:
             and into is not None
             and partition_write_refusal(self.protocol, self.metadata, into, session_conf(self.spark)) is None
         )
+        written_here = None
         if one_partition:
             assert into is not None
-            adds = write_one_partition(self.spark, self.txn, data, options, into, self.metadata)
+            written_here = write_one_partition(self.spark, self.txn, data, options, into, self.metadata)
+        if written_here is not None:
+            adds = written_here
         else:
             delta_options = jvm_class(jvm, "org.apache.spark.sql.delta.DeltaOptions")(
                 scala_map(jvm, options), self.spark._jsparkSession.sessionState().conf()

@@ -29,7 +29,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
-from pyspark.sql import Column, DataFrame, Observation
+from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, DataType, MapType, StructType, VariantType
 
@@ -159,6 +159,12 @@ def observe(
     observation = Observation()
     frame = frame.observe(observation, *_summed(frame, columns, second))
     return frame, Watch(lambda: _prints(observation.get))
+
+
+def sums_wait_for_sql_execution(spark: SparkSession) -> bool:
+    """Whether `observe` takes its sums with Spark `Observation`s (the row-hash class missing),
+    which complete only when the SQL execution that consumes the frame ends."""
+    return not hash_counter.loaded(spark)
 
 
 def observed(watch: Watch) -> Fingerprint:
