@@ -11,8 +11,9 @@ Here the same file writer Delta's `writeFiles` calls (`DeltaFileFormatWriter`, w
 unpartitioned into the partition's directory: the committer's sub-directory is the partition
 path Spark would have made (`ExternalCatalogUtils.getPartitionPathString`), so each file lands
 where the partitioned write would have put it (named as Spark names an unpartitioned write's
-files, `-c000` for `.c000`), and its `add` gets the partition values its path holds. The partition column stays in the files' rows as Delta writes it by
-default (`delta.writePartitionColumnsToParquet`), or is dropped where the table says false.
+files, `-c000` for `.c000`), and its `add` gets the partition values its path holds. The
+partition column stays in the files' rows as Delta writes it by default
+(`delta.writePartitionColumnsToParquet`), or is dropped where the table says false.
 Statistics come from the files' footers (`footer_stats`), Delta's write metrics from Spark's
 basic tracker as `writeFiles` registers it, and the Parquet writer gets the options
 `writeFiles` would pass (compression, records per file, the table's Parquet version).
@@ -21,8 +22,8 @@ What `writeFiles` does besides, this skips; `refusal` keeps the tables where tha
 `writeFiles`: constraints and generated columns are checked on rows a merge copies unchanged,
 and column mapping, random file prefixes, Iceberg compatibility, variant shredding, nested
 columns (whose inner NOT NULL Delta relaxes) and the `data/` sub-directory change where or how a
-file is written. Rows with a column the table does not have go to `writeFiles`, which refuses them. The
-write runs outside a SQL execution, so the session's settings are handed to its tasks as Spark
+file is written. Rows with a column the table does not have go to `writeFiles`, which refuses
+them. The write runs outside a SQL execution, so the session's settings are handed to its tasks as Spark
 hands them to a query's (`_sql_conf_propagated`), and a certificate taken by Spark
 `Observation`s, which complete when a SQL execution ends, keeps `writeFiles` (`certified_write`'s
 choice). An empty output leaves one empty file (Spark's unpartitioned writer opens one), whose

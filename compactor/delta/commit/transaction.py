@@ -201,18 +201,14 @@ class DirectTransaction:
         table allows."""
         jvm = self._jvm
         from_footers = self.footer_stats_refusal() is None
-        one_partition = (
+        adds = None
+        if (
             from_footers
             and into is not None
             and partition_write_refusal(self.protocol, self.metadata, into, session_conf(self.spark)) is None
-        )
-        written_here = None
-        if one_partition:
-            assert into is not None
-            written_here = write_one_partition(self.spark, self.txn, data, options, into, self.metadata)
-        if written_here is not None:
-            adds = written_here
-        else:
+        ):
+            adds = write_one_partition(self.spark, self.txn, data, options, into, self.metadata)
+        if adds is None:
             delta_options = jvm_class(jvm, "org.apache.spark.sql.delta.DeltaOptions")(
                 scala_map(jvm, options), self.spark._jsparkSession.sessionState().conf()
             )
