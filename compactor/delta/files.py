@@ -33,16 +33,40 @@ FOOTER_GUESS_BYTES = 64 << 10
 
 
 def jvm_class(jvm: Any, name: str) -> Any:
-    """A JVM class by its full name, looked up once per JVM: each step of `jvm.org.apache...`
-    is a round trip to the JVM (seven for a Delta class), a cost paid on every merge otherwise."""
+    """A JVM class by its full name, looked up once per JVM, its static members each once too
+    (`StaticMembers`): each step of `jvm.org.apache...` is a round trip to the JVM (seven for a
+    Delta class), a cost paid on every merge otherwise."""
     known = _CLASSES.setdefault(jvm, {})
     found = known.get(name)
     if found is None:
-        found = jvm
+        java_class = jvm
         for part in name.split("."):
-            found = getattr(found, part)
-        known[name] = found
+            java_class = getattr(java_class, part)
+        found = known[name] = StaticMembers(java_class)
     return found
+
+
+class StaticMembers:
+    """A JVM class whose static members (methods, nested classes, enum constants, a Scala
+    object's `MODULE$`) are looked up once: py4j's class asks the JVM what a name is at each
+    access, a round trip costing as much CPU as the call itself (about 80 us here, both
+    processes together). Only for members that never change; a mutable static field would be
+    read once. Calling it calls the class's constructor."""
+
+    __slots__ = ("_members", "java_class")
+
+    def __init__(self, java_class: Any) -> None:
+        self.java_class = java_class
+        self._members: dict[str, Any] = {}
+
+    def __call__(self, *args: Any) -> Any:
+        return self.java_class(*args)
+
+    def __getattr__(self, name: str) -> Any:
+        found = self._members.get(name)
+        if found is None:
+            found = self._members[name] = getattr(self.java_class, name)
+        return found
 
 
 def scala_items(jvm: Any, seq: Any) -> list[Any]:
@@ -58,6 +82,12 @@ def scala_seq(jvm: Any, items: Sequence[Any]) -> Any:
     for item in items:
         values.add(item)
     return jvm_class(jvm, "scala.jdk.javaapi.CollectionConverters").asScala(values).toSeq()
+
+
+def scala_none(jvm: Any) -> Any:
+    """Scala's `None`, one proxy per JVM: `Option.empty()` is a round trip at each call, and
+    another when its proxy is released."""
+    return getattr(jvm_class(jvm, "scala.None$"), "MODULE$")
 
 
 def scala_map(jvm: Any, values: dict[str, Any]) -> Any:

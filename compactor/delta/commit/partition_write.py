@@ -40,7 +40,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from compactor.delta.features import PLAIN_FILE_FEATURES, features, table_config, table_flag
-from compactor.delta.files import jvm_class, scala_items, scala_map, scala_seq
+from compactor.delta.files import jvm_class, scala_items, scala_map, scala_none, scala_seq
 
 DATA_SUBDIR = "spark.databricks.delta.write.dataFilesToSubdir"  # Delta's `data/` sub-directory
 # the job's switch for this path, on by default (off: every output goes through `writeFiles`)
@@ -125,7 +125,7 @@ def write_one_partition(
     option = jvm_class(jvm, "scala.Option")
     root = delta_log.dataPath().toString()
     committer = jvm_class(jvm, "org.apache.spark.sql.delta.files.DelayedCommitProtocol")(
-        "delta", root, option.empty(), option.apply(subdir)
+        "delta", root, scala_none(jvm), option.apply(subdir)
     )
     spec = jvm_class(jvm, "org.apache.spark.sql.execution.datasources.FileFormatWriter$OutputSpec")(
         root, scala_map(jvm, {}), scala_seq(jvm, output)
@@ -155,7 +155,7 @@ def write_one_partition(
             spec,
             hadoop_conf,
             scala_seq(jvm, []),  # no partition columns: the committer's sub-directory is the partition
-            option.empty(),
+            scala_none(jvm),
             scala_seq(jvm, trackers),
             scala_map(jvm, writer_options),
             0,

@@ -62,6 +62,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
+from compactor.delta.commit.action_seq import action_seq, removal
 from compactor.delta.commit.checksum_file import write_missing_checksum
 from compactor.delta.commit.conflicts import conflicts_as_commit_conflict
 from compactor.delta.commit.footer_stats import footer_stats
@@ -70,7 +71,7 @@ from compactor.delta.commit.log_upkeep import without_inline_checkpoint
 from compactor.delta.commit.partition_write import refusal as partition_write_refusal
 from compactor.delta.commit.partition_write import session_conf, write_one_partition
 from compactor.delta.features import direct_commit_refusal, refused_features, row_tracking_columns
-from compactor.delta.files import HadoopFiles, jvm_class, scala_items, scala_map, scala_seq
+from compactor.delta.files import HadoopFiles, jvm_class, scala_items, scala_map, scala_none, scala_seq
 from compactor.delta.log.live_files import LiveFile, LiveFileIndex
 from compactor.delta.log.reader import CommitFacts
 from compactor.delta.log.reads import committed
@@ -113,7 +114,6 @@ class DirectTransaction:
             spark._jsparkSession, path
         )
         self._start()
-        self._parsed: dict[str, Any] = {}  # LiveFile.action -> the JVM action, parsed once
         self._tracked: list[tuple[Sequence[LiveFile], Column | None]] = []  # what `track` told Delta
         # the materialised row id and row commit version columns, when row tracking is enabled
         self.row_tracking: tuple[str, str] | None = row_tracking_columns(self.protocol, self.metadata)
@@ -169,7 +169,7 @@ class DirectTransaction:
         option = jvm_class(self._jvm, "scala.Option")
         relation = self._delta_log.createDataFrame(
             self.txn.snapshot(),
-            scala_seq(self._jvm, self._actions(files)),
+            self._adds(files),
             False,
             option.apply(READ_ACTION_TYPE),
         )
@@ -177,7 +177,7 @@ class DirectTransaction:
 
     def _track(self, files: Sequence[LiveFile], predicate: Column | None) -> None:
         self._tracked.append((files, predicate))
-        self.txn.trackFilesRead(scala_seq(self._jvm, self._actions(files)))
+        self.txn.trackFilesRead(self._adds(files))
         condition = self._catalyst(predicate if predicate is not None else F.lit(True))
         self.txn.trackReadPredicates(scala_seq(self._jvm, [condition]), predicate is not None, True)
 
@@ -248,9 +248,9 @@ class DirectTransaction:
             "numOutputBytes": sum(int(a["size"]) for a in adds),
             "numOutputRows": rows,
         }
-        registered = {}
+        registered, context = {}, self.spark._jsc.sc()
         for name, value in values.items():
-            metric = metrics.createMetric(self.spark._jsc.sc(), name)
+            metric = metrics.createMetric(context, name)
             metric.set(value)
             registered[name] = metric
         self.txn.registerSQLMetrics(self.spark._jsparkSession, scala_map(jvm, registered))
@@ -279,8 +279,10 @@ class DirectTransaction:
         Delta's own purge (`REORG ... APPLY (PURGE)`) is. Delta's conflicts become `CommitConflict`.
         """
         now = int(time.time() * 1000)
-        added = [self._parse(json.dumps({"add": {**a, "dataChange": data_change}})) for a in adds]
-        removed = [self._parse(f.action).removeWithTimestamp(now, data_change) for f in removes]
+        added = action_seq(self._jvm, "add", [{**a, "dataChange": data_change} for a in adds])
+        removed = action_seq(
+            self._jvm, "remove", [removal(json.loads(f.action)["add"], now, data_change) for f in removes]
+        )
         operations = jvm_class(self._jvm, "org.apache.spark.sql.delta.DeltaOperations")
         option = jvm_class(self._jvm, "scala.Option")
         if purge:  # Delta takes its userMetadata from the session's configuration
@@ -293,15 +295,15 @@ class DirectTransaction:
                 option.apply(scala_seq(self._jvm, [SEGMENT_COLUMN])),
                 option.apply(f"{SEGMENT_COLUMN} IN ({in_list(replaced)})"),
                 option.apply(user_metadata),
-                option.empty(),
-                option.empty(),
-                option.empty(),
-                option.empty(),
-                option.empty(),
+                scala_none(self._jvm),
+                scala_none(self._jvm),
+                scala_none(self._jvm),
+                scala_none(self._jvm),
+                scala_none(self._jvm),
             )
         tags = {PRESERVED_ROW_TRACKING: "true"} if self.row_tracking is not None else {}
         scala_tags = scala_map(self._jvm, tags)
-        actions = scala_seq(self._jvm, [*added, *removed])
+        actions = added.appendedAll(removed)
         restartable = not data_change and self._live is not None
         for restart in range(RESTARTS + 1):
             alone = restartable and restart < RESTARTS
@@ -351,15 +353,9 @@ class DirectTransaction:
         found = {name: self.txn.getMetric(name) for name in WRITE_METRICS}
         return {name: metric.get() for name, metric in found.items() if metric.isDefined()}
 
-    def _actions(self, files: Sequence[LiveFile]) -> list[Any]:
-        return [self._parse(f.action) for f in files]
-
-    def _parse(self, action: str) -> Any:
-        found = self._parsed.get(action)
-        if found is None:
-            actions = jvm_class(self._jvm, "org.apache.spark.sql.delta.actions.Action")
-            found = self._parsed[action] = actions.fromJson(action)
-        return found
+    def _adds(self, files: Sequence[LiveFile]) -> Any:
+        """The `add` actions of `files` as Delta's objects, in a Scala `Seq`."""
+        return action_seq(self._jvm, "add", [json.loads(f.action)["add"] for f in files])
 
 
 @functools.lru_cache(maxsize=64)

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
-from compactor.delta.files import HadoopFiles, jvm_class
+from compactor.delta.files import HadoopFiles, jvm_class, scala_none
 from compactor.delta.log.reader import (
     Actions,
     DeltaLogReader,
@@ -316,11 +316,10 @@ def delta_live_files(spark: SparkSession, table_uri: str, version: int) -> LiveF
     from pyspark.sql import DataFrame
 
     jvm: Any = spark._jvm
-    option = jvm_class(jvm, "scala.Option")
     delta_log = jvm_class(jvm, "org.apache.spark.sql.delta.DeltaLog").forTable(
         spark._jsparkSession, table_uri
     )
-    snapshot = delta_log.getSnapshotAt(version, option.empty(), option.empty(), False)
+    snapshot = delta_log.getSnapshotAt(version, scala_none(jvm), scala_none(jvm), False)
     live = LiveFiles(table_uri, version)
     live.checkpoint = None
     # each row one action, as the log writes it (unset fields left out); tombstones are not kept

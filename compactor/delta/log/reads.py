@@ -12,7 +12,7 @@ from pyspark.sql import functions as F
 
 from compactor.catalog.changes import CommitRecord
 from compactor.catalog.fold import SegmentCatalog
-from compactor.delta.files import HadoopFiles, jvm_class
+from compactor.delta.files import HadoopFiles, jvm_class, scala_none
 from compactor.delta.log.commit_metadata import commit_record, parse_metadata, plan_marker
 from compactor.delta.log.reader import RECENT_COMMITS, CommitFacts, DeltaLogReader, commit_facts
 from compactor.delta.log.rust_reads import file_totals
@@ -50,9 +50,8 @@ def _listed_version(spark: SparkSession, path: str) -> int:
     """The table's newest version as Delta finds it by listing its log now (-1: no commit);
     this also brings Spark's cached `DeltaLog` of the path up to date."""
     jvm: Any = spark._jvm
-    option = jvm_class(jvm, "scala.Option")
     delta_log = jvm_class(jvm, "org.apache.spark.sql.delta.DeltaLog").forTable(spark._jsparkSession, path)
-    return int(delta_log.update(False, option.empty(), option.empty()).version())
+    return int(delta_log.update(False, scala_none(jvm), scala_none(jvm)).version())
 
 
 def read_commits(spark: SparkSession, warehouse: Path | str, table: str) -> list[CommitRecord]:

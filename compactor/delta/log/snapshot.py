@@ -13,7 +13,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from compactor.delta.features import refused_features
-from compactor.delta.files import jvm_class
+from compactor.delta.files import jvm_class, scala_none
 from compactor.errors import UnsupportedTableFeature
 
 
@@ -58,8 +58,7 @@ def newest_snapshot(spark: SparkSession, path: Path | str) -> tuple[Any, Any]:
     delta_log = jvm_class(jvm, "org.apache.spark.sql.delta.DeltaLog").forTable(
         spark._jsparkSession, str(path)
     )
-    option = jvm_class(jvm, "scala.Option")
-    return delta_log, delta_log.update(False, option.empty(), option.empty())
+    return delta_log, delta_log.update(False, scala_none(jvm), scala_none(jvm))
 
 
 def table_protocol(spark: SparkSession, path: Path | str) -> dict[str, Any]:
