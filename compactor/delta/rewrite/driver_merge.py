@@ -201,7 +201,8 @@ def _read(
     )
     local = files.local_path(path)
     source: Any = local if local is not None else io.BytesIO(files.read_bytes(path) or b"")
-    table = pq.read_table(source)
+    with pq.ParquetFile(source) as parquet:  # half the CPU of `read_table`'s dataset for one file
+        table = parquet.read()
     columns = []
     for f in schema:
         if f.name == SEGMENT_COLUMN:
