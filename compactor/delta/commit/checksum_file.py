@@ -133,7 +133,7 @@ def write_missing_checksum(spark: SparkSession, files: HadoopFiles, log_uri: str
     if RETENTION_PROPERTY.lower() not in config and live.txns is not None:
         checksum["setTransactions"] = list(live.txns.values())
     if len(every) <= MAX_LISTED_FILES:
-        checksum["allFiles"] = [{**json.loads(f.action)["add"], "dataChange": False} for f in every]
+        checksum["allFiles"] = [{**f.add, "dataChange": False} for f in every]
     if "deletionVectors" in table_features:
         checksum["numDeletionVectorsOpt"] = sum(1 for f in every if f.vector)
         checksum["numDeletedRecordsOpt"] = sum(f.hidden for f in every)

@@ -280,9 +280,7 @@ class DirectTransaction:
         """
         now = int(time.time() * 1000)
         added = action_seq(self._jvm, "add", [{**a, "dataChange": data_change} for a in adds])
-        removed = action_seq(
-            self._jvm, "remove", [removal(json.loads(f.action)["add"], now, data_change) for f in removes]
-        )
+        removed = action_seq(self._jvm, "remove", [removal(f.add, now, data_change) for f in removes])
         operations = jvm_class(self._jvm, "org.apache.spark.sql.delta.DeltaOperations")
         option = jvm_class(self._jvm, "scala.Option")
         if purge:  # Delta takes its userMetadata from the session's configuration
@@ -355,7 +353,7 @@ class DirectTransaction:
 
     def _adds(self, files: Sequence[LiveFile]) -> Any:
         """The `add` actions of `files` as Delta's objects, in a Scala `Seq`."""
-        return action_seq(self._jvm, "add", [json.loads(f.action)["add"] for f in files])
+        return action_seq(self._jvm, "add", [f.add for f in files])
 
 
 @functools.lru_cache(maxsize=64)

@@ -83,6 +83,12 @@ class LiveFile:
     def visible(self) -> int | None:
         return None if self.records is None else self.records - self.hidden
 
+    @property
+    def add(self) -> dict[str, Any]:
+        """Its `add` action, parsed from `action` at each call (a new dict each time)."""
+        add: dict[str, Any] = json.loads(self.action)["add"]
+        return add
+
     @classmethod
     def of(cls, add: dict[str, Any]) -> LiveFile | None:
         """The file an `add` action names (None for a file outside any segment)."""

@@ -118,7 +118,7 @@ def refusal(
     if tracking is not None and not all(tracking):
         return "row tracking without the materialised columns' names"
     for f in inputs:
-        add = json.loads(f.action)["add"]
+        add = f.add
         stats = json.loads(add.get("stats") or "{}")
         if f.vector or "%" in f.path or "numRecords" not in stats or stats.get("tightBounds") is False:
             return f"input file {f.path}: a deletion vector, an escaped path or no exact statistics"
@@ -178,7 +178,7 @@ def write_in_driver(
         "size": len(data),
         "modificationTime": int(time.time() * 1000),
         "dataChange": False,
-        "stats": merged_stats([json.loads(f.action)["add"]["stats"] for f in inputs], metadata),
+        "stats": merged_stats([f.add["stats"] for f in inputs], metadata),
     }
     return add, certificate
 
@@ -213,7 +213,7 @@ def _read(
             columns.append(pa.nulls(table.num_rows, f.type))
     if row_tracking is None:
         return pa.Table.from_arrays(columns, schema=schema)
-    add = json.loads(file.action)["add"]
+    add = file.add
     fresh = (  # the ids and version the file's rows have where none is materialised
         pa.array(range(int(add["baseRowId"]), int(add["baseRowId"]) + table.num_rows), pa.int64()),
         pa.array([int(add["defaultRowCommitVersion"])] * table.num_rows, pa.int64()),

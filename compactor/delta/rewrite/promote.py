@@ -144,7 +144,7 @@ def _rewritten(
 def _moved(file: LiveFile, segment_id: str) -> dict[str, Any]:
     """The file's `add` under `segment_id` (under column mapping the log keys the partition
     value by the column's physical name), everything else as it was."""
-    add: dict[str, Any] = json.loads(file.action)["add"]
+    add = file.add
     (key,) = add["partitionValues"]
     return {**add, "partitionValues": {key: segment_id}}
 
