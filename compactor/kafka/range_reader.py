@@ -11,7 +11,7 @@ then offset order.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
@@ -43,6 +43,7 @@ class RangeReader:
     def __init__(self, kafka: KafkaSettings, timeout_s: float = READ_TIMEOUT_S) -> None:
         self.timeout_s = timeout_s
         self._closed = False
+        self._known: set[str] = set()  # topics whose metadata the consumer holds
         isolation = kafka.spark_options().get("kafka.isolation.level", "read_uncommitted")
         self._consumer = Consumer(
             kafka.librdkafka(
@@ -71,6 +72,7 @@ class RangeReader:
         left = {(r.topic, r.partition): r.start for r in wanted}  # partition -> next offset to read
         deadline = time.monotonic() + self.timeout_s
         try:
+            self._learn({r.topic for r in wanted}, deadline)
             self._consumer.assign([TopicPartition(r.topic, r.partition, r.start) for r in wanted])
             while left:
                 if time.monotonic() > deadline:
@@ -100,6 +102,18 @@ class RangeReader:
         finally:
             self._consumer.unassign()
         return [record for r in wanted for record in found[(r.topic, r.partition)]]
+
+    def _learn(self, topics: Iterable[str], deadline: float) -> None:
+        """Fetch the metadata of topics this consumer has not read yet. Assigned a partition of a
+        topic it knows nothing of, librdkafka fetches nothing until its periodic scan of unknown
+        topics asks the broker (up to a second later; 0.66 s median here): a started job's first
+        micro-batch paid that. A topic the broker does not have is refused here, by name."""
+        for topic in sorted(set(topics) - self._known):
+            timeout = max(0.1, deadline - time.monotonic())
+            found = self._consumer.list_topics(topic, timeout=timeout).topics.get(topic)
+            if found is None or found.error is not None:
+                raise RangeNotRead(f"topic {topic!r}: {found.error if found else 'not in the metadata'}")
+            self._known.add(topic)
 
     def close(self) -> None:
         if not self._closed:

@@ -95,3 +95,12 @@ def test_a_range_past_the_log_end_is_refused_within_the_timeout(
 def test_two_ranges_of_one_partition_are_refused(reader: RangeReader) -> None:
     with pytest.raises(RangeNotRead, match="two ranges of one partition"):
         reader.read([OffsetRange("t", 0, 0, 2), OffsetRange("t", 0, 2, 4)])
+
+
+def test_a_topic_the_broker_does_not_have_is_refused_by_name(
+    unique: Callable[[str], str], reader: RangeReader
+) -> None:
+    topic = unique("absent")
+    # refused from the topic's metadata, not after waiting out the timeout for records
+    with pytest.raises(RangeNotRead, match=rf"topic '{topic}': .*UNKNOWN_TOPIC_OR_PART"):
+        reader.read([OffsetRange(topic, 0, 0, 1)])
