@@ -10,6 +10,7 @@ import signal
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from compactor.config.tables import ProjectConfig
@@ -58,7 +59,10 @@ def run_job(job: JobRun, spark_session: Callable[[], Any], say: Say) -> None:
     # Spark starts beside the lease: its JVM's start-up, most of a restart's seconds, overlaps
     # the group join. Nothing touches the warehouse until the lease is held, and a refused job
     # exits without waiting for Spark.
-    spark = SparkStart(spark_session)
+    spark = SparkStart(
+        spark_session,
+        then=partial(warm_up, kafka=job.kafka, spark_reads=not job.config.operations.driver_batch_reads),
+    )
     shards = job.config.operations.shards
     warehouse = warehouse_uri(job.warehouse)
     _refuse_other_counts(job.kafka, warehouse, shards)
@@ -73,14 +77,29 @@ def run_job(job: JobRun, spark_session: Callable[[], Any], say: Say) -> None:
         lease.close()
 
 
-def warm_up(spark: Any) -> None:
-    """One tiny job through Spark's whole path (planning, code generation, scheduling, a task, its
-    result back to the driver) while the job recovers: a fresh JVM's first job costs about two
-    seconds of class loading and compiling, which the first batch would otherwise pay."""
+def warm_up(spark: Any, kafka: KafkaSettings, spark_reads: bool) -> None:
+    """What a fresh JVM's first micro-batch pays once, paid while the job recovers: the batch asks
+    Spark's Kafka source for the topic's latest offsets (Kafka's admin client and Spark's offset
+    reader loaded and compiled: about 0.8 s), so a batch read of the segments topic is planned,
+    which fetches its offsets and reads no record. The driver reads the batch's events itself;
+    where Spark reads them (`spark_reads`), one tiny job goes through Spark's whole path too
+    (planning, code generation, a task, its result back: about a second in a fresh JVM)."""
     try:
-        spark.range(4).selectExpr("cast(id * 2 as string) as text").collect()
+        planned_partitions(spark, kafka)
+        if spark_reads:
+            spark.range(4).selectExpr("cast(id * 2 as string) as text").collect()
     except Exception as exc:  # only a head start: the batches run the same path anyway
         log.debug("warming Spark up failed: %s", exc)
+
+
+def planned_partitions(spark: Any, kafka: KafkaSettings) -> int:
+    """Plan (not run) a batch read of the whole segments topic with the query's source options;
+    the number of Spark partitions it would read."""
+    reader = spark.read.format("kafka")
+    whole = {"subscribe": kafka.segments_topic, "startingOffsets": "earliest", "endingOffsets": "latest"}
+    for key, value in (kafka.spark_options() | whole).items():
+        reader = reader.option(key, value)
+    return int(reader.load()._jdf.javaRDD().getNumPartitions())
 
 
 class SparkStart:
@@ -89,7 +108,7 @@ class SparkStart:
     warm-up) without holding anyone up. The thread is a daemon: a job refused its lease exits at
     once, and the JVM, whose stdin closes with this process, ends with it."""
 
-    def __init__(self, build: Callable[[], Any], then: Callable[[Any], None] = warm_up) -> None:
+    def __init__(self, build: Callable[[], Any], then: Callable[[Any], None]) -> None:
         self._build, self._then = build, then
         self._built = threading.Event()
         self._session: Any = None
