@@ -83,6 +83,7 @@ HANG_DRIVER, HANG_TASK, DELETED = "t01", "t02", "t03"  # healthy tables with a p
 COOL_DOWN_S = 1
 QUARANTINE_AFTER = 3
 MERGE_TIMEOUT_S = 30
+CATCH_UP_S = 120.0  # for the results follower to take what the job sent before it stopped
 # Delta checkpoints every 10th version the job commits, delta-rs every 100th one the loads commit
 JOB_CHECKPOINT_INTERVAL, LOADER_CHECKPOINT_INTERVAL = 10, 100
 TARGETS = (
@@ -853,12 +854,18 @@ def run(shape: Shape, work: Path, services: Services) -> dict[str, Any]:
             time.sleep(2)
         jvm_threads_by_name = jvm_thread_names(r.job.pids()[1])
         exit_code = r.job.stop(shape.stop_s)
+        raw = raw_results(r.kafka)
+        if not results.catch_up(raw, timeout_s=CATCH_UP_S):
+            print(
+                f"  the results follower had not taken every result {CATCH_UP_S:.0f}s after the stop",
+                flush=True,
+            )
     finally:
         loader.close()
         r.job.kill()
         results.close()
     run_s = time.monotonic() - r.began
-    return report(r, states, drained, round(drain_s, 1), exit_code, run_s, plan) | {
+    return report(r, raw, states, drained, round(drain_s, 1), exit_code, run_s, plan) | {
         "jvm_threads_by_name_at_end": jvm_threads_by_name,
         "table_states_at_end": {k.split("{", 1)[1].rstrip("}"): v for k, v in states.items() if v},
     }
@@ -866,6 +873,7 @@ def run(shape: Shape, work: Path, services: Services) -> dict[str, Any]:
 
 def report(
     r: Run,
+    raw: list[dict[str, Any]],
     states: dict[str, float],
     drained: bool,
     drain_s: float,
@@ -875,7 +883,6 @@ def report(
 ) -> dict[str, Any]:
     shape = r.shape
     rows = conservation(r.services, r.loader.loads, r.deleted)
-    raw = raw_results(r.kafka)
     results = results_check(
         r.results.given,
         raw,

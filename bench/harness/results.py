@@ -51,6 +51,21 @@ class FollowedResults(threading.Thread):
     def restart(self) -> None:
         self._restart.set()
 
+    def catch_up(self, raw: list[dict[str, Any]], timeout_s: float) -> bool:
+        """Wait until every (plan, status) among `raw` (the topic read to its end) was given out:
+        a follower rejoining its group on a slow broker may be seconds behind when the job stops,
+        and closing it then would count the results it had yet to take as never given."""
+        wanted = {(str(r["plan_id"]), status_of(r)) for r in raw}
+        deadline = time.monotonic() + timeout_s
+        while True:
+            with self._lock:
+                missing = wanted - {(p, s) for p, s, _ in self.given}
+            if not missing:
+                return True
+            if time.monotonic() >= deadline or not self.is_alive():
+                return False
+            time.sleep(0.5)
+
     def run(self) -> None:
         from compactor.client.results import ResultsFollower
 
