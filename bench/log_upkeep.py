@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import shutil
 import statistics
+import sys
 import tempfile
 import threading
 import time
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
 
 K = 10  # checkpoint_every, Delta's own interval
 MAX_OWED = 12  # merges owed before the loader waits
+STALL_S = 120.0  # no merge for this long while some are owed: the run has failed
 REPEATS = 7
 READERS = ("delta-rs", "delta-spark")
 TARGETS = tuple(
@@ -69,6 +71,7 @@ class LogWatch:
         self.checkpointed = -1
         self.most_behind = 0  # JSON commits since the newest checkpoint, the most seen
         self.samples = 0
+        self.errors = 0
         self._read = -1  # the newest commit file read for its metadata
         self.stop = threading.Event()
 
@@ -87,28 +90,37 @@ class LogWatch:
         self.latest = max(versions)
         self.checkpointed = max(checkpoints, default=-1)
         for version in range(self._read + 1, self.latest + 1):
-            self.merges += self._is_merge(version)
-        self._read = self.latest
+            merge = self._is_merge(version)
+            if merge is None:
+                break  # not readable yet: read again at the next sample
+            self.merges += merge
+            self._read = version
         self.most_behind = max(self.most_behind, self.latest - self.checkpointed)
         self.samples += 1
 
-    def _is_merge(self, version: int) -> bool:
-        try:
-            text = (self.log / f"{version:020d}.json").read_text()
-        except OSError:
-            return False
+    def _is_merge(self, version: int) -> bool | None:
+        """Is the commit a merge (None: it could not be read or parsed)?"""
         from compactor.delta.log.commit_metadata import parse_metadata
 
-        for line in text.splitlines():
-            info = json.loads(line).get("commitInfo")
-            if info is not None:
-                meta = parse_metadata(info.get("userMetadata"))
-                return meta is not None and meta.get("op") == "merge"
+        try:
+            lines = (self.log / f"{version:020d}.json").read_text().splitlines()
+            for line in lines:
+                info = json.loads(line).get("commitInfo")
+                if info is not None:
+                    meta = parse_metadata(info.get("userMetadata"))
+                    return meta is not None and meta.get("op") == "merge"
+        except (OSError, ValueError):
+            return None
         return False
 
     def run(self) -> None:
         while not self.stop.wait(0.2):
-            self.sample()
+            try:
+                self.sample()
+            except Exception as exc:  # a sampler that died would freeze the merge count: say it, go on
+                self.errors += 1
+                if self.errors == 1:
+                    print(f"  log sampler: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
 
 
 def config_yaml() -> str:
@@ -117,29 +129,39 @@ def config_yaml() -> str:
     )
 
 
-def load_all(loader: ArrowLoader, watch: LogWatch, loads: int, rows: int) -> float:
+class Stalled(Exception):
+    """The job died, or merged nothing for STALL_S while merges were owed."""
+
+
+def wait_for_merges(watch: LogWatch, job: JobProcess, wanted: int) -> float:
+    """Until the table holds `wanted` merges; the seconds waited. Raises `Stalled` rather than
+    wait out the caller's timeout with nothing to show for it."""
+    began = last_progress = time.monotonic()
+    seen = watch.merges
+    while watch.merges < wanted:
+        now = time.monotonic()
+        if watch.merges != seen:
+            seen, last_progress = watch.merges, now
+        if not job.alive():
+            raise Stalled(f"the job exited with {watch.merges} of {wanted} merges made")
+        if now - last_progress > STALL_S:
+            raise Stalled(f"no merge for {STALL_S:.0f}s with {watch.merges} of {wanted} made")
+        time.sleep(0.1)
+    return time.monotonic() - began
+
+
+def load_all(loader: ArrowLoader, watch: LogWatch, job: JobProcess, loads: int, rows: int) -> float:
     """`loads` loads of the table, each waiting while more than MAX_OWED merges are owed; the
     seconds spent waiting for the job."""
     import pyarrow as pa
 
     waited = 0.0
     for n in range(loads):
-        while n // 2 - watch.merges > MAX_OWED:
-            time.sleep(0.1)
-            waited += 0.1
+        waited += wait_for_merges(watch, job, n // 2 - MAX_OWED)
         start = START + timedelta(hours=n)
         frame = pa.table({"k": list(range(rows)), "v": [n] * rows})
         loader.load(TABLE, frame, start, start + timedelta(hours=1), segment_id=f"l{n:06d}")
     return waited
-
-
-def drain(watch: LogWatch, loads: int, timeout: float) -> bool:
-    began = time.monotonic()
-    while watch.merges < loads // 2:
-        if time.monotonic() - began > timeout:
-            return False
-        time.sleep(0.5)
-    return True
 
 
 def copies(table: Path, work: Path, spark: SparkSession) -> dict[str, Path]:
@@ -241,13 +263,18 @@ def run(work: Path, loads: int) -> dict[str, Any]:
         )
         try:
             began = time.monotonic()
-            waited = load_all(loader, watch, loads, rows=20)
+            waited = load_all(loader, watch, job, loads, rows=20)
             load_s = time.monotonic() - began
-            drained = drain(watch, loads, timeout=600)
+            wait_for_merges(watch, job, loads // 2)
+            print(f"  {loads // 2} merges after {time.monotonic() - began:.0f}s", flush=True)
             time.sleep(3 * 5)  # the maintainer's round after the last merge
             watch.sample()
             gauge = job.samples("compactor_log_commits_since_checkpoint")
             checkpoints = job.metric("compactor_checkpoints_total")
+        except Stalled as exc:
+            print(f"  stalled: {exc}; the job's log ends:", file=sys.stderr, flush=True)
+            print("\n".join(job.log.read_text(errors="replace").splitlines()[-40:]), file=sys.stderr)
+            return {"loads": loads, "merges": watch.merges, "failures": [str(exc)]}
         finally:
             watch.stop.set()
             loader.close()
@@ -278,7 +305,6 @@ def run(work: Path, loads: int) -> dict[str, Any]:
             for r, o in opens.items()
         ],
     )
-    failures = [] if drained else [f"the job merged {watch.merges} of {loads // 2} in the drain's 600 s"]
     verdicts = judge(TARGETS, {f"{r}_kept_vs_fresh": opens[r]["kept_vs_fresh"] for r in READERS})
     return {
         "loads": loads,
@@ -297,7 +323,7 @@ def run(work: Path, loads: int) -> dict[str, Any]:
         },
         "cold_open": opens,
         "verdicts": verdicts,
-        "failures": failures,
+        "failures": [],
     }
 
 
