@@ -85,9 +85,11 @@ def restart_figures(
     config: Path,
     loaded_at: datetime,
     env: Mapping[str, str] | None = None,
+    kills: int = 1,
 ) -> list[dict[str, Any]]:
-    """Cold start, restart after SIGKILL, and restart as a newcomer, for one job (`env`: its
-    environment, else this process's)."""
+    """Cold start, `kills` restarts after SIGKILL (a start varies by a second or more from one to
+    the next on a small machine: judge their median), and a restart as a newcomer, for one job
+    (`env`: its environment, else this process's)."""
     from compactor.delta.paths import warehouse_uri
     from compactor.kafka.lease import lease_group
     from compactor.kafka.seat import take_seat
@@ -98,7 +100,8 @@ def restart_figures(
     checkpoint = root / "restart-checkpoint"
     args = run_args(config, warehouse, checkpoint, kafka)
     rows: list[dict[str, Any]] = []
-    for n, start in enumerate(("cold start", "restart after SIGKILL", "restart as a newcomer")):
+    starts = ["cold start", *["restart after SIGKILL"] * kills, "restart as a newcomer"]
+    for n, start in enumerate(starts):
         send_load(spark, kafka, warehouse, n + 1, loaded_at)
         seat = None
         if start == "restart as a newcomer":  # the host's seat is someone else's: a new static name
