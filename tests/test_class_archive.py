@@ -68,5 +68,6 @@ def test_compactor_jars_builds_the_archive_and_a_driver_loads_spark_from_it(
         "s = session.build_spark('probe', master='local[1]'); s.range(1).count(); s.stop()"
     )
     subprocess.run([sys.executable, "-c", probe], check=True, timeout=300, capture_output=True)
-    lines = [line for line in loads.read_text().splitlines() if "org.apache.spark.SparkContext " in line]
-    assert lines and "shared objects file (top)" in lines[0], lines
+    for name in ("org.apache.spark.SparkContext ", "io.delta.sql.DeltaSparkSessionExtension "):
+        lines = [line for line in loads.read_text().splitlines() if name in line]  # Spark's, then ours
+        assert lines and "shared objects file (top)" in lines[0], lines

@@ -12,7 +12,9 @@ A later driver JVM that this package launches maps it (`-XX:SharedArchiveFile`) 
 for the same Java, the same Spark and the same jars: the file's name is a digest of those
 (`archive_for`), so nothing else ever maps it. The JVM checks again as it maps it and, finding
 any difference, starts without it (`-Xshare:auto`, its messages off): an archive can make a
-start faster, never make it fail. A driver spark-submit launched, or whose Java options already
+start faster, never make it fail. It is written by a local driver, whose class path holds our jars;
+a driver of a cluster master, given them in `spark.jars`, finds its class path different and
+starts without it. A driver spark-submit launched, or whose Java options already
 name an archive, is left as the user set it up; `COMPACTOR_CLASS_ARCHIVE=off` maps none.
 """
 
@@ -33,6 +35,10 @@ ARCHIVE_DIR = "class-archives"
 BUILD_TIMEOUT_S = 600.0  # a session, a tiny Delta job and the dump at exit: about 20 s here
 DUMP_ENV = "COMPACTOR_CLASS_ARCHIVE_DUMP"  # set for `build`'s child: where its JVM writes the archive
 SWITCH_ENV = "COMPACTOR_CLASS_ARCHIVE"  # "off": never map one (to compare, or to rule it out)
+# How a local driver is given our jars (session.JAR_SETTINGS): part of the archive's name, since the
+# JVM maps an archive only on the class path it was written with; archives written when the jars
+# went in `spark.jars` are left unused rather than refused at every start
+CLASS_PATH_LAYOUT = "our jars on a local driver's class path"
 
 
 def archive_for(jars: Sequence[str | Path]) -> Path:
@@ -43,6 +49,7 @@ def archive_for(jars: Sequence[str | Path]) -> Path:
     digest = hashlib.sha256()
     for part in (
         str(java),
+        CLASS_PATH_LAYOUT,
         release.read_text() if release.is_file() else "",
         *sorted(p.name for p in spark_jars.glob("*.jar")),
         *(str(p) for p in jars),

@@ -35,6 +35,11 @@ DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 DEFAULT_MASTER = "local[*]"
 DELTA_LOG_CACHE_TABLES = 64  # tables whose Delta log the driver keeps open (see DEFAULTS)
 JVM_LAUNCH_NOTES = (b"WARNING: Using incubator modules",)
+# Where the launch puts our jars, and how that setting separates them, by whether the executors
+# are the driver's JVM: in `spark.jars` each executor fetches them from the driver, which a local
+# master's executor does too, though the driver has them already (a copy and a `chmod` process
+# per jar: about 0.3 s of every start); on the driver's class path it need not.
+JAR_SETTINGS = {False: ("spark.jars", ","), True: ("spark.driver.extraClassPath", os.pathsep)}
 LOG_CONFIG = Path(__file__).with_name("spark-log4j2.properties")
 # Spark's warnings, when we launch the JVM (COMPACTOR_LOG_DIR moves them)
 SPARK_LOG_DIR = Path(os.environ.get("COMPACTOR_LOG_DIR") or Path.home() / ".compactor" / "logs")
@@ -187,7 +192,8 @@ def build_spark(
     the project's `DEFAULTS` fill the rest. `fair_pools` turns on the FAIR
     scheduler with those pools (weight and minShare) unless the user chose a scheduler mode.
     """
-    user = user_conf(locations)
+    chosen = master or (overrides or {}).get("spark.master") or (extra_conf or {}).get("spark.master")
+    user = user_conf(locations, chosen)
     store = {
         **(GCS_DEFAULTS if any(on_gcs(loc) for loc in locations) else {}),
         **(s3_settings() if any(on_s3(loc) for loc in locations) else {}),
@@ -212,26 +218,26 @@ def build_spark(
     return builder.getOrCreate()
 
 
-def user_conf(locations: Sequence[str | Path] = ()) -> dict[str, str]:
+def user_conf(locations: Sequence[str | Path] = (), master: str | None = None) -> dict[str, str]:
     """The Spark settings the user gave (spark-submit, PYSPARK_SUBMIT_ARGS, spark-defaults.conf).
 
     They live in the JVM's system properties, so the JVM comes first: when this
     process has none yet (no spark-submit), it is launched here with the
-    compactor's jars; settings the user gave for the same keys are applied after
-    ours and win.
+    compactor's jars (for `master`, the CLI's `--master`); settings the user gave
+    for the same keys are applied after ours and win.
     """
     if SparkContext._gateway is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
         # Only what must exist at launch goes in as --conf (which beats spark-defaults.conf):
         # the jars, merged with any the defaults file lists, and no console progress bar,
         # which spark-submit otherwise turns on for pyspark-shell.
         ours = [str(p) for p in jars_for(locations)]
+        defaults = _defaults_file()
         launch = SparkConf(loadDefaults=False)
-        launch.set(
-            "spark.jars", ",".join([*_defaults_file().get("spark.jars", "").split(","), *ours]).strip(",")
-        )
+        key, separator = JAR_SETTINGS[_executors_are_the_driver(master, defaults)]
+        launch.set(key, separator.join(j for j in [*defaults.get(key, "").split(separator), *ours] if j))
         launch.set("spark.ui.showConsoleProgress", DEFAULTS["spark.ui.showConsoleProgress"])
         java_options = class_archive.java_options(
-            ours, _with_our_log_config(_defaults_file().get("spark.driver.extraJavaOptions", ""))
+            ours, _with_our_log_config(defaults.get("spark.driver.extraJavaOptions", ""))
         )
         if java_options:
             launch.set("spark.driver.extraJavaOptions", java_options)
@@ -242,6 +248,13 @@ def user_conf(locations: Sequence[str | Path] = ()) -> dict[str, str]:
     active = SparkContext._active_spark_context
     source = active.getConf() if active is not None else SparkConf()
     return dict(source.getAll())
+
+
+def _executors_are_the_driver(master: str | None, defaults: Mapping[str, str]) -> bool:
+    """Will the JVM launched here run the tasks too (a local master, not one PYSPARK_SUBMIT_ARGS
+    may name instead)?"""
+    chosen = master or defaults.get("spark.master") or DEFAULT_MASTER
+    return chosen.startswith("local") and "PYSPARK_SUBMIT_ARGS" not in os.environ
 
 
 def _launch_quietly(conf: SparkConf) -> Any:
