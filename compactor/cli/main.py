@@ -36,6 +36,7 @@ JSON_FIELDS = ["levelname", "name", "message"]
 USAGE_ERROR = 2  # bad input: a config, a file, an option
 UNREACHABLE = 3  # a service the command needs did not answer (the Kafka broker)
 LEASE_HELD = 4  # another `compactor run` controls this warehouse and topic (or this one lost it)
+SILENT = logging.CRITICAL + 1  # a logger's level at which it says nothing
 
 
 class CompactorGroup(click.Group):
@@ -90,8 +91,9 @@ def main(ctx: click.Context, verbose: bool, log_format: str) -> None:
         else logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
     )
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, handlers=[handler])
-    # librdkafka retries what it logs; a command reports the failure that matters in one line
-    LIBRDKAFKA_LOG.setLevel(logging.DEBUG if verbose else logging.CRITICAL)
+    # librdkafka retries what it logs; a command reports the failure that matters in one line, so
+    # even its fatal errors stay out of the way (the one line says them; `run` keeps them in its log)
+    LIBRDKAFKA_LOG.setLevel(logging.DEBUG if verbose else SILENT)
 
 
 commands = (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import click
@@ -18,7 +19,7 @@ from compactor.cli.options import (
     spark_options,
     warehouse_option,
 )
-from compactor.kafka.settings import DEFAULT_DEAD_LETTER_TOPIC, DEFAULT_RESULTS_TOPIC
+from compactor.kafka.settings import DEFAULT_DEAD_LETTER_TOPIC, DEFAULT_RESULTS_TOPIC, LIBRDKAFKA_LOG
 
 
 @click.command()
@@ -124,6 +125,9 @@ def run(
     from compactor.observe.console.guard import ConsoleGuard, allowed_hosts
     from compactor.observe.console.serve import console_token
 
+    # a job runs for months: its log keeps librdkafka's fatal errors (a fenced producer, a lost
+    # authorisation), which the other commands leave to their one line
+    LIBRDKAFKA_LOG.setLevel(min(LIBRDKAFKA_LOG.level, logging.CRITICAL))
     token = console_token(console_token_spec)  # before anything starts: a bad token fails in seconds
     config = load_config_file(config_path)
     kafka = kafka_settings(bootstrap_servers, config, segments_topic, results_topic, dead_letter_topic)

@@ -109,3 +109,29 @@ def test_version() -> None:
 
     result = CliRunner().invoke(main, ["--version"])
     assert result.exit_code == 0 and result.output == f"compactor, version {version('streaming-compactor')}\n"
+
+
+def test_librdkafka_stays_quiet_in_a_command_but_a_job_logs_its_fatal_errors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A command's failure is its one `error:` line, even when librdkafka calls it fatal (a broker
+    that refuses the principal); a running job keeps librdkafka's fatal errors in its log."""
+    import logging
+
+    from compactor.job import run as job_run
+    from compactor.kafka.settings import LIBRDKAFKA_LOG
+
+    config = tmp_path / "tables.yaml"
+    config.write_text("tables:\n  a: {}\n")
+    assert CliRunner().invoke(main, ["config", "validate", str(config)]).exit_code == 0
+    assert not LIBRDKAFKA_LOG.isEnabledFor(logging.CRITICAL)
+    assert CliRunner().invoke(main, ["-v", "config", "validate", str(config)]).exit_code == 0
+    assert LIBRDKAFKA_LOG.isEnabledFor(logging.DEBUG)
+    levels: list[int] = []
+    monkeypatch.setattr(job_run, "run_job", lambda *args: levels.append(LIBRDKAFKA_LOG.getEffectiveLevel()))
+    where = ["--warehouse", str(tmp_path / "w"), "--checkpoint", str(tmp_path / "cp")]
+    ran = CliRunner().invoke(
+        main, ["run", "--config", str(config), *where, "--bootstrap-servers", "127.0.0.1:1"]
+    )
+    assert ran.exit_code == 0, ran.output
+    assert levels == [logging.CRITICAL]
