@@ -279,7 +279,7 @@ def run(work: Path, loads: int) -> dict[str, Any]:
             checkpoints = job.metric("compactor_checkpoints_total")
         except Stalled as exc:
             print(f"  stalled: {exc}; the job's log ends:", file=sys.stderr, flush=True)
-            print("\n".join(job.log.read_text(errors="replace").splitlines()[-40:]), file=sys.stderr)
+            print(job.log_end(40), file=sys.stderr)
             return {"loads": loads, "merges": watch.merges, "failures": [str(exc)]}
         finally:
             watch.stop.set()

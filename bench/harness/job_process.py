@@ -142,6 +142,14 @@ class JobProcess:
         """The log since the latest start."""
         return self.log.read_text(errors="replace").rsplit(START_BANNER, 1)[-1]
 
+    def log_end(self, lines: int) -> str:
+        """The last `lines` lines of the log since the latest start; once the job has ended, after
+        the copy of its output reached the end (a failed start's last words are its reason)."""
+        if self._reader is not None and not self.alive():
+            self._reader.join(timeout=5)
+        said = self.this_start().split("\n", 1)[-1]  # less the rest of the start's banner line
+        return "\n".join(said.strip().splitlines()[-lines:])
+
     def serving(self) -> bool:
         """Its shard's query runs: started since the latest start, not failed or lost since."""
         return self.alive() and query_runs(self.this_start())

@@ -39,20 +39,14 @@ def until_processed(job: JobProcess) -> dict[str, Any]:
     `compactor_events_total`), with the seconds its batches spent in each phase."""
     while job.metric("compactor_events_total") < 1:
         if not job.alive():
-            raise RuntimeError(f"the job exited with {job.proc and job.proc.returncode}; {_log_end(job)}")
+            raise RuntimeError(
+                f"the job exited with {job.proc and job.proc.returncode}; its log ends:\n{job.log_end(12)}"
+            )
         if time.monotonic() - job.started_at > TIMEOUT_S:
-            raise RuntimeError(f"no event processed in {TIMEOUT_S:.0f}s; {_log_end(job)}")
+            raise RuntimeError(f"no event processed in {TIMEOUT_S:.0f}s; its log ends:\n{job.log_end(12)}")
         time.sleep(0.1)
     processed = time.monotonic() - job.started_at
     return job.marks_at | {"processed": processed, "phases": batch_phases(job.metrics())}
-
-
-def _log_end(job: JobProcess) -> str:
-    """The last lines the job wrote since its start (its log is removed with the work directory)."""
-    if job.proc is not None:
-        job.proc.wait(timeout=10)
-    time.sleep(0.2)  # the reader thread relays its last lines
-    return "its log ends:\n" + "\n".join(job.this_start().strip().splitlines()[-12:])
 
 
 def batch_phases(metrics: dict[str, float]) -> dict[str, float]:
